@@ -1,0 +1,40 @@
+# deps.sh — installs what hutch needs from Debian's packages (sourced by
+# demo.sh and test.sh).  Idempotent: apt runs only when something is missing.
+BUILD_DEPS="build-essential autoconf automake libtool pkg-config
+  libcurl4-openssl-dev libcjson-dev libarchive-dev liblua5.4-dev
+  libseccomp-dev libmicrohttpd-dev"
+RUNTIME_DEPS="python3 nodejs procps"
+TEST_DEPS="bubblewrap hyperfine clang-format"
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_deps() {
+    missing=""
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+            missing="$missing $p"
+    done
+    [ -z "$missing" ] && return 0
+    echo "installing:$missing"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+}
+
+# build DIR [configure args…]: configure and build out of tree in DIR.
+build() {
+    dir=$1
+    shift
+    [ -x "$SRC/configure" ] || (cd "$SRC" && autoreconf -fi) || return 1
+    mkdir -p "$dir" && cd "$dir" || return 1
+    [ -f Makefile ] || "$SRC/configure" "$@" >configure.out || {
+        cat configure.out
+        return 1
+    }
+    make -j"$(nproc)" >make.out 2>&1 || {
+        cat make.out
+        return 1
+    }
+    cd "$SRC"
+}

@@ -1,0 +1,72 @@
+#!/bin/sh
+# test.sh — the quick start's second command, and what CI runs: install the
+# dependencies, build twice (plain, and with ASan+UBSan), run the whole test
+# suite on both, and print one summary line "N passed, N failed, N skipped".
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+. "$SRC/contrib/deps.sh"
+cd "$SRC" || exit 1
+
+install_deps $BUILD_DEPS $RUNTIME_DEPS $TEST_DEPS || {
+    echo "installing dependencies failed"
+    echo "0 passed, 1 failed"
+    exit 1
+}
+
+failed_steps=0
+if [ -n "${CI:-}" ] || [ "${HUTCH_CHECK_FORMAT:-1}" = 1 ]; then
+    if ! clang-format --dry-run --Werror src/*.c src/*.h plugins/*/*.c plugins/*/*.h \
+        tests/unit/*.c tests/unit/*.h tests/plugins/*.c tests/plugins/*.h 2>format.out; then
+        head -40 format.out
+        echo "format check failed: run 'make format'"
+        failed_steps=$((failed_steps + 1))
+    fi
+    rm -f format.out
+    # Banned functions (STYLE.md habit 12).
+    if grep -nE '\b(sprintf|vsprintf|strcpy|strcat|gets|system)\s*\(' \
+        src/*.c plugins/*/*.c tests/unit/*.c | grep -v snprintf; then
+        echo "banned function used"
+        failed_steps=$((failed_steps + 1))
+    fi
+fi
+
+run_suite() { # name builddir configure-args…
+    name=$1
+    dir=$2
+    shift 2
+    echo "== $name build"
+    if ! build "$dir" "$@"; then
+        echo "$name build failed"
+        failed_steps=$((failed_steps + 1))
+        return
+    fi
+    echo "== $name tests"
+    make -C "$dir" -j2 check >"$dir/check.out" 2>&1
+    grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS)' "$dir/check.out" | grep -v '^PASS' | head -100
+    grep -E '^# (TOTAL|PASS|FAIL|SKIP|ERROR)' "$dir/check.out"
+    for log in $(grep -lE '^(not ok|Bail out)' "$dir"/tests/*/*.log 2>/dev/null); do
+        echo "--- $log"
+        grep -B2 -A6 -E '^(not ok|Bail out)' "$log" | head -60
+    done
+}
+
+run_suite plain "$SRC/build" --enable-werror
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_suite sanitizers "$SRC/build-asan" --enable-sanitizers --enable-werror
+
+# Count every TAP result of both runs.
+pass=0
+fail=$failed_steps
+skip=0
+for trs in "$SRC"/build/tests/*/*.trs "$SRC"/build-asan/tests/*/*.trs; do
+    [ -f "$trs" ] || continue
+    p=$(grep -c '^:test-result: PASS' "$trs")
+    f=$(grep -cE '^:test-result: (FAIL|ERROR|XPASS)' "$trs")
+    s=$(grep -c '^:test-result: SKIP' "$trs")
+    pass=$((pass + p))
+    fail=$((fail + f))
+    skip=$((skip + s))
+done
+[ $((pass + fail)) -gt 0 ] || fail=$((fail + 1))
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]

@@ -1,0 +1,788 @@
+/* local.c — the local executor, host side: the plugin entry, cgroups, and
+ * driving one sandbox through its control socket.  The processes inside the
+ * sandbox live in sandbox.c; the system call filter in seccomp.c.
+ *
+ * Needs no daemon and no privilege: user namespaces give the sandbox its own
+ * root to build mounts with.  When hutch runs as root, or the host delegates
+ * a cgroup, memory and pids limits are cgroup limits (v1 or v2); otherwise
+ * rlimits stand in for them. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "caps.h"
+#include "hutch-executor.h"
+#include "sandbox.h"
+
+#define START_TIMEOUT_MS 10000
+#define CG_MAX           2
+
+struct cgroup_set {
+    int version; /* 0 none, 1 or 2 */
+    char mem_parent[PATH_MAX];
+    char pids_parent[PATH_MAX];
+    char reason[256]; /* why there is none */
+};
+
+struct local_state {
+    const struct hutch_host *host;
+    char instance[64];
+    struct cgroup_set cg;
+    unsigned long seq;
+};
+
+struct local_sandbox {
+    struct hutch_sandbox pub; /* first: the core sees only this */
+    pid_t c1;                 /* our child; init's parent */
+    int init_pidfd;
+    int ctrl_fd;
+    int exited; /* EXIT frame seen */
+    int32_t status;
+    int killed;
+    char cg_mem[PATH_MAX]; /* sandbox's own cgroups, "" if none */
+    char cg_pids[PATH_MAX];
+};
+
+/* --- cgroups -------------------------------------------------------------- */
+
+static int write_str(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    ssize_t n;
+    if (fd < 0)
+        return -errno;
+    n = write(fd, s, strlen(s));
+    if (n < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    close(fd);
+    return 0;
+}
+
+static int read_str(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+    if (fd < 0)
+        return -errno;
+    n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -errno;
+    buf[n] = '\0';
+    return 0;
+}
+
+/* The cgroup path of this process for `controller` (v1), or the unified
+ * path (controller NULL). */
+static int own_cgroup(const char *controller, char *out, size_t len)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    char line[1024];
+    int r = -ENOENT;
+    if (!f)
+        return -errno;
+    while (fgets(line, sizeof(line), f)) {
+        char *ctl = strchr(line, ':'), *path;
+        if (!ctl)
+            continue;
+        path = strchr(++ctl, ':');
+        if (!path)
+            continue;
+        *path++ = '\0';
+        path[strcspn(path, "\n")] = '\0';
+        if (controller ? strcmp(ctl, controller) == 0
+                       : (line[0] == '0' && line[1] == ':' && *ctl == '\0')) {
+            snprintf(out, len, "%s", path);
+            r = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return r;
+}
+
+static void cgroup_detect(struct cgroup_set *cg)
+{
+    char own[PATH_MAX];
+    struct stat st;
+
+    memset(cg, 0, sizeof(*cg));
+    if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0) {
+        char ctl[256];
+        if (own_cgroup(NULL, own, sizeof(own)) < 0) {
+            snprintf(cg->reason, sizeof(cg->reason),
+                     "cannot find this process's cgroup");
+            return;
+        }
+        snprintf(cg->mem_parent, sizeof(cg->mem_parent), "/sys/fs/cgroup%s",
+                 strcmp(own, "/") ? own : "");
+        if (access(cg->mem_parent, W_OK) < 0) {
+            snprintf(cg->reason, sizeof(cg->reason),
+                     "cgroup v2 %s is not writable (run as root or ask systemd for a "
+                     "delegated cgroup: systemd-run --user -p Delegate=yes)",
+                     cg->mem_parent);
+            return;
+        }
+        /* Controllers can only be handed to children of a cgroup without
+         * processes of its own: move hutch into a leaf first if needed. */
+        if (read_str("/sys/fs/cgroup/cgroup.controllers", ctl, sizeof(ctl)) < 0 ||
+            !strstr(ctl, "memory") || !strstr(ctl, "pids")) {
+            snprintf(cg->reason, sizeof(cg->reason),
+                     "cgroup v2 without the memory and pids controllers");
+            return;
+        }
+        {
+            char sub[PATH_MAX + 32];
+            snprintf(sub, sizeof(sub), "%s/cgroup.subtree_control", cg->mem_parent);
+            if (write_str(sub, "+memory +pids") == -EBUSY) {
+                char leaf[PATH_MAX + 32], procs[PATH_MAX + 64], pid[32];
+                snprintf(leaf, sizeof(leaf), "%s/hutch-self-%d", cg->mem_parent,
+                         getpid());
+                snprintf(procs, sizeof(procs), "%s/cgroup.procs", leaf);
+                snprintf(pid, sizeof(pid), "%d", getpid());
+                if ((mkdir(leaf, 0755) < 0 && errno != EEXIST) ||
+                    write_str(procs, pid) < 0 || write_str(sub, "+memory +pids") < 0) {
+                    snprintf(cg->reason, sizeof(cg->reason),
+                             "cannot enable memory and pids controllers under %s",
+                             cg->mem_parent);
+                    return;
+                }
+            }
+        }
+        snprintf(cg->pids_parent, sizeof(cg->pids_parent), "%s", cg->mem_parent);
+        cg->version = 2;
+        return;
+    }
+    if (own_cgroup("memory", own, sizeof(own)) < 0 ||
+        stat("/sys/fs/cgroup/memory/memory.limit_in_bytes", &st) < 0) {
+        snprintf(cg->reason, sizeof(cg->reason), "no memory cgroup controller mounted");
+        return;
+    }
+    snprintf(cg->mem_parent, sizeof(cg->mem_parent), "/sys/fs/cgroup/memory%s",
+             strcmp(own, "/") ? own : "");
+    if (own_cgroup("pids", own, sizeof(own)) < 0 ||
+        stat("/sys/fs/cgroup/pids", &st) < 0) {
+        snprintf(cg->reason, sizeof(cg->reason), "no pids cgroup controller mounted");
+        return;
+    }
+    snprintf(cg->pids_parent, sizeof(cg->pids_parent), "/sys/fs/cgroup/pids%s",
+             strcmp(own, "/") ? own : "");
+    if (access(cg->mem_parent, W_OK) < 0 || access(cg->pids_parent, W_OK) < 0) {
+        snprintf(cg->reason, sizeof(cg->reason),
+                 "cgroup v1 %s is not writable (run hutch as root for memory and pids "
+                 "limits; rlimits are used instead)",
+                 cg->mem_parent);
+        return;
+    }
+    cg->version = 1;
+}
+
+static int cg_write(const char *dir, const char *file, const char *val)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    return write_str(path, val);
+}
+
+static void cg_remove(char *dir)
+{
+    if (!dir[0])
+        return;
+    /* The last processes may still be leaving: rmdir fails with EBUSY. */
+    for (int i = 0; i < 200 && rmdir(dir) < 0 && errno == EBUSY; i++)
+        usleep(1000);
+    dir[0] = '\0';
+}
+
+static int cg_create(struct local_state *st, struct local_sandbox *sb,
+                     const struct hutch_sandbox_spec *spec, struct hutch_err *err)
+{
+    char name[128], val[64];
+    int r;
+
+    if (st->cg.version == 0)
+        return 0;
+    snprintf(name, sizeof(name), "hutch-%s-%lu", st->instance, st->seq);
+    snprintf(sb->cg_mem, sizeof(sb->cg_mem), "%s/%s", st->cg.mem_parent, name);
+    if (mkdir(sb->cg_mem, 0755) < 0) {
+        r = -errno;
+        sb->cg_mem[0] = '\0';
+        return hutch_err_set(err, r, "creating cgroup %s/%s: %s", st->cg.mem_parent,
+                             name, strerror(-r));
+    }
+    if (st->cg.version == 1) {
+        snprintf(sb->cg_pids, sizeof(sb->cg_pids), "%s/%s", st->cg.pids_parent, name);
+        if (mkdir(sb->cg_pids, 0755) < 0) {
+            r = -errno;
+            sb->cg_pids[0] = '\0';
+            return hutch_err_set(err, r, "creating cgroup %s: %s", name, strerror(-r));
+        }
+        snprintf(val, sizeof(val), "%llu", (unsigned long long)spec->memory_bytes);
+        r = cg_write(sb->cg_mem, "memory.limit_in_bytes", val);
+        if (r == 0 &&
+            access("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes", F_OK) == 0)
+            r = cg_write(sb->cg_mem, "memory.memsw.limit_in_bytes", val);
+        if (r < 0)
+            return hutch_err_set(err, r, "setting the memory limit: %s", strerror(-r));
+        snprintf(val, sizeof(val), "%u", spec->pids_max);
+        r = cg_write(sb->cg_pids, "pids.max", val);
+        if (r < 0)
+            return hutch_err_set(err, r, "setting the pids limit: %s", strerror(-r));
+    } else {
+        snprintf(val, sizeof(val), "%llu", (unsigned long long)spec->memory_bytes);
+        r = cg_write(sb->cg_mem, "memory.max", val);
+        if (r == 0)
+            r = cg_write(sb->cg_mem, "memory.swap.max", "0");
+        if (r == -ENOENT)
+            r = 0; /* no swap accounting */
+        if (r < 0)
+            return hutch_err_set(err, r, "setting the memory limit: %s", strerror(-r));
+        snprintf(val, sizeof(val), "%u", spec->pids_max);
+        r = cg_write(sb->cg_mem, "pids.max", val);
+        if (r < 0)
+            return hutch_err_set(err, r, "setting the pids limit: %s", strerror(-r));
+    }
+    return 0;
+}
+
+static int cg_enter(struct local_sandbox *sb, pid_t pid)
+{
+    char val[32];
+    int r = 0;
+    snprintf(val, sizeof(val), "%d", pid);
+    if (sb->cg_mem[0])
+        r = cg_write(sb->cg_mem, "cgroup.procs", val);
+    if (r == 0 && sb->cg_pids[0])
+        r = cg_write(sb->cg_pids, "cgroup.procs", val);
+    return r;
+}
+
+static int cg_oom(struct local_sandbox *sb)
+{
+    char buf[1024], path[PATH_MAX + 32];
+    const char *key;
+    if (!sb->cg_mem[0])
+        return 0;
+    if (sb->cg_pids[0]) { /* v1 */
+        snprintf(path, sizeof(path), "%s/memory.oom_control", sb->cg_mem);
+        key = "oom_kill ";
+    } else {
+        snprintf(path, sizeof(path), "%s/memory.events", sb->cg_mem);
+        key = "oom_kill ";
+    }
+    if (read_str(path, buf, sizeof(buf)) < 0)
+        return 0;
+    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, key, strlen(key)) == 0)
+            return atol(l + strlen(key)) > 0;
+    return 0;
+}
+
+/* --- interpreters --------------------------------------------------------- */
+
+/* The real interpreter binary, never a shim from $PATH (pyenv, asdf…): only
+ * what lives under /usr is visible in the sandbox anyway. */
+static int find_interp(const char *language, char *out, size_t len,
+                       struct hutch_err *err)
+{
+    static const char *const py[] = {"/usr/bin/python3", "/usr/local/bin/python3",
+                                     NULL};
+    static const char *const js[] = {"/usr/bin/node", "/usr/local/bin/node",
+                                     "/usr/bin/nodejs", NULL};
+    const char *const *c;
+    const char *env;
+    char real[PATH_MAX];
+
+    if (strcmp(language, "python") == 0) {
+        c = py;
+        env = getenv("HUTCH_PYTHON");
+    } else if (strcmp(language, "javascript") == 0) {
+        c = js;
+        env = getenv("HUTCH_NODE");
+    } else {
+        return hutch_err_set(err, -EINVAL,
+                             "unknown language \"%s\": use python or javascript",
+                             language);
+    }
+    for (; env || *c; env ? (void)(env = NULL) : (void)c++) {
+        const char *cand = env ? env : *c;
+        if (!realpath(cand, real) || access(real, X_OK) < 0)
+            continue;
+        if (strncmp(real, "/usr/", 5) != 0)
+            continue;
+        snprintf(out, len, "%s", real);
+        return 0;
+    }
+    return hutch_err_set(
+        err, -ENOENT,
+        "no %s interpreter under /usr (install it: apt-get install -y %s)", language,
+        strcmp(language, "python") == 0 ? "python3" : "nodejs");
+}
+
+/* --- plugin operations ------------------------------------------------------ */
+
+static int local_probe(const struct hutch_host *host, struct hutch_err *err)
+{
+    pid_t pid;
+    int status;
+
+    pid = fork();
+    if (pid < 0)
+        return hutch_err_set(err, -errno, "fork: %s", strerror(errno));
+    if (pid == 0)
+        _exit(unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                      CLONE_NEWIPC | CLONE_NEWUTS) < 0
+                  ? errno
+                  : 0);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return hutch_err_set(
+            err, -EPERM,
+            "cannot create user namespaces here (%s): enable them with "
+            "'sysctl -w kernel.unprivileged_userns_clone=1' and "
+            "'sysctl -w user.max_user_namespaces=15000'",
+            WIFEXITED(status) ? strerror(WEXITSTATUS(status)) : "killed");
+    return 0;
+}
+
+static int local_open(const struct hutch_host *host, const struct hutch_config *cfg,
+                      void **state, struct hutch_err *err)
+{
+    struct local_state *st = calloc(1, sizeof(*st));
+    if (!st)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    st->host = host;
+    snprintf(st->instance, sizeof(st->instance), "%s",
+             cfg && cfg->instance_id ? cfg->instance_id : "0");
+    cgroup_detect(&st->cg);
+    if (st->cg.version == 0)
+        host->log(HUTCH_LOG_INFO, "local", "no cgroup limits: %s", st->cg.reason);
+    *state = st;
+    return 0;
+}
+
+static void local_close(void *state)
+{
+    free(state);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+static void sandbox_free(struct local_sandbox *sb)
+{
+    close_fd(&sb->pub.chan_fd);
+    close_fd(&sb->pub.stdout_fd);
+    close_fd(&sb->pub.stderr_fd);
+    close_fd(&sb->ctrl_fd);
+    close_fd(&sb->init_pidfd);
+    cg_remove(sb->cg_mem);
+    cg_remove(sb->cg_pids);
+    free(sb);
+}
+
+static int wait_readable(int fd, int ms)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int r;
+    do
+        r = poll(&pfd, 1, ms);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+static void local_kill(void *state, struct hutch_sandbox *pub)
+{
+    struct local_sandbox *sb = (struct local_sandbox *)pub;
+    /* Killing pid 1 of the namespace kills every process in it. */
+    if (sb->init_pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0);
+    if (sb->c1 > 0)
+        kill(sb->c1, SIGKILL);
+    sb->killed = 1;
+}
+
+static void local_destroy(void *state, struct hutch_sandbox *pub)
+{
+    struct local_sandbox *sb = (struct local_sandbox *)pub;
+    int status;
+    if (!sb)
+        return;
+    if (sb->init_pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0);
+    if (sb->c1 > 0) {
+        /* C1 exits once init and with it the whole namespace is gone. */
+        for (int i = 0; i < 2000; i++) {
+            pid_t r = waitpid(sb->c1, &status, WNOHANG);
+            if (r == sb->c1 || (r < 0 && errno != EINTR))
+                break;
+            if (i == 1000)
+                kill(sb->c1, SIGKILL);
+            usleep(i < 50 ? 100 : 1000);
+        }
+        sb->c1 = 0;
+    }
+    sandbox_free(sb);
+}
+
+static int write_map(pid_t pid, const char *file, const char *line)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
+    return write_str(path, line);
+}
+
+static int local_start(void *state, const struct hutch_sandbox_spec *spec,
+                       struct hutch_sandbox **out, struct hutch_err *err)
+{
+    struct local_state *st = state;
+    struct lsb_params p;
+    struct local_sandbox *sb;
+    int ctrl[2] = {-1, -1}, sync[2] = {-1, -1}, chan[2] = {-1, -1};
+    int opipe[2] = {-1, -1}, epipe[2] = {-1, -1};
+    struct lsb_hdr h;
+    char *payload = NULL, map[128];
+    int r;
+
+    memset(&p, 0, sizeof(p));
+    sb = calloc(1, sizeof(*sb));
+    if (!sb)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    sb->pub.struct_size = sizeof(sb->pub);
+    sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
+    sb->ctrl_fd = sb->init_pidfd = -1;
+
+    p.host = st->host;
+    p.language = spec->language;
+    r = find_interp(spec->language, p.interp, sizeof(p.interp), err);
+    if (r < 0)
+        goto fail;
+    snprintf(p.runner, sizeof(p.runner), "%s",
+             strcmp(spec->language, "python") == 0 ? "runner.py" : "runner.js");
+    if (!realpath(st->host->runner_dir, p.runner_dir)) {
+        r = hutch_err_set(err, -errno,
+                          "runner directory %s: %s (set HUTCH_RUNNER_DIR or reinstall)",
+                          st->host->runner_dir, strerror(errno));
+        goto fail;
+    }
+    p.is_root = geteuid() == 0;
+    p.memory_bytes = spec->memory_bytes ? spec->memory_bytes
+                                        : (uint64_t)HUTCH_DEFAULT_MEMORY_MB << 20;
+    p.work_bytes =
+        spec->work_bytes ? spec->work_bytes : (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
+    p.tmp_bytes =
+        spec->tmp_bytes ? spec->tmp_bytes : (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
+    p.pids_max = spec->pids_max ? spec->pids_max : HUTCH_DEFAULT_PIDS;
+    p.open_files = spec->open_files ? spec->open_files : HUTCH_DEFAULT_OPEN_FILES;
+
+    st->seq++;
+    {
+        struct hutch_sandbox_spec eff = *spec;
+        eff.memory_bytes = p.memory_bytes;
+        eff.pids_max = p.pids_max;
+        r = cg_create(st, sb, &eff, err);
+        if (r < 0)
+            goto fail;
+    }
+    p.have_memcg = p.have_pidscg = sb->cg_mem[0] != '\0';
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctrl) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0 ||
+        pipe2(opipe, O_CLOEXEC) < 0 || pipe2(epipe, O_CLOEXEC) < 0) {
+        r = hutch_err_set(err, -errno, "creating sandbox channels: %s",
+                          strerror(errno));
+        goto fail;
+    }
+    p.ctrl_fd = ctrl[1];
+    p.sync_fd = sync[1];
+    p.chan_fd = chan[1];
+    p.out_fd = opipe[1];
+    p.err_fd = epipe[1];
+
+    sb->c1 = fork();
+    if (sb->c1 < 0) {
+        r = hutch_err_set(err, -errno, "fork: %s", strerror(errno));
+        goto fail;
+    }
+    if (sb->c1 == 0) {
+        close(ctrl[0]);
+        close(sync[0]);
+        close(chan[0]);
+        close(opipe[0]);
+        close(epipe[0]);
+        lsb_child_main(&p);
+    }
+    close_fd(&ctrl[1]);
+    close_fd(&sync[1]);
+    close_fd(&chan[1]);
+    close_fd(&opipe[1]);
+    close_fd(&epipe[1]);
+
+    /* C1 has unshared: give it its ids and its cgroups, then let it go. */
+    if (wait_readable(sync[0], START_TIMEOUT_MS) <= 0 ||
+        lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
+        r = hutch_err_set(err, -EIO,
+                          "sandbox did not start (no answer from its helper)");
+        goto fail;
+    }
+    if (h.type == LSB_FAIL) {
+        r = hutch_err_set(err, -EPERM, "%s",
+                          payload ? payload : "sandbox set-up failed");
+        goto fail;
+    }
+    free(payload);
+    payload = NULL;
+    r = cg_enter(sb, sb->c1);
+    if (r < 0) {
+        hutch_err_set(err, r, "moving the sandbox into its cgroup: %s", strerror(-r));
+        goto fail;
+    }
+    snprintf(map, sizeof(map), "%d %d 1\n", LSB_UID,
+             p.is_root ? LSB_ROOT_MAP_UID : (int)geteuid());
+    if ((r = write_map(sb->c1, "uid_map", map)) < 0 ||
+        (r = write_map(sb->c1, "setgroups", "deny")) < 0 ||
+        (snprintf(map, sizeof(map), "%d %d 1\n", LSB_GID,
+                  p.is_root ? LSB_ROOT_MAP_GID : (int)getegid()),
+         (r = write_map(sb->c1, "gid_map", map)) < 0)) {
+        hutch_err_set(err, r, "writing the sandbox's uid/gid map: %s", strerror(-r));
+        goto fail;
+    }
+    if (write(sync[0], "g", 1) != 1) {
+        r = hutch_err_set(err, -EIO, "sandbox helper went away during start");
+        goto fail;
+    }
+    if (wait_readable(sync[0], START_TIMEOUT_MS) <= 0 ||
+        lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0 || h.type != LSB_READY ||
+        h.len != sizeof(int32_t)) {
+        r = hutch_err_set(err, -EIO, "sandbox did not start (%s)",
+                          payload && h.type == LSB_FAIL ? payload : "no init process");
+        goto fail;
+    }
+    {
+        int32_t init;
+        memcpy(&init, payload, sizeof(init));
+        sb->init_pidfd = (int)syscall(SYS_pidfd_open, (pid_t)init, 0);
+    }
+    free(payload);
+    payload = NULL;
+    close_fd(&sync[0]);
+
+    if (wait_readable(ctrl[0], START_TIMEOUT_MS) <= 0 ||
+        lsb_recv(ctrl[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
+        r = hutch_err_set(err, -EIO, "sandbox did not report ready within %d ms",
+                          START_TIMEOUT_MS);
+        goto fail;
+    }
+    if (h.type != LSB_READY) {
+        r = hutch_err_set(err, -EPERM, "%s",
+                          payload ? payload : "sandbox set-up failed without a reason");
+        goto fail;
+    }
+    free(payload);
+    sb->ctrl_fd = ctrl[0];
+    sb->pub.chan_fd = chan[0];
+    sb->pub.stdout_fd = opipe[0];
+    sb->pub.stderr_fd = epipe[0];
+    sb->pub.event_fd = ctrl[0];
+    *out = &sb->pub;
+    return 0;
+
+fail:
+    free(payload);
+    close_fd(&ctrl[0]);
+    close_fd(&ctrl[1]);
+    close_fd(&sync[0]);
+    close_fd(&sync[1]);
+    close_fd(&chan[0]);
+    close_fd(&chan[1]);
+    close_fd(&opipe[0]);
+    close_fd(&opipe[1]);
+    close_fd(&epipe[0]);
+    close_fd(&epipe[1]);
+    local_destroy(st, &sb->pub);
+    return r;
+}
+
+#define F(t) (1u << (t))
+
+/* Read control frames until one whose type is in the mask `want` arrives;
+ * EXIT frames on the way are remembered. */
+static int recv_until(struct local_sandbox *sb, uint32_t want, struct lsb_hdr *h,
+                      char **payload, int timeout_ms)
+{
+    for (;;) {
+        int r;
+        if (wait_readable(sb->ctrl_fd, timeout_ms) <= 0)
+            return -ETIMEDOUT;
+        r = lsb_recv(sb->ctrl_fd, h, payload, LSB_FRAME_MAX);
+        if (r < 0)
+            return r;
+        if (h->type == LSB_EXIT && h->len == sizeof(int32_t) && !sb->exited) {
+            memcpy(&sb->status, *payload, sizeof(int32_t));
+            sb->exited = 1;
+        }
+        if (h->type < 32 && (want & F(h->type)))
+            return 0;
+        free(*payload);
+        *payload = NULL;
+    }
+}
+
+static int local_put(void *state, struct hutch_sandbox *pub, const void *tar,
+                     size_t len, struct hutch_err *err)
+{
+    struct local_sandbox *sb = (struct local_sandbox *)pub;
+    struct lsb_hdr h;
+    char *payload = NULL;
+    int r;
+
+    if (len > HUTCH_TAR_IN_MAX_BYTES)
+        return hutch_err_set(err, -E2BIG, "files for the sandbox exceed %u bytes",
+                             HUTCH_TAR_IN_MAX_BYTES);
+    r = lsb_send(sb->ctrl_fd, LSB_PUT, tar, len);
+    if (r < 0)
+        return hutch_err_set(err, r, "sending files into the sandbox: %s",
+                             strerror(-r));
+    r = recv_until(sb, F(LSB_PUT_OK) | F(LSB_PUT_ERR), &h, &payload, 60000);
+    if (r < 0)
+        return hutch_err_set(err, r, "sandbox did not take the files: %s",
+                             strerror(-r));
+    if (h.type == LSB_PUT_ERR) {
+        r = hutch_err_set(err, -EINVAL, "unpacking files into /work: %s",
+                          payload ? payload : "failed");
+        free(payload);
+        return r;
+    }
+    free(payload);
+    return 0;
+}
+
+static void fill_exit(struct local_sandbox *sb, struct hutch_exit *ex)
+{
+    memset(ex, 0, sizeof(*ex));
+    if (sb->exited) {
+        int s = sb->status;
+        if (WIFEXITED(s)) {
+            ex->exit_code = WEXITSTATUS(s);
+        } else if (WIFSIGNALED(s)) {
+            ex->signal = WTERMSIG(s);
+            ex->exit_code = 128 + ex->signal;
+        }
+    } else {
+        /* init is gone: everything was killed. */
+        ex->signal = SIGKILL;
+        ex->exit_code = 128 + SIGKILL;
+    }
+    ex->oom = cg_oom(sb);
+}
+
+static int local_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex,
+                      struct hutch_err *err)
+{
+    struct local_sandbox *sb = (struct local_sandbox *)pub;
+    while (!sb->exited) {
+        struct lsb_hdr h;
+        char *payload = NULL;
+        int r;
+        if (wait_readable(sb->ctrl_fd, 0) <= 0)
+            return -EAGAIN;
+        r = lsb_recv(sb->ctrl_fd, &h, &payload, LSB_FRAME_MAX);
+        if (r < 0)
+            break; /* init died: treated as killed */
+        if (h.type == LSB_EXIT && h.len == sizeof(int32_t)) {
+            memcpy(&sb->status, payload, sizeof(int32_t));
+            sb->exited = 1;
+        }
+        free(payload);
+    }
+    fill_exit(sb, ex);
+    return 0;
+}
+
+static int local_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_fn,
+                     void *arg, uint64_t max_bytes, struct hutch_err *err)
+{
+    struct local_sandbox *sb = (struct local_sandbox *)pub;
+    uint64_t total = 0;
+    int r;
+
+    if (sb->killed)
+        return hutch_err_set(err, -ESRCH, "the sandbox was killed; no files to fetch");
+    r = lsb_send(sb->ctrl_fd, LSB_PACK, &max_bytes, sizeof(max_bytes));
+    if (r < 0)
+        return hutch_err_set(err, r, "asking the sandbox for /work/out: %s",
+                             strerror(-r));
+    for (;;) {
+        struct lsb_hdr h;
+        char *payload = NULL;
+        r = recv_until(sb, F(LSB_DATA) | F(LSB_DATA_END) | F(LSB_DATA_ERR), &h,
+                       &payload, 60000);
+        if (r < 0)
+            return hutch_err_set(err, r, "fetching /work/out: %s", strerror(-r));
+        if (h.type == LSB_DATA_END)
+            return 0;
+        if (h.type == LSB_DATA_ERR) {
+            r = hutch_err_set(err, -EINVAL, "packing /work/out: %s",
+                              payload ? payload : "failed");
+            free(payload);
+            return r;
+        }
+        total += h.len;
+        if (total > max_bytes + (16u << 20)) {
+            free(payload);
+            return hutch_err_set(err, -E2BIG, "files in /work/out exceed %llu bytes",
+                                 (unsigned long long)max_bytes);
+        }
+        r = write_fn(arg, payload, h.len);
+        free(payload);
+        if (r < 0)
+            return hutch_err_set(err, r,
+                                 "files in /work/out exceed the %llu-byte limit",
+                                 (unsigned long long)max_bytes);
+    }
+}
+
+static const struct hutch_executor local_executor = {
+    .abi = HUTCH_EXECUTOR_ABI,
+    .struct_size = sizeof(struct hutch_executor),
+    .name = "local",
+    .summary = "Linux namespaces + seccomp + cgroups on this host; needs no daemon",
+    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
+    .probe = local_probe,
+    .open = local_open,
+    .start = local_start,
+    .put_archive = local_put,
+    .reap = local_reap,
+    .get_archive = local_get,
+    .kill = local_kill,
+    .destroy = local_destroy,
+    .close = local_close,
+};
+
+__attribute__((visibility("default"))) const struct hutch_executor *
+hutch_executor_entry(void)
+{
+    return &local_executor;
+}

@@ -1,0 +1,609 @@
+/* sandbox.c — the local executor's sandbox side: everything that runs after
+ * fork() in the child processes.
+ *
+ *   hutch ── fork ──> C1: unshare(user, mount, pid, net, ipc, uts);
+ *                         waits for the host to write its uid/gid maps and
+ *                         put it into the sandbox's cgroups
+ *                     ── fork ──> init (pid 1): builds the root file system,
+ *                                 drops every privilege, starts the runner,
+ *                                 then serves the control socket (files in,
+ *                                 exit status, files out) and reaps orphans
+ *                                 ── fork/exec ──> runner (seccomp, rlimits)
+ *
+ * C1 stays behind only to tie the sandbox's life to hutch's: it dies with
+ * hutch (PDEATHSIG) and init dies with C1, and when init dies the kernel
+ * kills every process of the pid namespace.  Nothing here returns: errors
+ * are reported on the control socket (init) or the sync socket (C1), then
+ * the process _exit()s, so no atexit handler or sanitizer runs in a child.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "caps.h"
+#include "sandbox.h"
+
+/* The new root is assembled on a tmpfs mounted over this directory, which
+ * exists on every host; only the sandbox's mount namespace sees it. */
+#define NEWROOT "/tmp"
+
+int lsb_send(int fd, uint32_t type, const void *data, size_t len)
+{
+    struct lsb_hdr h = {.type = type, .len = (uint32_t)len};
+    struct iovec iov[2] = {{&h, sizeof(h)}, {(void *)data, len}};
+    size_t total = sizeof(h) + len, done = 0;
+
+    while (done < total) {
+        ssize_t n;
+        struct iovec *v = iov;
+        int cnt = 2;
+        size_t skip = done;
+        struct iovec tmp[2];
+        memcpy(tmp, iov, sizeof(tmp));
+        v = tmp;
+        while (cnt > 0 && skip >= v->iov_len) {
+            skip -= v->iov_len;
+            v++;
+            cnt--;
+        }
+        v->iov_base = (char *)v->iov_base + skip;
+        v->iov_len -= skip;
+        n = writev(fd, v, cnt);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EPIPE;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int lsb_recv(int fd, struct lsb_hdr *h, char **payload, size_t max)
+{
+    int r = read_full(fd, h, sizeof(*h));
+    *payload = NULL;
+    if (r < 0)
+        return r;
+    if (h->len > max)
+        return -EMSGSIZE;
+    if (h->len == 0)
+        return 0;
+    *payload = malloc((size_t)h->len + 1);
+    if (!*payload)
+        return -ENOMEM;
+    r = read_full(fd, *payload, h->len);
+    if (r < 0) {
+        free(*payload);
+        *payload = NULL;
+        return r;
+    }
+    (*payload)[h->len] = '\0';
+    return 0;
+}
+
+/* --- failure reporting ------------------------------------------------- */
+
+__attribute__((noreturn, format(printf, 3, 4))) static void die(int fd, uint32_t frame,
+                                                                const char *fmt, ...)
+{
+    char msg[HUTCH_ERR_MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    lsb_send(fd, frame, msg, strlen(msg));
+    _exit(126);
+}
+
+#define fail(p, ...) die((p)->ctrl_fd, LSB_FAIL, __VA_ARGS__)
+
+/* --- file system ------------------------------------------------------- */
+
+static int write_file(const char *path, const char *data, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    int r = 0;
+    if (fd < 0)
+        return -errno;
+    if (write(fd, data, strlen(data)) != (ssize_t)strlen(data))
+        r = -EIO;
+    close(fd);
+    return r;
+}
+
+/* Flags the kernel keeps locked on a mount made in a less privileged user
+ * namespace: a read-only remount has to repeat them or it fails. */
+static unsigned long locked_flags(const char *path)
+{
+    struct statvfs sv;
+    unsigned long f = 0;
+    if (statvfs(path, &sv) < 0)
+        return 0;
+    if (sv.f_flag & ST_NOSUID)
+        f |= MS_NOSUID;
+    if (sv.f_flag & ST_NODEV)
+        f |= MS_NODEV;
+    if (sv.f_flag & ST_NOEXEC)
+        f |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME)
+        f |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME)
+        f |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME)
+        f |= MS_RELATIME;
+    return f;
+}
+
+static void bind_ro(struct lsb_params *p, const char *src, const char *dst)
+{
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        fail(p, "sandbox set-up: bind-mounting %s: %s", src, strerror(errno));
+    if (mount(NULL, dst, NULL,
+              MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | locked_flags(src),
+              NULL) < 0)
+        fail(p, "sandbox set-up: making %s read-only: %s", src, strerror(errno));
+}
+
+static void mount_tmpfs(struct lsb_params *p, const char *dst, uint64_t bytes,
+                        const char *extra, unsigned long flags)
+{
+    char opts[256];
+    snprintf(opts, sizeof(opts), "size=%llu%s%s", (unsigned long long)bytes,
+             extra ? "," : "", extra ? extra : "");
+    if (mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | flags, opts) < 0)
+        fail(p, "sandbox set-up: mounting tmpfs on %s: %s", dst, strerror(errno));
+}
+
+static void mkdir_or_die(struct lsb_params *p, const char *path, mode_t mode)
+{
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        fail(p, "sandbox set-up: mkdir %s: %s", path, strerror(errno));
+}
+
+/* Top-level directories of the host that hold the runtime.  On a merged-/usr
+ * host /bin, /lib… are symlinks into /usr and are recreated as such. */
+static void add_toplevel(struct lsb_params *p, const char *name)
+{
+    char host[64], dst[128], target[PATH_MAX];
+    struct stat st;
+    ssize_t n;
+
+    snprintf(host, sizeof(host), "/%s", name);
+    snprintf(dst, sizeof(dst), NEWROOT "/%s", name);
+    if (lstat(host, &st) < 0)
+        return;
+    if (S_ISLNK(st.st_mode)) {
+        n = readlink(host, target, sizeof(target) - 1);
+        if (n <= 0)
+            return;
+        target[n] = '\0';
+        if (symlink(target, dst) < 0)
+            fail(p, "sandbox set-up: symlink %s: %s", dst, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        mkdir_or_die(p, dst, 0755);
+        bind_ro(p, host, dst);
+    }
+}
+
+static void bind_dev(struct lsb_params *p, const char *name)
+{
+    char src[64], dst[128];
+    snprintf(src, sizeof(src), "/dev/%s", name);
+    snprintf(dst, sizeof(dst), NEWROOT "/dev/%s", name);
+    if (write_file(dst, "", 0666) < 0)
+        fail(p, "sandbox set-up: creating %s: %s", dst, strerror(errno));
+    if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+        fail(p, "sandbox set-up: binding %s: %s", src, strerror(errno));
+}
+
+static void build_root(struct lsb_params *p, int runner_fd)
+{
+    static const char *const top[] = {"usr",   "bin",   "sbin",  "lib",
+                                      "lib32", "lib64", "libx32"};
+    static const char *const devs[] = {"null", "zero", "full", "random", "urandom"};
+    char passwd[256], group[256];
+
+    char runner_src[64];
+
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        fail(p, "sandbox set-up: making mounts private: %s", strerror(errno));
+    snprintf(runner_src, sizeof(runner_src), "/proc/self/fd/%d", runner_fd);
+    mount_tmpfs(p, NEWROOT, 4u << 20, "mode=0755", 0);
+    for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
+        add_toplevel(p, top[i]);
+
+    mkdir_or_die(p, NEWROOT "/etc", 0755);
+    snprintf(passwd, sizeof(passwd),
+             "root:x:0:0:root:/:/usr/sbin/nologin\n"
+             "sandbox:x:%d:%d:hutch sandbox:/work:/usr/sbin/nologin\n"
+             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+             LSB_UID, LSB_GID);
+    snprintf(group, sizeof(group), "root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n",
+             LSB_GID);
+    if (write_file(NEWROOT "/etc/passwd", passwd, 0644) < 0 ||
+        write_file(NEWROOT "/etc/group", group, 0644) < 0 ||
+        write_file(NEWROOT "/etc/hostname", "hutch\n", 0644) < 0 ||
+        write_file(NEWROOT "/etc/hosts", "127.0.0.1 localhost hutch\n::1 localhost\n",
+                   0644) < 0 ||
+        write_file(NEWROOT "/etc/nsswitch.conf",
+                   "passwd: files\ngroup: files\nhosts: files\n", 0644) < 0)
+        fail(p, "sandbox set-up: writing /etc: %s", strerror(errno));
+    if (access("/etc/ld.so.cache", R_OK) == 0) {
+        if (write_file(NEWROOT "/etc/ld.so.cache", "", 0644) < 0)
+            fail(p, "sandbox set-up: /etc/ld.so.cache: %s", strerror(errno));
+        bind_ro(p, "/etc/ld.so.cache", NEWROOT "/etc/ld.so.cache");
+    }
+
+    mkdir_or_die(p, NEWROOT "/dev", 0755);
+    mount_tmpfs(p, NEWROOT "/dev", 1u << 20, "mode=0755", MS_NOEXEC);
+    for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
+        bind_dev(p, devs[i]);
+    if (symlink("/proc/self/fd", NEWROOT "/dev/fd") < 0 ||
+        symlink("/proc/self/fd/0", NEWROOT "/dev/stdin") < 0 ||
+        symlink("/proc/self/fd/1", NEWROOT "/dev/stdout") < 0 ||
+        symlink("/proc/self/fd/2", NEWROOT "/dev/stderr") < 0)
+        fail(p, "sandbox set-up: /dev links: %s", strerror(errno));
+    mkdir_or_die(p, NEWROOT "/dev/shm", 01777);
+    mount_tmpfs(p, NEWROOT "/dev/shm", p->tmp_bytes, "mode=1777", MS_NOEXEC);
+
+    mkdir_or_die(p, NEWROOT "/proc", 0555);
+    if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) <
+        0)
+        fail(p, "sandbox set-up: mounting /proc: %s", strerror(errno));
+
+    mkdir_or_die(p, NEWROOT "/tmp", 01777);
+    mount_tmpfs(p, NEWROOT "/tmp", p->tmp_bytes, "mode=1777", 0);
+
+    {
+        char opts[64];
+        snprintf(opts, sizeof(opts), "mode=0755,uid=%d,gid=%d", LSB_UID, LSB_GID);
+        mkdir_or_die(p, NEWROOT "/work", 0755);
+        mount_tmpfs(p, NEWROOT "/work", p->work_bytes, opts, 0);
+    }
+
+    mkdir_or_die(p, NEWROOT "/run", 0755);
+    mkdir_or_die(p, NEWROOT "/run/hutch", 0755);
+    bind_ro(p, runner_src, NEWROOT "/run/hutch");
+    close(runner_fd);
+
+    if (chdir(NEWROOT) < 0)
+        fail(p, "sandbox set-up: chdir: %s", strerror(errno));
+    /* pivot_root(".", ".") stacks the old root under the new one; detaching
+     * it leaves nothing of the host but what was bound in. */
+    if (syscall(SYS_pivot_root, ".", ".") < 0)
+        fail(p, "sandbox set-up: pivot_root: %s", strerror(errno));
+    if (umount2(".", MNT_DETACH) < 0)
+        fail(p, "sandbox set-up: detaching the host root: %s", strerror(errno));
+    if (chdir("/") < 0)
+        fail(p, "sandbox set-up: chdir /: %s", strerror(errno));
+    if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              NULL) < 0)
+        fail(p, "sandbox set-up: making / read-only: %s", strerror(errno));
+}
+
+/* --- privileges -------------------------------------------------------- */
+
+static void drop_privileges(struct lsb_params *p)
+{
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3,
+                                           .pid = 0};
+    struct __user_cap_data_struct data[2];
+
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            fail(p, "sandbox set-up: dropping capability %d: %s", cap, strerror(errno));
+    if (setresgid(LSB_GID, LSB_GID, LSB_GID) < 0 ||
+        setresuid(LSB_UID, LSB_UID, LSB_UID) < 0)
+        fail(p, "sandbox set-up: switching to uid %d: %s", LSB_UID, strerror(errno));
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        fail(p, "sandbox set-up: clearing capabilities: %s", strerror(errno));
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        fail(p, "sandbox set-up: no_new_privs: %s", strerror(errno));
+}
+
+/* --- the runner -------------------------------------------------------- */
+
+static void set_limit(int res, rlim_t v)
+{
+    struct rlimit rl = {v, v};
+    setrlimit(res, &rl);
+}
+
+/* Runs in the runner's process after fork(); reports failures on stderr,
+ * which is the program's stderr pipe, then exits 127 like a shell would. */
+__attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devnull)
+{
+    char script[128], errbuf[256];
+    char *argv[6];
+    char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                    "HOME=/work",
+                    "LANG=C.UTF-8",
+                    "LC_ALL=C.UTF-8",
+                    "TMPDIR=/tmp",
+                    "USER=sandbox",
+                    "PYTHONDONTWRITEBYTECODE=1",
+                    "PYTHONIOENCODING=utf-8",
+                    "NODE_OPTIONS=",
+                    NULL};
+    int argc = 0, r;
+
+    if (dup2(devnull, 0) < 0 || dup2(p->out_fd, 1) < 0 || dup2(p->err_fd, 2) < 0 ||
+        dup2(p->chan_fd, 3) < 0)
+        _exit(127);
+    syscall(SYS_close_range, 4, ~0U, 0);
+    setsid();
+    signal(SIGPIPE, SIG_DFL);
+    write_file("/proc/self/oom_score_adj", "1000", 0);
+
+    set_limit(RLIMIT_CORE, 0);
+    set_limit(RLIMIT_NOFILE, p->open_files);
+    /* Above the tmpfs sizes, so a full /work says ENOSPC, not EFBIG. */
+    set_limit(RLIMIT_FSIZE,
+              (p->work_bytes > p->tmp_bytes ? p->work_bytes : p->tmp_bytes) +
+                  (1u << 20));
+    set_limit(RLIMIT_MSGQUEUE, 0);
+    if (!p->have_pidscg)
+        set_limit(RLIMIT_NPROC, p->pids_max);
+    if (!p->have_memcg && p->memory_bytes)
+        /* Without a memory cgroup the address space is all we can cap;
+         * V8 reserves far more than it uses, so JavaScript gets slack. */
+        set_limit(RLIMIT_AS, strcmp(p->language, "javascript") == 0
+                                 ? p->memory_bytes + (8ull << 30)
+                                 : p->memory_bytes);
+
+    r = lsb_seccomp_load(errbuf, sizeof(errbuf));
+    if (r < 0) {
+        dprintf(2, "hutch sandbox: seccomp: %s\n", errbuf);
+        _exit(127);
+    }
+    snprintf(script, sizeof(script), "/run/hutch/%s", p->runner);
+    argv[argc++] = p->interp;
+    if (strcmp(p->language, "python") == 0) {
+        argv[argc++] = "-I";
+        argv[argc++] = "-S";
+    }
+    argv[argc++] = script;
+    argv[argc] = NULL;
+    if (chdir("/work") < 0)
+        _exit(127);
+    execve(p->interp, argv, envp);
+    dprintf(2, "hutch sandbox: cannot start %s: %s\n", p->interp, strerror(errno));
+    _exit(127);
+}
+
+/* --- init ---------------------------------------------------------------- */
+
+static int send_data(void *arg, const void *buf, size_t len)
+{
+    int fd = *(int *)arg;
+    const char *c = buf;
+    while (len > 0) {
+        size_t n = len > LSB_DATA_CHUNK ? LSB_DATA_CHUNK : len;
+        int r = lsb_send(fd, LSB_DATA, c, n);
+        if (r < 0)
+            return r;
+        c += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Kill everything but init, and wait until it is gone, so that nothing
+ * changes /work/out while it is packed. */
+static void kill_all_others(void)
+{
+    kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
+}
+
+static void reap(pid_t runner, int ctrl, int *runner_done)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (pid == runner && !*runner_done) {
+            int32_t s = status;
+            *runner_done = 1;
+            lsb_send(ctrl, LSB_EXIT, &s, sizeof(s));
+        }
+    }
+}
+
+__attribute__((noreturn)) static void init_main(struct lsb_params *p)
+{
+    struct hutch_archive_limits lim_in = {
+        .max_bytes = HUTCH_TAR_IN_MAX_BYTES,
+        .max_entries = HUTCH_TAR_MAX_ENTRIES,
+        .max_path = HUTCH_TAR_MAX_PATH,
+        .max_depth = HUTCH_TAR_MAX_DEPTH,
+    };
+    struct hutch_err err;
+    int ctrl = p->ctrl_fd, devnull, sfd, runner_fd, runner_done = 0;
+    sigset_t mask;
+    pid_t runner;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0)
+        fail(p, "sandbox set-up: signalfd: %s", strerror(errno));
+    sethostname("hutch", 5);
+    /* The runner directory may live under NEWROOT on the host (a build tree
+     * in /tmp) or under a directory the sandbox user cannot search (/root):
+     * hold it by fd before the tmpfs hides it and before the switch below. */
+    runner_fd = open(p->runner_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (runner_fd < 0)
+        fail(p, "sandbox set-up: runner directory %s: %s", p->runner_dir,
+             strerror(errno));
+    /* Become the sandbox user now: files and mounts made below must belong
+     * to an id mapped in this user namespace (host root is not).  The
+     * capabilities of the namespace stay until drop_privileges(). */
+    if (setresgid(LSB_GID, LSB_GID, LSB_GID) < 0 ||
+        setresuid(LSB_UID, LSB_UID, LSB_UID) < 0)
+        fail(p, "sandbox set-up: switching to uid %d: %s", LSB_UID, strerror(errno));
+    build_root(p, runner_fd);
+    drop_privileges(p);
+    /* Not dumpable: the program runs as the same uid and must not be able
+     * to ptrace init or read its memory through /proc. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    if (mkdir("/work/out", 0755) < 0)
+        fail(p, "sandbox set-up: mkdir /work/out: %s", strerror(errno));
+    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0)
+        fail(p, "sandbox set-up: /dev/null: %s", strerror(errno));
+
+    runner = fork();
+    if (runner < 0)
+        fail(p, "sandbox set-up: fork: %s", strerror(errno));
+    if (runner == 0) {
+        sigprocmask(SIG_UNBLOCK, &mask, NULL);
+        exec_runner(p, devnull);
+    }
+    close(p->chan_fd);
+    close(p->out_fd);
+    close(p->err_fd);
+    close(devnull);
+    lsb_send(ctrl, LSB_READY, NULL, 0);
+
+    for (;;) {
+        struct pollfd fds[2] = {{ctrl, POLLIN, 0}, {sfd, POLLIN, 0}};
+        struct lsb_hdr h;
+        char *payload = NULL;
+        int r;
+
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(1);
+        }
+        if (fds[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                ;
+            reap(runner, ctrl, &runner_done);
+        }
+        if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        r = lsb_recv(ctrl, &h, &payload, LSB_FRAME_MAX);
+        if (r < 0)
+            _exit(0); /* host went away: the sandbox goes with it */
+        memset(&err, 0, sizeof(err));
+        switch (h.type) {
+        case LSB_PUT:
+            r = p->host->archive_extract(payload, h.len, "/work", &lim_in, &err);
+            if (r < 0)
+                lsb_send(ctrl, LSB_PUT_ERR, err.msg, strlen(err.msg));
+            else
+                lsb_send(ctrl, LSB_PUT_OK, NULL, 0);
+            break;
+        case LSB_PACK: {
+            struct hutch_archive_limits lim_out = {
+                .max_bytes = HUTCH_TAR_OUT_MAX_BYTES,
+                .max_entries = HUTCH_TAR_MAX_ENTRIES,
+                .max_path = HUTCH_TAR_MAX_PATH,
+                .max_depth = HUTCH_TAR_MAX_DEPTH,
+            };
+            uint64_t max = 0;
+            if (payload && h.len == sizeof(max))
+                memcpy(&max, payload, sizeof(max));
+            if (max && max < lim_out.max_bytes)
+                lim_out.max_bytes = max;
+            kill_all_others();
+            reap(runner, ctrl, &runner_done);
+            r = p->host->archive_pack_dir("/work/out", send_data, &ctrl, &lim_out,
+                                          &err);
+            if (r < 0)
+                lsb_send(ctrl, LSB_DATA_ERR, err.msg, strlen(err.msg));
+            else
+                lsb_send(ctrl, LSB_DATA_END, NULL, 0);
+            break;
+        }
+        default:
+            free(payload);
+            _exit(1);
+        }
+        free(payload);
+    }
+}
+
+/* --- C1 ------------------------------------------------------------------ */
+
+void lsb_child_main(struct lsb_params *p)
+{
+    pid_t init;
+    int status;
+    char go;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (p->is_root && setgroups(0, NULL) < 0)
+        die(p->sync_fd, LSB_FAIL, "sandbox set-up: setgroups: %s", strerror(errno));
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+        die(p->sync_fd, LSB_FAIL,
+            "cannot create namespaces: %s (is kernel.unprivileged_userns_clone or "
+            "user.max_user_namespaces disabled? see 'hutch doctor')",
+            strerror(errno));
+    if (lsb_send(p->sync_fd, LSB_READY, NULL, 0) < 0 ||
+        read_full(p->sync_fd, &go, 1) < 0)
+        _exit(126);
+    init = fork();
+    if (init < 0)
+        die(p->sync_fd, LSB_FAIL, "sandbox set-up: fork: %s", strerror(errno));
+    if (init == 0) {
+        close(p->sync_fd);
+        init_main(p);
+    }
+    {
+        int32_t pid = init;
+        lsb_send(p->sync_fd, LSB_READY, &pid, sizeof(pid));
+    }
+    close(p->ctrl_fd);
+    close(p->chan_fd);
+    close(p->out_fd);
+    close(p->err_fd);
+    while (waitpid(init, &status, 0) < 0 && errno == EINTR)
+        ;
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}

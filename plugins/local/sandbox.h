@@ -1,0 +1,76 @@
+/* sandbox.h — what the local executor's host side (local.c) and sandbox side
+ * (sandbox.c, seccomp.c) share: the parameters of one sandbox and the
+ * framing of the control channel between the plugin and the sandbox's init.
+ */
+#ifndef HUTCH_LOCAL_SANDBOX_H
+#define HUTCH_LOCAL_SANDBOX_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "caps.h"
+#include "hutch-executor.h"
+
+/* uid/gid of the program inside the sandbox. */
+#define LSB_UID 1000
+#define LSB_GID 1000
+/* Host uid the sandbox user maps to when hutch runs as root. */
+#define LSB_ROOT_MAP_UID 65534
+#define LSB_ROOT_MAP_GID 65534
+
+/* Control frames: a fixed header then `len` payload bytes. */
+enum lsb_frame {
+    LSB_READY = 1, /* init -> host: sandbox set up, runner started */
+    LSB_FAIL,      /* init -> host: set-up failed; payload: message */
+    LSB_PUT,       /* host -> init: payload: tar to unpack into /work */
+    LSB_PUT_OK,    /* init -> host */
+    LSB_PUT_ERR,   /* init -> host; payload: message */
+    LSB_EXIT,      /* init -> host; payload: int32 wait status */
+    LSB_PACK,      /* host -> init; payload: uint64 max bytes */
+    LSB_DATA,      /* init -> host; payload: tar bytes */
+    LSB_DATA_END,  /* init -> host */
+    LSB_DATA_ERR,  /* init -> host; payload: message */
+};
+struct lsb_hdr {
+    uint32_t type;
+    uint32_t len;
+};
+#define LSB_FRAME_MAX  (HUTCH_TAR_IN_MAX_BYTES + 4096u)
+#define LSB_DATA_CHUNK (256u * 1024u)
+
+/* Everything the sandbox side needs, prepared by the host before fork() so
+ * the child does no path lookups of its own on the host. */
+struct lsb_params {
+    const struct hutch_host *host;
+    char interp[PATH_MAX];     /* real interpreter binary, under /usr */
+    char runner[64];           /* runner file name inside /run/hutch */
+    char runner_dir[PATH_MAX]; /* host dir bound at /run/hutch */
+    const char *language;
+    int is_root;        /* hutch runs as host root */
+    int ctrl_fd;        /* child end of the control socket */
+    int sync_fd;        /* child end of the start-up sync socket */
+    int chan_fd;        /* runner end of the wire channel */
+    int out_fd, err_fd; /* write ends of stdout/stderr pipes */
+    uint64_t memory_bytes;
+    uint64_t work_bytes;
+    uint64_t tmp_bytes;
+    uint32_t pids_max;
+    uint32_t open_files;
+    int have_memcg;  /* memory limit enforced by a cgroup */
+    int have_pidscg; /* pids limit enforced by a cgroup */
+};
+
+/* Child side of fork(): never returns. */
+__attribute__((noreturn)) void lsb_child_main(struct lsb_params *p);
+
+/* Load the runner's seccomp filter (after no_new_privs).  0 or -errno. */
+int lsb_seccomp_load(char *errbuf, size_t len);
+
+/* Framed I/O on the control socket (blocking). */
+int lsb_send(int fd, uint32_t type, const void *data, size_t len);
+/* Reads one frame; *payload is malloc'd (NUL-terminated) or NULL when len is
+ * 0; caller frees.  Payloads over max are an error. */
+int lsb_recv(int fd, struct lsb_hdr *h, char **payload, size_t max);
+
+#endif

@@ -1,0 +1,141 @@
+/* seccomp.c — the system call filter of the local executor's runner.
+ *
+ * A deny list over an allow-by-default filter: the runtimes (CPython, Node)
+ * use a wide and changing set of calls, while what must never be reachable
+ * from a sandbox is a short, stable list.  Namespace creation is refused
+ * both as unshare/setns and as clone flags; clone3 answers ENOSYS so libc
+ * falls back to clone, whose flags a filter can see.  Foreign architectures
+ * (x32, i386 on x86_64) are killed outright. */
+#include <errno.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "sandbox.h"
+
+static const char *const denied[] = {
+    /* debugging other processes */
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
+    /* file systems and the root */
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "quotactl",
+    "quotactl_fd",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "swapon",
+    "swapoff",
+    /* namespaces */
+    "unshare",
+    "setns",
+    /* kernel keyring, eBPF, perf, modules, kexec */
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    /* the machine */
+    "reboot",
+    "acct",
+    "syslog",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "sethostname",
+    "setdomainname",
+    "iopl",
+    "ioperm",
+    "vhangup",
+    "lookup_dcookie",
+    "uselib",
+    "nfsservctl",
+    "_sysctl",
+    /* attack surface with a long CVE record */
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "fanotify_init",
+    "personality",
+};
+
+static const unsigned long ns_flags[] = {CLONE_NEWUSER,   CLONE_NEWNS,  CLONE_NEWPID,
+                                         CLONE_NEWNET,    CLONE_NEWIPC, CLONE_NEWUTS,
+                                         CLONE_NEWCGROUP, 0x00000080 /* NEWTIME */};
+
+int lsb_seccomp_load(char *errbuf, size_t len)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    int r = 0, nr;
+
+    if (!ctx) {
+        snprintf(errbuf, len, "seccomp_init failed");
+        return -ENOMEM;
+    }
+    r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    if (r < 0) {
+        snprintf(errbuf, len, "setting the bad-arch action: %s", strerror(-r));
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
+        nr = seccomp_syscall_resolve_name(denied[i]);
+        if (nr == __NR_SCMP_ERROR)
+            continue; /* not on this architecture */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+        if (r < 0) {
+            snprintf(errbuf, len, "denying %s: %s", denied[i], strerror(-r));
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++) {
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+        if (r < 0) {
+            snprintf(errbuf, len, "filtering clone flags: %s", strerror(-r));
+            goto out;
+        }
+    }
+    nr = seccomp_syscall_resolve_name("clone3");
+    if (nr != __NR_SCMP_ERROR) {
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+        if (r < 0) {
+            snprintf(errbuf, len, "denying clone3: %s", strerror(-r));
+            goto out;
+        }
+    }
+    /* Pushing keystrokes into a terminal the sandbox shares. */
+    r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
+    if (r < 0) {
+        snprintf(errbuf, len, "filtering ioctl: %s", strerror(-r));
+        goto out;
+    }
+    r = seccomp_load(ctx);
+    if (r < 0)
+        snprintf(errbuf, len, "loading the filter: %s", strerror(-r));
+out:
+    seccomp_release(ctx);
+    return r;
+}

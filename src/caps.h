@@ -1,0 +1,50 @@
+/* caps.h — every fixed cap on input from outside, and every default limit,
+ * in one place.  Anything read from an agent, a file, a plugin or a sandbox
+ * is bounded by one of these. */
+#ifndef HUTCH_CAPS_H
+#define HUTCH_CAPS_H
+
+/* Code and files an agent sends in. */
+#define HUTCH_MAX_CODE_BYTES  (1u << 20) /* 1 MiB of source */
+#define HUTCH_MAX_INPUT_FILES 1000
+#define HUTCH_MAX_INPUT_BYTES (64u << 20) /* files in, total */
+
+/* Tar streams.  In: what the core sends into a sandbox.  Out: what comes
+ * back from /work/out (untrusted). */
+#define HUTCH_TAR_MAX_ENTRIES   10000
+#define HUTCH_TAR_MAX_PATH      1024
+#define HUTCH_TAR_MAX_DEPTH     32
+#define HUTCH_TAR_MAX_NAME      255 /* one path component */
+#define HUTCH_TAR_OUT_MAX_BYTES (64u << 20)
+#define HUTCH_TAR_IN_MAX_BYTES  (HUTCH_MAX_INPUT_BYTES + HUTCH_MAX_CODE_BYTES)
+#define HUTCH_TAR_MAX_STREAM    (HUTCH_TAR_OUT_MAX_BYTES + (16u << 20)) /* + headers */
+
+/* Wire protocol (runner <-> core). */
+#define HUTCH_WIRE_MAX_LINE       (8u << 20) /* one NDJSON message */
+#define HUTCH_WIRE_MAX_DEPTH      64         /* JSON nesting */
+#define HUTCH_WIRE_MAX_TOOL_CALLS 10000      /* per execution */
+#define HUTCH_WIRE_MAX_INFLIGHT   256        /* concurrent tool calls */
+#define HUTCH_WIRE_READY_MS       10000      /* runner start-up */
+
+/* Program output kept per stream; the rest is drained and counted. */
+#define HUTCH_OUTPUT_MAX_BYTES (1u << 20)
+
+/* Default limits of one execution. */
+#define HUTCH_DEFAULT_TIMEOUT_MS 30000
+#define HUTCH_MAX_TIMEOUT_MS     (3600u * 1000u)
+#define HUTCH_DEFAULT_MEMORY_MB  512
+#define HUTCH_MAX_MEMORY_MB      (64u * 1024u)
+#define HUTCH_DEFAULT_PIDS       128
+#define HUTCH_DEFAULT_WORK_MB    256
+#define HUTCH_DEFAULT_TMP_MB     64
+#define HUTCH_DEFAULT_OPEN_FILES 256
+
+/* Plugins. */
+#define HUTCH_MAX_PLUGINS 64
+
+/* Exit statuses of `hutch run` for hutch's own outcomes. */
+#define HUTCH_EXIT_TIMEOUT 124
+#define HUTCH_EXIT_ERROR   125
+#define HUTCH_EXIT_OOM     137
+
+#endif

@@ -1,0 +1,18 @@
+/* cli.h — the subcommands of the hutch binary, one file each. */
+#ifndef HUTCH_CLI_H
+#define HUTCH_CLI_H
+
+#include "plugin.h"
+
+int hutch_cmd_run(int argc, char **argv);
+int hutch_cmd_plugins(int argc, char **argv);
+int hutch_cmd_doctor(int argc, char **argv);
+
+/* Load the plugin directory and open `name` (NULL: $HUTCH_EXECUTOR or
+ * "local").  On success *ps is owned by the caller (hutch_plugins_free) and
+ * *p points into it. */
+int hutch_cli_open_executor(const char *plugin_dir, const char *name,
+                            struct hutch_host *host, struct hutch_plugins **ps,
+                            struct hutch_plugin **p, struct hutch_err *err);
+
+#endif

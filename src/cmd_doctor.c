@@ -1,0 +1,228 @@
+/* cmd_doctor.c — `hutch doctor`: what this machine offers the executors, and
+ * how to fix what is missing.  Each check prints one line: ok, warn or FAIL,
+ * then the fix.  Exit status 1 when a check the default executor needs
+ * failed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "plugin.h"
+
+extern char **environ;
+
+static int failures;
+
+static void report(const char *status, const char *what, const char *detail)
+{
+    printf("%-5s %-22s %s\n", status, what, detail);
+    if (!strcmp(status, "FAIL"))
+        failures++;
+}
+
+static void check_userns(void)
+{
+    pid_t pid = fork();
+    int status = 0;
+    if (pid == 0)
+        _exit(unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                      CLONE_NEWIPC | CLONE_NEWUTS) < 0
+                  ? 1
+                  : 0);
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        report("FAIL", "namespaces",
+               "cannot create user/pid/mount/net/ipc/uts namespaces: run 'sysctl -w "
+               "kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000'");
+    else
+        report("ok", "namespaces", "user, pid, mount, net, ipc, uts");
+}
+
+static void check_seccomp(void)
+{
+    char buf[256] = "";
+    int fd = open("/proc/sys/kernel/seccomp/actions_avail", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        buf[n > 0 ? n : 0] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        close(fd);
+    }
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 && errno == EINVAL)
+        report("FAIL", "seccomp",
+               "the kernel has no seccomp: build it with CONFIG_SECCOMP_FILTER");
+    else
+        report("ok", "seccomp", buf[0] ? buf : "filter mode available");
+}
+
+static void check_cgroups(void)
+{
+    struct stat st;
+    char detail[512];
+    if (stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0) {
+        snprintf(
+            detail, sizeof(detail), "v2 at /sys/fs/cgroup%s",
+            access("/sys/fs/cgroup", W_OK) == 0
+                ? ", writable: memory and pids limits apply"
+                : "; not writable: limits fall back to rlimits (run as root or in a "
+                  "delegated cgroup: systemd-run --user -p Delegate=yes)");
+        report(access("/sys/fs/cgroup", W_OK) == 0 ? "ok" : "warn", "cgroups", detail);
+    } else if (stat("/sys/fs/cgroup/memory", &st) == 0 &&
+               stat("/sys/fs/cgroup/pids", &st) == 0) {
+        int w = access("/sys/fs/cgroup/memory", W_OK) == 0 &&
+                access("/sys/fs/cgroup/pids", W_OK) == 0;
+        snprintf(detail, sizeof(detail), "v1 (memory, pids)%s",
+                 w ? ", writable: memory and pids limits apply"
+                   : "; not writable: limits fall back to rlimits (run hutch as root)");
+        report(w ? "ok" : "warn", "cgroups", detail);
+    } else {
+        report("warn", "cgroups",
+               "no memory/pids controllers mounted: limits fall back to rlimits");
+    }
+}
+
+/* First line of `bin --version`, run with an empty environment. */
+static int version_of(const char *bin, char *out, size_t len)
+{
+    char *argv[] = {(char *)bin, "--version", NULL};
+    char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+    posix_spawn_file_actions_t fa;
+    int pfd[2], status;
+    pid_t pid;
+    ssize_t n;
+
+    if (pipe(pfd) < 0)
+        return -errno;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+    posix_spawn_file_actions_addclose(&fa, pfd[0]);
+    if (posix_spawn(&pid, bin, &fa, NULL, argv, envp) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        close(pfd[0]);
+        close(pfd[1]);
+        return -ENOENT;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    n = read(pfd[0], out, len - 1);
+    out[n > 0 ? n : 0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    close(pfd[0]);
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+static void check_runtime(const char *lang, const char *const *cands, const char *pkg)
+{
+    char real[PATH_MAX], ver[128], detail[PATH_MAX + 256];
+    for (; *cands; cands++) {
+        if (!realpath(*cands, real) || strncmp(real, "/usr/", 5) != 0)
+            continue;
+        if (version_of(real, ver, sizeof(ver)) < 0)
+            continue;
+        snprintf(detail, sizeof(detail), "%s (%s)", real, ver);
+        report("ok", lang, detail);
+        return;
+    }
+    snprintf(detail, sizeof(detail),
+             "no interpreter under /usr: install it with 'apt-get install -y %s'", pkg);
+    report("FAIL", lang, detail);
+}
+
+static void check_runners(void)
+{
+    const char *dir = hutch_runner_dir();
+    char p1[PATH_MAX], p2[PATH_MAX], detail[PATH_MAX + 128];
+    snprintf(p1, sizeof(p1), "%s/runner.py", dir);
+    snprintf(p2, sizeof(p2), "%s/runner.js", dir);
+    if (access(p1, R_OK) == 0 && access(p2, R_OK) == 0) {
+        report("ok", "runners", dir);
+    } else {
+        snprintf(detail, sizeof(detail),
+                 "runner.py or runner.js missing in %s: reinstall hutch or set "
+                 "HUTCH_RUNNER_DIR",
+                 dir);
+        report("FAIL", "runners", detail);
+    }
+}
+
+static void check_plugins(const char *dir)
+{
+    struct hutch_host host;
+    struct hutch_plugins *ps = NULL;
+    struct hutch_err err = {0};
+    char detail[HUTCH_ERR_MSG + 128];
+
+    hutch_host_init(&host, hutch_runner_dir());
+    if (hutch_plugins_load(hutch_plugin_dir(dir), &host, &ps, &err) < 0) {
+        report("FAIL", "plugins", err.msg);
+        return;
+    }
+    for (size_t i = 0; i < ps->n; i++) {
+        struct hutch_plugin *p = &ps->v[i];
+        char what[96];
+        snprintf(what, sizeof(what), "executor %s", p->name);
+        snprintf(detail, sizeof(detail), "%s", p->usable ? p->path : p->reason);
+        /* Only the default executor is essential. */
+        report(p->usable ? "ok" : (strcmp(p->name, "local") == 0 ? "FAIL" : "warn"),
+               what, detail);
+    }
+    if (!hutch_plugins_find(ps, "local"))
+        report("FAIL", "executor local",
+               "local.so not found in the plugin directory: reinstall hutch");
+    hutch_plugins_free(ps);
+}
+
+int hutch_cmd_doctor(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"plugins", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static const char *const py[] = {"/usr/bin/python3", "/usr/local/bin/python3",
+                                     NULL};
+    static const char *const js[] = {"/usr/bin/node", "/usr/local/bin/node",
+                                     "/usr/bin/nodejs", NULL};
+    const char *dir = NULL;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
+        if (c == 'p') {
+            dir = optarg;
+        } else if (c == 'h') {
+            printf(
+                "Usage: hutch doctor [--plugins DIR]\n\n"
+                "Checks namespaces, seccomp, cgroups, the Python and Node.js\n"
+                "runtimes, the runners and the executor plugins, and says how to fix\n"
+                "each problem.  Exit status 1 when the local executor cannot work.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "Usage: hutch doctor [--plugins DIR]\n");
+            return 2;
+        }
+    }
+    failures = 0;
+    check_userns();
+    check_seccomp();
+    check_cgroups();
+    check_runtime("python", py, "python3");
+    check_runtime("javascript", js, "nodejs");
+    check_runners();
+    check_plugins(dir);
+    printf("%s\n", failures ? "some checks failed: see the lines marked FAIL"
+                            : "the local executor can run here");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,375 @@
+/* cmd_run.c — `hutch run`: one program, one fresh sandbox, from the shell. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "archive.h"
+#include "caps.h"
+#include "cli.h"
+#include "exec.h"
+#include "log.h"
+#include "util.h"
+
+static volatile int cancelled;
+
+static void on_signal(int sig)
+{
+    cancelled = sig;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: hutch run [OPTIONS] --lang python|javascript (-e CODE | FILE | -)\n"
+        "\n"
+        "Runs the program in a fresh sandbox.  Its stdout and stderr are hutch's;\n"
+        "hutch exits with its exit status, 124 on timeout, 137 when it was killed\n"
+        "for memory, 125 when hutch itself failed.\n"
+        "\n"
+        "  -l, --lang LANG        python or javascript (default: from FILE's "
+        "extension)\n"
+        "  -e, --eval CODE        the program's source\n"
+        "  -f, --file SRC[:DEST]  copy host file or directory SRC to /work/DEST\n"
+        "                         (default DEST: SRC's base name); repeatable\n"
+        "  -o, --out DIR          copy what the program writes under /work/out to DIR\n"
+        "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR or local)\n"
+        "      --plugins DIR      plugin directory (default: $HUTCH_PLUGIN_DIR or\n"
+        "                         %s)\n"
+        "  -t, --timeout MS       wall-clock limit (default %d, max %u)\n"
+        "  -m, --memory MB        memory limit (default %d)\n"
+        "      --pids N           process limit (default %d)\n"
+        "      --json             print one JSON object: exit_code, stdout, stderr,\n"
+        "                         result, files, duration_ms, timed_out, …\n"
+        "  -v, --verbose          log what hutch does on stderr\n"
+        "  -h, --help             this text\n",
+        HUTCH_PLUGIN_DIR, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_MAX_TIMEOUT_MS,
+        HUTCH_DEFAULT_MEMORY_MB, HUTCH_DEFAULT_PIDS);
+}
+
+int hutch_cli_open_executor(const char *plugin_dir, const char *name,
+                            struct hutch_host *host, struct hutch_plugins **ps,
+                            struct hutch_plugin **p, struct hutch_err *err)
+{
+    struct hutch_config cfg = {0};
+    static char instance[17];
+    int r;
+
+    if (!name || !*name)
+        name = getenv("HUTCH_EXECUTOR");
+    if (!name || !*name)
+        name = "local";
+    hutch_host_init(host, hutch_runner_dir());
+    r = hutch_plugins_load(hutch_plugin_dir(plugin_dir), host, ps, err);
+    if (r < 0)
+        return r;
+    *p = hutch_plugins_find(*ps, name);
+    if (!*p) {
+        r = hutch_err_set(
+            err, -ENOENT,
+            "no executor named \"%s\" in %s (run 'hutch plugins' to see what "
+            "is there)",
+            name, (*ps)->dir);
+        goto fail;
+    }
+    if (!(*p)->usable) {
+        r = hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", name,
+                          (*p)->reason);
+        goto fail;
+    }
+    hutch_random_id(instance);
+    cfg.struct_size = sizeof(cfg);
+    cfg.instance_id = instance;
+    cfg.state_dir = NULL;
+    r = hutch_plugin_open(*p, host, &cfg, err);
+    if (r < 0)
+        goto fail;
+    return 0;
+fail:
+    hutch_plugins_free(*ps);
+    *ps = NULL;
+    *p = NULL;
+    return r;
+}
+
+/* "--file SRC[:DEST]": DEST after the last ':' when there is one. */
+static int add_file_arg(struct hutch_tar *tar, const char *arg, struct hutch_err *err)
+{
+    _cleanup_free_ char *src = strdup(arg);
+    const char *dest;
+    char *colon;
+
+    if (!src)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    colon = strrchr(src, ':');
+    if (colon && colon[1]) {
+        *colon = '\0';
+        dest = colon + 1;
+    } else {
+        if (colon)
+            *colon = '\0';
+        dest = strrchr(src, '/');
+        dest = dest ? dest + 1 : src;
+        while (*dest == '\0' && dest > src) /* "dir/" */
+            dest = "input";
+    }
+    return hutch_tar_add_path(tar, src, dest, err);
+}
+
+static const char *lang_from_path(const char *path)
+{
+    const char *dot = path ? strrchr(path, '.') : NULL;
+    if (!dot)
+        return NULL;
+    if (!strcmp(dot, ".py"))
+        return "python";
+    if (!strcmp(dot, ".js") || !strcmp(dot, ".mjs") || !strcmp(dot, ".cjs"))
+        return "javascript";
+    return NULL;
+}
+
+static void print_result(const cJSON *result)
+{
+    char *s;
+    if (!result || cJSON_IsNull(result))
+        return;
+    if (cJSON_IsString(result)) {
+        printf("%s\n", result->valuestring);
+        return;
+    }
+    s = cJSON_Print(result);
+    if (s)
+        printf("%s\n", s);
+    free(s);
+}
+
+int hutch_cmd_run(int argc, char **argv)
+{
+    enum { OPT_PLUGINS = 256, OPT_JSON, OPT_PIDS };
+    static const struct option opts[] = {
+        {"lang", required_argument, NULL, 'l'},
+        {"eval", required_argument, NULL, 'e'},
+        {"file", required_argument, NULL, 'f'},
+        {"out", required_argument, NULL, 'o'},
+        {"executor", required_argument, NULL, 'x'},
+        {"plugins", required_argument, NULL, OPT_PLUGINS},
+        {"timeout", required_argument, NULL, 't'},
+        {"memory", required_argument, NULL, 'm'},
+        {"pids", required_argument, NULL, OPT_PIDS},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct hutch_err err = {0};
+    struct hutch_exec_req req = {0};
+    struct hutch_exec_result res;
+    struct hutch_host host;
+    struct hutch_plugins *ps = NULL;
+    struct hutch_plugin *plugin = NULL;
+    struct hutch_tar *tar = NULL;
+    const char *lang = NULL, *eval = NULL, *out_dir = NULL, *executor = NULL;
+    const char *plugin_dir = NULL, *path = NULL;
+    const char **files = NULL;
+    size_t nfiles = 0;
+    uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
+             pids = HUTCH_DEFAULT_PIDS;
+    int json = 0, c, rc = HUTCH_EXIT_ERROR, r;
+    char *code = NULL;
+    size_t code_len = 0;
+    struct sigaction sa;
+
+    hutch_exec_result_init(&res);
+    files = calloc((size_t)argc, sizeof(*files));
+    if (!files) {
+        fprintf(stderr, "hutch run: out of memory\n");
+        goto out;
+    }
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "l:e:f:o:x:t:m:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            lang = optarg;
+            break;
+        case 'e':
+            eval = optarg;
+            break;
+        case 'f':
+            files[nfiles++] = optarg;
+            break;
+        case 'o':
+            out_dir = optarg;
+            break;
+        case 'x':
+            executor = optarg;
+            break;
+        case OPT_PLUGINS:
+            plugin_dir = optarg;
+            break;
+        case 't':
+            if (hutch_parse_u64(optarg, 1, HUTCH_MAX_TIMEOUT_MS, &timeout) < 0) {
+                fprintf(stderr, "hutch run: --timeout wants milliseconds, 1 to %u\n",
+                        HUTCH_MAX_TIMEOUT_MS);
+                goto out;
+            }
+            break;
+        case 'm':
+            if (hutch_parse_u64(optarg, 16, HUTCH_MAX_MEMORY_MB, &memory) < 0) {
+                fprintf(stderr, "hutch run: --memory wants megabytes, 16 to %u\n",
+                        HUTCH_MAX_MEMORY_MB);
+                goto out;
+            }
+            break;
+        case OPT_PIDS:
+            if (hutch_parse_u64(optarg, 8, 65536, &pids) < 0) {
+                fprintf(stderr, "hutch run: --pids wants a number, 8 to 65536\n");
+                goto out;
+            }
+            break;
+        case OPT_JSON:
+            json = 1;
+            break;
+        case 'v':
+            hutch_log_set_level(hutch_log_get_level() + 1 > HUTCH_LOG_DEBUG
+                                    ? HUTCH_LOG_DEBUG
+                                    : hutch_log_get_level() + 1);
+            break;
+        case 'h':
+            usage(stdout);
+            rc = 0;
+            goto out;
+        default:
+            usage(stderr);
+            rc = 2;
+            goto out;
+        }
+    }
+    if (optind < argc)
+        path = argv[optind++];
+    if (optind < argc || (eval && path) || (!eval && !path)) {
+        fprintf(stderr,
+                "hutch run: give the program as exactly one of -e CODE, FILE or - "
+                "(see hutch run --help)\n");
+        rc = 2;
+        goto out;
+    }
+    if (!lang)
+        lang = lang_from_path(path);
+    if (!lang || (strcmp(lang, "python") && strcmp(lang, "javascript"))) {
+        fprintf(stderr, "hutch run: --lang must be python or javascript\n");
+        rc = 2;
+        goto out;
+    }
+    if (eval) {
+        if (strlen(eval) > HUTCH_MAX_CODE_BYTES) {
+            fprintf(stderr, "hutch run: code is larger than %u bytes\n",
+                    HUTCH_MAX_CODE_BYTES);
+            goto out;
+        }
+        code = strdup(eval);
+        code_len = code ? strlen(code) : 0;
+    } else if (!strcmp(path, "-")) {
+        r = hutch_read_fd(STDIN_FILENO, HUTCH_MAX_CODE_BYTES, &code, &code_len, &err);
+        if (r < 0) {
+            fprintf(stderr, "hutch run: reading the program from stdin: %s\n", err.msg);
+            goto out;
+        }
+    } else {
+        r = hutch_read_file(path, HUTCH_MAX_CODE_BYTES, &code, &code_len, &err);
+        if (r < 0) {
+            fprintf(stderr, "hutch run: %s\n", err.msg);
+            goto out;
+        }
+    }
+    if (!code) {
+        fprintf(stderr, "hutch run: out of memory\n");
+        goto out;
+    }
+    if (strlen(code) != code_len) {
+        fprintf(stderr, "hutch run: the program contains a NUL byte\n");
+        goto out;
+    }
+    if (nfiles) {
+        r = hutch_tar_new(&tar, HUTCH_TAR_IN_MAX_BYTES, &err);
+        for (size_t i = 0; r == 0 && i < nfiles; i++)
+            r = add_file_arg(tar, files[i], &err);
+        if (r == 0)
+            r = hutch_tar_finish(tar, &req.tar, &req.tar_len, &err);
+        if (r < 0) {
+            fprintf(stderr, "hutch run: --file: %s\n", err.msg);
+            goto out;
+        }
+    }
+    if (out_dir) {
+        struct stat st;
+        if (mkdir(out_dir, 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "hutch run: --out %s: %s\n", out_dir, strerror(errno));
+            goto out;
+        }
+        if (lstat(out_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "hutch run: --out %s is not a directory\n", out_dir);
+            goto out;
+        }
+    }
+
+    r = hutch_cli_open_executor(plugin_dir, executor, &host, &ps, &plugin, &err);
+    if (r < 0) {
+        fprintf(stderr, "hutch run: %s\n", err.msg);
+        goto out;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    req.language = lang;
+    req.code = code;
+    req.timeout_ms = timeout;
+    req.memory_mb = memory;
+    req.pids = (uint32_t)pids;
+    req.label = "cli";
+    req.out_dir = out_dir;
+    req.stream_fd_out = json ? -1 : STDOUT_FILENO;
+    req.stream_fd_err = json ? -1 : STDERR_FILENO;
+    req.cancel = &cancelled;
+
+    r = hutch_exec_run(plugin, &req, &res, &err);
+    if (r < 0) {
+        fprintf(stderr, "hutch run: %s\n", err.msg);
+        goto out;
+    }
+    if (cancelled) {
+        fprintf(stderr, "hutch run: interrupted; the sandbox was killed\n");
+        rc = 128 + cancelled;
+        goto out;
+    }
+    if (json) {
+        cJSON *o = hutch_exec_result_json(&res);
+        char *s = cJSON_PrintUnformatted(o);
+        if (s)
+            printf("%s\n", s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        fflush(stdout);
+        print_result(res.result);
+        if (res.message[0])
+            fprintf(stderr, "hutch: %s\n", res.message);
+    }
+    rc = res.exit_code;
+out:
+    fflush(stdout);
+    hutch_exec_result_free(&res);
+    hutch_tar_free(tar);
+    hutch_plugins_free(ps);
+    free(code);
+    free(files);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/* exec.h — one execution, end to end: start a sandbox with a plugin, send
+ * files and code, serve the runner's tool calls, collect output, the result
+ * and /work/out, and destroy the sandbox. */
+#ifndef HUTCH_EXEC_H
+#define HUTCH_EXEC_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "archive.h"
+#include "hutch-executor.h"
+#include "plugin.h"
+
+/* Answers one tool call.  Return 0 with *result set (caller frees), or a
+ * negative code with *code ("unknown_tool", "denied", …) and *message set
+ * (static or malloc'd per *free_message). */
+struct hutch_tool_reply {
+    cJSON *result;
+    const char *code;
+    char *message;
+};
+typedef int (*hutch_tool_fn)(void *arg, const char *tool, const cJSON *args,
+                             struct hutch_tool_reply *reply);
+
+struct hutch_exec_req {
+    const char *language;
+    const char *code;
+    const void *tar; /* files for /work, may be NULL */
+    size_t tar_len;
+    uint64_t timeout_ms;
+    uint64_t memory_mb;
+    uint32_t pids;
+    const char *label;
+    const char *out_dir; /* unpack /work/out here; NULL: list only */
+    int stream_fd_out;   /* live copy of stdout, -1 for none */
+    int stream_fd_err;
+    hutch_tool_fn tool; /* NULL: every tool is unknown */
+    void *tool_arg;
+    volatile int *cancel; /* set to non-zero to kill the run */
+};
+
+struct hutch_exec_result {
+    int exit_code;
+    int timed_out;
+    int oom;
+    int ok; /* runner said done ok */
+    uint64_t duration_ms;
+    struct hutch_buf out, err;     /* capped copies */
+    uint64_t out_total, err_total; /* bytes produced, kept or not */
+    cJSON *result;                 /* owned; JSON null when none */
+    cJSON *error;                  /* owned; runner's error object or NULL */
+    cJSON *files;                  /* owned array of {path, size} */
+    cJSON *tool_calls;             /* owned array */
+    struct hutch_buf out_tar;      /* raw tar of /work/out (validated) */
+    char message[HUTCH_ERR_MSG];   /* hutch's note (timeout, protocol error…) */
+};
+
+void hutch_exec_result_init(struct hutch_exec_result *res);
+void hutch_exec_result_free(struct hutch_exec_result *res);
+
+/* Runs one execution.  Returns 0 when the program ran (whatever its exit
+ * status; see res), or a negative code when hutch could not run it (err
+ * says why and what to do). */
+int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req,
+                   struct hutch_exec_result *res, struct hutch_err *err);
+
+/* The result as the JSON object of `hutch run --json`; caller frees. */
+cJSON *hutch_exec_result_json(const struct hutch_exec_result *res);
+
+#endif

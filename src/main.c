@@ -1,0 +1,50 @@
+/* main.c — the hutch binary: global options and subcommand dispatch. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "caps.h"
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: hutch COMMAND [OPTIONS]\n"
+               "\n"
+               "Code mode for AI agents: run Python or JavaScript in a fresh sandbox.\n"
+               "\n"
+               "Commands:\n"
+               "  run       run a program in a sandbox (hutch run --help)\n"
+               "  plugins   list the executor plugins found, usable or not, and why\n"
+               "  doctor    check this machine for what the executors need\n"
+               "\n"
+               "Options:\n"
+               "  --version  print the version\n"
+               "  --help     this text; COMMAND --help for a command's options\n");
+}
+
+int main(int argc, char **argv)
+{
+    /* A runner that goes away mid-write must not take hutch with it. */
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("hutch %s (executor ABI %d)\n", PACKAGE_VERSION, HUTCH_EXECUTOR_ABI);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "run"))
+        return hutch_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plugins"))
+        return hutch_cmd_plugins(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "doctor"))
+        return hutch_cmd_doctor(argc - 1, argv + 1);
+    fprintf(stderr, "hutch: unknown command \"%s\" (see hutch --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,48 @@
+/* plugin.h — finding, loading and checking executor plugins. */
+#ifndef HUTCH_PLUGIN_H
+#define HUTCH_PLUGIN_H
+
+#include <stddef.h>
+
+#include "hutch-executor.h"
+
+struct hutch_plugin {
+    char *path;                      /* absolute path of the .so */
+    char *name;                      /* executor name, or the file's stem */
+    void *dl;                        /* dlopen handle, NULL when not loaded */
+    const struct hutch_executor *ex; /* NULL unless the ABI checked out */
+    int usable;                      /* loaded and probe() said yes */
+    char reason[HUTCH_ERR_MSG];      /* why not usable */
+    void *state;                     /* from open(), owned by the plugin */
+    int opened;
+};
+
+struct hutch_plugins {
+    struct hutch_plugin *v;
+    size_t n;
+    char *dir;
+};
+
+/* The core's service table for plugins.  runner_dir is borrowed and must
+ * outlive every plugin call. */
+void hutch_host_init(struct hutch_host *host, const char *runner_dir);
+
+/* Load every *.so of `dir` (sorted by name).  Plugins that fail to load or
+ * check are kept in the list with a reason and never called.  Fails only
+ * when `dir` itself cannot be read.  Caller frees with hutch_plugins_free. */
+int hutch_plugins_load(const char *dir, const struct hutch_host *host,
+                       struct hutch_plugins **out, struct hutch_err *err);
+/* The plugin named `name`, usable or not; NULL when absent. */
+struct hutch_plugin *hutch_plugins_find(struct hutch_plugins *ps, const char *name);
+/* open() once; later calls are no-ops. */
+int hutch_plugin_open(struct hutch_plugin *p, const struct hutch_host *host,
+                      const struct hutch_config *cfg, struct hutch_err *err);
+/* close() what was opened, dlclose, free. */
+void hutch_plugins_free(struct hutch_plugins *ps);
+
+/* Directory from --plugins, else $HUTCH_PLUGIN_DIR, else the install dir. */
+const char *hutch_plugin_dir(const char *flag);
+/* Same for runners: $HUTCH_RUNNER_DIR, else the install dir. */
+const char *hutch_runner_dir(void);
+
+#endif

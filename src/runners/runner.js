@@ -1,0 +1,311 @@
+'use strict';
+// hutch runner for JavaScript: runs one untrusted program inside a fresh sandbox.
+//
+// The core starts this file before any job exists (warm start) as
+// `node runner.js`, with the protocol channel on fd 3. It says `ready`, waits
+// for the one `run` message, runs the code as the body of an async function
+// (so `return x` and top-level `await` work), turns
+// `await tools.<server>.<tool>({...})` into `tool_call` messages, and ends
+// with `done` and an exit status. The wire protocol is PROTOCOL.md, next to
+// this file.
+//
+// fd 3 is not handed to the program's children: node marks inherited
+// descriptors close-on-exec at start-up (checked on Node 20), and
+// child_process passes only the stdio it is asked to.
+
+const fs = require('fs');
+const net = require('net');
+const path = require('path');
+const vm = require('vm');
+const { createRequire } = require('module');
+
+const CHANNEL = 3;
+const MAX_LINE = 8 << 20; // one message, newline included
+const MAX_DEPTH = 64; // JSON nesting of a message; the message object is level 1
+const EX_PROTOCOL = 70;
+// The program's first line shares line 1 with this, so line numbers match.
+const PREFIX = '(async function (tools, require, module, exports, __filename, __dirname) {';
+
+const realExit = process.exit.bind(process);
+const pending = new Map(); // tool call id -> {resolve, reject, tool, site}
+let lastId = 0;
+let started = false;
+let finished = false;
+
+function protocolError(why) {
+  process.stderr.write(`hutch runner: protocol error: ${why}\n`);
+  realExit(EX_PROTOCOL);
+}
+
+// --- the channel -------------------------------------------------------------
+
+// Messages are written synchronously, so process.exit() can send `done` and
+// exit without returning to the program, and lines never interleave. libuv
+// made the socket non-blocking: wait out EAGAIN.
+const nap = new Int32Array(new SharedArrayBuffer(4));
+function send(line) {
+  const data = Buffer.from(line + '\n');
+  for (let off = 0; off < data.length;) {
+    try {
+      off += fs.writeSync(CHANNEL, data, off);
+    } catch (e) {
+      if (e.code !== 'EAGAIN') protocolError(`cannot write to the channel: ${e.code}`);
+      Atomics.wait(nap, 0, 0, 1);
+    }
+  }
+}
+
+function nesting(json) {
+  let depth = 0, max = 0, inString = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++; // backslash
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91) max = Math.max(max, ++depth);
+    else if (c === 125 || c === 93) depth--;
+  }
+  return max;
+}
+
+let chan;
+try {
+  chan = new net.Socket({ fd: CHANNEL, readable: true, writable: true });
+} catch (e) {
+  protocolError(`fd 3 (the channel to the core) is not usable: ${e.message}`);
+}
+let partial = [], partialBytes = 0;
+chan.on('data', (data) => {
+  let start = 0, nl;
+  while ((nl = data.indexOf(10, start)) !== -1) {
+    const tail = data.subarray(start, nl);
+    const line = partialBytes ? Buffer.concat([...partial, tail]) : tail;
+    partial = [];
+    partialBytes = 0;
+    if (line.length >= MAX_LINE) protocolError('message longer than 8 MiB');
+    receive(line);
+    start = nl + 1;
+  }
+  if (start < data.length) {
+    partial.push(data.subarray(start));
+    partialBytes += data.length - start;
+    if (partialBytes >= MAX_LINE) protocolError('message longer than 8 MiB');
+  }
+});
+chan.on('end', () => protocolError('the core closed the channel'));
+chan.on('error', (e) => protocolError(`channel error: ${e.message}`));
+
+function receive(line) {
+  let m;
+  try {
+    m = JSON.parse(line.toString('utf8'));
+  } catch (e) {
+    protocolError(`malformed JSON: ${JSON.stringify(line.subarray(0, 80).toString())}`);
+  }
+  if (m === null || typeof m !== 'object' || Array.isArray(m) || typeof m.t !== 'string') {
+    protocolError('message is not an object with a string "t"');
+  }
+  if (m.t === 'run' && !started) start(m);
+  else if (m.t === 'tool_result') deliver(m);
+  else protocolError(`unexpected "${m.t}" message`);
+}
+
+// --- tools -------------------------------------------------------------------
+
+function invoke(tool, args, above) {
+  // The stack of a failed call is the program's, taken where it called.
+  const site = {};
+  Error.captureStackTrace(site, above);
+  try {
+    if (typeof tool !== 'string') throw new TypeError('tool name must be a string');
+    if (args === undefined) args = {};
+    const argsJson = args !== null && typeof args === 'object' ? JSON.stringify(args) : undefined;
+    if (argsJson === undefined || argsJson[0] !== '{') {
+      throw new TypeError('tool arguments must be an object');
+    }
+    if (nesting(argsJson) > MAX_DEPTH - 2) {
+      throw new RangeError(`tool arguments nested deeper than ${MAX_DEPTH - 2} levels`);
+    }
+    const id = ++lastId;
+    const line = `{"t":"tool_call","id":${id},"tool":${JSON.stringify(tool)},"args":${argsJson}}`;
+    if (Buffer.byteLength(line) >= MAX_LINE) throw new RangeError('tool call over the 8 MiB limit');
+    return new Promise((resolve, reject) => {
+      if (pending.size === 0) chan.ref();
+      pending.set(id, { resolve, reject, tool, site });
+      send(line);
+    });
+  } catch (err) {
+    Error.captureStackTrace(err, above);
+    return Promise.reject(err);
+  }
+}
+
+function deliver(m) {
+  const call = Number.isSafeInteger(m.id) ? pending.get(m.id) : undefined;
+  if (!call) protocolError(`tool_result for unknown id ${JSON.stringify(m.id)}`);
+  if (typeof m.ok !== 'boolean') protocolError('tool_result needs a boolean "ok"');
+  pending.delete(m.id);
+  if (pending.size === 0) chan.unref();
+  if (m.ok) return call.resolve(m.result === undefined ? null : m.result);
+  const e = m.error !== null && typeof m.error === 'object' ? m.error : {};
+  const err = new Error(typeof e.message === 'string' ? e.message : 'tool call failed');
+  err.name = 'ToolError';
+  err.code = typeof e.code === 'string' ? e.code : 'internal';
+  err.tool = call.tool;
+  const frames = call.site.stack.indexOf('\n');
+  err.stack = `ToolError: ${err.message}${frames < 0 ? '' : call.site.stack.slice(frames)}`;
+  call.reject(err);
+}
+
+const HELP = "tools: await tools.<server>.<tool>({...}) or await tools.call('server.tool', {...})";
+const notTools = new Set(['then', 'toJSON', 'constructor']); // probed by await, JSON, inspect
+const inspectable = (text) => ({ [Symbol.for('nodejs.util.inspect.custom')]: () => text });
+
+function callTool(tool, args) {
+  return invoke(tool, args, callTool);
+}
+
+const tools = new Proxy(inspectable(HELP), {
+  get(target, server) {
+    if (server === 'call') return callTool;
+    if (typeof server !== 'string' || notTools.has(server)) return target[server];
+    return new Proxy(inspectable(`tools of server ${server}: await tools.${server}.<tool>({...})`), {
+      get(target, tool) {
+        if (typeof tool !== 'string' || notTools.has(tool)) return target[tool];
+        const name = `${server}.${tool}`;
+        const fn = (args) => invoke(name, args, fn);
+        return fn;
+      },
+    });
+  },
+});
+
+// --- running the program -----------------------------------------------------
+
+function cleanStack(stack, keepFrames) {
+  const lines = stack.split('\n');
+  // A syntax error on line 1 shows the wrapper in front of the program's text.
+  if (lines[0] === 'main.js:1' && lines[1] && lines[1].startsWith(PREFIX)) {
+    lines[1] = lines[1].slice(PREFIX.length);
+    lines[2] = (lines[2] || '').slice(PREFIX.length);
+  }
+  const isFrame = (l) => /^\s+at /.test(l);
+  let out = lines.filter((l) => !isFrame(l) || (keepFrames && !l.includes(__filename)));
+  // What lies below the program's outermost frame is the runner's machinery.
+  let last = -1;
+  out.forEach((l, i) => { if (isFrame(l) && l.includes('main.js:')) last = i; });
+  if (last >= 0) out = out.filter((l, i) => i <= last || !isFrame(l));
+  return out.join('\n').replace(/main\.js:1:(\d+)/g,
+    (all, col) => (col > PREFIX.length ? `main.js:1:${col - PREFIX.length}` : all));
+}
+
+function describe(err, keepFrames) {
+  try {
+    if (err instanceof Error || (err && typeof err.stack === 'string')) {
+      return { type: String(err.name || 'Error'), message: String(err.message),
+        traceback: cleanStack(String(err.stack), keepFrames) };
+    }
+  } catch (e) { /* an exotic error object: fall through to inspect() */ }
+  const text = require('util').inspect(err);
+  return { type: typeof err, message: text, traceback: `Uncaught ${text}` };
+}
+
+function cut(text, limit = 1 << 16) {
+  return text.length <= limit ? text : `${text.slice(0, limit)}\n[... truncated]`;
+}
+
+function finish(status, done) {
+  finished = true;
+  send(JSON.stringify({ t: 'done', ...done }));
+  realExit(status); // stdout and stderr are synchronous on Linux pipes and files
+}
+
+function fail(err, keepFrames = true) {
+  if (finished) return;
+  const { type, message, traceback } = describe(err, keepFrames);
+  process.stderr.write(`${traceback}\n`);
+  finish(1, { ok: false, error: { type, message: cut(message), traceback: cut(traceback) } });
+}
+
+function exitStatus(code) {
+  if (code === undefined || code === null) return 0;
+  const n = Number(code);
+  return Number.isInteger(n) ? n & 0xff : 1;
+}
+
+function exited(status) {
+  if (status === 0) finish(0, { ok: true, result: null });
+  finish(status, { ok: false,
+    error: { type: 'ProcessExit', message: `exit status ${status}`, traceback: '' } });
+}
+
+function succeed(value) {
+  if (finished) return;
+  const status = exitStatus(process.exitCode);
+  if (status !== 0) exited(status);
+  let json;
+  try {
+    json = value === undefined ? 'null' : JSON.stringify(value);
+  } catch (e) { /* BigInt, cycles: shown as text below */ }
+  if (json === undefined || nesting(json) > MAX_DEPTH - 1) {
+    const text = typeof value === 'object' && value !== null ? require('util').inspect(value) : String(value);
+    json = JSON.stringify(text);
+  }
+  const line = `{"t":"done","ok":true,"result":${json}}`;
+  if (Buffer.byteLength(line) >= MAX_LINE) {
+    finish(1, { ok: false, error: { type: 'RangeError', message: 'result over the 8 MiB limit', traceback: '' } });
+  }
+  finished = true;
+  send(line);
+  realExit(0);
+}
+
+function start(job) {
+  started = true;
+  if (typeof job.code !== 'string' || (job.lang !== undefined && job.lang !== 'javascript')) {
+    protocolError('"run" needs a string "code" and lang "javascript"');
+  }
+  if (job.cwd !== undefined) {
+    try {
+      process.chdir(String(job.cwd));
+    } catch (e) {
+      protocolError(`cannot enter ${job.cwd}: ${e.code}`);
+    }
+  }
+  const filename = path.join(process.cwd(), 'main.js');
+  const module = { id: '.', filename, exports: {}, require: createRequire(filename) };
+  process.exit = (code) => {
+    const status = exitStatus(code === undefined ? process.exitCode : code);
+    if (!finished) exited(status);
+    realExit(status);
+  };
+  process.on('uncaughtException', (err) => fail(err));
+  process.on('unhandledRejection', (err) => fail(err));
+  // The channel alone must not keep the process alive (it is ref'd while a
+  // tool call is out), so a program that waits for nothing ends here.
+  process.on('beforeExit', () => fail(new Error('the program never finished: it awaits a promise that nothing will settle'), false));
+  chan.unref();
+
+  const options = { filename: 'main.js' };
+  if (vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER) {
+    // import() in the program; node flags the option as experimental on
+    // first use, a warning that would only puzzle the program's author.
+    options.importModuleDynamically = vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER;
+    const emitWarning = process.emitWarning;
+    process.emitWarning = function (warning, ...rest) {
+      if (String(warning).includes('USE_MAIN_CONTEXT_DEFAULT_LOADER')) return;
+      return emitWarning.call(this, warning, ...rest);
+    };
+  }
+  let body;
+  try {
+    body = new vm.Script(`${PREFIX}${job.code}\n})`, options).runInThisContext();
+  } catch (err) {
+    return fail(err, false);
+  }
+  body.call(module.exports, tools, module.require, module, module.exports, filename, path.dirname(filename))
+    .then(succeed, (err) => fail(err));
+}
+
+send(JSON.stringify({ t: 'ready', lang: 'javascript', version: process.versions.node }));

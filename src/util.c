@@ -1,0 +1,166 @@
+/* util.c — small helpers shared by the core: time, fds, files. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void hutch_freep(void *p)
+{
+    free(*(void **)p);
+}
+
+void hutch_closep(int *fd)
+{
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+
+uint64_t hutch_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t hutch_now_ms(void)
+{
+    return hutch_now_us() / 1000u;
+}
+
+int hutch_set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
+}
+
+int hutch_set_cloexec(int fd)
+{
+    int fl = fcntl(fd, F_GETFD);
+    if (fl < 0 || fcntl(fd, F_SETFD, fl | FD_CLOEXEC) < 0)
+        return -errno;
+    return 0;
+}
+
+int hutch_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int hutch_read_fd(int fd, size_t max, char **data, size_t *len, struct hutch_err *err)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    for (;;) {
+        ssize_t r;
+        if (n == cap) {
+            char *nb;
+            if (cap >= max + 1) {
+                free(buf);
+                return hutch_err_set(err, -E2BIG, "input is larger than %zu bytes",
+                                     max);
+            }
+            cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            nb = realloc(buf, cap + 1);
+            if (!nb) {
+                free(buf);
+                return hutch_err_set(err, -ENOMEM, "out of memory");
+            }
+            buf = nb;
+        }
+        r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = -errno;
+            free(buf);
+            return hutch_err_set(err, e, "read: %s", strerror(-e));
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (n > max) {
+        free(buf);
+        return hutch_err_set(err, -E2BIG, "input is larger than %zu bytes", max);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+int hutch_read_file(const char *path, size_t max, char **data, size_t *len,
+                    struct hutch_err *err)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int r;
+
+    if (fd < 0)
+        return hutch_err_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) < 0)
+        return hutch_err_set(err, -errno, "cannot stat %s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return hutch_err_set(err, -EISDIR, "%s is a directory, expected a file", path);
+    r = hutch_read_fd(fd, max, data, len, err);
+    if (r < 0 && r == -E2BIG)
+        return hutch_err_set(err, r, "%s is larger than the %zu-byte limit", path, max);
+    if (r < 0)
+        return hutch_err_set(err, r, "reading %s: %s", path, strerror(-r));
+    return 0;
+}
+
+void hutch_random_id(char out[17])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char b[8];
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+        uint64_t t = hutch_now_us() ^ ((uint64_t)getpid() << 32);
+        memcpy(b, &t, sizeof(b));
+    }
+    for (int i = 0; i < 8; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[16] = '\0';
+}
+
+int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -EINVAL;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}

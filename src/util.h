@@ -1,0 +1,43 @@
+/* util.h — small helpers shared by the core: time, fds, files. */
+#ifndef HUTCH_UTIL_H
+#define HUTCH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hutch-executor.h"
+
+#define _cleanup_(f)    __attribute__((cleanup(f)))
+#define _cleanup_free_  _cleanup_(hutch_freep)
+#define _cleanup_close_ _cleanup_(hutch_closep)
+
+void hutch_freep(void *p);
+void hutch_closep(int *fd);
+
+/* Hand ownership over: returns *pp and clears it. */
+static inline void *hutch_steal(void *pp)
+{
+    void **p = pp;
+    void *v = *p;
+    *p = NULL;
+    return v;
+}
+
+uint64_t hutch_now_ms(void); /* monotonic */
+uint64_t hutch_now_us(void); /* monotonic */
+int hutch_set_nonblock(int fd);
+int hutch_set_cloexec(int fd);
+/* Write all of buf, retrying on EINTR/short writes (blocking fds). */
+int hutch_write_all(int fd, const void *buf, size_t len);
+/* Read a whole regular file, at most max bytes; caller frees *data
+ * (NUL-terminated). */
+int hutch_read_file(const char *path, size_t max, char **data, size_t *len,
+                    struct hutch_err *err);
+/* Read all of fd until EOF, at most max bytes; caller frees. */
+int hutch_read_fd(int fd, size_t max, char **data, size_t *len, struct hutch_err *err);
+/* 16 hex characters from getrandom(). */
+void hutch_random_id(char out[17]);
+/* Parse a positive decimal integer within [min, max]. */
+int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+#endif

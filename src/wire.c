@@ -1,0 +1,228 @@
+/* wire.c — the runner wire protocol, core side.  Everything parsed here came
+ * out of a sandbox and is treated as hostile: bounded, validated, and never
+ * trusted to be what it claims beyond what is checked. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "caps.h"
+#include "wire.h"
+
+void hutch_wire_reader_init(struct hutch_wire_reader *r, size_t max_line)
+{
+    memset(r, 0, sizeof(*r));
+    r->max_line = max_line;
+    /* Room for one full line plus the start of the next read. */
+    hutch_buf_init(&r->buf, max_line + 65536);
+}
+
+void hutch_wire_reader_free(struct hutch_wire_reader *r)
+{
+    hutch_buf_free(&r->buf);
+}
+
+int hutch_wire_feed(struct hutch_wire_reader *r, const void *data, size_t n)
+{
+    if (r->consumed > 0) {
+        memmove(r->buf.data, r->buf.data + r->consumed, r->buf.len - r->consumed);
+        r->buf.len -= r->consumed;
+        r->consumed = 0;
+    }
+    if (hutch_buf_append(&r->buf, data, n) < 0)
+        return -E2BIG;
+    /* A partial line already past the cap can never become valid. */
+    if (!memchr(r->buf.data, '\n', r->buf.len) && r->buf.len > r->max_line)
+        return -E2BIG;
+    return 0;
+}
+
+int hutch_wire_next(struct hutch_wire_reader *r, const char **line, size_t *len)
+{
+    char *start = r->buf.data + r->consumed;
+    size_t avail = r->buf.len - r->consumed;
+    char *nl = avail ? memchr(start, '\n', avail) : NULL;
+    if (!nl)
+        return 0;
+    *nl = '\0';
+    *line = start;
+    *len = (size_t)(nl - start);
+    r->consumed += *len + 1;
+    return 1;
+}
+
+int hutch_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        unsigned c = *p;
+        size_t n;
+        unsigned cp;
+        if (c < 0x80) {
+            p++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if ((size_t)(end - p) <= n)
+            return 0;
+        for (size_t i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+int hutch_json_depth(const cJSON *j)
+{
+    int best = 0;
+    if (!j || !(cJSON_IsArray(j) || cJSON_IsObject(j)))
+        return 0;
+    for (const cJSON *c = j->child; c; c = c->next) {
+        int d = hutch_json_depth(c);
+        if (d > best)
+            best = d;
+        if (best > HUTCH_WIRE_MAX_DEPTH)
+            break;
+    }
+    return best + 1;
+}
+
+static int printable_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 256)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
+                     struct hutch_err *err)
+{
+    const cJSON *t;
+    int r = 0;
+
+    memset(m, 0, sizeof(*m));
+    if (len > HUTCH_WIRE_MAX_LINE)
+        return hutch_err_set(err, -E2BIG,
+                             "message of %zu bytes exceeds the %u-byte limit", len,
+                             HUTCH_WIRE_MAX_LINE);
+    if (!hutch_utf8_valid(line, len))
+        return hutch_err_set(err, -EILSEQ, "message is not valid UTF-8");
+    m->root = cJSON_ParseWithLength(line, len);
+    if (!m->root)
+        return hutch_err_set(err, -EBADMSG, "message is not valid JSON");
+    if (!cJSON_IsObject(m->root)) {
+        r = hutch_err_set(err, -EBADMSG, "message is not a JSON object");
+        goto fail;
+    }
+    if (hutch_json_depth(m->root) > HUTCH_WIRE_MAX_DEPTH) {
+        r = hutch_err_set(err, -EBADMSG, "message nests deeper than %d levels",
+                          HUTCH_WIRE_MAX_DEPTH);
+        goto fail;
+    }
+    t = cJSON_GetObjectItemCaseSensitive(m->root, "t");
+    if (!cJSON_IsString(t)) {
+        r = hutch_err_set(err, -EBADMSG, "message has no string member \"t\"");
+        goto fail;
+    }
+    if (strcmp(t->valuestring, "ready") == 0) {
+        const cJSON *lang = cJSON_GetObjectItemCaseSensitive(m->root, "lang");
+        const cJSON *ver = cJSON_GetObjectItemCaseSensitive(m->root, "version");
+        m->type = HUTCH_MSG_READY;
+        m->lang = cJSON_IsString(lang) ? lang->valuestring : "";
+        m->version = cJSON_IsString(ver) ? ver->valuestring : "";
+    } else if (strcmp(t->valuestring, "tool_call") == 0) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->root, "id");
+        const cJSON *tool = cJSON_GetObjectItemCaseSensitive(m->root, "tool");
+        m->type = HUTCH_MSG_TOOL_CALL;
+        if (!cJSON_IsNumber(id) || !(id->valuedouble >= 1) ||
+            id->valuedouble > 9007199254740991.0 ||
+            floor(id->valuedouble) != id->valuedouble) {
+            r = hutch_err_set(err, -EBADMSG, "tool_call id must be a positive integer");
+            goto fail;
+        }
+        m->id = (int64_t)id->valuedouble;
+        if (!cJSON_IsString(tool) || !printable_name(tool->valuestring)) {
+            r = hutch_err_set(
+                err, -EBADMSG,
+                "tool_call tool must be a printable string of 1-256 bytes");
+            goto fail;
+        }
+        m->tool = tool->valuestring;
+        m->args = cJSON_GetObjectItemCaseSensitive(m->root, "args");
+        if (m->args && cJSON_IsNull(m->args))
+            m->args = NULL;
+        if (m->args && !cJSON_IsObject(m->args)) {
+            r = hutch_err_set(err, -EBADMSG, "tool_call args must be an object");
+            goto fail;
+        }
+    } else if (strcmp(t->valuestring, "done") == 0) {
+        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(m->root, "ok");
+        m->type = HUTCH_MSG_DONE;
+        if (!cJSON_IsBool(ok)) {
+            r = hutch_err_set(err, -EBADMSG, "done needs a boolean \"ok\"");
+            goto fail;
+        }
+        m->ok = cJSON_IsTrue(ok);
+        m->result = cJSON_GetObjectItemCaseSensitive(m->root, "result");
+        m->error = cJSON_GetObjectItemCaseSensitive(m->root, "error");
+        if (!m->ok && !cJSON_IsObject(m->error)) {
+            r = hutch_err_set(err, -EBADMSG,
+                              "done with ok=false needs an error object");
+            goto fail;
+        }
+    } else {
+        r = hutch_err_set(err, -EBADMSG, "unknown message type \"%.64s\"",
+                          t->valuestring);
+        goto fail;
+    }
+    return 0;
+fail:
+    cJSON_Delete(m->root);
+    m->root = NULL;
+    return r;
+}
+
+void hutch_msg_free(struct hutch_msg *m)
+{
+    cJSON_Delete(m->root);
+    memset(m, 0, sizeof(*m));
+}
+
+char *hutch_wire_encode(const cJSON *msg, size_t *len)
+{
+    char *s = cJSON_PrintUnformatted(msg);
+    size_t n;
+    char *out;
+    if (!s)
+        return NULL;
+    n = strlen(s);
+    out = realloc(s, n + 2);
+    if (!out) {
+        free(s);
+        return NULL;
+    }
+    out[n] = '\n';
+    out[n + 1] = '\0';
+    *len = n + 1;
+    return out;
+}

@@ -1,0 +1,64 @@
+/* wire.h — the runner wire protocol, core side: NDJSON framing with a cap,
+ * and validation of every message a runner sends (src/runners/PROTOCOL.md). */
+#ifndef HUTCH_WIRE_H
+#define HUTCH_WIRE_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "archive.h"
+#include "hutch-executor.h"
+
+/* Splits a byte stream into lines of at most `max` bytes. */
+struct hutch_wire_reader {
+    struct hutch_buf buf;
+    size_t consumed; /* bytes of buf already handed out */
+    size_t max_line;
+};
+void hutch_wire_reader_init(struct hutch_wire_reader *r, size_t max_line);
+void hutch_wire_reader_free(struct hutch_wire_reader *r);
+/* Append bytes; -E2BIG when a line grows past max_line. */
+int hutch_wire_feed(struct hutch_wire_reader *r, const void *data, size_t n);
+/* 1 and the next complete line (without '\n', valid until the next call), or
+ * 0 when none is complete. */
+int hutch_wire_next(struct hutch_wire_reader *r, const char **line, size_t *len);
+
+enum hutch_msg_type {
+    HUTCH_MSG_READY = 1,
+    HUTCH_MSG_TOOL_CALL,
+    HUTCH_MSG_DONE,
+};
+
+struct hutch_msg {
+    enum hutch_msg_type type;
+    cJSON *root; /* owned: free with hutch_msg_free */
+    /* ready */
+    const char *lang, *version;
+    /* tool_call */
+    int64_t id;
+    const char *tool;
+    cJSON *args; /* borrowed from root; an object */
+    /* done */
+    int ok;
+    cJSON *result; /* borrowed; NULL when absent */
+    cJSON *error;  /* borrowed; an object when !ok */
+};
+
+/* Parse and validate one line from a runner.  Rejects invalid UTF-8, JSON
+ * that is not an object, nesting past HUTCH_WIRE_MAX_DEPTH, an unknown "t",
+ * ids that are not positive integers, tool names that are not short
+ * printable strings, args that are not objects. */
+int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
+                     struct hutch_err *err);
+void hutch_msg_free(struct hutch_msg *m);
+
+/* Serialise `msg` as one line ending in '\n'; caller frees. */
+char *hutch_wire_encode(const cJSON *msg, size_t *len);
+
+/* 1 when s[0..len) is well-formed UTF-8. */
+int hutch_utf8_valid(const char *s, size_t len);
+/* Depth of nested arrays/objects. */
+int hutch_json_depth(const cJSON *j);
+
+#endif

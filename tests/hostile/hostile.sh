@@ -1,0 +1,225 @@
+#!/bin/bash
+# hostile.sh — hostile programs on the local executor.  Each must be
+# contained and leave nothing running.  The whole file runs inside an outer
+# cgroup guard (pids + memory) so that a containment bug fails a test
+# instead of taking the machine down.  Network traffic goes to loopback only.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+. "$HUTCH_SRCDIR/tests/lib/guard.sh"
+
+guard_enter || skip_all "no writable cgroup for the outer guard (run as root)"
+T=$(mktemp -d)
+trap 'guard_leave; rm -rf "$T"' EXIT
+MYNS=$(readlink /proc/self/ns/pid)
+
+# Nothing of a sandbox may survive its run: no process in another pid
+# namespace under the guard, and no sandbox cgroup.
+assert_clean() {
+    left=""
+    for d in $GUARD_DIRS; do
+        for pid in $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+            ns=$(readlink "/proc/$pid/ns/pid" 2>/dev/null) || continue
+            [ "$ns" = "$MYNS" ] || left="$left $pid($(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | head -c 60))"
+        done
+    done
+    cg=$(guard_leftovers)
+    is "$1: nothing left running" "$left$cg" ""
+}
+
+PYH="--lang python --json"
+
+run_hutch run $PYH --timeout 3000 --pids 64 -e '
+import os, time
+n = 0
+while True:
+    try:
+        if os.fork() == 0:
+            while True:
+                time.sleep(1)
+        n += 1
+    except OSError:
+        break
+print("forks stopped after", n)'
+is "fork bomb: stopped by the pids limit" "$(echo "$OUT" | json exit_code)" 0
+like "fork bomb: fork fails inside" "$(echo "$OUT" | json stdout)" "forks stopped after"
+ok "fork bomb: the host can still fork" true
+assert_clean "fork bomb"
+
+run_hutch run $PYH --memory 64 --timeout 20000 -e '
+blocks = []
+while True:
+    blocks.append(bytearray(16 * 1024 * 1024))'
+is "memory bomb: exit 137" "$(echo "$OUT" | json exit_code)" 137
+is "memory bomb: oom reported" "$(echo "$OUT" | json oom)" true
+like "memory bomb: explained" "$(echo "$OUT" | json message)" "memory limit"
+assert_clean "memory bomb"
+
+run_hutch run --lang javascript --json --memory 128 --timeout 20000 -e '
+const a = []; while (true) a.push(Buffer.alloc(16 * 1024 * 1024, 1));'
+is "javascript memory bomb: exit 137" "$(echo "$OUT" | json exit_code)" 137
+assert_clean "javascript memory bomb"
+
+start=$(date +%s%N)
+run_hutch run $PYH --timeout 1000 -e 'while True: pass'
+elapsed=$((($(date +%s%N) - start) / 1000000))
+is "infinite loop: exit 124" "$(echo "$OUT" | json exit_code)" 124
+is "infinite loop: timed_out" "$(echo "$OUT" | json timed_out)" true
+ok "infinite loop: killed on time (${elapsed} ms)" test "$elapsed" -lt 5000
+assert_clean "infinite loop"
+
+run_hutch run $PYH --timeout 2000 -e '
+import sys
+line = "x" * 4096 + "\n"
+while True:
+    sys.stdout.write(line)'
+is "endless output: exit 124" "$(echo "$OUT" | json exit_code)" 124
+is "endless output: truncated" "$(echo "$OUT" | json stdout_truncated)" true
+ok "endless output: kept output is capped" test "${#OUT}" -lt 3000000
+assert_clean "endless output"
+
+avail_before=$(df --output=avail / | tail -1)
+run_hutch run $PYH --timeout 20000 -e '
+import os
+chunk = b"\0" * (1 << 20)
+n = 0
+try:
+    with open("/work/fill", "wb") as f:
+        while True:
+            f.write(chunk)
+            f.flush()
+            n += 1
+except OSError as e:
+    print("stopped", e.errno, n)'
+like "disk fill of /work: stops with ENOSPC" "$(echo "$OUT" | json stdout)" "stopped 28"
+n=$(echo "$OUT" | json stdout | awk '{print $3}')
+ok "disk fill of /work: capped near its size ($n MiB)" test "${n:-9999}" -le 300
+avail_after=$(df --output=avail / | tail -1)
+ok "disk fill of /work: the host disk is untouched" test $((avail_before - avail_after)) -lt 100000
+assert_clean "disk fill"
+
+# A listener on the host's loopback: the sandbox must not reach it.
+$PY -c '
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0)); s.listen(5)
+print(s.getsockname()[1], flush=True)
+s.settimeout(15)
+try:
+    c, _ = s.accept(); print("CONNECTED", flush=True)
+except OSError:
+    pass' >"$T/listener.out" &
+LPID=$!
+for _ in $(seq 50); do [ -s "$T/listener.out" ] && break; sleep 0.1; done
+PORT=$(head -1 "$T/listener.out")
+run_hutch run $PYH -e '
+import socket
+print(sorted(n for _, n in socket.if_nameindex()))
+s = socket.socket()
+s.settimeout(2)
+try:
+    s.connect(("127.0.0.1", '"$PORT"'))
+    print("connected")
+except OSError as e:
+    print("refused", e.errno)'
+like "network: only loopback inside" "$(echo "$OUT" | json stdout)" "['lo']"
+like "network: connect to 127.0.0.1 fails" "$(echo "$OUT" | json stdout)" "refused"
+kill $LPID 2>/dev/null
+wait $LPID 2>/dev/null
+unlike "network: the host listener saw nothing" "$(cat "$T/listener.out")" "CONNECTED"
+assert_clean "network"
+
+run_hutch run $PYH -e '
+import os
+out = []
+for p in ["/etc/shadow", "/root/.bashrc", "/root", "/home", "/proc/1/environ"]:
+    try:
+        if os.path.isdir(p):
+            out.append((p, "listed", os.listdir(p)))
+        else:
+            out.append((p, "read", open(p).read()[:20]))
+    except OSError as e:
+        out.append((p, "denied", e.errno))
+print(out)'
+S=$(echo "$OUT" | json stdout)
+like "secrets: /etc/shadow is not there" "$S" "('/etc/shadow', 'denied'"
+like "secrets: /root is not there" "$S" "('/root', 'denied'"
+unlike "secrets: no root: line from shadow" "$S" "root:"
+
+run_hutch run $PYH -e '
+import os
+res = {}
+for p in ["/usr/hutch-test", "/etc/hutch-test", "/hutch-test", "/run/hutch/x", "/proc/sys/kernel/hostname"]:
+    try:
+        open(p, "w").write("x")
+        res[p] = "written"
+    except OSError as e:
+        res[p] = e.errno
+open("/work/ok", "w").write("x"); open("/tmp/ok", "w").write("x")
+res["work+tmp"] = "ok"
+print(res)'
+S=$(echo "$OUT" | json stdout)
+unlike "writes outside /work and /tmp all fail" "$S" "written"
+like "/work and /tmp are writable" "$S" "'work+tmp': 'ok'"
+ok "nothing appeared on the host" test ! -e /usr/hutch-test -a ! -e /etc/hutch-test -a ! -e /hutch-test
+
+run_hutch run $PYH --timeout 5000 -e '
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/usr/bin/sleep", ["sleep", "31337"])
+    os._exit(0)
+time.sleep(0.2)
+print("parent leaves")'
+like "double-forked daemon: the run ends" "$(echo "$OUT" | json stdout)" "parent leaves"
+sleep 0.2
+ok "double-forked daemon: gone after the run" test -z "$(pgrep -f 'sleep 31337')"
+assert_clean "daemon"
+
+run_hutch run $PYH -e 'print("{\"t\":\"done\",\"ok\":true,\"result\":\"forged\"}")
+print("{\"t\":\"tool_call\",\"id\":1,\"tool\":\"x.y\",\"args\":{}}")
+"real"'
+is "forged message on stdout: the real result wins" "$(echo "$OUT" | json result)" "real"
+like "forged message on stdout: it is just output" "$(echo "$OUT" | json stdout)" '{"t":"done"'
+is "forged message on stdout: no tool call made" "$(echo "$OUT" | json tool_calls)" "[]"
+
+run_hutch run $PYH -e '
+import os, socket, stat
+for fd in os.listdir("/proc/self/fd"):
+    fd = int(fd)
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            os.write(fd, b"{this is not json\n")
+    except OSError:
+        pass
+import time; time.sleep(5)'
+is "garbage on the channel: hutch stops the run (125)" "$(echo "$OUT" | json exit_code)" 125
+like "garbage on the channel: explained" "$(echo "$OUT" | json message)" "invalid protocol message"
+assert_clean "garbage on the channel"
+
+run_hutch run $PYH -e '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+res = {}
+for name, call in [("unshare", lambda: libc.unshare(0x10000000)),
+                   ("mount", lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+                   ("ptrace", lambda: libc.ptrace(16, 1, 0, 0)),
+                   ("keyctl", lambda: libc.syscall(250, 0, 0, 0, 0, 0)),
+                   ("bpf", lambda: libc.syscall(321, 0, 0, 0))]:
+    r = call()
+    res[name] = (r, ctypes.get_errno())
+st = open("/proc/self/status").read()
+caps = [l for l in st.splitlines() if l.startswith(("CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp:"))]
+print(res); print(caps); print(os.getuid(), os.getgid())'
+S=$(echo "$OUT" | json stdout)
+like "seccomp: unshare refused" "$S" "'unshare': (-1, 1)"
+like "seccomp: mount refused" "$S" "'mount': (-1, 1)"
+like "seccomp: ptrace refused" "$S" "'ptrace': (-1, 1)"
+like "seccomp: keyctl refused" "$S" "'keyctl': (-1, 1)"
+like "seccomp: bpf refused" "$S" "'bpf': (-1, 1)"
+like "no capabilities" "$S" "CapEff:\t0000000000000000"
+like "empty bounding set" "$S" "CapBnd:\t0000000000000000"
+like "no_new_privs" "$S" "NoNewPrivs:\t1"
+like "seccomp filter on" "$S" "Seccomp:\t2"
+like "not root inside" "$S" "1000 1000"
+
+done_testing

@@ -1,0 +1,74 @@
+#!/bin/bash
+# files.sh — files into /work and out of /work/out, through tar streams:
+# what comes back is unpacked safely or not at all.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+printf 'a,b\n1,2\n3,4\n' >"$T/data.csv"
+mkdir -p "$T/tree/sub"
+printf 'one' >"$T/tree/one.txt"
+printf 'two' >"$T/tree/sub/two.txt"
+
+run_hutch run --lang python --file "$T/data.csv" --file "$T/tree:inputs/tree" \
+    --file "$T/data.csv:deep/er/copy.csv" -e '
+import os
+print(open("data.csv").read().count("\n"))
+print(open("inputs/tree/sub/two.txt").read())
+print(open("deep/er/copy.csv").read() == open("data.csv").read())'
+is "files land under /work at their DEST" "$OUT" "3
+two
+True"
+
+run_hutch run --lang python --out "$T/out" -e '
+import os
+os.makedirs("/work/out/nested", exist_ok=True)
+open("/work/out/report.txt", "w").write("report\n")
+open("/work/out/nested/data.bin", "wb").write(bytes(range(256)))'
+is "writing /work/out exits 0" "$RC" 0
+is "report.txt copied out" "$(cat "$T/out/report.txt")" "report"
+ok "binary file copied out intact" cmp -s "$T/out/nested/data.bin" <($PY -c 'import sys; sys.stdout.buffer.write(bytes(range(256)))')
+
+run_hutch run --lang python --json -e 'open("/work/out/a.txt","w").write("12345")'
+is "--json lists files without --out" "$(echo "$OUT" | json files.0.path)" "a.txt"
+is "--json lists sizes" "$(echo "$OUT" | json files.0.size)" 5
+
+# A symlink the sandbox plants in /work/out is never followed on the host.
+echo "precious" >"$T/target"
+run_hutch run --lang python --out "$T/out2" -e '
+import os
+os.symlink("/etc/passwd", "/work/out/link")
+os.symlink("'"$T"'/target", "/work/out/link2")
+open("/work/out/plain.txt", "w").write("ok")'
+ok "planted symlinks are not copied out" test ! -e "$T/out2/link" -a ! -L "$T/out2/link" -a ! -L "$T/out2/link2"
+is "the regular file still comes back" "$(cat "$T/out2/plain.txt")" "ok"
+is "the symlink target is untouched" "$(cat "$T/target")" "precious"
+
+# A symlink already in --out at a path the program writes: refused, and
+# nothing is written through it.
+mkdir -p "$T/out3"
+ln -s "$T/target" "$T/out3/victim"
+run_hutch run --lang python --out "$T/out3" -e 'open("/work/out/victim","w").write("pwned")
+open("/work/out/other.txt","w").write("x")'
+is "collision with a host symlink exits 125" "$RC" 125
+like "collision is explained" "$ERR" "victim"
+is "nothing written through the symlink" "$(cat "$T/target")" "precious"
+ok "nothing half-written in --out" test ! -e "$T/out3/other.txt"
+is "no staging directory left in --out" "$(ls -A "$T/out3")" "victim"
+
+run_hutch run --lang javascript --out "$T/out4" -e '
+const fs = require("fs");
+fs.mkdirSync("/work/out/js", {recursive: true});
+fs.writeFileSync("/work/out/js/r.json", JSON.stringify({ok: true}));'
+is "javascript writes /work/out too" "$(cat "$T/out4/js/r.json")" '{"ok":true}'
+
+run_hutch run --lang python -e '
+import os
+n = 0
+for i in range(20000):
+    open("/work/out/f%05d" % i, "w").close()
+'
+is "too many output files exits 125" "$RC" 125
+like "too many output files is explained" "$ERR" "entries"
+
+done_testing

@@ -1,0 +1,57 @@
+#!/bin/bash
+# run_javascript.sh — `hutch run --lang javascript` on the local executor.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+L="--lang javascript"
+
+run_hutch run $L -e 'console.log("hello from node")'
+is "console.log exits 0" "$RC" 0
+is "stdout is the program's" "$OUT" "hello from node"
+
+run_hutch run $L -e 'console.error("to stderr"); console.log("to stdout")'
+is "stdout and stderr stay apart (stdout)" "$OUT" "to stdout"
+is "stdout and stderr stay apart (stderr)" "$ERR" "to stderr"
+
+run_hutch run $L -e 'console.log("bye"); process.exit(3)'
+is "process.exit(3) is hutch's exit status" "$RC" 3
+is "output before process.exit is kept" "$OUT" "bye"
+
+run_hutch run $L --json -e 'const x = 20; return {v: x * 2 + 2, list: [1, "a"]}'
+is "return value is the result" "$(echo "$OUT" | json result.v)" 42
+is "--json exit_code" "$(echo "$OUT" | json exit_code)" 0
+
+run_hutch run $L --json -e 'await new Promise(r => setTimeout(r, 10)); return "awaited"'
+is "top-level await" "$(echo "$OUT" | json result)" "awaited"
+
+run_hutch run $L -e 'const a = 1;
+const b = ;'
+is "syntax error exits 1" "$RC" 1
+like "syntax error names main.js:2" "$ERR" "main.js:2"
+like "syntax error is a SyntaxError" "$ERR" "SyntaxError"
+
+run_hutch run $L -e 'function f() {
+  throw new TypeError("bad thing");
+}
+f();'
+is "uncaught exception exits 1" "$RC" 1
+like "stack has the user's line 2" "$ERR" "main.js:2"
+like "stack has the message" "$ERR" "TypeError: bad thing"
+unlike "stack hides the runner" "$ERR" "runner.js"
+
+run_hutch run $L -e 'try { await tools.everything.echo({message: "hi"}) } catch (e) { console.log("caught", e.code) }'
+is "unknown tool is catchable" "$OUT" "caught unknown_tool"
+
+run_hutch run $L --json -e 'const rs = await Promise.allSettled(Array.from({length: 100}, (_, i) => tools.call("s.t", {i})));
+return rs.filter(r => r.status === "rejected" && r.reason.code === "unknown_tool").length'
+is "100 concurrent tool calls all answered" "$(echo "$OUT" | json result)" 100
+is "tool_calls lists all 100" "$($PY -c 'import json,sys; print(len(json.loads(sys.argv[1])["tool_calls"]))' "$OUT")" 100
+
+HUTCH_TEST_SECRET=hunter2 run_hutch run $L -e 'return JSON.stringify(process.env).includes("hunter2")'
+is "host environment never reaches the sandbox" "$OUT" "false"
+
+run_hutch run $L --timeout 500 -e 'while (true) {}'
+is "timeout exits 124" "$RC" 124
+
+run_hutch run $L -e 'const fs = require("fs"); fs.writeFileSync("/work/out/r.txt", "x"); return fs.readdirSync("/work/out")'
+like "require works" "$OUT" "r.txt"
+
+done_testing

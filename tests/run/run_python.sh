@@ -1,0 +1,110 @@
+#!/bin/bash
+# run_python.sh — `hutch run --lang python` on the local executor: output,
+# exit status, return value, --json, errors with the user's line numbers,
+# tool calls without upstreams, timeout, a clean environment.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+L="--lang python"
+
+run_hutch run $L -e 'print("hello from python")'
+is "print exits 0" "$RC" 0
+is "stdout is the program's" "$OUT" "hello from python"
+
+run_hutch run $L -e 'import sys; sys.stderr.write("to stderr\n"); print("to stdout")'
+is "stdout and stderr stay apart (stdout)" "$OUT" "to stdout"
+is "stdout and stderr stay apart (stderr)" "$ERR" "to stderr"
+
+run_hutch run $L -e 'import sys; print("bye"); sys.exit(3)'
+is "sys.exit(3) is hutch's exit status" "$RC" 3
+is "output before sys.exit is kept" "$OUT" "bye"
+
+run_hutch run $L -e 'x = 20
+x * 2 + 2'
+is "last expression exits 0" "$RC" 0
+is "last expression is the result" "$OUT" "42"
+
+run_hutch run $L --json -e 'print("out"); {"a": [1, 2], "b": None}'
+is "--json exits 0" "$RC" 0
+is "--json exit_code" "$(echo "$OUT" | json exit_code)" 0
+is "--json stdout" "$(echo "$OUT" | json stdout)" "out"
+is "--json result" "$(echo "$OUT" | json result)" '{"a": [1, 2], "b": null}'
+is "--json timed_out" "$(echo "$OUT" | json timed_out)" false
+is "--json files" "$(echo "$OUT" | json files)" "[]"
+like "--json duration_ms is a number" "$(echo "$OUT" | json duration_ms)" ""
+$PY -c 'import json,sys; d=json.loads(sys.argv[1]); assert isinstance(d["duration_ms"], (int, float)) and d["duration_ms"] > 0' "$OUT"
+is "--json duration_ms is positive" "$?" 0
+
+run_hutch run $L --json -e 'result = {"answer": 42}'
+is "explicit result = …" "$(echo "$OUT" | json result.answer)" 42
+
+run_hutch run $L --json -e 'object()'
+like "a value that is not JSON comes back as its repr" "$(echo "$OUT" | json result)" "<object object at"
+
+run_hutch run $L -e 'x = 1
+y = (2 +
+print(x)'
+is "syntax error exits 1" "$RC" 1
+like "syntax error names main.py" "$ERR" 'main.py'
+like "syntax error is a SyntaxError" "$ERR" "SyntaxError"
+
+run_hutch run $L -e 'def f(d):
+    return d["missing"]
+
+f({})'
+is "uncaught exception exits 1" "$RC" 1
+like "traceback has the user's line 4" "$ERR" 'File "main.py", line 4'
+like "traceback has the user's line 2" "$ERR" 'File "main.py", line 2'
+like "traceback ends with the exception" "$ERR" "KeyError: 'missing'"
+unlike "traceback hides the runner" "$ERR" "runner.py"
+
+run_hutch run $L --json -e '1/0'
+is "--json error type" "$(echo "$OUT" | json error.type)" ZeroDivisionError
+is "--json exit_code of an error" "$(echo "$OUT" | json exit_code)" 1
+
+run_hutch run $L -e 'try:
+    tools.everything.echo(message="hi")
+except ToolError as e:
+    print("caught", e.code)'
+is "unknown tool is catchable" "$OUT" "caught unknown_tool"
+
+run_hutch run $L --json -e 'tools.call("some-server.do-thing", {"x": 1})'
+is "uncaught tool error exits 1" "$(echo "$OUT" | json exit_code)" 1
+like "the error says what to do" "$(echo "$OUT" | json error.message)" "--servers"
+is "tool_calls records the call" "$(echo "$OUT" | json tool_calls.0.tool)" "some-server.do-thing"
+is "tool_calls records the outcome" "$(echo "$OUT" | json tool_calls.0.outcome)" "unknown_tool"
+
+HUTCH_TEST_SECRET=hunter2 run_hutch run $L -e 'import os; print(sorted(os.environ))
+print("hunter2" in repr(os.environ))'
+like "host environment never reaches the sandbox" "$OUT" "False"
+unlike "no HUTCH_ variables inside" "$OUT" "HUTCH_"
+
+run_hutch run $L -e 'import os; print(os.getcwd(), os.getuid())'
+is "cwd is /work, uid is not 0" "$OUT" "/work 1000"
+
+start=$(date +%s%N)
+run_hutch run $L --timeout 500 -e 'import time; time.sleep(30)'
+elapsed=$((($(date +%s%N) - start) / 1000000))
+is "timeout exits 124" "$RC" 124
+like "timeout is explained" "$ERR" "timed out"
+ok "timeout stops the run early (${elapsed} ms)" test "$elapsed" -lt 10000
+
+printf 'print("from a file")\n' >"${TMPDIR:-/tmp}/hutch-prog-$$.py"
+run_hutch run "${TMPDIR:-/tmp}/hutch-prog-$$.py"
+is "FILE with .py needs no --lang" "$OUT" "from a file"
+rm -f "${TMPDIR:-/tmp}/hutch-prog-$$.py"
+
+OUT=$(echo 'print("from stdin")' | "$HUTCH" run $L - 2>&1)
+is "program from stdin" "$OUT" "from stdin"
+
+run_hutch run $L -e 'import threading, json
+out = []
+def work(i):
+    try:
+        tools.call("x.y", {"i": i})
+    except ToolError as e:
+        out.append(e.code)
+ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+len(out)'
+is "tool calls from 8 threads all answered" "$OUT" 8
+
+done_testing

@@ -1,0 +1,113 @@
+/* test_plugin.c — the plugin loader against broken plugins: wrong ABI,
+ * missing entry symbol, failing probe, a file that is not ELF, a duplicate
+ * name, a directory named like a plugin.  None may crash the core; each is
+ * listed with its reason. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugin.h"
+#include "tap.h"
+
+static void link_plugin(const char *from_dir, const char *name, const char *dir,
+                        const char *as)
+{
+    char src[PATH_MAX], dst[PATH_MAX];
+    snprintf(src, sizeof(src), "%s/%s.so", from_dir, name);
+    snprintf(dst, sizeof(dst), "%s/%s", dir, as);
+    if (symlink(src, dst) < 0)
+        perror(dst);
+}
+
+int main(void)
+{
+    const char *tp = getenv("HUTCH_TEST_PLUGINS");
+    char dir[] = "/tmp/hutch-test-plugins-XXXXXX", path[PATH_MAX];
+    struct hutch_host host;
+    struct hutch_plugins *ps = NULL;
+    struct hutch_plugin *p;
+    struct hutch_err err = {0};
+    FILE *f;
+    int r;
+
+    if (!tp) {
+        printf("1..0 # SKIP HUTCH_TEST_PLUGINS not set (run through make check)\n");
+        return 0;
+    }
+    if (!mkdtemp(dir))
+        return 1;
+    link_plugin(tp, "good", dir, "good.so");
+    link_plugin(tp, "good", dir, "zz-good.so");
+    link_plugin(tp, "wrongabi", dir, "wrongabi.so");
+    link_plugin(tp, "nosym", dir, "nosym.so");
+    link_plugin(tp, "probefail", dir, "probefail.so");
+    snprintf(path, sizeof(path), "%s/notelf.so", dir);
+    f = fopen(path, "w");
+    fputs("#!/bin/sh\necho this is not a shared object\n", f);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/adir.so", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/README", dir);
+    f = fopen(path, "w");
+    fputs("not a plugin\n", f);
+    fclose(f);
+
+    hutch_host_init(&host, "/nonexistent");
+    r = hutch_plugins_load(dir, &host, &ps, &err);
+    ok(r == 0, "loading a directory of broken plugins succeeds (%s)", err.msg);
+    if (r < 0)
+        return tap_done();
+    ok(ps->n == 7, "every *.so is listed, README is not (%zu)", ps->n);
+
+    p = hutch_plugins_find(ps, "good");
+    ok(p && p->usable && !strcmp(p->ex->name, "good"), "a good plugin is usable");
+    p = hutch_plugins_find(ps, "zz-good");
+    ok(p && !p->usable && strstr(p->reason, "already provided"),
+       "a second plugin with the same name is skipped: %s", p ? p->reason : "-");
+    p = hutch_plugins_find(ps, "wrongabi");
+    ok(p && !p->usable && strstr(p->reason, "ABI 42") && strstr(p->reason, "rebuild"),
+       "wrong ABI is refused with the versions and the fix: %s", p ? p->reason : "-");
+    p = hutch_plugins_find(ps, "nosym");
+    ok(p && !p->usable && strstr(p->reason, "hutch_executor_entry"),
+       "missing entry symbol is named: %s", p ? p->reason : "-");
+    p = hutch_plugins_find(ps, "probefail");
+    ok(p && !p->usable && strstr(p->reason, "frobnicator"),
+       "a failing probe gives the plugin's reason: %s", p ? p->reason : "-");
+    p = hutch_plugins_find(ps, "notelf");
+    ok(p && !p->usable && strstr(p->reason, "cannot load"),
+       "a file that is not ELF is refused: %s", p ? p->reason : "-");
+    p = hutch_plugins_find(ps, "adir");
+    ok(p && !p->usable && strstr(p->reason, "not a regular file"),
+       "a directory named *.so is refused: %s", p ? p->reason : "-");
+
+    memset(&err, 0, sizeof(err));
+    p = hutch_plugins_find(ps, "probefail");
+    r = hutch_plugin_open(p, &host, NULL, &err);
+    ok(r < 0 && strstr(err.msg, "not usable"), "opening an unusable plugin fails: %s",
+       err.msg);
+    ok(hutch_plugins_find(ps, "nothere") == NULL, "an absent executor is not found");
+    hutch_plugins_free(ps);
+
+    memset(&err, 0, sizeof(err));
+    ps = NULL;
+    r = hutch_plugins_load("/nonexistent/hutch-plugins", &host, &ps, &err);
+    ok(r < 0 && strstr(err.msg, "HUTCH_PLUGIN_DIR"),
+       "a missing plugin directory is an error that says how to fix it: %s", err.msg);
+
+    {
+        static const char *const names[] = {"good.so",  "zz-good.so",   "wrongabi.so",
+                                            "nosym.so", "probefail.so", "notelf.so",
+                                            "README"};
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+            snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+            unlink(path);
+        }
+        snprintf(path, sizeof(path), "%s/adir.so", dir);
+        rmdir(path);
+        rmdir(dir);
+    }
+    return tap_done();
+}

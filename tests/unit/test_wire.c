@@ -1,0 +1,110 @@
+/* test_wire.c — the core's side of the runner protocol against forged and
+ * malformed messages: every one is refused with a reason, none crashes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "caps.h"
+#include "tap.h"
+#include "wire.h"
+
+static int parse(const char *s, struct hutch_msg *m, struct hutch_err *e)
+{
+    memset(e, 0, sizeof(*e));
+    return hutch_wire_parse(s, strlen(s), m, e);
+}
+
+static void refused(const char *line, const char *why, const char *desc)
+{
+    struct hutch_msg m;
+    struct hutch_err e;
+    int r = parse(line, &m, &e);
+    ok(r < 0 && strstr(e.msg, why), "%s: %s", desc, e.msg);
+    if (r == 0)
+        hutch_msg_free(&m);
+}
+
+int main(void)
+{
+    struct hutch_wire_reader rd;
+    struct hutch_msg m;
+    struct hutch_err e;
+    const char *line;
+    size_t len;
+    char *big;
+
+    /* framing */
+    hutch_wire_reader_init(&rd, 64);
+    ok(hutch_wire_feed(&rd, "{\"a\":1}\n{\"b\"", 12) == 0, "feed two partial lines");
+    ok(hutch_wire_next(&rd, &line, &len) == 1 && len == 7 &&
+           !memcmp(line, "{\"a\":1}", 7),
+       "first line comes out whole");
+    ok(hutch_wire_next(&rd, &line, &len) == 0, "a partial line waits");
+    ok(hutch_wire_feed(&rd, ":2}\n", 4) == 0 &&
+           hutch_wire_next(&rd, &line, &len) == 1 && len == 7,
+       "the rest completes it");
+    big = malloc(100);
+    memset(big, 'x', 100);
+    ok(hutch_wire_feed(&rd, big, 100) == -E2BIG, "a line past the cap is refused");
+    free(big);
+    hutch_wire_reader_free(&rd);
+
+    /* valid messages */
+    ok(parse("{\"t\":\"ready\",\"lang\":\"python\",\"version\":\"3.11\"}", &m, &e) ==
+               0 &&
+           m.type == HUTCH_MSG_READY && !strcmp(m.lang, "python"),
+       "ready parses");
+    hutch_msg_free(&m);
+    ok(parse("{\"t\":\"tool_call\",\"id\":7,\"tool\":\"fs.read_file\",\"args\":{\"p\":"
+             "1}}",
+             &m, &e) == 0 &&
+           m.type == HUTCH_MSG_TOOL_CALL && m.id == 7 &&
+           !strcmp(m.tool, "fs.read_file"),
+       "tool_call parses");
+    hutch_msg_free(&m);
+    ok(parse("{\"t\":\"done\",\"ok\":true,\"result\":[1,2]}", &m, &e) == 0 && m.ok &&
+           cJSON_IsArray(m.result),
+       "done parses");
+    hutch_msg_free(&m);
+
+    /* forged and malformed */
+    refused("not json", "not valid JSON", "garbage");
+    refused("[1,2]", "not a JSON object", "an array");
+    refused("{\"x\":1}", "\"t\"", "no type");
+    refused("{\"t\":\"run\"}", "unknown message type", "a core-to-runner type");
+    refused("{\"t\":\"tool_call\",\"id\":0,\"tool\":\"a.b\"}", "positive integer",
+            "id 0");
+    refused("{\"t\":\"tool_call\",\"id\":1.5,\"tool\":\"a.b\"}", "positive integer",
+            "fractional id");
+    refused("{\"t\":\"tool_call\",\"id\":\"7\",\"tool\":\"a.b\"}", "positive integer",
+            "string id");
+    refused("{\"t\":\"tool_call\",\"id\":1e300,\"tool\":\"a.b\"}", "positive integer",
+            "huge id");
+    refused("{\"t\":\"tool_call\",\"id\":1,\"tool\":\"\"}", "printable", "empty tool");
+    refused("{\"t\":\"tool_call\",\"id\":1,\"tool\":\"a\\nb\"}", "printable",
+            "control character in tool");
+    refused("{\"t\":\"tool_call\",\"id\":1,\"tool\":\"a.b\",\"args\":[1]}", "object",
+            "args not an object");
+    refused("{\"t\":\"done\"}", "boolean", "done without ok");
+    refused("{\"t\":\"done\",\"ok\":false}", "error object",
+            "failed done without error");
+    refused("{\"t\":\"ready\",\"x\":\"\xff\xfe\"}", "UTF-8", "invalid UTF-8");
+    refused("{\"t\":\"ready\",\"x\":\"\xed\xa0\x80\"}", "UTF-8",
+            "an encoded surrogate");
+    refused("{\"t\":\"ready\",\"x\":\"\xc0\xaf\"}", "UTF-8", "an overlong encoding");
+    {
+        char deep[400];
+        size_t n = 0;
+        n += (size_t)snprintf(deep, sizeof(deep), "{\"t\":\"ready\",\"x\":");
+        for (int i = 0; i < 100; i++)
+            deep[n++] = '[';
+        for (int i = 0; i < 100; i++)
+            deep[n++] = ']';
+        deep[n++] = '}';
+        deep[n] = '\0';
+        refused(deep, "deeper", "nesting past the cap");
+    }
+    ok(hutch_utf8_valid("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", 15),
+       "valid UTF-8 passes");
+    return tap_done();
+}
