@@ -22,7 +22,7 @@ if [ -n "${CI:-}" ] || [ "${HUTCH_CHECK_FORMAT:-1}" = 1 ]; then
     fi
     rm -f format.out
     # Banned functions (STYLE.md habit 12).
-    if grep -nE '\b(sprintf|vsprintf|strcpy|strcat|gets|system)\s*\(' \
+    if grep -nE '\b(sprintf|vsprintf|strcpy|strcat|gets|system)\(' \
         src/*.c plugins/*/*.c tests/unit/*.c | grep -v snprintf; then
         echo "banned function used"
         failed_steps=$((failed_steps + 1))

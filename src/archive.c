@@ -18,12 +18,13 @@
 #include "archive.h"
 
 /* libarchive's header has the same name as ours: it is only reachable when
- * src/ is on the quote path (-iquote), not on the <> path (-I). */
-#include <archive.h>
+ * src/ is on the quote path (-iquote), not on the <> path (-I).
+ * archive_lib.h includes it and routes every call through the lazily
+ * loaded library. */
+#include "archive_lib.h"
 #ifndef ARCHIVE_VERSION_NUMBER
 #error "<archive.h> is hutch's src/archive.h here: use -iquote for src/, not -I"
 #endif
-#include <archive_entry.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -1272,6 +1273,9 @@ int hutch_archive_extract(const void *tar, size_t len, const char *dest_dir,
             err, -EINVAL,
             "empty input is not a tar archive (an empty tar is 1024 zero bytes)");
 
+    r = hutch_libarchive_load(err);
+    if (r < 0)
+        return r;
     r = scan(tar, len, lim, &xs, err);
     if (r < 0)
         goto out;
@@ -1742,6 +1746,9 @@ int hutch_archive_pack_dir(const char *dir, hutch_write_fn write, void *arg,
     struct stat st;
     int fd = -1, r;
 
+    r = hutch_libarchive_load(err);
+    if (r < 0)
+        return r;
     if (!dir || !*dir || !write)
         return hutch_err_set(err, -EINVAL, "pack: no directory or no writer given");
     lim = limits_or_default(lim, &dl);
@@ -1798,10 +1805,14 @@ struct hutch_tar {
  * and depth follow hutch_archive_limits_in(). */
 int hutch_tar_new(struct hutch_tar **out, size_t max_bytes, struct hutch_err *err)
 {
-    struct hutch_tar *t = calloc(1, sizeof(*t));
+    struct hutch_tar *t;
     int r;
 
     *out = NULL;
+    r = hutch_libarchive_load(err);
+    if (r < 0)
+        return r;
+    t = calloc(1, sizeof(*t));
     if (!t)
         return hutch_err_set(err, -ENOMEM, "out of memory creating a tar");
     hutch_buf_init(&t->buf, max_bytes);

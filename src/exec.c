@@ -3,8 +3,6 @@
  * The core's side of a sandbox: a single poll loop over the runner's wire
  * channel, the program's stdout and stderr, and the plugin's exit event,
  * bounded by a deadline.  Everything read here is untrusted and capped. */
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "archive_lib.h"
 #include "caps.h"
 #include "exec.h"
 #include "log.h"
@@ -39,6 +38,7 @@ struct run {
     int out_cut_noted, err_cut_noted;
     uint64_t ntool;
     struct hutch_exit exit;
+    uint64_t t_started, t_ready, t_done; /* µs, for the debug log */
 };
 
 void hutch_exec_result_init(struct hutch_exec_result *res)
@@ -254,7 +254,7 @@ static void on_line(struct run *rn, const char *line, size_t len, struct hutch_e
         if (rn->phase != WAIT_READY) {
             note(rn, "the sandbox sent a second ready message; execution stopped");
             rn->fail = 1;
-        } else if (start_job(rn, err) < 0) {
+        } else if ((rn->t_ready = hutch_now_us()), start_job(rn, err) < 0) {
             rn->fail = 2;
         }
         break;
@@ -273,6 +273,7 @@ static void on_line(struct run *rn, const char *line, size_t len, struct hutch_e
             break;
         }
         rn->got_done = 1;
+        rn->t_done = hutch_now_us();
         rn->phase = DONE;
         rn->res->ok = m.ok;
         cJSON_Delete(rn->res->result);
@@ -323,6 +324,9 @@ static int list_files(const struct hutch_buf *tar, cJSON *files, struct hutch_er
 
     if (tar->len == 0)
         return 0;
+    r = hutch_libarchive_load(err);
+    if (r < 0)
+        return r;
     hutch_archive_limits_out(&lim);
     a = archive_read_new();
     archive_read_support_format_tar(a);
@@ -404,7 +408,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
 {
     struct hutch_sandbox_spec spec = {0};
     struct run rn;
-    uint64_t t0 = hutch_now_ms(), ready_deadline, deadline = 0;
+    uint64_t t0 = hutch_now_ms(), ready_deadline, deadline = 0, t_destroy;
     int r;
 
     memset(&rn, 0, sizeof(rn));
@@ -431,6 +435,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     r = rn.ex->start(rn.state, &spec, &rn.sb, err);
     if (r < 0)
         return r;
+    rn.t_started = hutch_now_us();
     hutch_wire_reader_init(&rn.rd, HUTCH_WIRE_MAX_LINE);
     hutch_buf_init(&rn.pending, PENDING_MAX);
     hutch_set_nonblock(rn.sb->chan_fd);
@@ -574,9 +579,20 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     r = 0;
 out:
     res->duration_ms = hutch_now_ms() - t0;
+    {
+        uint64_t t_end = hutch_now_us(), t_begin = t0 * 1000;
+        hutch_debug("timing (ms): sandbox start %.2f, runner ready %.2f, job done %.2f, "
+                    "collected %.2f",
+                    (rn.t_started - t_begin) / 1000.0,
+                    rn.t_ready ? (rn.t_ready - t_begin) / 1000.0 : -1.0,
+                    rn.t_done ? (rn.t_done - t_begin) / 1000.0 : -1.0,
+                    (t_end - t_begin) / 1000.0);
+    }
     if (!res->result)
         res->result = cJSON_CreateNull();
+    t_destroy = hutch_now_us();
     rn.ex->destroy(rn.state, rn.sb);
+    hutch_debug("timing (ms): destroy %.2f", (hutch_now_us() - t_destroy) / 1000.0);
     hutch_wire_reader_free(&rn.rd);
     hutch_buf_free(&rn.pending);
     return r;

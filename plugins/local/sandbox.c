@@ -16,6 +16,7 @@
  * are reported on the control socket (init) or the sync socket (C1), then
  * the process _exit()s, so no atexit handler or sanitizer runs in a child.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -390,6 +391,10 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
                                  ? p->memory_bytes + (8ull << 30)
                                  : p->memory_bytes);
 
+    if (p->netns_fd >= 0 && lsb_landlock_scope(errbuf, sizeof(errbuf)) < 0) {
+        dprintf(2, "hutch sandbox: landlock: %s\n", errbuf);
+        _exit(127);
+    }
     r = lsb_seccomp_load(errbuf, sizeof(errbuf));
     if (r < 0) {
         dprintf(2, "hutch sandbox: seccomp: %s\n", errbuf);
@@ -425,6 +430,30 @@ static int send_data(void *arg, const void *buf, size_t len)
         len -= n;
     }
     return 0;
+}
+
+/* An empty /work/out sends no tar at all: the core then needs no
+ * libarchive for the common run that writes no files. */
+static int out_is_empty(void)
+{
+    int fd = open("/work/out", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d;
+    struct dirent *de;
+    int empty = 1;
+    if (fd < 0)
+        return 0; /* let the packer say what is wrong */
+    d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return 0;
+    }
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+            empty = 0;
+            break;
+        }
+    closedir(d);
+    return empty;
 }
 
 /* Kill everything but init, and wait until it is gone, so that nothing
@@ -552,8 +581,9 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
                 lim_out.max_bytes = max;
             kill_all_others();
             reap(runner, ctrl, &runner_done);
-            r = p->host->archive_pack_dir("/work/out", send_data, &ctrl, &lim_out,
-                                          &err);
+            r = out_is_empty() ? 0
+                               : p->host->archive_pack_dir("/work/out", send_data,
+                                                           &ctrl, &lim_out, &err);
             if (r < 0)
                 lsb_send(ctrl, LSB_DATA_ERR, err.msg, strlen(err.msg));
             else
@@ -579,8 +609,15 @@ void lsb_child_main(struct lsb_params *p)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (p->is_root && setgroups(0, NULL) < 0)
         die(p->sync_fd, LSB_FAIL, "sandbox set-up: setgroups: %s", strerror(errno));
-    if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-                CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+    /* Joining the shared empty network namespace needs the host privilege
+     * we still have before the user namespace. */
+    if (p->netns_fd >= 0 && setns(p->netns_fd, CLONE_NEWNET) < 0)
+        die(p->sync_fd, LSB_FAIL, "joining the empty network namespace: %s",
+            strerror(errno));
+    if (p->netns_fd >= 0)
+        close(p->netns_fd);
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                CLONE_NEWUTS | (p->netns_fd >= 0 ? 0 : CLONE_NEWNET)) < 0)
         die(p->sync_fd, LSB_FAIL,
             "cannot create namespaces: %s (is kernel.unprivileged_userns_clone or "
             "user.max_user_namespaces disabled? see 'hutch doctor')",

@@ -57,12 +57,20 @@ struct lsb_params {
     uint64_t tmp_bytes;
     uint32_t pids_max;
     uint32_t open_files;
+    int netns_fd;    /* shared empty netns to join, -1: a new one */
     int have_memcg;  /* memory limit enforced by a cgroup */
     int have_pidscg; /* pids limit enforced by a cgroup */
 };
 
 /* Child side of fork(): never returns. */
 __attribute__((noreturn)) void lsb_child_main(struct lsb_params *p);
+
+/* Scope the runner with Landlock so it can neither connect to abstract unix
+ * sockets nor signal processes outside its own sandbox: what makes sharing
+ * one empty network namespace between sandboxes safe.  0 or -errno. */
+int lsb_landlock_scope(char *errbuf, size_t len);
+/* The Landlock ABI version of the running kernel, or <= 0 without it. */
+int lsb_landlock_abi(void);
 
 /* Load the runner's seccomp filter (after no_new_privs).  0 or -errno. */
 int lsb_seccomp_load(char *errbuf, size_t len);

@@ -218,7 +218,7 @@ function cut(text, limit = 1 << 16) {
 function finish(status, done) {
   finished = true;
   send(JSON.stringify({ t: 'done', ...done }));
-  realExit(status); // stdout and stderr are synchronous on Linux pipes and files
+  realExit(status); // stdout and stderr are blocking (see start)
 }
 
 function fail(err, keepFrames = true) {
@@ -235,15 +235,14 @@ function exitStatus(code) {
 }
 
 function exited(status) {
-  if (status === 0) finish(0, { ok: true, result: null });
-  finish(status, { ok: false,
+  finish(status, status === 0 ? { ok: true, result: null } : { ok: false,
     error: { type: 'ProcessExit', message: `exit status ${status}`, traceback: '' } });
 }
 
 function succeed(value) {
   if (finished) return;
   const status = exitStatus(process.exitCode);
-  if (status !== 0) exited(status);
+  if (status !== 0) return exited(status);
   let json;
   try {
     json = value === undefined ? 'null' : JSON.stringify(value);
@@ -254,7 +253,7 @@ function succeed(value) {
   }
   const line = `{"t":"done","ok":true,"result":${json}}`;
   if (Buffer.byteLength(line) >= MAX_LINE) {
-    finish(1, { ok: false, error: { type: 'RangeError', message: 'result over the 8 MiB limit', traceback: '' } });
+    return finish(1, { ok: false, error: { type: 'RangeError', message: 'result over the 8 MiB limit', traceback: '' } });
   }
   finished = true;
   send(line);
@@ -272,6 +271,11 @@ function start(job) {
     } catch (e) {
       protocolError(`cannot enter ${job.cwd}: ${e.code}`);
     }
+  }
+  // libuv writes to a full pipe asynchronously, and exiting drops what is
+  // queued: blocking stdio keeps the output complete, also on process.exit().
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream._handle && typeof stream._handle.setBlocking === 'function') stream._handle.setBlocking(true);
   }
   const filename = path.join(process.cwd(), 'main.js');
   const module = { id: '.', filename, exports: {}, require: createRequire(filename) };

@@ -40,7 +40,6 @@ class _Scan:
     object_hook = object_pairs_hook = None
     parse_float = float
     parse_int = int
-    memo = {}
 
     def parse_constant(name):  # NaN and Infinity are not JSON
         raise ValueError(name)
@@ -326,6 +325,7 @@ class _Source:
 
 
 def _without_runner_frames(exc):
+    mine = _run.__code__.co_filename  # not __file__: also right when run from a .pyc
     seen = set()
     todo = [exc]
     while todo:
@@ -336,7 +336,7 @@ def _without_runner_frames(exc):
         kept = []
         tb = exc.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename != __file__:
+            if tb.tb_frame.f_code.co_filename != mine:
                 kept.append(tb)
             tb = tb.tb_next
         for tb, below in zip(kept, kept[1:] + [None]):
@@ -353,13 +353,17 @@ def _describe(exc, code):
     """Print exc as Python would and return the `error` member of `done`."""
     import linecache
     import traceback
-    linecache.cache['main.py'] = (len(code), None, code.splitlines(True), 'main.py')
+    lines = code.splitlines(True)
+    linecache.cache['main.py'] = (len(code), None, lines, 'main.py')
+    if (isinstance(exc, SyntaxError) and exc.filename == 'main.py' and exc.text is None
+            and 0 < (exc.lineno or 0) <= len(lines)):
+        exc.text = lines[exc.lineno - 1]  # errors found compiling the AST carry no text
     _without_runner_frames(exc)
     text = ''.join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     try:
         sys.stderr.write(text)
-    except Exception:
-        sys.__stderr__.write(text)
+    except Exception:  # the program closed or replaced it
+        posix.write(2, text.encode('utf-8', 'replace'))
     try:
         message = str(exc)
     except Exception:
@@ -422,10 +426,8 @@ def _run(code, cwd):
             print(status, file=sys.stderr)  # as python does for sys.exit("text")
             status = 1
         status &= 0xFF
-        if status == 0:
-            _finish(0)
-        _finish(status, error={'type': 'SystemExit', 'message': _cut(str(e.code)),
-                               'traceback': ''})
+        error = {'type': 'SystemExit', 'message': _cut(str(e.code)), 'traceback': ''}
+        _finish(status, error=error if status else None)
     except BaseException as e:
         _finish(1, error=_describe(e, code))
     _finish(0, value)

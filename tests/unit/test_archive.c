@@ -33,6 +33,16 @@
 
 #include "caps.h"
 
+/* "d/d/…/d" with n components (p must hold 2n bytes). */
+static void deep_path(char *p, int n)
+{
+    for (int i = 0; i < n; i++) {
+        p[2 * i] = 'd';
+        p[2 * i + 1] = '/';
+    }
+    p[2 * n - 1] = '\0';
+}
+
 static char g_root[64];
 static char *g_kept[256];
 static size_t g_nkept;
@@ -466,9 +476,7 @@ static int t_relpath(void)
     p[5 * 206 - 1] = '\0'; /* 1029 bytes */
     CHECK(hutch_archive_check_relpath(p, &lim, &err) == -EINVAL &&
           strstr(err.msg, "1024"));
-    p[0] = '\0';
-    for (int i = 0; i < 33; i++)
-        strcat(p, i ? "/d" : "d");
+    deep_path(p, 33);
     CHECK(hutch_archive_check_relpath(p, &lim, &err) == -EINVAL &&
           strstr(err.msg, "32"));
     CHECK(hutch_archive_check_relpath("a", NULL, &err) == 0);
@@ -549,17 +557,16 @@ static void fill_longpath(struct tw *t)
     char p[1300] = "";
     for (int i = 0; i < 5; i++) {
         if (i)
-            strcat(p, "/");
-        memset(p + strlen(p), 'p', 250);
+            p[i * 251 - 1] = '/';
+        memset(p + i * 251, 'p', 250);
         p[i * 251 + 250] = '\0';
     }
     tw_file(t, p, "x");
 }
 static void fill_deep(struct tw *t)
 {
-    char p[200] = "";
-    for (int i = 0; i < 33; i++)
-        strcat(p, i ? "/d" : "d");
+    char p[200];
+    deep_path(p, 33);
     tw_file(t, p, "x");
 }
 static void fill_longname(struct tw *t)
