@@ -581,12 +581,13 @@ out:
     res->duration_ms = hutch_now_ms() - t0;
     {
         uint64_t t_end = hutch_now_us(), t_begin = t0 * 1000;
-        hutch_debug("timing (ms): sandbox start %.2f, runner ready %.2f, job done %.2f, "
-                    "collected %.2f",
-                    (rn.t_started - t_begin) / 1000.0,
-                    rn.t_ready ? (rn.t_ready - t_begin) / 1000.0 : -1.0,
-                    rn.t_done ? (rn.t_done - t_begin) / 1000.0 : -1.0,
-                    (t_end - t_begin) / 1000.0);
+        hutch_debug(
+            "timing (ms): sandbox start %.2f, runner ready %.2f, job done %.2f, "
+            "collected %.2f",
+            (rn.t_started - t_begin) / 1000.0,
+            rn.t_ready ? (rn.t_ready - t_begin) / 1000.0 : -1.0,
+            rn.t_done ? (rn.t_done - t_begin) / 1000.0 : -1.0,
+            (t_end - t_begin) / 1000.0);
     }
     if (!res->result)
         res->result = cJSON_CreateNull();

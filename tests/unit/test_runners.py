@@ -21,7 +21,8 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUNNERS = os.path.normpath(os.path.join(HERE, '..', '..', 'src', 'runners'))
+RUNNERS = os.environ.get('HUTCH_RUNNER_DIR') or os.path.normpath(
+    os.path.join(HERE, '..', '..', 'src', 'runners'))
 PYTHON = '/usr/bin/python3'
 NODE = '/usr/bin/node'
 COMMANDS = {

@@ -1,0 +1,469 @@
+"""hutch runner for Python (the body; runner.py is the entry point): runs one untrusted program inside a fresh sandbox.
+
+The core starts this file before any job exists (warm start) as
+`python3 -I -S runner.py`, with the protocol channel on fd 3. It takes the
+channel, says `ready`, waits for the one `run` message, executes the code as
+`__main__`, turns `tools.<server>.<tool>(...)` into `tool_call` messages, and
+ends with `done` and an exit status. The wire protocol is PROTOCOL.md, next to
+this file.
+
+Start-up time is what a warm pool is for, so only built-in modules are
+imported up front: `import json` alone would double the interpreter's start-up
+(it compiles regular expressions), so messages go through the `_json`
+accelerator that `json` itself uses, and `traceback`/`linecache` are imported
+only when an error has to be shown.
+"""
+import _json
+import _thread
+import builtins
+import posix
+import sys
+
+MAX_LINE = 8 << 20  # one message, newline included
+MAX_DEPTH = 64      # JSON nesting of a message; the message object is level 1
+EX_PROTOCOL = 70
+
+_fd = -1                        # the channel, once taken over from fd 3
+_inbuf = bytearray()
+_wlock = _thread.allocate_lock()  # one message at a time on the channel
+_lock = _thread.allocate_lock()   # guards _pending, _last_id, _reading
+_pending = {}                   # tool call id -> _Call
+_last_id = 0
+_reading = False                # some thread is reading the channel for all
+_pid = None                     # the process the tools belong to
+
+
+# --- JSON without the json package -----------------------------------------
+
+class _Scan:
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    def parse_constant(name):  # NaN and Infinity are not JSON
+        raise ValueError(name)
+
+
+_scan = _json.make_scanner(_Scan)
+
+
+def _loads(data):
+    text = data.decode('utf-8').strip(' \t\r')
+    value, end = _scan(text, 0)
+    if end != len(text):
+        raise ValueError('trailing data')
+    return value
+
+
+def _not_json(value):
+    raise TypeError('Object of type %s is not JSON serializable'
+                    % type(value).__name__)
+
+
+def _dumps(value):
+    """UTF-8 JSON of value; raises TypeError/ValueError as json.dumps does."""
+    for quote in (_json.encode_basestring, _json.encode_basestring_ascii):
+        encode = _json.make_encoder({}, _not_json, quote, None, ':', ',',
+                                    False, False, False)
+        try:
+            return ''.join(encode(value, 0)).encode('utf-8')
+        except UnicodeEncodeError:  # lone surrogates: \u escapes are valid
+            continue
+
+
+def _too_deep(value, limit):
+    todo = [(value, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if depth > limit:
+            return True
+        for item in value.values() if isinstance(value, dict) else value:
+            if isinstance(item, (dict, list, tuple)):
+                todo.append((item, depth + 1))
+    return False
+
+
+def _line(message, payload):
+    """The wire form of message, checked against what the core accepts."""
+    data = _dumps(message)
+    if isinstance(payload, (dict, list, tuple)) and _too_deep(payload, MAX_DEPTH - 1):
+        raise ValueError('value nested deeper than %d levels' % (MAX_DEPTH - 1))
+    if len(data) >= MAX_LINE:
+        raise ValueError('message of %d bytes is over the 8 MiB limit' % len(data))
+    return data + b'\n'
+
+
+# --- the channel ------------------------------------------------------------
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _protocol_error(why):
+    _flush()
+    posix.write(2, ('hutch runner: protocol error: %s\n' % why).encode('utf-8', 'replace'))
+    posix._exit(EX_PROTOCOL)
+
+
+def _send(data):
+    with _wlock:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[posix.write(_fd, view):]
+        except OSError as e:
+            _protocol_error('cannot write to the channel: %s' % e.strerror)
+
+
+def _recv():
+    """The next message from the core; blocks."""
+    global _inbuf
+    seen = 0
+    while True:
+        nl = _inbuf.find(b'\n', seen)
+        if nl >= 0:
+            break
+        if len(_inbuf) >= MAX_LINE:
+            _protocol_error('message longer than 8 MiB')
+        seen = len(_inbuf)
+        try:
+            chunk = posix.read(_fd, 1 << 18)
+        except OSError as e:
+            _protocol_error('cannot read the channel: %s' % e.strerror)
+        if not chunk:
+            _protocol_error('the core closed the channel')
+        _inbuf += chunk
+    if nl >= MAX_LINE:
+        _protocol_error('message longer than 8 MiB')
+    data = bytes(_inbuf[:nl])
+    del _inbuf[:nl + 1]
+    try:
+        message = _loads(data)
+    except Exception:
+        _protocol_error('malformed JSON: %r' % data[:80])
+    if type(message) is not dict or type(message.get('t')) is not str:
+        _protocol_error('message is not an object with a string "t": %r' % data[:80])
+    return message
+
+
+# --- tools ------------------------------------------------------------------
+
+class ToolError(Exception):
+    """A tool call failed. `.code` says why (unknown_tool, denied,
+    invalid_args, upstream, timeout, internal); `.tool` names the tool."""
+
+    def __init__(self, message='', code='internal', tool=None):
+        super().__init__(message)
+        self.code = code
+        self.tool = tool
+
+
+class ToolDenied(ToolError, PermissionError):
+    """The policy refused the tool call (code "denied")."""
+
+
+class _Call:
+    __slots__ = ('wake', 'woken', 'reply')
+
+    def __init__(self):
+        self.wake = _thread.allocate_lock()
+        self.wake.acquire()
+        self.woken = False  # True exactly while `wake` is released
+        self.reply = None
+
+
+def _wake(call):  # with _lock held
+    if not call.woken:
+        call.woken = True
+        call.wake.release()
+
+
+def _deliver(message):
+    if message['t'] != 'tool_result':
+        _protocol_error('unexpected "%s" message while the program runs' % message['t'])
+    cid = message.get('id')
+    if type(cid) is not int or type(message.get('ok')) is not bool:
+        _protocol_error('tool_result needs an integer "id" and a boolean "ok"')
+    with _lock:
+        call = _pending.pop(cid, None)
+        if call is None:
+            _protocol_error('tool_result for unknown id %d' % cid)
+        call.reply = message
+        _wake(call)
+
+
+def _await(call):
+    # No reader thread: whichever waiting thread finds the channel free reads
+    # it for everybody until its own answer comes, then wakes another waiter
+    # to take over. A program that never calls a tool starts no thread.
+    global _reading
+    while True:
+        with _lock:
+            if call.reply is not None:
+                return call.reply
+            lead = not _reading
+            _reading = True
+        if not lead:
+            call.wake.acquire()
+            with _lock:
+                call.woken = False
+            continue
+        try:
+            while call.reply is None:
+                _deliver(_recv())
+        finally:
+            with _lock:
+                _reading = False
+                for other in _pending.values():
+                    _wake(other)
+                    break
+
+
+def _call(tool, args, kwargs):
+    global _last_id
+    if not isinstance(tool, str):
+        raise TypeError('tool name must be a str, not %s' % type(tool).__name__)
+    if args is None:
+        args = {}
+    elif not isinstance(args, dict):
+        raise TypeError('tool arguments must be a dict, not %s' % type(args).__name__)
+    if kwargs:
+        args = {**args, **kwargs}
+    if posix.getpid() != _pid:  # a forked child would reuse the parent's ids
+        raise RuntimeError('tools can only be called from the process running the program')
+    with _lock:
+        _last_id += 1
+        cid = _last_id
+    data = _line({'t': 'tool_call', 'id': cid, 'tool': tool, 'args': args}, args)
+    call = _Call()
+    with _lock:
+        _pending[cid] = call
+    _send(data)
+    reply = _await(call)
+    if reply['ok']:
+        return reply.get('result')
+    error = reply.get('error')
+    error = error if type(error) is dict else {}
+    code = error.get('code') if type(error.get('code')) is str else 'internal'
+    message = error.get('message') if type(error.get('message')) is str else 'tool call failed'
+    raise (ToolDenied if code == 'denied' else ToolError)(message, code, tool)
+
+
+class _Tool:
+    __slots__ = ('name',)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, args=None, /, **kwargs):
+        return _call(self.name, args, kwargs)
+
+    def __repr__(self):
+        return '<tool %s>' % self.name
+
+
+class _Server:
+    __slots__ = ('_server',)
+
+    def __init__(self, name):
+        self._server = name
+
+    def __getattr__(self, tool):
+        if tool.startswith('__'):
+            raise AttributeError(tool)
+        return _Tool(self._server + '.' + tool)
+
+    def __dir__(self):
+        return []
+
+    def __repr__(self):
+        return '<tools of server %r: tools.%s.<tool>(**args)>' % (self._server, self._server)
+
+
+class _Tools:
+    """Upstream tools: `tools.<server>.<tool>(**args)` returns the tool's
+    result; `tools.call("server.tool-name", {...})` for names that are not
+    identifiers. A failed call raises ToolError (ToolDenied when refused)."""
+    __slots__ = ()
+
+    def __getattr__(self, server):
+        if server.startswith('__'):
+            raise AttributeError(server)
+        return _Server(server)
+
+    def call(self, tool, args=None, /, **kwargs):
+        """Call tool "server.tool" with args (a dict) and/or keyword arguments."""
+        return _call(tool, args, kwargs)
+
+    def __dir__(self):
+        return ['call']
+
+    def __repr__(self):
+        return ("<tools: tools.<server>.<tool>(**args) or "
+                "tools.call('server.tool', {...})>")
+
+
+tools = _Tools()
+
+
+# --- running the program ----------------------------------------------------
+
+class _Source:
+    """__loader__ of the program, so linecache (warnings, inspect) finds its
+    text without a main.py on disk."""
+
+    def __init__(self, code):
+        self.code = code
+
+    def get_source(self, name):
+        return self.code
+
+
+def _without_runner_frames(exc):
+    mine = _run.__code__.co_filename  # not __file__: also right when run from a .pyc
+    seen = set()
+    todo = [exc]
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        kept = []
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename != mine:
+                kept.append(tb)
+            tb = tb.tb_next
+        for tb, below in zip(kept, kept[1:] + [None]):
+            tb.tb_next = below
+        exc.__traceback__ = kept[0] if kept else None
+        todo += (exc.__cause__, exc.__context__)
+
+
+def _cut(text, limit=1 << 16):
+    return text if len(text) <= limit else text[:limit] + '\n[... truncated]'
+
+
+def _describe(exc, code):
+    """Print exc as Python would and return the `error` member of `done`."""
+    import linecache
+    import traceback
+    lines = code.splitlines(True)
+    linecache.cache['main.py'] = (len(code), None, lines, 'main.py')
+    if (isinstance(exc, SyntaxError) and exc.filename == 'main.py' and exc.text is None
+            and 0 < (exc.lineno or 0) <= len(lines)):
+        exc.text = lines[exc.lineno - 1]  # errors found compiling the AST carry no text
+    _without_runner_frames(exc)
+    text = ''.join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        sys.stderr.write(text)
+    except Exception:  # the program closed or replaced it
+        posix.write(2, text.encode('utf-8', 'replace'))
+    try:
+        message = str(exc)
+    except Exception:
+        message = '<unprintable %s>' % type(exc).__name__
+    return {'type': type(exc).__qualname__, 'message': _cut(message), 'traceback': _cut(text)}
+
+
+def _finish(status, result=None, error=None):
+    try:
+        import atexit  # what the program registered still runs, as in python
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    _flush()  # the output is complete before `done` says so
+    if error is not None:
+        data = _line({'t': 'done', 'ok': False, 'error': error}, None)
+    else:
+        try:
+            data = _line({'t': 'done', 'ok': True, 'result': result}, result)
+        except Exception:
+            try:
+                text = repr(result)
+            except Exception:
+                text = object.__repr__(result)
+            try:
+                data = _line({'t': 'done', 'ok': True, 'result': text}, text)
+            except ValueError as e:
+                status = 1
+                data = _line({'t': 'done', 'ok': False, 'error': {
+                    'type': 'ValueError', 'message': 'result too large: %s' % e,
+                    'traceback': ''}}, None)
+    _send(data)
+    _flush()
+    posix._exit(status)  # do not wait for threads the program left running
+
+
+def _run(code, cwd):
+    import _ast
+    main = type(sys)('__main__')
+    scope = main.__dict__
+    scope.update(__file__=cwd.rstrip('/') + '/main.py', __loader__=_Source(code),
+                 __builtins__=builtins, tools=tools,
+                 ToolError=ToolError, ToolDenied=ToolDenied)
+    sys.modules['__main__'] = main
+    sys.argv[:] = [scope['__file__']]
+    try:
+        tree = compile(code, 'main.py', 'exec', _ast.PyCF_ONLY_AST, True)
+        last = None
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            last = _ast.Expression(tree.body.pop().value)
+        exec(compile(tree, 'main.py', 'exec', 0, True), scope)
+        value = eval(compile(last, 'main.py', 'eval', 0, True), scope) if last else None
+        if value is None:
+            value = scope.get('result')
+    except SystemExit as e:
+        status = e.code
+        if status is None:
+            status = 0
+        elif not isinstance(status, int):
+            print(status, file=sys.stderr)  # as python does for sys.exit("text")
+            status = 1
+        status &= 0xFF
+        error = {'type': 'SystemExit', 'message': _cut(str(e.code)), 'traceback': ''}
+        _finish(status, error=error if status else None)
+    except BaseException as e:
+        _finish(1, error=_describe(e, code))
+    _finish(0, value)
+
+
+def main():
+    global _fd, _pid
+    try:
+        _fd = posix.dup(3)  # dup() makes it close-on-exec (PEP 446)
+        posix.close(3)
+    except OSError:
+        _protocol_error('fd 3 (the channel to the core) is not open')
+    _send(b'{"t":"ready","lang":"python","version":"%d.%d.%d"}\n' % sys.version_info[:3])
+
+    job = _recv()
+    if job['t'] != 'run':
+        _protocol_error('expected "run", got "%s"' % job['t'])
+    code, cwd = job.get('code'), job.get('cwd', '/work')
+    if type(code) is not str or type(cwd) is not str or job.get('lang', 'python') != 'python':
+        _protocol_error('"run" needs a string "code", a string "cwd" and lang "python"')
+    try:
+        posix.chdir(cwd)
+    except OSError as e:
+        _protocol_error('cannot enter %s: %s' % (cwd, e.strerror))
+    _pid = posix.getpid()
+    # -I -S drops what `python3 main.py` would have: the script's directory,
+    # the host's packages, and the exit()/quit() builtins from site.
+    version = 'python%d.%d' % sys.version_info[:2]
+    sys.path[:0] = [cwd]
+    sys.path += ['/usr/local/lib/%s/dist-packages' % version,
+                 '/usr/lib/python3/dist-packages',
+                 '/usr/lib/%s/dist-packages' % version]
+    sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
+    builtins.exit = builtins.quit = sys.exit
+    _run(code, cwd)
+
+
+if __name__ == '__main__':
+    main()
