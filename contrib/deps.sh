@@ -26,7 +26,10 @@ install_deps() {
 build() {
     dir=$1
     shift
-    [ -x "$SRC/configure" ] || (cd "$SRC" && autoreconf -fi) || return 1
+    [ -x "$SRC/configure" ] || (cd "$SRC" && autoreconf -fi >autoreconf.out 2>&1) || {
+        cat "$SRC/autoreconf.out"
+        return 1
+    }
     mkdir -p "$dir" && cd "$dir" || return 1
     [ -f Makefile ] || "$SRC/configure" "$@" >configure.out || {
         cat configure.out

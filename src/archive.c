@@ -1981,3 +1981,58 @@ void hutch_tar_free(struct hutch_tar *t)
     hutch_buf_free(&t->buf);
     free(t);
 }
+
+int hutch_archive_read_files(const void *tar, size_t len, size_t max_file,
+                             hutch_tar_file_fn fn, void *arg, struct hutch_err *err)
+{
+    struct archive *a = NULL;
+    struct archive_entry *e;
+    char *data = NULL;
+    int r, ar;
+
+    r = hutch_libarchive_load(err);
+    if (r < 0)
+        return r;
+    if (!tar || len == 0)
+        return 0;
+    a = archive_read_new();
+    if (!a)
+        return hutch_err_set(err, -ENOMEM, "out of memory reading a tar");
+    archive_read_support_format_tar(a);
+    if (archive_read_open_memory(a, tar, len) != ARCHIVE_OK) {
+        r = hutch_err_set(err, -EBADMSG, "reading result files: %s",
+                          archive_error_string(a));
+        goto out;
+    }
+    while ((ar = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+        const char *path = archive_entry_pathname(e);
+        int64_t size = archive_entry_size(e);
+        if (archive_entry_filetype(e) != AE_IFREG || !path || size < 0)
+            continue;
+        if (path[0] == '.' && path[1] == '/')
+            path += 2;
+        if ((uint64_t)size > max_file) {
+            if (fn(arg, path, NULL, (size_t)size))
+                break;
+            continue;
+        }
+        free(data);
+        data = malloc((size_t)size + 1);
+        if (!data) {
+            r = hutch_err_set(err, -ENOMEM, "out of memory reading %s", path);
+            goto out;
+        }
+        if (archive_read_data(a, data, (size_t)size) != (la_ssize_t)size) {
+            r = hutch_err_set(err, -EBADMSG, "reading %s from the result tar: %s", path,
+                              archive_error_string(a));
+            goto out;
+        }
+        data[size] = '\0';
+        if (fn(arg, path, data, (size_t)size))
+            break;
+    }
+out:
+    free(data);
+    archive_read_free(a);
+    return r;
+}

@@ -88,6 +88,15 @@ int hutch_tar_finish(struct hutch_tar *t, const void **data, size_t *len,
                      struct hutch_err *err);
 void hutch_tar_free(struct hutch_tar *t);
 
+/* Calls fn for each regular file of a tar held in memory (one that
+ * hutch_archive_extract or the listing already validated): its path
+ * (relative, without "./"), its bytes and size.  Files over max_file bytes
+ * are passed with data NULL.  Stops early when fn returns non-zero. */
+typedef int (*hutch_tar_file_fn)(void *arg, const char *path, const void *data,
+                                 size_t size);
+int hutch_archive_read_files(const void *tar, size_t len, size_t max_file,
+                             hutch_tar_file_fn fn, void *arg, struct hutch_err *err);
+
 /* A relative path acceptable inside /work: not empty, not absolute, no "."
  * or ".." components, no empty components, within the caps.  0 or -EINVAL
  * with the reason in err. */

@@ -39,6 +39,21 @@
 #define HUTCH_DEFAULT_TMP_MB     64
 #define HUTCH_DEFAULT_OPEN_FILES 256
 
+/* MCP, both directions. */
+#define HUTCH_MCP_MAX_MESSAGE         (16u << 20)  /* one JSON-RPC message */
+#define HUTCH_MCP_MAX_INFLIGHT        64           /* concurrent requests per session */
+#define HUTCH_MCP_MAX_FILES_OUT_BYTES (8u << 20)   /* embedded in a result */
+#define HUTCH_MCP_MAX_OUTPUT_TEXT     (256u << 10) /* stdout/stderr in content */
+#define HUTCH_HTTP_MAX_BODY           HUTCH_MCP_MAX_MESSAGE
+#define HUTCH_HTTP_MAX_SESSIONS       256
+#define HUTCH_UPSTREAM_MAX_MESSAGE    (16u << 20)
+#define HUTCH_UPSTREAM_MAX_TOOLS      2000 /* per server */
+#define HUTCH_UPSTREAM_MAX_PAGES      100  /* tools/list pages */
+#define HUTCH_UPSTREAM_CALL_MS        60000
+#define HUTCH_UPSTREAM_START_MS       30000
+#define HUTCH_UPSTREAM_MAX_SERVERS    64
+#define HUTCH_SEARCH_MAX_RESULTS      100
+
 /* Plugins. */
 #define HUTCH_MAX_PLUGINS 64
 

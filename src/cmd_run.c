@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include "archive.h"
+#include "bridge.h"
 #include "caps.h"
 #include "cli.h"
 #include "exec.h"
 #include "log.h"
+#include "upstream.h"
 #include "util.h"
 
 static volatile int cancelled;
@@ -158,6 +160,7 @@ int hutch_cmd_run(int argc, char **argv)
         {"out", required_argument, NULL, 'o'},
         {"executor", required_argument, NULL, 'x'},
         {"plugins", required_argument, NULL, OPT_PLUGINS},
+        {"servers", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'},
         {"memory", required_argument, NULL, 'm'},
         {"pids", required_argument, NULL, OPT_PIDS},
@@ -174,7 +177,10 @@ int hutch_cmd_run(int argc, char **argv)
     struct hutch_plugin *plugin = NULL;
     struct hutch_tar *tar = NULL;
     const char *lang = NULL, *eval = NULL, *out_dir = NULL, *executor = NULL;
-    const char *plugin_dir = NULL, *path = NULL;
+    const char *plugin_dir = NULL, *path = NULL, *servers = NULL;
+    struct hutch_upstreams *ups = NULL;
+    struct hutch_bridge *bridge = NULL;
+    cJSON *config = NULL;
     const char **files = NULL;
     size_t nfiles = 0;
     uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
@@ -191,7 +197,7 @@ int hutch_cmd_run(int argc, char **argv)
         goto out;
     }
     optind = 1;
-    while ((c = getopt_long(argc, argv, "l:e:f:o:x:t:m:vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "l:e:f:o:x:s:t:m:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'l':
             lang = optarg;
@@ -210,6 +216,9 @@ int hutch_cmd_run(int argc, char **argv)
             break;
         case OPT_PLUGINS:
             plugin_dir = optarg;
+            break;
+        case 's':
+            servers = optarg;
             break;
         case 't':
             if (hutch_parse_u64(optarg, 1, HUTCH_MAX_TIMEOUT_MS, &timeout) < 0) {
@@ -323,6 +332,29 @@ int hutch_cmd_run(int argc, char **argv)
         goto out;
     }
 
+    if (servers) {
+        struct hutch_upstream_opts uo = {0};
+        cJSON *st, *it;
+        if (hutch_upstreams_load(servers, &config, &err) < 0 ||
+            hutch_upstreams_start(config, &uo, &ups, &err) < 0 ||
+            hutch_bridge_new(ups, &bridge, &err) < 0) {
+            fprintf(stderr, "hutch run: --servers: %s\n", err.msg);
+            goto out;
+        }
+        st = hutch_upstreams_status(ups);
+        cJSON_ArrayForEach(it, st)
+        {
+            const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+            if (state && strcmp(state, "ready"))
+                fprintf(stderr, "hutch run: upstream %s is %s: %s\n",
+                        cJSON_GetStringValue(cJSON_GetObjectItem(it, "server")), state,
+                        cJSON_GetStringValue(cJSON_GetObjectItem(it, "error")) ?: "");
+        }
+        cJSON_Delete(st);
+        req.tool = hutch_bridge_tool;
+        req.tool_arg = bridge;
+    }
+
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -369,6 +401,9 @@ out:
     hutch_exec_result_free(&res);
     hutch_tar_free(tar);
     hutch_plugins_free(ps);
+    hutch_bridge_free(bridge);
+    hutch_upstreams_free(ups);
+    cJSON_Delete(config);
     free(code);
     free(files);
     return rc;

@@ -4,8 +4,11 @@
  * channel, the program's stdout and stderr, and the plugin's exit event,
  * bounded by a deadline.  Everything read here is untrusted and capped. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,8 @@ struct run {
     int fail; /* protocol error or hutch error: kill */
     int out_cut_noted, err_cut_noted;
     uint64_t ntool;
+    uint64_t deadline;   /* ms, once the job runs */
+    struct calls *calls; /* NULL when no tool handler */
     struct hutch_exit exit;
     uint64_t t_started, t_ready, t_done; /* µs, for the debug log */
 };
@@ -158,62 +163,229 @@ static void record_call(struct run *rn, int64_t id, const char *tool, int ok,
     cJSON_AddItemToArray(rn->res->tool_calls, c);
 }
 
-static void on_tool_call(struct run *rn, struct hutch_msg *m)
-{
-    struct hutch_tool_reply reply = {0};
-    cJSON *args = m->args ? m->args : NULL;
-    cJSON *empty = NULL, *msg;
-    uint64_t t0 = hutch_now_us();
+/* Tool calls run on worker threads so that Promise.all and Python threads
+ * get concurrent upstream calls, and a slow call never stops the loop from
+ * draining output or watching the deadline.  A finished call is pushed on
+ * `done` and announced by a byte on the pipe the loop polls. */
+struct call {
+    struct calls *q;
+    int64_t id;
+    char *tool;
+    cJSON *args;
+    int timeout_ms;
+    uint64_t t0;
     int r;
+    struct hutch_tool_reply reply;
+    struct call *next;
+};
 
-    if (++rn->ntool > HUTCH_WIRE_MAX_TOOL_CALLS) {
-        reply.code = "denied";
-        reply.message = NULL;
-        r = -E2BIG;
-    } else if (!rn->req->tool) {
-        reply.code = "unknown_tool";
-        r = -ENOENT;
-    } else {
-        if (!args)
-            args = empty = cJSON_CreateObject();
-        r = rn->req->tool(rn->req->tool_arg, m->tool, args, &reply);
+struct calls {
+    pthread_mutex_t mu;
+    pthread_cond_t idle;
+    int inflight;
+    struct call *done;
+    int pipe[2];
+    hutch_tool_fn fn;
+    void *arg;
+};
+
+static void call_free(struct call *c)
+{
+    free(c->tool);
+    cJSON_Delete(c->args);
+    cJSON_Delete(c->reply.result);
+    free(c->reply.message);
+    free(c);
+}
+
+static void *call_worker(void *p)
+{
+    struct call *c = p;
+    struct calls *q = c->q;
+    c->r = q->fn(q->arg, c->tool, c->args, c->timeout_ms, &c->reply);
+    pthread_mutex_lock(&q->mu);
+    c->next = q->done;
+    q->done = c;
+    if (write(q->pipe[1], "c", 1) < 0) {
+        /* the pipe holds more than HUTCH_WIRE_MAX_INFLIGHT bytes: cannot fill */
     }
-    msg = cJSON_CreateObject();
+    q->inflight--;
+    pthread_cond_broadcast(&q->idle);
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+static void reply_call(struct run *rn, int64_t id, const char *tool, int r,
+                       struct hutch_tool_reply *reply, uint64_t t0)
+{
+    cJSON *msg = cJSON_CreateObject();
     cJSON_AddStringToObject(msg, "t", "tool_result");
-    cJSON_AddNumberToObject(msg, "id", (double)m->id);
+    cJSON_AddNumberToObject(msg, "id", (double)id);
     if (r == 0) {
         cJSON_AddTrueToObject(msg, "ok");
         cJSON_AddItemToObject(msg, "result",
-                              reply.result ? reply.result : cJSON_CreateNull());
-        record_call(rn, m->id, m->tool, 1, NULL, NULL, hutch_now_us() - t0);
+                              reply->result ? reply->result : cJSON_CreateNull());
+        reply->result = NULL;
+        record_call(rn, id, tool, 1, NULL, NULL, hutch_now_us() - t0);
     } else {
-        char text[512];
+        char text[1024];
         cJSON *e = cJSON_AddObjectToObject(msg, "error");
-        const char *code = reply.code ? reply.code : "internal";
-        if (reply.message)
-            snprintf(text, sizeof(text), "%s", reply.message);
+        const char *code = reply->code ? reply->code : "internal";
+        if (reply->message)
+            snprintf(text, sizeof(text), "%s", reply->message);
         else if (r == -E2BIG)
             snprintf(text, sizeof(text), "more than %d tool calls in one execution",
                      HUTCH_WIRE_MAX_TOOL_CALLS);
+        else if (r == -EBUSY)
+            snprintf(text, sizeof(text), "more than %d tool calls at once",
+                     HUTCH_WIRE_MAX_INFLIGHT);
         else if (r == -ENOENT)
             snprintf(text, sizeof(text),
                      "unknown tool \"%.256s\": no upstream MCP servers are configured "
                      "(start hutch with --servers FILE)",
-                     m->tool);
+                     tool);
         else
-            snprintf(text, sizeof(text), "tool call failed");
+            snprintf(text, sizeof(text), "tool call failed: %s", strerror(-r));
         cJSON_AddFalseToObject(msg, "ok");
         cJSON_AddStringToObject(e, "code", code);
         cJSON_AddStringToObject(e, "message", text);
-        record_call(rn, m->id, m->tool, 0, code, text, hutch_now_us() - t0);
-        cJSON_Delete(reply.result);
+        record_call(rn, id, tool, 0, code, text, hutch_now_us() - t0);
     }
-    free(reply.message);
-    cJSON_Delete(empty);
     if (queue(rn, msg) < 0) {
         note(rn, "the runner does not read its tool results; stopping it");
         rn->fail = 1;
     }
+}
+
+static void on_tool_call(struct run *rn, struct hutch_msg *m)
+{
+    struct hutch_tool_reply reply = {0};
+    uint64_t t0 = hutch_now_us(), now_ms = t0 / 1000;
+    struct calls *q = rn->calls;
+    struct call *c;
+    pthread_t th;
+    pthread_attr_t attr;
+    int r;
+
+    if (++rn->ntool > HUTCH_WIRE_MAX_TOOL_CALLS) {
+        reply.code = "denied";
+        r = -E2BIG;
+    } else if (!q) {
+        reply.code = "unknown_tool";
+        r = -ENOENT;
+    } else {
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->tool = strdup(m->tool)) ||
+            !(c->args = m->args ? cJSON_Duplicate(m->args, 1) : cJSON_CreateObject())) {
+            if (c)
+                call_free(c);
+            reply.code = "internal";
+            r = -ENOMEM;
+            goto answer;
+        }
+        c->q = q;
+        c->id = m->id;
+        c->t0 = t0;
+        /* A call never outlives its execution's deadline. */
+        c->timeout_ms = rn->deadline > now_ms ? (int)(rn->deadline - now_ms) : 1;
+        pthread_mutex_lock(&q->mu);
+        if (q->inflight >= HUTCH_WIRE_MAX_INFLIGHT) {
+            pthread_mutex_unlock(&q->mu);
+            call_free(c);
+            reply.code = "internal";
+            r = -EBUSY;
+            goto answer;
+        }
+        q->inflight++;
+        pthread_mutex_unlock(&q->mu);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        r = pthread_create(&th, &attr, call_worker, c);
+        pthread_attr_destroy(&attr);
+        if (r != 0) {
+            pthread_mutex_lock(&q->mu);
+            q->inflight--;
+            pthread_mutex_unlock(&q->mu);
+            call_free(c);
+            reply.code = "internal";
+            r = -EAGAIN;
+            goto answer;
+        }
+        return;
+    }
+answer:
+    reply_call(rn, m->id, m->tool, r, &reply, t0);
+    cJSON_Delete(reply.result);
+    free(reply.message);
+}
+
+static void take_calls(struct run *rn)
+{
+    struct calls *q = rn->calls;
+    struct call *list, *c;
+    char buf[64];
+    while (read(q->pipe[0], buf, sizeof(buf)) > 0)
+        ;
+    pthread_mutex_lock(&q->mu);
+    list = q->done;
+    q->done = NULL;
+    pthread_mutex_unlock(&q->mu);
+    /* The list is newest first; answer in completion order. */
+    for (struct call *prev = NULL; list; list = c) {
+        c = list->next;
+        list->next = prev;
+        prev = list;
+        if (!c) {
+            list = prev;
+            break;
+        }
+    }
+    while (list) {
+        c = list;
+        list = c->next;
+        if (!rn->fail)
+            reply_call(rn, c->id, c->tool, c->r, &c->reply, c->t0);
+        call_free(c);
+    }
+}
+
+static struct calls *calls_new(hutch_tool_fn fn, void *arg)
+{
+    struct calls *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    if (pipe2(q->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        free(q);
+        return NULL;
+    }
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->idle, NULL);
+    q->fn = fn;
+    q->arg = arg;
+    return q;
+}
+
+/* Waits for the workers still running: each is bounded by the execution's
+ * deadline, and the handler's context must outlive them. */
+static void calls_free(struct calls *q)
+{
+    struct call *c;
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    while (q->inflight > 0)
+        pthread_cond_wait(&q->idle, &q->mu);
+    pthread_mutex_unlock(&q->mu);
+    while ((c = q->done)) {
+        q->done = c->next;
+        call_free(c);
+    }
+    close(q->pipe[0]);
+    close(q->pipe[1]);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->idle);
+    free(q);
 }
 
 static int start_job(struct run *rn, struct hutch_err *err)
@@ -408,7 +580,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
 {
     struct hutch_sandbox_spec spec = {0};
     struct run rn;
-    uint64_t t0 = hutch_now_ms(), ready_deadline, deadline = 0, t_destroy;
+    uint64_t t0 = hutch_now_ms(), ready_deadline, t_destroy, next_tick = 0;
     int r;
 
     memset(&rn, 0, sizeof(rn));
@@ -436,6 +608,13 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     if (r < 0)
         return r;
     rn.t_started = hutch_now_us();
+    if (req->tool) {
+        rn.calls = calls_new(req->tool, req->tool_arg);
+        if (!rn.calls) {
+            rn.ex->destroy(rn.state, rn.sb);
+            return hutch_err_set(err, -ENOMEM, "out of memory");
+        }
+    }
     hutch_wire_reader_init(&rn.rd, HUTCH_WIRE_MAX_LINE);
     hutch_buf_init(&rn.pending, PENDING_MAX);
     hutch_set_nonblock(rn.sb->chan_fd);
@@ -444,8 +623,8 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     ready_deadline = hutch_now_ms() + HUTCH_WIRE_READY_MS;
 
     while (!rn.exited) {
-        struct pollfd fds[4];
-        int nfds = 0, ichan = -1, iout = -1, ierr = -1, iev = -1, timeout;
+        struct pollfd fds[5];
+        int nfds = 0, ichan = -1, iout = -1, ierr = -1, iev = -1, icalls = -1, timeout;
         uint64_t now = hutch_now_ms(), until;
 
         if (rn.fail)
@@ -455,10 +634,10 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
             rn.fail = 3;
             break;
         }
-        if (rn.phase != WAIT_READY && !deadline)
-            deadline =
+        if (rn.phase != WAIT_READY && !rn.deadline)
+            rn.deadline =
                 now + (req->timeout_ms ? req->timeout_ms : HUTCH_DEFAULT_TIMEOUT_MS);
-        until = rn.phase == WAIT_READY ? ready_deadline : deadline;
+        until = rn.phase == WAIT_READY ? ready_deadline : rn.deadline;
         if (now >= until) {
             if (rn.phase == WAIT_READY) {
                 r = hutch_err_set(err, -ETIMEDOUT,
@@ -474,8 +653,13 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
             }
             break;
         }
+        if (req->tick && rn.phase != WAIT_READY && now >= next_tick) {
+            if (next_tick)
+                req->tick(req->tick_arg, now - t0);
+            next_tick = now + 1000;
+        }
         timeout = (int)(until - now);
-        if (req->cancel && timeout > 50)
+        if ((req->cancel || req->tick) && timeout > 50)
             timeout = 50;
         if (!rn.chan_eof) {
             ichan = nfds;
@@ -493,6 +677,10 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         }
         iev = nfds;
         fds[nfds++] = (struct pollfd){rn.sb->event_fd, POLLIN, 0};
+        if (rn.calls) {
+            icalls = nfds;
+            fds[nfds++] = (struct pollfd){rn.calls->pipe[0], POLLIN, 0};
+        }
         if (poll(fds, (nfds_t)nfds, timeout) < 0) {
             if (errno == EINTR)
                 continue;
@@ -514,6 +702,10 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         if (ierr >= 0 && (fds[ierr].revents & (POLLIN | POLLHUP | POLLERR)))
             take_output(&rn, rn.sb->stderr_fd, &res->err, &res->err_total,
                         req->stream_fd_err, &rn.err_cut_noted, &rn.err_eof, "stderr");
+        if (icalls >= 0 && (fds[icalls].revents & POLLIN)) {
+            take_calls(&rn);
+            flush_pending(&rn);
+        }
         if (fds[iev].revents & (POLLIN | POLLHUP | POLLERR)) {
             struct hutch_err rerr = {0};
             if (rn.ex->reap(rn.state, rn.sb, &rn.exit, &rerr) == 0)
@@ -594,6 +786,7 @@ out:
     t_destroy = hutch_now_us();
     rn.ex->destroy(rn.state, rn.sb);
     hutch_debug("timing (ms): destroy %.2f", (hutch_now_us() - t_destroy) / 1000.0);
+    calls_free(rn.calls);
     hutch_wire_reader_free(&rn.rd);
     hutch_buf_free(&rn.pending);
     return r;

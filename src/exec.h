@@ -11,16 +11,18 @@
 #include "hutch-executor.h"
 #include "plugin.h"
 
-/* Answers one tool call.  Return 0 with *result set (caller frees), or a
- * negative code with *code ("unknown_tool", "denied", …) and *message set
- * (static or malloc'd per *free_message). */
+/* Answers one tool call, on a worker thread (several run at once), within
+ * timeout_ms.  Return 0 with reply->result set, or a negative code with
+ * reply->code ("unknown_tool", "denied", "invalid_args", "upstream",
+ * "timeout", "internal") and reply->message (malloc'd) set.  The executor
+ * frees both. */
 struct hutch_tool_reply {
     cJSON *result;
-    const char *code;
+    const char *code; /* static string */
     char *message;
 };
 typedef int (*hutch_tool_fn)(void *arg, const char *tool, const cJSON *args,
-                             struct hutch_tool_reply *reply);
+                             int timeout_ms, struct hutch_tool_reply *reply);
 
 struct hutch_exec_req {
     const char *language;
@@ -37,6 +39,9 @@ struct hutch_exec_req {
     hutch_tool_fn tool; /* NULL: every tool is unknown */
     void *tool_arg;
     volatile int *cancel; /* set to non-zero to kill the run */
+    /* Called about once a second while the job runs (progress). */
+    void (*tick)(void *arg, uint64_t elapsed_ms);
+    void *tick_arg;
 };
 
 struct hutch_exec_result {

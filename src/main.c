@@ -13,7 +13,9 @@ static void usage(FILE *f)
                "Code mode for AI agents: run Python or JavaScript in a fresh sandbox.\n"
                "\n"
                "Commands:\n"
+               "  serve     serve MCP (search_tools, execute_code) over stdio or HTTP\n"
                "  run       run a program in a sandbox (hutch run --help)\n"
+               "  tools     list or search the tools of upstream MCP servers\n"
                "  plugins   list the executor plugins found, usable or not, and why\n"
                "  doctor    check this machine for what the executors need\n"
                "\n"
@@ -41,6 +43,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "run"))
         return hutch_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "serve"))
+        return hutch_cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "tools"))
+        return hutch_cmd_tools(argc - 1, argv + 1);
     if (!strcmp(argv[1], "plugins"))
         return hutch_cmd_plugins(argc - 1, argv + 1);
     if (!strcmp(argv[1], "doctor"))

@@ -164,3 +164,81 @@ int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     *out = v;
     return 0;
 }
+
+static const char b64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *hutch_base64_encode(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    size_t n = (len + 2) / 3 * 4, o = 0;
+    char *out;
+    if (len > (SIZE_MAX / 4) * 3 - 3)
+        return NULL;
+    out = malloc(n + 1);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)p[i + 1] << 8;
+        if (i + 2 < len)
+            v |= p[i + 2];
+        out[o++] = b64[(v >> 18) & 63];
+        out[o++] = b64[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64val(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+int hutch_base64_decode(const char *s, size_t len, unsigned char **out, size_t *outlen)
+{
+    unsigned char *buf;
+    size_t o = 0;
+    if (len % 4 != 0)
+        return -EINVAL;
+    buf = malloc(len / 4 * 3 + 1);
+    if (!buf)
+        return -ENOMEM;
+    for (size_t i = 0; i < len; i += 4) {
+        int v[4];
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            char c = s[i + k];
+            if (c == '=' && i + 4 == len && k >= 2) {
+                v[k] = 0;
+                pad++;
+            } else if (pad || (v[k] = b64val(c)) < 0) {
+                free(buf);
+                return -EINVAL;
+            }
+        }
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+                     (uint32_t)v[3];
+        buf[o++] = (unsigned char)(w >> 16);
+        if (pad < 2)
+            buf[o++] = (unsigned char)(w >> 8);
+        if (pad < 1)
+            buf[o++] = (unsigned char)w;
+    }
+    *out = buf;
+    *outlen = o;
+    return 0;
+}

@@ -40,4 +40,10 @@ void hutch_random_id(char out[17]);
 /* Parse a positive decimal integer within [min, max]. */
 int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
+/* Base64 (RFC 4648, with padding).  encode: caller frees, NUL-terminated.
+ * decode: ignores nothing — whitespace or a bad character is an error
+ * (-EINVAL); caller frees *out. */
+char *hutch_base64_encode(const void *data, size_t len);
+int hutch_base64_decode(const char *s, size_t len, unsigned char **out, size_t *outlen);
+
 #endif

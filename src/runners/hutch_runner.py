@@ -167,6 +167,10 @@ class ToolDenied(ToolError, PermissionError):
     """The policy refused the tool call (code "denied")."""
 
 
+# Tracebacks print "ToolError: …" as for a builtin, not "hutch_runner.ToolError".
+ToolError.__module__ = ToolDenied.__module__ = 'builtins'
+
+
 class _Call:
     __slots__ = ('wake', 'woken', 'reply')
 

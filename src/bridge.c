@@ -1,0 +1,262 @@
+/* bridge.c — the host end of the sandbox tool bridge (see bridge.h).
+ *
+ * The catalog is shared by every execution and rebuilt when an upstream's
+ * tool list changes; a call holds a reference to the catalog it looked the
+ * tool up in, so a rebuild never frees what a running call uses. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge.h"
+#include "log.h"
+#include "schema.h"
+#include "util.h"
+
+struct catref {
+    struct hutch_catalog *cat;
+    int refs;
+};
+
+struct hutch_bridge {
+    struct hutch_upstreams *u;
+    pthread_mutex_t mu;
+    struct catref *cur;
+    uint64_t gen;
+    int built;
+};
+
+int hutch_bridge_new(struct hutch_upstreams *u, struct hutch_bridge **out,
+                     struct hutch_err *err)
+{
+    struct hutch_bridge *b = calloc(1, sizeof(*b));
+    if (!b)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    b->u = u;
+    pthread_mutex_init(&b->mu, NULL);
+    *out = b;
+    return 0;
+}
+
+static void catref_drop(struct catref *r)
+{
+    if (r && --r->refs == 0) {
+        hutch_catalog_free(r->cat);
+        free(r);
+    }
+}
+
+void hutch_bridge_free(struct hutch_bridge *b)
+{
+    if (!b)
+        return;
+    catref_drop(b->cur);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+/* Rebuild when the generation moved (or on first use).  Called locked. */
+static void refresh(struct hutch_bridge *b)
+{
+    uint64_t gen = b->u ? hutch_upstreams_generation(b->u) : 0;
+    struct hutch_catalog *cat = NULL;
+    struct hutch_err err = {0};
+    struct catref *r;
+    cJSON *tools;
+
+    if (b->built && gen == b->gen)
+        return;
+    tools = b->u ? hutch_upstreams_tools(b->u) : cJSON_CreateArray();
+    if (!tools || hutch_catalog_build(tools, &cat, &err) < 0) {
+        hutch_warn("building the tool catalog: %s",
+                   err.msg[0] ? err.msg : "out of memory");
+        cJSON_Delete(tools);
+        return;
+    }
+    cJSON_Delete(tools);
+    r = calloc(1, sizeof(*r));
+    if (!r) {
+        hutch_catalog_free(cat);
+        return;
+    }
+    r->cat = cat;
+    r->refs = 1;
+    catref_drop(b->cur);
+    b->cur = r;
+    b->gen = gen;
+    b->built = 1;
+    {
+        const cJSON *w;
+        cJSON_ArrayForEach(w, hutch_catalog_warnings(cat))
+        {
+            if (cJSON_IsString(w))
+                hutch_warn("tool catalog: %s", w->valuestring);
+        }
+    }
+}
+
+struct hutch_catalog *hutch_bridge_catalog_get(struct hutch_bridge *b, void **ref)
+{
+    struct hutch_catalog *c = NULL;
+    pthread_mutex_lock(&b->mu);
+    refresh(b);
+    *ref = b->cur;
+    if (b->cur) {
+        b->cur->refs++;
+        c = b->cur->cat;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return c;
+}
+
+void hutch_bridge_catalog_put(struct hutch_bridge *b, void *ref)
+{
+    if (!ref)
+        return;
+    pthread_mutex_lock(&b->mu);
+    catref_drop(ref);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static cJSON *content_value(const cJSON *item)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(item, "type");
+    if (!cJSON_IsString(type))
+        return cJSON_Duplicate(item, 1);
+    if (strcmp(type->valuestring, "text") == 0) {
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(item, "text");
+        cJSON *parsed;
+        if (!cJSON_IsString(text))
+            return cJSON_CreateNull();
+        /* "parsed as JSON when it is JSON": objects and arrays only, so the
+         * text "42" or "true" a tool meant as text stays text. */
+        parsed = cJSON_Parse(text->valuestring);
+        if (parsed && (cJSON_IsObject(parsed) || cJSON_IsArray(parsed)))
+            return parsed;
+        cJSON_Delete(parsed);
+        return cJSON_CreateString(text->valuestring);
+    }
+    /* image, audio, resource, resource_link: the object itself carries the
+     * mime type and the (base64) bytes or the text. */
+    return cJSON_Duplicate(item, 1);
+}
+
+cJSON *hutch_bridge_result_value(const cJSON *res)
+{
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(res, "structuredContent");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(res, "content");
+    cJSON *list;
+    const cJSON *it;
+    int n;
+
+    if (sc && !cJSON_IsNull(sc))
+        return cJSON_Duplicate(sc, 1);
+    if (!cJSON_IsArray(content))
+        return cJSON_CreateNull();
+    n = cJSON_GetArraySize(content);
+    if (n == 0)
+        return cJSON_CreateNull();
+    if (n == 1)
+        return content_value(cJSON_GetArrayItem(content, 0));
+    list = cJSON_CreateArray();
+    cJSON_ArrayForEach(it, content)
+    {
+        cJSON_AddItemToArray(list, content_value(it));
+    }
+    return list;
+}
+
+/* The text of an error result, for the exception's message. */
+static char *error_text(const cJSON *res)
+{
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(res, "content"), *it;
+    size_t cap = 2048, n = 0;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    out[0] = '\0';
+    cJSON_ArrayForEach(it, content)
+    {
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(it, "text");
+        if (cJSON_IsString(text) && n < cap - 1) {
+            int w =
+                snprintf(out + n, cap - n, "%s%s", n ? "\n" : "", text->valuestring);
+            n = w < 0 ? n : (n + (size_t)w >= cap ? cap - 1 : n + (size_t)w);
+        }
+    }
+    if (!out[0])
+        snprintf(out, cap, "the tool reported an error without a message");
+    return out;
+}
+
+static int fail(struct hutch_tool_reply *reply, int r, const char *code,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(struct hutch_tool_reply *reply, int r, const char *code,
+                const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    reply->code = code;
+    reply->message = strdup(buf);
+    return r;
+}
+
+int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                      struct hutch_tool_reply *reply)
+{
+    struct hutch_bridge *b = arg;
+    void *ref;
+    struct hutch_catalog *cat = hutch_bridge_catalog_get(b, &ref);
+    const struct hutch_catalog_entry *e = cat ? hutch_catalog_find(cat, tool) : NULL;
+    struct hutch_err err = {0};
+    cJSON *res = NULL;
+    char msg[512];
+    int r;
+
+    if (!e) {
+        if (!b->u)
+            r = fail(reply, -ENOENT, "unknown_tool",
+                     "unknown tool \"%.256s\": no upstream MCP servers are configured "
+                     "(start hutch with --servers FILE)",
+                     tool);
+        else
+            r = fail(
+                reply, -ENOENT, "unknown_tool",
+                "unknown tool \"%.256s\" (use search_tools or `hutch tools` to see "
+                "what exists; names are server.tool)",
+                tool);
+        goto out;
+    }
+    if (hutch_schema_validate(cJSON_GetObjectItemCaseSensitive(e->def, "inputSchema"),
+                              args, msg, sizeof(msg)) < 0) {
+        r = fail(reply, -EINVAL, "invalid_args", "%s: %s", e->qualified, msg);
+        goto out;
+    }
+    r = hutch_upstreams_call(b->u, e->server, e->tool, args, timeout_ms, &res, &err);
+    if (r == -ETIMEDOUT) {
+        r = fail(reply, r, "timeout", "%s: %s", e->qualified, err.msg);
+        goto out;
+    }
+    if (r < 0) {
+        r = fail(reply, r, "upstream", "%s: %s", e->qualified,
+                 err.msg[0] ? err.msg : strerror(-r));
+        goto out;
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"))) {
+        reply->code = "upstream";
+        reply->message = error_text(res);
+        r = -EREMOTEIO;
+        goto out;
+    }
+    reply->result = hutch_bridge_result_value(res);
+    r = reply->result ? 0 : fail(reply, -ENOMEM, "internal", "out of memory");
+out:
+    cJSON_Delete(res);
+    hutch_bridge_catalog_put(b, ref);
+    return r;
+}

@@ -1,0 +1,38 @@
+/* bridge.h — the host end of the sandbox tool bridge: a tool call from a
+ * program (tools.server.tool(...)) is looked up in the catalog, its
+ * arguments validated against the tool's input schema, forwarded to the
+ * upstream server, and its result turned into a plain value for the
+ * program. */
+#ifndef HUTCH_BRIDGE_H
+#define HUTCH_BRIDGE_H
+
+#include <cjson/cJSON.h>
+
+#include "catalog.h"
+#include "exec.h"
+#include "upstream.h"
+
+struct hutch_bridge;
+
+/* `u` may be NULL (no upstreams: every tool is unknown); it must outlive
+ * the bridge.  Caller frees with hutch_bridge_free. */
+int hutch_bridge_new(struct hutch_upstreams *u, struct hutch_bridge **out,
+                     struct hutch_err *err);
+void hutch_bridge_free(struct hutch_bridge *b);
+
+/* The current catalog, rebuilt when the upstreams' tools changed.  It stays
+ * valid until hutch_bridge_catalog_put(b, *ref). */
+struct hutch_catalog *hutch_bridge_catalog_get(struct hutch_bridge *b, void **ref);
+void hutch_bridge_catalog_put(struct hutch_bridge *b, void *ref);
+
+/* hutch_tool_fn for hutch_exec_req.tool; arg is the struct hutch_bridge. */
+int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                      struct hutch_tool_reply *reply);
+
+/* A CallToolResult as the value a program receives: structuredContent when
+ * there is one, else the content (text parsed as JSON when it is JSON;
+ * images, audio and resources as objects with their mime type and data);
+ * one item as itself, several as a list.  Caller frees. */
+cJSON *hutch_bridge_result_value(const cJSON *call_result);
+
+#endif

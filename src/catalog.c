@@ -1,0 +1,1580 @@
+/* catalog.c — the catalog of upstream tools: identifiers for
+ * tools.<server>.<tool> and their collisions, lookup by name, ranked search,
+ * and the Python signature and TypeScript declaration generated from each
+ * tool's JSON Schema.  Fetching the tools lives in upstream.c; checking
+ * arguments against a schema in schema.c.
+ *
+ * Everything here comes from upstream servers and is untrusted: names are
+ * capped, schemas are walked to a fixed depth with a step budget, and every
+ * generated string has a maximum.  The catalog owns copies of everything it
+ * keeps, so the array it was built from can be freed at once. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "caps.h"
+#include "catalog.h"
+
+#define IDENT_MAX     128 /* bytes of one identifier */
+#define CAT_NAME_MAX  256 /* a longer server or tool name is skipped */
+#define CAT_MAX_TOOLS ((size_t)HUTCH_UPSTREAM_MAX_TOOLS * HUTCH_UPSTREAM_MAX_SERVERS)
+#define WARNINGS_MAX  200
+#define WARNING_BYTES 1024
+
+/* Signatures. */
+#define SCHEMA_DEPTH 16    /* subschemas followed, $ref included */
+#define SIG_MAX      8192  /* bytes of one signature */
+#define SIG_STEPS    20000 /* subschemas visited for one signature */
+#define SIG_PROPS    256   /* properties of one object */
+#define UNION_MAX    16    /* members of one union */
+#define ENUM_MAX     20    /* a longer enum shows as its base type */
+#define POINTER_MAX  512   /* bytes of a $ref */
+
+/* Search. */
+#define DESC_SHORT    200  /* one-line description in results */
+#define DESC_FULL     8192 /* full description in results */
+#define DESC_SEARCH   4096 /* bytes of a description that are searched */
+#define TOKEN_MAX     48   /* bytes of one word; longer words are cut */
+#define FIELD_TOKENS  512  /* words kept per searched field */
+#define QUERY_MAX     1024 /* bytes of a query */
+#define QUERY_TOKENS  32
+#define DEFAULT_LIMIT 10
+
+/* Search weights, per query word and field.  A name says what a tool does
+ * more reliably than a description that mentions everything, and the server
+ * name groups tools by subject ("fs", "github"); parameter names say what a
+ * tool works on.  A word matching its field's word exactly (or after the
+ * light stemming below) scores the full weight, a prefix of it (3 bytes or
+ * more) half.  A query equal to a tool's name outright trumps everything;
+ * a tool all of whose name words the query covers gets a bonus, so "read
+ * file" puts read_file above read_multiple_files. */
+#define W_EXACT  100
+#define W_NAME   10
+#define W_SERVER 6
+#define W_PARAM  4
+#define W_DESC   2
+#define W_COVER  5
+
+struct toks {
+    char *buf; /* n words, each "raw\0stem\0" */
+    size_t n, len, cap;
+};
+
+struct entry {
+    struct hutch_catalog_entry pub;
+    char *server, *tool, *qualified;
+    char *py_server, *py_tool; /* always the identifiers; pub.py_tool is
+                                  NULL when another tool owns the name */
+    cJSON *def;
+    char *python_sig, *ts_decl;
+    size_t ls, lt, lps, lpt; /* lengths of the four names: lookups compare
+                                these first */
+    size_t index;            /* position in the input: catalog order */
+    int server_lost;         /* another server owns py_server */
+    int tool_lost;           /* another tool of this server owns py_tool */
+    struct toks t_name, t_server, t_params, t_desc;
+};
+
+struct hutch_catalog {
+    struct entry *e;
+    size_t n;
+    cJSON *warnings;
+    size_t nwarn, dropped;
+};
+
+/* --- bounded strings -------------------------------------------------------- */
+
+struct sbuf {
+    char *s;
+    size_t len, cap, max;
+    int err; /* sticky: -ENOMEM, or -E2BIG past max */
+};
+
+static void sb_add(struct sbuf *b, const char *p, size_t n)
+{
+    if (b->err)
+        return;
+    if (n >= b->max - b->len) {
+        b->err = -E2BIG;
+        return;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        char *t;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        if (cap > b->max)
+            cap = b->max;
+        t = realloc(b->s, cap);
+        if (!t) {
+            b->err = -ENOMEM;
+            return;
+        }
+        b->s = t;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_puts(struct sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+
+/* A JSON string literal, which Python and TypeScript read the same way. */
+static void sb_quote(struct sbuf *b, const char *s)
+{
+    sb_add(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            sb_add(b, esc, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            snprintf(esc, sizeof(esc), "\\u%04x", c);
+            sb_add(b, esc, 6);
+        } else {
+            sb_add(b, (const char *)&c, 1);
+        }
+    }
+    sb_add(b, "\"", 1);
+}
+
+/* The string, or NULL (and *err set) when building it failed. */
+static char *sb_take(struct sbuf *b, int *err)
+{
+    if (!b->err && !b->s)
+        sb_add(b, "", 0);
+    if (b->err) {
+        if (err && !*err)
+            *err = b->err;
+        free(b->s);
+        return NULL;
+    }
+    return b->s;
+}
+
+/* The largest n' <= n that does not split a UTF-8 sequence of s, which
+ * holds more than n bytes. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+/* --- identifiers -------------------------------------------------------------- */
+
+/* Words an identifier may not be.  Python 3.11's keyword.kwlist (the soft
+ * keywords match, case, type and _ are legal after a dot, so they stay
+ * usable); JavaScript's reserved and strict-mode words (legal after a dot in
+ * JavaScript, but a name should read the same in both languages and in the
+ * signatures); and the names the runners' tools objects answer themselves
+ * instead of treating as a server or tool: call (tools.call in both
+ * runners), _server (a slot of hutch_runner.py's server object), then,
+ * toJSON and constructor (runner.js leaves them alone because await,
+ * JSON.stringify and inspection probe them).  One list serves both parts so
+ * the rule stays one sentence; a tool literally named "call" pays for it
+ * with tools.<server>.call_. */
+static const char *const reserved[] = {
+    /* Python */
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
+    "continue", "def", "del", "elif", "else", "except", "finally", "for", "from",
+    "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass",
+    "raise", "return", "try", "while", "with", "yield",
+    /* JavaScript, beyond the words Python shares */
+    "case", "catch", "const", "debugger", "default", "delete", "do", "enum", "export",
+    "extends", "false", "function", "implements", "instanceof", "interface", "let",
+    "new", "null", "package", "private", "protected", "public", "static", "super",
+    "switch", "this", "throw", "true", "typeof", "var", "void",
+    /* the runners' own members */
+    "call", "_server", "then", "toJSON", "constructor"};
+
+static const char *const py_keywords[] = {
+    "False",  "None",   "True",    "and",      "as",       "assert", "async",
+    "await",  "break",  "class",   "continue", "def",      "del",    "elif",
+    "else",   "except", "finally", "for",      "from",     "global", "if",
+    "import", "in",     "is",      "lambda",   "nonlocal", "not",    "or",
+    "pass",   "raise",  "return",  "try",      "while",    "with",   "yield"};
+
+static int in_list(const char *s, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s, list[i]))
+            return 1;
+    return 0;
+}
+
+static int ascii_alnum(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* Beyond catalog.h's rule: a name starting with "__" keeps one leading
+ * underscore, because both runners refuse dunder attributes (and Python
+ * mangles them inside a class body); and the result is cut at IDENT_MAX
+ * bytes.  Non-ASCII characters become one "_" each (not one per byte). */
+int hutch_ident(const char *name, char *out, size_t len)
+{
+    char buf[IDENT_MAX + 2];
+    const unsigned char *p = (const unsigned char *)name;
+    size_t n = 0, skip = 0;
+    int in_seq = 0;
+
+    if (!name || !out || !len)
+        return -EINVAL;
+    if (*p >= '0' && *p <= '9')
+        buf[n++] = '_';
+    for (; *p && n < IDENT_MAX; p++) {
+        if (*p >= 0x80) {
+            if (in_seq && (*p & 0xC0) == 0x80)
+                continue; /* the rest of a UTF-8 sequence */
+            in_seq = 1;
+            buf[n++] = '_';
+            continue;
+        }
+        in_seq = 0;
+        buf[n++] = ascii_alnum(*p) || *p == '_' ? (char)*p : '_';
+    }
+    while (skip + 1 < n && buf[skip] == '_' && buf[skip + 1] == '_')
+        skip++;
+    if (n - skip == 0) {
+        buf[0] = '_';
+        n = 1;
+    }
+    buf[n] = '\0';
+    if (in_list(buf + skip, reserved, sizeof(reserved) / sizeof(*reserved))) {
+        buf[n++] = '_'; /* reserved words are short: no overflow */
+        buf[n] = '\0';
+    }
+    if (n - skip + 1 > len)
+        return -ENOSPC;
+    memcpy(out, buf + skip, n - skip + 1);
+    return 0;
+}
+
+static char *ident_dup(const char *name)
+{
+    char buf[IDENT_MAX + 2];
+    if (hutch_ident(name, buf, sizeof(buf)) < 0)
+        return NULL;
+    return strdup(buf);
+}
+
+/* A keyword argument Python accepts in a call: ASCII identifier, no
+ * keyword. */
+static int py_param_ok(const char *s)
+{
+    if (!*s || (*s >= '0' && *s <= '9'))
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!ascii_alnum((unsigned char)*p) && *p != '_')
+            return 0;
+    return !in_list(s, py_keywords, sizeof(py_keywords) / sizeof(*py_keywords));
+}
+
+/* A property name TypeScript accepts unquoted. */
+static int ts_ident(const char *s)
+{
+    if (!*s || (*s >= '0' && *s <= '9'))
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!ascii_alnum((unsigned char)*p) && *p != '_' && *p != '$')
+            return 0;
+    return 1;
+}
+
+/* --- signatures ------------------------------------------------------------------ */
+
+struct gen {
+    const cJSON *root; /* where "#/..." references point */
+    int ts;            /* TypeScript, else Python */
+    unsigned steps;
+    int err; /* -ENOMEM, or -E2BIG past SIG_MAX or SIG_STEPS */
+};
+
+#define ANY(g) ((g)->ts ? "any" : "Any")
+
+static char *gen_strdup(struct gen *g, const char *s)
+{
+    char *r = strdup(s);
+    if (!r && !g->err)
+        g->err = -ENOMEM;
+    return r;
+}
+
+static const cJSON *get(const cJSON *o, const char *k)
+{
+    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+}
+
+/* A local JSON pointer ("#", "#/$defs/Item", "#/anyOf/0"); NULL for
+ * anything else.  Same rule as schema.c's. */
+static const cJSON *resolve_ref(const cJSON *root, const char *ref)
+{
+    const cJSON *cur = root;
+    const char *p = ref + 1;
+    char seg[POINTER_MAX];
+
+    if (ref[0] != '#' || strlen(ref) >= POINTER_MAX || (*p && *p != '/'))
+        return NULL;
+    while (*p == '/') {
+        size_t n = 0;
+        for (p++; *p && *p != '/'; n++) {
+            if (p[0] == '~' && (p[1] == '0' || p[1] == '1')) {
+                seg[n] = p[1] == '0' ? '~' : '/';
+                p += 2;
+            } else {
+                seg[n] = *p++;
+            }
+        }
+        seg[n] = '\0';
+        if (cJSON_IsObject(cur)) {
+            cur = cJSON_GetObjectItemCaseSensitive(cur, seg);
+        } else if (cJSON_IsArray(cur)) {
+            char *end;
+            long i = strtol(seg, &end, 10);
+            cur = n && !*end && i >= 0 && i < 100000 ? cJSON_GetArrayItem(cur, (int)i)
+                                                     : NULL;
+        } else {
+            cur = NULL;
+        }
+        if (!cur)
+            return NULL;
+    }
+    return cur;
+}
+
+/* Follow $ref chains; NULL when one does not resolve or the depth runs out. */
+static const cJSON *deref(struct gen *g, const cJSON *s, int *depth)
+{
+    const cJSON *ref;
+    while (cJSON_IsString(ref = get(s, "$ref"))) {
+        s = resolve_ref(g->root, ref->valuestring);
+        if (!s || ++*depth > SCHEMA_DEPTH)
+            return NULL;
+    }
+    return s;
+}
+
+static int is_required(const cJSON *req, const char *key)
+{
+    const cJSON *e;
+    if (!cJSON_IsArray(req))
+        return 0;
+    cJSON_ArrayForEach(e, req)
+    {
+        if (cJSON_IsString(e) && !strcmp(e->valuestring, key))
+            return 1;
+    }
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* Literal["a", "b"] | None, or "a" | "b" | null; NULL without an error
+ * when the values are not all scalars (then the type says more). */
+static char *render_literals(struct gen *g, const cJSON *const *v, size_t n)
+{
+    struct sbuf b = {.max = SIG_MAX};
+    size_t shown = 0;
+    int has_null = 0;
+
+    for (size_t i = 0; i < n; i++)
+        if (cJSON_IsArray(v[i]) || cJSON_IsObject(v[i]) || cJSON_IsRaw(v[i]) ||
+            cJSON_IsInvalid(v[i]))
+            return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (cJSON_IsNull(v[i])) {
+            has_null = 1;
+            continue;
+        }
+        sb_puts(&b, shown ? (g->ts ? " | " : ", ") : (g->ts ? "" : "Literal["));
+        shown++;
+        if (cJSON_IsString(v[i])) {
+            sb_quote(&b, v[i]->valuestring);
+        } else if (cJSON_IsBool(v[i])) {
+            sb_puts(&b, cJSON_IsTrue(v[i]) ? (g->ts ? "true" : "True")
+                                           : (g->ts ? "false" : "False"));
+        } else {
+            char *num = cJSON_PrintUnformatted(v[i]);
+            if (!num) {
+                b.err = -ENOMEM;
+                break;
+            }
+            sb_puts(&b, num);
+            cJSON_free(num);
+        }
+    }
+    if (shown && !g->ts)
+        sb_puts(&b, "]");
+    if (has_null)
+        sb_puts(&b,
+                shown ? (g->ts ? " | null" : " | None") : (g->ts ? "null" : "None"));
+    return sb_take(&b, &g->err);
+}
+
+struct ulist {
+    char *v[UNION_MAX];
+    size_t n;
+    int any; /* a member is Any, or there are too many: the union is Any */
+};
+
+static void ul_add(struct gen *g, struct ulist *u, char *t)
+{
+    if (!t)
+        return;
+    if (!strcmp(t, ANY(g)) || u->n == UNION_MAX) {
+        u->any = 1;
+        free(t);
+        return;
+    }
+    for (size_t i = 0; i < u->n; i++) {
+        if (!strcmp(u->v[i], t)) {
+            free(t);
+            return;
+        }
+    }
+    u->v[u->n++] = t;
+}
+
+/* "A | B" with None/null last; NULL without an error when the union says
+ * nothing (empty, or Any). */
+static char *ul_join(struct gen *g, struct ulist *u)
+{
+    struct sbuf b = {.max = SIG_MAX};
+    const char *none = g->ts ? "null" : "None";
+    char *r = NULL;
+    size_t shown = 0;
+
+    if (!g->err && !u->any && u->n) {
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t i = 0; i < u->n; i++) {
+                if ((strcmp(u->v[i], none) == 0) != pass)
+                    continue;
+                if (shown++)
+                    sb_puts(&b, " | ");
+                sb_puts(&b, u->v[i]);
+            }
+        }
+        r = sb_take(&b, &g->err);
+    }
+    for (size_t i = 0; i < u->n; i++)
+        free(u->v[i]);
+    u->n = 0;
+    u->any = 0; /* ready for the next union of the same schema */
+    return r;
+}
+
+static char *render(struct gen *g, const cJSON *s, int depth);
+
+/* { a: number; note?: string } */
+static char *ts_object(struct gen *g, const cJSON *s, const cJSON *props, int depth)
+{
+    struct sbuf b = {.max = SIG_MAX};
+    const cJSON *req = get(s, "required"), *p;
+    size_t n = 0;
+
+    if (cJSON_GetArraySize(props) > SIG_PROPS) {
+        g->err = -E2BIG;
+        return NULL;
+    }
+    cJSON_ArrayForEach(p, props)
+    {
+        char *t = render(g, p, depth + 1);
+        if (!t)
+            break;
+        sb_puts(&b, n++ ? "; " : "{ ");
+        if (ts_ident(p->string))
+            sb_puts(&b, p->string);
+        else
+            sb_quote(&b, p->string);
+        sb_puts(&b, is_required(req, p->string) ? ": " : "?: ");
+        sb_puts(&b, t);
+        free(t);
+    }
+    sb_puts(&b, n ? " }" : "{}");
+    if (g->err)
+        b.err = b.err ? b.err : g->err;
+    return sb_take(&b, &g->err);
+}
+
+static char *render_type(struct gen *g, const cJSON *s, const char *t, int depth)
+{
+    static const char *const scalars[][3] = {{"string", "str", "string"},
+                                             {"integer", "int", "number"},
+                                             {"number", "float", "number"},
+                                             {"boolean", "bool", "boolean"},
+                                             {"null", "None", "null"}};
+    struct sbuf b = {.max = SIG_MAX};
+
+    for (size_t i = 0; i < sizeof(scalars) / sizeof(*scalars); i++)
+        if (!strcmp(t, scalars[i][0]))
+            return gen_strdup(g, scalars[i][g->ts ? 2 : 1]);
+    if (!strcmp(t, "array")) {
+        const cJSON *items = get(s, "items");
+        char *elem =
+            cJSON_IsObject(items) ? render(g, items, depth + 1) : gen_strdup(g, ANY(g));
+        if (!elem)
+            return NULL;
+        if (!g->ts) {
+            sb_puts(&b, "list[");
+            sb_puts(&b, elem);
+            sb_puts(&b, "]");
+        } else if (strchr(elem, '|')) { /* a union needs Array<…> */
+            sb_puts(&b, "Array<");
+            sb_puts(&b, elem);
+            sb_puts(&b, ">");
+        } else {
+            sb_puts(&b, elem);
+            sb_puts(&b, "[]");
+        }
+        free(elem);
+        return sb_take(&b, &g->err);
+    }
+    if (!strcmp(t, "object")) {
+        const cJSON *props = get(s, "properties"),
+                    *extra = get(s, "additionalProperties");
+        if (g->ts && cJSON_IsObject(props))
+            return ts_object(g, s, props, depth);
+        if (!cJSON_IsObject(props) && cJSON_IsObject(extra)) {
+            char *v = render(g, extra, depth + 1);
+            if (!v)
+                return NULL;
+            sb_puts(&b, g->ts ? "Record<string, " : "dict[str, ");
+            sb_puts(&b, v);
+            sb_puts(&b, g->ts ? ">" : "]");
+            free(v);
+            return sb_take(&b, &g->err);
+        }
+        return gen_strdup(g, g->ts ? "Record<string, any>" : "dict[str, Any]");
+    }
+    return gen_strdup(g, ANY(g));
+}
+
+/* The type of one schema; NULL only with g->err set. */
+static char *render(struct gen *g, const cJSON *s, int depth)
+{
+    static const char *const unions[] = {"anyOf", "oneOf"};
+    const cJSON *k, *e;
+    struct ulist u = {0};
+    char *r;
+
+    if (g->err)
+        return NULL;
+    if (++g->steps > SIG_STEPS) {
+        g->err = -E2BIG;
+        return NULL;
+    }
+    s = deref(g, s, &depth);
+    if (!cJSON_IsObject(s) || depth > SCHEMA_DEPTH)
+        return gen_strdup(g, ANY(g));
+
+    if ((k = get(s, "const"))) {
+        if ((r = render_literals(g, &k, 1)) || g->err)
+            return r;
+    }
+    k = get(s, "enum");
+    if (cJSON_IsArray(k) && cJSON_GetArraySize(k) > 0 &&
+        cJSON_GetArraySize(k) <= ENUM_MAX) {
+        const cJSON *vals[ENUM_MAX];
+        size_t n = 0;
+        cJSON_ArrayForEach(e, k)
+        {
+            vals[n++] = e;
+        }
+        if ((r = render_literals(g, vals, n)) || g->err)
+            return r;
+    }
+    for (size_t i = 0; i < 2; i++) {
+        k = get(s, unions[i]);
+        if (!cJSON_IsArray(k))
+            continue;
+        cJSON_ArrayForEach(e, k)
+        {
+            ul_add(g, &u, render(g, e, depth + 1));
+        }
+        if ((r = ul_join(g, &u)) || g->err)
+            return r;
+    }
+    k = get(s, "allOf");
+    if (cJSON_IsArray(k)) {
+        /* The first member that says something: usually the only one, or a
+         * $ref next to members that only add a description. */
+        cJSON_ArrayForEach(e, k)
+        {
+            if (!(r = render(g, e, depth + 1)))
+                return NULL;
+            if (strcmp(r, ANY(g)))
+                return r;
+            free(r);
+        }
+    }
+    k = get(s, "type");
+    if (cJSON_IsString(k))
+        return render_type(g, s, k->valuestring, depth);
+    if (cJSON_IsArray(k)) {
+        cJSON_ArrayForEach(e, k)
+        {
+            if (cJSON_IsString(e))
+                ul_add(g, &u, render_type(g, s, e->valuestring, depth));
+        }
+        if ((r = ul_join(g, &u)) || g->err)
+            return r;
+    }
+    if (cJSON_IsObject(get(s, "properties")))
+        return render_type(g, s, "object", depth);
+    if (get(s, "items"))
+        return render_type(g, s, "array", depth);
+    return gen_strdup(g, ANY(g));
+}
+
+/* def get_sum(*, a: float, b: float, note: str | None = None) -> Any
+ *
+ * Keyword-only parameters, required first.  When a property name cannot be
+ * a keyword argument ("from", "file-path"), the tool is called with a dict
+ * (tools.s.t({"from": …})), so the signature says that instead:
+ *   def copy(args: {"from": str, "to": NotRequired[str]}, /) -> Any */
+static char *py_sig(struct gen *g, const char *fname, const cJSON *in, const char *ret)
+{
+    struct sbuf b = {.max = SIG_MAX};
+    int depth = 0, dict_mode = 0;
+    const cJSON *schema = deref(g, in, &depth), *props = get(schema, "properties");
+    const cJSON *req = get(schema, "required"), *p;
+    size_t n = 0;
+
+    sb_puts(&b, "def ");
+    sb_puts(&b, fname);
+    if (!cJSON_IsObject(props)) {
+        sb_puts(&b, "(**kwargs: Any) -> ");
+        sb_puts(&b, ret);
+        return sb_take(&b, &g->err);
+    }
+    if (cJSON_GetArraySize(props) > SIG_PROPS) {
+        g->err = -E2BIG;
+        free(b.s);
+        return NULL;
+    }
+    cJSON_ArrayForEach(p, props)
+    {
+        dict_mode |= !py_param_ok(p->string);
+    }
+    sb_puts(&b, dict_mode ? "(args: {" : props->child ? "(*, " : "(");
+    for (int pass = 0; pass < 2; pass++) {
+        cJSON_ArrayForEach(p, props)
+        {
+            int required = is_required(req, p->string);
+            char *t;
+            if (required != !pass)
+                continue;
+            if (!(t = render(g, p, depth + 1)))
+                break;
+            if (n++)
+                sb_puts(&b, ", ");
+            if (dict_mode) {
+                sb_quote(&b, p->string);
+                sb_puts(&b, ": ");
+                sb_puts(&b, required ? "" : "NotRequired[");
+                sb_puts(&b, t);
+                sb_puts(&b, required ? "" : "]");
+            } else {
+                sb_puts(&b, p->string);
+                sb_puts(&b, ": ");
+                sb_puts(&b, t);
+                if (!required)
+                    sb_puts(&b, !strcmp(t, "Any") || ends_with(t, "None")
+                                    ? " = None"
+                                    : " | None = None");
+            }
+            free(t);
+        }
+    }
+    sb_puts(&b, dict_mode ? "}, /) -> " : ") -> ");
+    sb_puts(&b, ret);
+    if (g->err)
+        b.err = b.err ? b.err : g->err;
+    return sb_take(&b, &g->err);
+}
+
+/* get_sum(args: { a: number; b: number; note?: string }): Promise<any>;
+ * args is optional when no property is required. */
+static char *ts_sig(struct gen *g, const char *fname, const cJSON *in, const char *ret)
+{
+    struct sbuf b = {.max = SIG_MAX};
+    int depth = 0, any_required = 0;
+    const cJSON *schema = deref(g, in, &depth), *props = get(schema, "properties"), *p;
+    char *obj;
+
+    sb_puts(&b, fname);
+    if (!cJSON_IsObject(props)) {
+        sb_puts(&b, "(args?: Record<string, any>): Promise<");
+    } else {
+        if (!(obj = ts_object(g, schema, props, depth))) {
+            free(b.s);
+            return NULL;
+        }
+        cJSON_ArrayForEach(p, props)
+        {
+            any_required |= is_required(get(schema, "required"), p->string);
+        }
+        sb_puts(&b, any_required ? "(args: " : "(args?: ");
+        sb_puts(&b, obj);
+        sb_puts(&b, "): Promise<");
+        free(obj);
+    }
+    sb_puts(&b, ret);
+    sb_puts(&b, ">");
+    return sb_take(&b, &g->err);
+}
+
+/* Both signatures of an entry.  A schema too large or intricate to render
+ * gets the generic form; the schema itself is in the FULL detail. */
+static int make_sigs(struct entry *e)
+{
+    const cJSON *in = get(e->def, "inputSchema");
+    int has_out = cJSON_IsObject(get(e->def, "outputSchema"));
+    char fallback[IDENT_MAX + 96];
+
+    for (int ts = 0; ts < 2; ts++) {
+        struct gen g = {.root = in, .ts = ts};
+        const char *ret =
+            ts ? (has_out ? "Record<string, any>" : "any") : (has_out ? "dict" : "Any");
+        char *sig =
+            ts ? ts_sig(&g, e->py_tool, in, ret) : py_sig(&g, e->py_tool, in, ret);
+        if (!sig && g.err == -E2BIG) {
+            if (ts)
+                snprintf(fallback, sizeof(fallback),
+                         "%s(args?: Record<string, any>): Promise<%s>", e->py_tool,
+                         ret);
+            else
+                snprintf(fallback, sizeof(fallback), "def %s(**kwargs: Any) -> %s",
+                         e->py_tool, ret);
+            sig = strdup(fallback);
+        } else if (sig && g.err) { /* cannot happen: err always drops the string */
+            free(sig);
+            sig = NULL;
+        }
+        if (!sig)
+            return -ENOMEM;
+        if (ts)
+            e->ts_decl = sig;
+        else
+            e->python_sig = sig;
+    }
+    return 0;
+}
+
+/* --- words for search --------------------------------------------------------- */
+
+static int word_byte(unsigned char c)
+{
+    return ascii_alnum(c) || c >= 0x80;
+}
+
+static int is_upper(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z';
+}
+
+static int is_lower(unsigned char c)
+{
+    return c >= 'a' && c <= 'z';
+}
+
+/* Strip common English endings so "files" finds "file" and "reading"
+ * finds "read": a light stemmer, not a linguistic one. */
+static void stem(const char *raw, char *out, size_t n)
+{
+    size_t len = strlen(raw);
+    snprintf(out, n, "%s", raw);
+    if (len > 4 && ends_with(raw, "ies")) {
+        snprintf(out + len - 3, n - (len - 3), "y");
+        len -= 2;
+    } else if (len > 5 && ends_with(raw, "ing")) {
+        len -= 3;
+    } else if (len > 4 && ends_with(raw, "ed")) {
+        len -= 2;
+    } else if (len > 4 && ends_with(raw, "es") && strchr("sxzh", raw[len - 3])) {
+        len -= 2;
+    } else if (len > 3 && raw[len - 1] == 's' && raw[len - 2] != 's') {
+        len -= 1;
+    }
+    out[len] = '\0';
+    if (len > 3 && out[len - 1] == 'e') /* create / created / creates */
+        out[len - 1] = '\0';
+}
+
+static int toks_add(struct toks *t, const char *w, size_t n)
+{
+    char raw[TOKEN_MAX], st[TOKEN_MAX];
+    size_t need;
+
+    if (n >= TOKEN_MAX)
+        n = TOKEN_MAX - 1;
+    for (size_t i = 0; i < n; i++)
+        raw[i] = is_upper((unsigned char)w[i]) ? (char)(w[i] - 'A' + 'a') : w[i];
+    raw[n] = '\0';
+    stem(raw, st, sizeof(st));
+    need = n + 1 + strlen(st) + 1;
+    if (t->len + need > t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 128;
+        char *b;
+        while (cap < t->len + need)
+            cap *= 2;
+        if (!(b = realloc(t->buf, cap)))
+            return -ENOMEM;
+        t->buf = b;
+        t->cap = cap;
+    }
+    memcpy(t->buf + t->len, raw, n + 1);
+    memcpy(t->buf + t->len + n + 1, st, strlen(st) + 1);
+    t->len += need;
+    t->n++;
+    return 0;
+}
+
+/* Lowercase words of at most `max` bytes of s, split at every byte that is
+ * no letter or digit (non-ASCII counts as a letter) and inside camelCase:
+ * "getTinyImage" -> get tiny image, "HTMLParser" -> html parser. */
+static int tokenize(struct toks *t, const char *s, size_t max, size_t max_words)
+{
+    size_t n = s ? strnlen(s, max) : 0, i = 0;
+    const unsigned char *u = (const unsigned char *)s;
+
+    while (i < n && t->n < max_words) {
+        size_t start;
+        while (i < n && !word_byte(u[i]))
+            i++;
+        start = i;
+        while (i < n && word_byte(u[i])) {
+            if (i > start && is_upper(u[i]) &&
+                (is_lower(u[i - 1]) || (u[i - 1] >= '0' && u[i - 1] <= '9') ||
+                 (is_upper(u[i - 1]) && i + 1 < n && is_lower(u[i + 1]))))
+                break;
+            i++;
+        }
+        if (i > start && toks_add(t, s + start, i - start) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static const char *tok_next(const char *w)
+{
+    w += strlen(w) + 1;       /* past raw */
+    return w + strlen(w) + 1; /* past stem */
+}
+
+/* 2: the same word (or stem); 1: q is a prefix of w (3 bytes or more). */
+static int word_match(const char *q, const char *w)
+{
+    const char *qs = q + strlen(q) + 1, *ws = w + strlen(w) + 1;
+    size_t ql = strlen(q);
+    if (!strcmp(q, w) || !strcmp(qs, ws))
+        return 2;
+    if (ql >= 3 && !strncmp(q, w, ql))
+        return 1;
+    return 0;
+}
+
+static int field_match(const char *q, const struct toks *t)
+{
+    const char *w = t->buf;
+    int best = 0;
+    for (size_t i = 0; i < t->n && best < 2; i++, w = tok_next(w)) {
+        int m = word_match(q, w);
+        if (m > best)
+            best = m;
+    }
+    return best;
+}
+
+static int make_tokens(struct entry *e)
+{
+    const cJSON *desc = get(e->def, "description"), *title = get(e->def, "title");
+    const cJSON *props = get(get(e->def, "inputSchema"), "properties"), *p;
+    int r = 0;
+
+    r |= tokenize(&e->t_name, e->tool, CAT_NAME_MAX, FIELD_TOKENS);
+    r |= tokenize(&e->t_server, e->server, CAT_NAME_MAX, FIELD_TOKENS);
+    if (!cJSON_IsObject(props))
+        props = NULL;
+    cJSON_ArrayForEach(p, props)
+    {
+        if (e->t_params.n >= FIELD_TOKENS)
+            break;
+        r |= tokenize(&e->t_params, p->string, CAT_NAME_MAX, FIELD_TOKENS);
+    }
+    if (cJSON_IsString(title))
+        r |= tokenize(&e->t_desc, title->valuestring, CAT_NAME_MAX, FIELD_TOKENS);
+    if (cJSON_IsString(desc))
+        r |= tokenize(&e->t_desc, desc->valuestring, DESC_SEARCH, FIELD_TOKENS);
+    return r ? -ENOMEM : 0;
+}
+
+/* --- building --------------------------------------------------------------- */
+
+__attribute__((format(printf, 2, 3))) static int warn(struct hutch_catalog *c,
+                                                      const char *fmt, ...)
+{
+    char buf[WARNING_BYTES];
+    va_list ap;
+    cJSON *s;
+    int n;
+
+    if (c->nwarn >= WARNINGS_MAX) {
+        c->dropped++;
+        return 0;
+    }
+    va_start(ap, fmt);
+    n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof(buf))
+        buf[utf8_cut(buf, sizeof(buf) - 1)] = '\0';
+    s = cJSON_CreateString(buf);
+    if (!s || !cJSON_AddItemToArray(c->warnings, s)) {
+        cJSON_Delete(s);
+        return -ENOMEM;
+    }
+    c->nwarn++;
+    return 0;
+}
+
+static void toks_free(struct toks *t)
+{
+    free(t->buf);
+}
+
+static void entry_free(struct entry *e)
+{
+    free(e->server);
+    free(e->tool);
+    free(e->qualified);
+    free(e->py_server);
+    free(e->py_tool);
+    cJSON_Delete(e->def);
+    free(e->python_sig);
+    free(e->ts_decl);
+    toks_free(&e->t_name);
+    toks_free(&e->t_server);
+    toks_free(&e->t_params);
+    toks_free(&e->t_desc);
+}
+
+/* 0 added, 1 skipped with a warning, or -ENOMEM. */
+static int add_entry(struct hutch_catalog *c, const cJSON *item, size_t idx)
+{
+    const cJSON *server = get(item, "server"), *tool = get(item, "tool");
+    const cJSON *name = get(tool, "name");
+    struct entry *e = &c->e[c->n];
+    size_t ls, lt;
+    int r;
+
+    if (!cJSON_IsString(server) || !cJSON_IsObject(tool)) {
+        r = warn(c, "skipped tools[%zu]: not a {\"server\", \"tool\"} pair", idx);
+        return r < 0 ? r : 1;
+    }
+    if ((ls = strlen(server->valuestring)) > CAT_NAME_MAX) {
+        r = warn(c, "skipped tools[%zu]: server name longer than %d bytes", idx,
+                 CAT_NAME_MAX);
+        return r < 0 ? r : 1;
+    }
+    if (!cJSON_IsString(name)) {
+        r = warn(c, "skipped a tool of server \"%s\": it has no \"name\"",
+                 server->valuestring);
+        return r < 0 ? r : 1;
+    }
+    if ((lt = strlen(name->valuestring)) > CAT_NAME_MAX) {
+        r = warn(c, "skipped a tool of server \"%s\": name longer than %d bytes",
+                 server->valuestring, CAT_NAME_MAX);
+        return r < 0 ? r : 1;
+    }
+    memset(e, 0, sizeof(*e));
+    e->index = idx;
+    e->server = strdup(server->valuestring);
+    e->tool = strdup(name->valuestring);
+    e->qualified = malloc(ls + lt + 2);
+    e->py_server = ident_dup(server->valuestring);
+    e->py_tool = ident_dup(name->valuestring);
+    e->def = cJSON_Duplicate(tool, 1);
+    if (!e->server || !e->tool || !e->qualified || !e->py_server || !e->py_tool ||
+        !e->def) {
+        entry_free(e);
+        return -ENOMEM;
+    }
+    snprintf(e->qualified, ls + lt + 2, "%s.%s", e->server, e->tool);
+    e->ls = ls;
+    e->lt = lt;
+    e->lps = strlen(e->py_server);
+    e->lpt = strlen(e->py_tool);
+    c->n++;
+    return 0;
+}
+
+static int cmp_index(size_t a, size_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+static int by_server_tool(const void *pa, const void *pb)
+{
+    const struct entry *a = *(struct entry *const *)pa, *b = *(struct entry *const *)pb;
+    int r = strcmp(a->server, b->server);
+    if (!r)
+        r = strcmp(a->tool, b->tool);
+    return r ? r : cmp_index(a->index, b->index);
+}
+
+/* Tools grouped by (server, identifier), the one literally named like the
+ * identifier first, then catalog order.  The literal name must win: the
+ * runners send tools.s.get_sum as "s.get_sum", the very string tools.call
+ * gets for a tool named get_sum, so only that tool can own the attribute. */
+static int by_tool_ident(const void *pa, const void *pb)
+{
+    const struct entry *a = *(struct entry *const *)pa, *b = *(struct entry *const *)pb;
+    int r = strcmp(a->server, b->server);
+    if (!r)
+        r = strcmp(a->py_tool, b->py_tool);
+    if (!r)
+        r = (strcmp(a->tool, a->py_tool) != 0) - (strcmp(b->tool, b->py_tool) != 0);
+    return r ? r : cmp_index(a->index, b->index);
+}
+
+struct srv {
+    const char *name, *ident;
+    size_t first; /* catalog index of its first tool */
+    int lost;
+};
+
+static int srv_by_ident(const void *pa, const void *pb)
+{
+    const struct srv *a = *(struct srv *const *)pa, *b = *(struct srv *const *)pb;
+    int r = strcmp(a->ident, b->ident);
+    if (!r)
+        r = (strcmp(a->name, a->ident) != 0) - (strcmp(b->name, b->ident) != 0);
+    return r ? r : cmp_index(a->first, b->first);
+}
+
+/* The same tool listed twice by one server: the first one counts. */
+static int drop_duplicates(struct hutch_catalog *c, struct entry **by)
+{
+    size_t i, o;
+    int r;
+
+    for (i = 0; i < c->n; i++)
+        by[i] = &c->e[i];
+    qsort(by, c->n, sizeof(*by), by_server_tool);
+    for (i = 1; i < c->n; i++) {
+        if (strcmp(by[i]->server, by[i - 1]->server) ||
+            strcmp(by[i]->tool, by[i - 1]->tool))
+            continue;
+        if ((r = warn(c, "server \"%s\" lists tool \"%s\" twice: the first one is used",
+                      by[i]->server, by[i]->tool)) < 0)
+            return r;
+        by[i]->index = SIZE_MAX; /* marks it for removal below */
+    }
+    for (i = o = 0; i < c->n; i++) {
+        if (c->e[i].index == SIZE_MAX) {
+            entry_free(&c->e[i]);
+            continue;
+        }
+        c->e[o++] = c->e[i];
+    }
+    c->n = o;
+    return 0;
+}
+
+/* Two servers with one identifier: the one named like it (else the first)
+ * keeps tools.<ident>; the other's tools are reached through tools.call. */
+static int resolve_servers(struct hutch_catalog *c, struct entry **by)
+{
+    struct srv *s = NULL, **sp = NULL;
+    size_t ns = 0, i, j;
+    int r = 0;
+
+    for (i = 0; i < c->n; i++)
+        by[i] = &c->e[i];
+    qsort(by, c->n, sizeof(*by), by_server_tool);
+    s = calloc(c->n ? c->n : 1, sizeof(*s));
+    sp = calloc(c->n ? c->n : 1, sizeof(*sp));
+    if (!s || !sp) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < c->n; i++) {
+        if (ns && !strcmp(s[ns - 1].name, by[i]->server)) {
+            if (by[i]->index < s[ns - 1].first)
+                s[ns - 1].first = by[i]->index;
+            continue;
+        }
+        s[ns] = (struct srv){by[i]->server, by[i]->py_server, by[i]->index, 0};
+        sp[ns] = &s[ns];
+        ns++;
+    }
+    qsort(sp, ns, sizeof(*sp), srv_by_ident);
+    for (i = 0; i < ns; i = j) { /* each group's first is its owner */
+        for (j = i + 1; j < ns && !strcmp(sp[j]->ident, sp[i]->ident); j++) {
+            sp[j]->lost = 1;
+            r = warn(
+                c,
+                "servers \"%s\" and \"%s\" both map to tools.%s, which calls \"%s\"; "
+                "the tools of \"%s\" are reached through tools.call(\"%s.<tool>\")",
+                sp[i]->name, sp[j]->name, sp[i]->ident, sp[i]->name, sp[j]->name,
+                sp[j]->name);
+            if (r < 0)
+                goto out;
+        }
+    }
+    /* by[] and s[] are both in server-name order. */
+    for (i = j = 0; i < c->n; i++) {
+        while (strcmp(s[j].name, by[i]->server))
+            j++;
+        by[i]->server_lost = s[j].lost;
+    }
+out:
+    free(s);
+    free(sp);
+    return r;
+}
+
+static int resolve_tools(struct hutch_catalog *c, struct entry **by)
+{
+    size_t i, j;
+    int r;
+
+    for (i = 0; i < c->n; i++)
+        by[i] = &c->e[i];
+    qsort(by, c->n, sizeof(*by), by_tool_ident);
+    for (i = 0; i < c->n; i = j) {
+        for (j = i + 1; j < c->n && !strcmp(by[j]->server, by[i]->server) &&
+                        !strcmp(by[j]->py_tool, by[i]->py_tool);
+             j++) {
+            by[j]->tool_lost = 1;
+            if (by[j]->server_lost)
+                continue; /* its server's warning covers it */
+            r = warn(c,
+                     "server \"%s\": tools \"%s\" and \"%s\" both map to tools.%s.%s, "
+                     "which calls \"%s\"; \"%s\" is reached through tools.call(\"%s\")",
+                     by[i]->server, by[i]->tool, by[j]->tool, by[i]->py_server,
+                     by[i]->py_tool, by[i]->tool, by[j]->tool, by[j]->qualified);
+            if (r < 0)
+                return r;
+        }
+    }
+    return 0;
+}
+
+void hutch_catalog_free(struct hutch_catalog *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        entry_free(&c->e[i]);
+    free(c->e);
+    cJSON_Delete(c->warnings);
+    free(c);
+}
+
+int hutch_catalog_build(const cJSON *tools, struct hutch_catalog **out,
+                        struct hutch_err *err)
+{
+    struct hutch_catalog *c = NULL;
+    struct entry **by = NULL;
+    const cJSON *item;
+    size_t cap, idx = 0;
+    int r;
+
+    if (out)
+        *out = NULL;
+    if (!out || !cJSON_IsArray(tools))
+        return hutch_err_set(err, -EINVAL, "catalog: the tool list is not an array");
+    cap = (size_t)cJSON_GetArraySize(tools);
+    if (cap > CAT_MAX_TOOLS)
+        cap = CAT_MAX_TOOLS;
+    c = calloc(1, sizeof(*c));
+    if (!c || !(c->warnings = cJSON_CreateArray()) ||
+        !(c->e = calloc(cap ? cap : 1, sizeof(*c->e)))) {
+        r = -ENOMEM;
+        goto out;
+    }
+    cJSON_ArrayForEach(item, tools)
+    {
+        if (c->n == cap) {
+            r = warn(c, "catalog full: tools past the first %zu skipped", cap);
+            if (r < 0)
+                goto out;
+            break;
+        }
+        if ((r = add_entry(c, item, idx++)) < 0)
+            goto out;
+    }
+    if (!(by = calloc(c->n ? c->n : 1, sizeof(*by)))) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if ((r = drop_duplicates(c, by)) < 0 || (r = resolve_servers(c, by)) < 0 ||
+        (r = resolve_tools(c, by)) < 0)
+        goto out;
+    for (size_t i = 0; i < c->n; i++) {
+        struct entry *e = &c->e[i];
+        if ((r = make_sigs(e)) < 0 || (r = make_tokens(e)) < 0)
+            goto out;
+        e->pub = (struct hutch_catalog_entry){
+            .server = e->server,
+            .tool = e->tool,
+            .qualified = e->qualified,
+            .py_server = e->py_server,
+            .py_tool = e->server_lost || e->tool_lost ? NULL : e->py_tool,
+            .def = e->def,
+            .python_sig = e->python_sig,
+            .ts_decl = e->ts_decl,
+        };
+    }
+    if (c->dropped) {
+        char buf[96];
+        cJSON *s;
+        snprintf(buf, sizeof(buf), "%zu more warnings not shown", c->dropped);
+        if (!(s = cJSON_CreateString(buf)) || !cJSON_AddItemToArray(c->warnings, s)) {
+            cJSON_Delete(s);
+            r = -ENOMEM;
+            goto out;
+        }
+    }
+    *out = c;
+    c = NULL;
+    r = 0;
+out:
+    free(by);
+    hutch_catalog_free(c);
+    if (r < 0)
+        hutch_err_set(err, r, "catalog: out of memory building the tool catalog");
+    return r;
+}
+
+size_t hutch_catalog_count(const struct hutch_catalog *c)
+{
+    return c ? c->n : 0;
+}
+
+const struct hutch_catalog_entry *hutch_catalog_at(const struct hutch_catalog *c,
+                                                   size_t i)
+{
+    return c && i < c->n ? &c->e[i].pub : NULL;
+}
+
+const cJSON *hutch_catalog_warnings(const struct hutch_catalog *c)
+{
+    return c ? c->warnings : NULL;
+}
+
+/* --- lookup ------------------------------------------------------------------- */
+
+static int lower(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+/* ASCII-only case folding: locale-independent, and non-ASCII names compare
+ * byte for byte. */
+static int eq_n(const char *a, const char *b, size_t n, int fold)
+{
+    if (!fold)
+        return !memcmp(a, b, n);
+    for (size_t i = 0; i < n; i++)
+        if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
+            return 0;
+    return 1;
+}
+
+/* s (n bytes) is "<a>.<b>", a and b of la and lb bytes. */
+static int is_pair(const char *s, size_t n, const char *a, size_t la, const char *b,
+                   size_t lb, int fold)
+{
+    return n == la + 1 + lb && s[la] == '.' && eq_n(s, a, la, fold) &&
+           eq_n(s + la + 1, b, lb, fold);
+}
+
+/* Forms of a name, most specific first: upstream.upstream, ident.ident,
+ * upstream.ident, ident.upstream.  An identifier counts only where its
+ * owner is this entry, so tools.s.t and tools.call("s.t") agree. */
+static int matches(const struct entry *e, const char *s, size_t n, int fold, int form)
+{
+    switch (form) {
+    case 0:
+        return is_pair(s, n, e->server, e->ls, e->tool, e->lt, fold);
+    case 1:
+        return e->pub.py_tool &&
+               is_pair(s, n, e->py_server, e->lps, e->py_tool, e->lpt, fold);
+    case 2:
+        return !e->tool_lost &&
+               is_pair(s, n, e->server, e->ls, e->py_tool, e->lpt, fold);
+    default:
+        return !e->server_lost &&
+               is_pair(s, n, e->py_server, e->lps, e->tool, e->lt, fold);
+    }
+}
+
+static int is_space(unsigned char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* One linear pass per phase, keeping the best form seen so far: the first
+ * entry in catalog order with the most specific form wins.  Milliseconds
+ * at the largest catalog the caps allow, next to an upstream call. */
+static const struct entry *find_pass(const struct hutch_catalog *c, const char *s,
+                                     size_t n, int fold)
+{
+    const struct entry *best = NULL;
+    int best_form = 4;
+
+    for (size_t i = 0; i < c->n && best_form > 0; i++)
+        for (int form = 0; form < best_form; form++)
+            if (matches(&c->e[i], s, n, fold, form)) {
+                best = &c->e[i];
+                best_form = form;
+                break;
+            }
+    return best;
+}
+
+const struct hutch_catalog_entry *hutch_catalog_find(const struct hutch_catalog *c,
+                                                     const char *qualified)
+{
+    const struct entry *e;
+    const char *s = qualified;
+    size_t n;
+
+    if (!c || !qualified)
+        return NULL;
+    n = strlen(s);
+    if ((e = find_pass(c, s, n, 0)))
+        return &e->pub;
+    while (n && is_space((unsigned char)*s)) {
+        s++;
+        n--;
+    }
+    while (n && is_space((unsigned char)s[n - 1]))
+        n--;
+    e = find_pass(c, s, n, 1);
+    return e ? &e->pub : NULL;
+}
+
+/* --- search ------------------------------------------------------------------- */
+
+struct hit {
+    size_t i;
+    long score;
+};
+
+static int by_score(const void *pa, const void *pb)
+{
+    const struct hit *a = pa, *b = pb;
+    if (a->score != b->score)
+        return a->score > b->score ? -1 : 1;
+    return cmp_index(a->i, b->i);
+}
+
+static int ieq(const char *q, size_t n, const char *name)
+{
+    return name && strlen(name) == n && eq_n(q, name, n, 1);
+}
+
+static long score(const struct entry *e, const struct toks *q, const char *exact,
+                  size_t exact_len)
+{
+    long s = 0;
+    const char *qw, *w;
+    size_t i, k;
+    int covered = e->t_name.n > 0;
+
+    if (exact_len &&
+        (ieq(exact, exact_len, e->tool) || ieq(exact, exact_len, e->py_tool) ||
+         ieq(exact, exact_len, e->qualified) ||
+         is_pair(exact, exact_len, e->py_server, e->lps, e->py_tool, e->lpt, 1)))
+        s += W_EXACT;
+    for (qw = q->buf, k = 0; k < q->n; k++, qw = tok_next(qw)) {
+        s += (W_NAME * field_match(qw, &e->t_name) +
+              W_SERVER * field_match(qw, &e->t_server) +
+              W_PARAM * field_match(qw, &e->t_params) +
+              W_DESC * field_match(qw, &e->t_desc)) /
+             2;
+    }
+    for (w = e->t_name.buf, i = 0; covered && i < e->t_name.n; i++, w = tok_next(w)) {
+        int m = 0;
+        for (qw = q->buf, k = 0; !m && k < q->n; k++, qw = tok_next(qw))
+            m = word_match(qw, w);
+        covered = m > 0;
+    }
+    return s ? s + (covered ? W_COVER : 0) : 0;
+}
+
+/* First line, first sentence, at most DESC_SHORT bytes ("..." included). */
+static char *short_desc(const char *d)
+{
+    size_t n = 0, len;
+    int cut;
+    char *r;
+
+    while (*d && is_space((unsigned char)*d))
+        d++;
+    while (d[n] && d[n] != '\n' &&
+           !(d[n] == '.' && (!d[n + 1] || is_space((unsigned char)d[n + 1]))))
+        n++;
+    if (d[n] == '.')
+        n++;
+    while (n && is_space((unsigned char)d[n - 1]))
+        n--;
+    cut = n > DESC_SHORT;
+    len = cut ? utf8_cut(d, DESC_SHORT - 3) : n;
+    if (!(r = malloc(len + 4)))
+        return NULL;
+    memcpy(r, d, len);
+    snprintf(r + len, 4, "%s", cut ? "..." : "");
+    return r;
+}
+
+static char *full_desc(const char *d)
+{
+    size_t n = strlen(d), len = n > DESC_FULL ? utf8_cut(d, DESC_FULL - 3) : n;
+    char *r = malloc(len + 4);
+    if (!r)
+        return NULL;
+    memcpy(r, d, len);
+    snprintf(r + len, 4, "%s", n > DESC_FULL ? "..." : "");
+    return r;
+}
+
+static int add_dup(cJSON *o, const char *k, const cJSON *v)
+{
+    cJSON *d;
+    if (!v)
+        return 0;
+    d = cJSON_Duplicate(v, 1);
+    if (!d || !cJSON_AddItemToObject(o, k, d)) {
+        cJSON_Delete(d);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static cJSON *result(const struct entry *e, enum hutch_detail detail)
+{
+    const cJSON *desc = get(e->def, "description"), *title = get(e->def, "title");
+    const cJSON *ann = get(e->def, "annotations");
+    struct sbuf call = {.max = 2 * CAT_NAME_MAX + 64};
+    cJSON *o = cJSON_CreateObject();
+    char *d = NULL, *c = NULL;
+    int bad = !o;
+
+    if (!cJSON_IsString(title))
+        title = get(ann, "title");
+    if (e->pub.py_tool) {
+        sb_puts(&call, "tools.");
+        sb_puts(&call, e->py_server);
+        sb_puts(&call, ".");
+        sb_puts(&call, e->py_tool);
+    } else {
+        sb_puts(&call, "tools.call(");
+        sb_quote(&call, e->qualified);
+        sb_puts(&call, ")");
+    }
+    c = sb_take(&call, NULL);
+    d = detail == HUTCH_DETAIL_NAMES
+            ? short_desc(cJSON_IsString(desc) ? desc->valuestring : "")
+            : full_desc(cJSON_IsString(desc) ? desc->valuestring : "");
+    bad |= !c || !d;
+    bad |= !bad && !cJSON_AddStringToObject(o, "name", e->qualified);
+    bad |= !bad && !cJSON_AddStringToObject(o, "call", c);
+    if (!bad && detail == HUTCH_DETAIL_FULL && cJSON_IsString(title))
+        bad |= !cJSON_AddStringToObject(o, "title", title->valuestring);
+    bad |= !bad && !cJSON_AddStringToObject(o, "description", d);
+    if (!bad && detail != HUTCH_DETAIL_NAMES) {
+        bad |= !cJSON_AddStringToObject(o, "python", e->python_sig);
+        bad |= !bad && !cJSON_AddStringToObject(o, "typescript", e->ts_decl);
+    }
+    if (!bad && detail == HUTCH_DETAIL_FULL) {
+        bad |= add_dup(o, "inputSchema", get(e->def, "inputSchema")) < 0;
+        bad |= !bad && add_dup(o, "outputSchema", get(e->def, "outputSchema")) < 0;
+        bad |= !bad && add_dup(o, "annotations", ann) < 0;
+    }
+    free(c);
+    free(d);
+    if (bad) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
+                            size_t limit, enum hutch_detail detail)
+{
+    cJSON *arr = cJSON_CreateArray();
+    struct toks q = {0}, uq = {0};
+    struct hit *hits = NULL;
+    const char *exact = query ? query : "";
+    size_t nh = 0, exact_len;
+
+    if (!arr || !c)
+        return arr;
+    if (limit == 0)
+        limit = DEFAULT_LIMIT;
+    if (limit > HUTCH_SEARCH_MAX_RESULTS)
+        limit = HUTCH_SEARCH_MAX_RESULTS;
+    exact_len = strnlen(exact, QUERY_MAX);
+    while (exact_len && is_space((unsigned char)*exact)) {
+        exact++;
+        exact_len--;
+    }
+    while (exact_len && is_space((unsigned char)exact[exact_len - 1]))
+        exact_len--;
+    if (tokenize(&q, exact, exact_len, QUERY_TOKENS) < 0)
+        goto fail;
+    /* Each word counts once however often the query repeats it. */
+    for (const char *w = q.buf; w && uq.n < q.n && w < q.buf + q.len; w = tok_next(w)) {
+        const char *u = uq.buf;
+        size_t k;
+        for (k = 0; k < uq.n && strcmp(u, w); k++)
+            u = tok_next(u);
+        if (k == uq.n && toks_add(&uq, w, strlen(w)) < 0)
+            goto fail;
+    }
+    if (!(hits = malloc((c->n ? c->n : 1) * sizeof(*hits))))
+        goto fail;
+    for (size_t i = 0; i < c->n; i++) {
+        long s = uq.n ? score(&c->e[i], &uq, exact, exact_len) : 1;
+        if (s > 0)
+            hits[nh++] = (struct hit){i, s};
+    }
+    if (uq.n)
+        qsort(hits, nh, sizeof(*hits), by_score);
+    for (size_t i = 0; i < nh && i < limit; i++) {
+        cJSON *o = result(&c->e[hits[i].i], detail);
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            goto fail;
+        }
+    }
+    free(hits);
+    toks_free(&q);
+    toks_free(&uq);
+    return arr;
+fail:
+    free(hits);
+    toks_free(&q);
+    toks_free(&uq);
+    cJSON_Delete(arr);
+    return NULL;
+}

@@ -1,0 +1,351 @@
+/* cmd_serve.c — `hutch serve`: the MCP server, over stdio (one client, the
+ * default) or streamable HTTP (src/http.c).  The stdio transport lives here:
+ * newline-delimited JSON-RPC on stdin/stdout, logs on stderr only. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "caps.h"
+#include "cli.h"
+#include "http.h"
+#include "log.h"
+#include "mcp_server.h"
+#include "upstream.h"
+#include "util.h"
+
+static volatile int stopping;
+
+static void on_signal(int sig)
+{
+    stopping = sig;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: hutch serve [OPTIONS]\n"
+        "\n"
+        "Serves MCP with two tools, search_tools and execute_code, over stdio "
+        "(default)\n"
+        "or streamable HTTP at http://ADDR:PORT/mcp.\n"
+        "\n"
+        "  -s, --servers FILE     upstream MCP servers, in the mcpServers JSON format "
+        "of\n"
+        "                         Claude Desktop / Claude Code\n"
+        "      --http ADDR:PORT   serve streamable HTTP instead of stdio\n"
+        "      --token-file FILE  bearer token for HTTP (else $HUTCH_TOKEN); required\n"
+        "                         on a non-loopback address\n"
+        "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR or local)\n"
+        "      --plugins DIR      plugin directory\n"
+        "  -t, --timeout MS       default and maximum time per execution (default %d)\n"
+        "  -m, --memory MB        memory limit per execution (default %d)\n"
+        "      --pids N           process limit per execution (default %d)\n"
+        "      --no-envelope      do not wrap sandbox output in <untrusted-data-…> "
+        "tags\n"
+        "  -v, --verbose          log more on stderr (repeat for debug)\n"
+        "  -h, --help             this text\n",
+        HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_DEFAULT_MEMORY_MB, HUTCH_DEFAULT_PIDS);
+}
+
+/* --- stdio transport ----------------------------------------------------------- */
+
+static void stdio_send(void *arg, void *stream, const char *json, size_t len, int last)
+{
+    /* Serialised per session by the core; one write per message keeps lines
+     * whole even when the client reads slowly. */
+    char *line = malloc(len + 1);
+    if (!line)
+        return;
+    memcpy(line, json, len);
+    line[len] = '\n';
+    if (hutch_write_all(STDOUT_FILENO, line, len + 1) < 0)
+        stopping = SIGPIPE; /* the client went away */
+    free(line);
+}
+
+static int serve_stdio(struct hutch_mcp *m)
+{
+    struct hutch_mcp_session *s = hutch_mcp_session_new(m, stdio_send, NULL, "local");
+    size_t cap = 65536, len = 0, scan = 0;
+    char *buf = malloc(cap);
+    int skipping = 0, rc = 0;
+
+    if (!s || !buf) {
+        fprintf(stderr, "hutch serve: out of memory\n");
+        free(buf);
+        hutch_mcp_session_free(s);
+        return HUTCH_EXIT_ERROR;
+    }
+    while (!stopping) {
+        ssize_t n;
+        char *nl;
+        if (len == cap) {
+            if (cap > HUTCH_MCP_MAX_MESSAGE) {
+                /* An over-long line: answer once, then drop it to its end. */
+                static const char msg[] =
+                    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{"
+                    "\"code\":-32600,\"message\":\"message exceeds "
+                    "16 MiB\"}}";
+                stdio_send(NULL, NULL, msg, sizeof(msg) - 1, 1);
+                skipping = 1;
+                len = scan = 0;
+            } else {
+                char *nb = realloc(buf, cap * 2);
+                if (!nb) {
+                    rc = HUTCH_EXIT_ERROR;
+                    break;
+                }
+                buf = nb;
+                cap *= 2;
+            }
+        }
+        n = read(STDIN_FILENO, buf + len, cap - len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            fprintf(stderr, "hutch serve: reading stdin: %s\n", strerror(errno));
+            rc = HUTCH_EXIT_ERROR;
+            break;
+        }
+        if (n == 0)
+            break; /* the client closed stdin: done */
+        len += (size_t)n;
+        while ((nl = memchr(buf + scan, '\n', len - scan))) {
+            size_t l = (size_t)(nl - buf);
+            size_t mlen = l;
+            if (mlen && buf[mlen - 1] == '\r')
+                mlen--;
+            if (!skipping && mlen > 0)
+                hutch_mcp_session_receive(s, buf, mlen, NULL);
+            skipping = 0;
+            memmove(buf, nl + 1, len - l - 1);
+            len -= l + 1;
+            scan = 0;
+        }
+        scan = len;
+    }
+    hutch_mcp_session_free(s);
+    free(buf);
+    return rc;
+}
+
+static int parse_addr(const char *arg, char *addr, size_t alen, uint16_t *port)
+{
+    const char *colon = strrchr(arg, ':');
+    uint64_t p;
+    size_t n;
+    if (!colon || colon == arg)
+        return -EINVAL;
+    n = (size_t)(colon - arg);
+    if (arg[0] == '[' && n >= 2 && arg[n - 1] == ']') { /* [::1]:8080 */
+        arg++;
+        n -= 2;
+    }
+    if (n >= alen || hutch_parse_u64(colon + 1, 0, 65535, &p) < 0)
+        return -EINVAL;
+    memcpy(addr, arg, n);
+    addr[n] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+static char *read_token(const char *file, struct hutch_err *err)
+{
+    char *tok = NULL;
+    size_t len;
+    if (file) {
+        if (hutch_read_file(file, 4096, &tok, &len, err) < 0)
+            return NULL;
+    } else {
+        const char *env = getenv("HUTCH_TOKEN");
+        if (!env || !*env)
+            return NULL;
+        tok = strdup(env);
+        if (!tok)
+            return NULL;
+    }
+    tok[strcspn(tok, "\r\n")] = '\0';
+    if (strlen(tok) < 16) {
+        hutch_err_set(err, -EINVAL, "the bearer token must be at least 16 characters");
+        free(tok);
+        return NULL;
+    }
+    return tok;
+}
+
+int hutch_cmd_serve(int argc, char **argv)
+{
+    enum { OPT_PLUGINS = 256, OPT_HTTP, OPT_TOKEN_FILE, OPT_PIDS, OPT_NO_ENVELOPE };
+    static const struct option opts[] = {
+        {"servers", required_argument, NULL, 's'},
+        {"http", required_argument, NULL, OPT_HTTP},
+        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+        {"executor", required_argument, NULL, 'x'},
+        {"plugins", required_argument, NULL, OPT_PLUGINS},
+        {"timeout", required_argument, NULL, 't'},
+        {"memory", required_argument, NULL, 'm'},
+        {"pids", required_argument, NULL, OPT_PIDS},
+        {"no-envelope", no_argument, NULL, OPT_NO_ENVELOPE},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct hutch_mcp_opts mo = {0};
+    struct hutch_upstream_opts uo = {0};
+    struct hutch_http_opts ho = {0};
+    struct hutch_err err = {0};
+    struct hutch_host host;
+    struct hutch_plugins *ps = NULL;
+    struct hutch_plugin *plugin = NULL;
+    struct hutch_upstreams *ups = NULL;
+    struct hutch_mcp *m = NULL;
+    cJSON *config = NULL;
+    const char *servers = NULL, *http = NULL, *token_file = NULL, *executor = NULL,
+               *plugin_dir = NULL;
+    char addr[256] = "", *token = NULL;
+    uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
+             pids = HUTCH_DEFAULT_PIDS;
+    int c, rc = HUTCH_EXIT_ERROR, envelope = 1;
+    struct sigaction sa;
+
+    hutch_log_set_level(HUTCH_LOG_WARN);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "s:x:t:m:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            servers = optarg;
+            break;
+        case OPT_HTTP:
+            http = optarg;
+            break;
+        case OPT_TOKEN_FILE:
+            token_file = optarg;
+            break;
+        case 'x':
+            executor = optarg;
+            break;
+        case OPT_PLUGINS:
+            plugin_dir = optarg;
+            break;
+        case 't':
+            if (hutch_parse_u64(optarg, 1, HUTCH_MAX_TIMEOUT_MS, &timeout) < 0) {
+                fprintf(stderr, "hutch serve: --timeout wants milliseconds, 1 to %u\n",
+                        HUTCH_MAX_TIMEOUT_MS);
+                return 2;
+            }
+            break;
+        case 'm':
+            if (hutch_parse_u64(optarg, 16, HUTCH_MAX_MEMORY_MB, &memory) < 0) {
+                fprintf(stderr, "hutch serve: --memory wants megabytes, 16 to %u\n",
+                        HUTCH_MAX_MEMORY_MB);
+                return 2;
+            }
+            break;
+        case OPT_PIDS:
+            if (hutch_parse_u64(optarg, 8, 65536, &pids) < 0) {
+                fprintf(stderr, "hutch serve: --pids wants a number, 8 to 65536\n");
+                return 2;
+            }
+            break;
+        case OPT_NO_ENVELOPE:
+            envelope = 0;
+            break;
+        case 'v':
+            hutch_log_set_level(hutch_log_get_level() >= HUTCH_LOG_DEBUG
+                                    ? HUTCH_LOG_DEBUG
+                                    : hutch_log_get_level() + 1);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "hutch serve: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    if (http && parse_addr(http, addr, sizeof(addr), &ho.port) < 0) {
+        fprintf(stderr,
+                "hutch serve: --http wants ADDR:PORT (127.0.0.1:8080, [::1]:8080)\n");
+        return 2;
+    }
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: a blocked read must see it */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    if (http) {
+        token = read_token(token_file, &err);
+        if (!token && err.msg[0]) {
+            fprintf(stderr, "hutch serve: token: %s\n", err.msg);
+            goto out;
+        }
+    }
+    if (hutch_cli_open_executor(plugin_dir, executor, &host, &ps, &plugin, &err) < 0) {
+        fprintf(stderr, "hutch serve: %s\n", err.msg);
+        goto out;
+    }
+    if (servers) {
+        if (hutch_upstreams_load(servers, &config, &err) < 0 ||
+            hutch_upstreams_start(config, &uo, &ups, &err) < 0) {
+            fprintf(stderr, "hutch serve: %s\n", err.msg);
+            goto out;
+        }
+        {
+            cJSON *st = hutch_upstreams_status(ups), *it;
+            cJSON_ArrayForEach(it, st)
+            {
+                const char *state =
+                    cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+                if (state && strcmp(state, "ready") != 0)
+                    hutch_warn("upstream %s is %s: %s",
+                               cJSON_GetStringValue(cJSON_GetObjectItem(it, "server")),
+                               state,
+                               cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"))
+                                   ?: "no reason given");
+            }
+            cJSON_Delete(st);
+        }
+    }
+    mo.executor = plugin;
+    mo.upstreams = ups;
+    mo.timeout_ms = timeout;
+    mo.memory_mb = memory;
+    mo.pids = (uint32_t)pids;
+    mo.untrusted_envelope = envelope;
+    if (hutch_mcp_new(&mo, &m, &err) < 0) {
+        fprintf(stderr, "hutch serve: %s\n", err.msg);
+        goto out;
+    }
+    if (http) {
+        ho.addr = addr;
+        ho.token = token;
+        if (!token)
+            fprintf(stderr,
+                    "hutch serve: warning: serving HTTP without a bearer token (set "
+                    "HUTCH_TOKEN or --token-file): any local process can use it\n");
+        if (hutch_http_serve(m, &ho, &stopping, &err) < 0) {
+            fprintf(stderr, "hutch serve: %s\n", err.msg);
+            goto out;
+        }
+        rc = 0;
+    } else {
+        rc = serve_stdio(m);
+    }
+out:
+    hutch_mcp_free(m);
+    hutch_upstreams_free(ups);
+    cJSON_Delete(config);
+    hutch_plugins_free(ps);
+    free(token);
+    return rc;
+}

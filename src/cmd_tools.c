@@ -1,0 +1,153 @@
+/* cmd_tools.c — `hutch tools`: the upstream tool catalog from the command
+ * line, the same that search_tools serves. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge.h"
+#include "catalog.h"
+#include "cli.h"
+#include "upstream.h"
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: hutch tools --servers FILE [--detail names|signatures|full] [--json]\n"
+        "                   [search QUERY…]\n"
+        "\n"
+        "Starts the upstream MCP servers of FILE and prints their tools as code sees\n"
+        "them (tools.server.tool), with Python and TypeScript signatures; `search`\n"
+        "ranks them against QUERY like the search_tools tool does.  Servers that do\n"
+        "not start are listed with their reason on stderr.\n");
+}
+
+int hutch_cmd_tools(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"servers", required_argument, NULL, 's'},
+        {"detail", required_argument, NULL, 'd'},
+        {"limit", required_argument, NULL, 'n'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *servers = NULL, *detail_s = "signatures";
+    enum hutch_detail detail;
+    struct hutch_upstream_opts uo = {0};
+    struct hutch_upstreams *ups = NULL;
+    struct hutch_catalog *cat = NULL;
+    struct hutch_err err = {0};
+    cJSON *config = NULL, *tools = NULL, *found = NULL, *st = NULL, *it;
+    char query[1024] = "";
+    int json = 0, c, rc = 1;
+    size_t limit = 0;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "s:d:n:jh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            servers = optarg;
+            break;
+        case 'd':
+            detail_s = optarg;
+            break;
+        case 'n':
+            limit = (size_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!strcmp(detail_s, "names"))
+        detail = HUTCH_DETAIL_NAMES;
+    else if (!strcmp(detail_s, "signatures"))
+        detail = HUTCH_DETAIL_SIGNATURES;
+    else if (!strcmp(detail_s, "full"))
+        detail = HUTCH_DETAIL_FULL;
+    else {
+        fprintf(stderr, "hutch tools: --detail must be names, signatures or full\n");
+        return 2;
+    }
+    if (optind < argc) {
+        if (strcmp(argv[optind], "search") != 0) {
+            fprintf(stderr,
+                    "hutch tools: unknown argument \"%s\" (see hutch tools --help)\n",
+                    argv[optind]);
+            return 2;
+        }
+        for (int i = optind + 1; i < argc; i++) {
+            size_t n = strlen(query);
+            snprintf(query + n, sizeof(query) - n, "%s%s", n ? " " : "", argv[i]);
+        }
+        if (!limit)
+            limit = 10;
+    }
+    if (!servers) {
+        fprintf(stderr,
+                "hutch tools: --servers FILE is required (the mcpServers JSON of "
+                "Claude Desktop / Claude Code)\n");
+        return 2;
+    }
+    if (hutch_upstreams_load(servers, &config, &err) < 0 ||
+        hutch_upstreams_start(config, &uo, &ups, &err) < 0) {
+        fprintf(stderr, "hutch tools: %s\n", err.msg);
+        goto out;
+    }
+    st = hutch_upstreams_status(ups);
+    cJSON_ArrayForEach(it, st)
+    {
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+        if (state && strcmp(state, "ready"))
+            fprintf(stderr, "hutch tools: server %s is %s: %s\n",
+                    cJSON_GetStringValue(cJSON_GetObjectItem(it, "server")), state,
+                    cJSON_GetStringValue(cJSON_GetObjectItem(it, "error")) ?: "");
+    }
+    tools = hutch_upstreams_tools(ups);
+    if (hutch_catalog_build(tools, &cat, &err) < 0) {
+        fprintf(stderr, "hutch tools: %s\n", err.msg);
+        goto out;
+    }
+    found = hutch_catalog_search(cat, query,
+                                 limit ? limit : hutch_catalog_count(cat) + 1, detail);
+    if (json) {
+        char *s = cJSON_Print(found);
+        printf("%s\n", s ? s : "[]");
+        free(s);
+    } else {
+        cJSON_ArrayForEach(it, found)
+        {
+            const char *py = cJSON_GetStringValue(cJSON_GetObjectItem(it, "python"));
+            const char *ts =
+                cJSON_GetStringValue(cJSON_GetObjectItem(it, "typescript"));
+            const char *desc =
+                cJSON_GetStringValue(cJSON_GetObjectItem(it, "description"));
+            printf("%s\n", cJSON_GetStringValue(cJSON_GetObjectItem(it, "call")) ?: "");
+            if (desc)
+                printf("    %s\n", desc);
+            if (py)
+                printf("    python:     %s\n", py);
+            if (ts)
+                printf("    typescript: %s\n", ts);
+        }
+        if (!cJSON_GetArraySize(found))
+            printf(query[0] ? "no tool matches \"%s\"\n" : "no tools\n", query);
+    }
+    rc = 0;
+out:
+    cJSON_Delete(found);
+    cJSON_Delete(tools);
+    cJSON_Delete(st);
+    hutch_catalog_free(cat);
+    hutch_upstreams_free(ups);
+    cJSON_Delete(config);
+    return rc;
+}

@@ -1,0 +1,1291 @@
+/* http.c — MCP's streamable HTTP transport, over libmicrohttpd.
+ *
+ * One endpoint, /mcp:
+ *   POST    one JSON-RPC message (or batch) from the client.  A request is
+ *           answered with text/event-stream when the client's Accept names it
+ *           (everything the core sends for that request: progress, then the
+ *           response), otherwise with application/json holding the final
+ *           response alone.  Clients that send no Accept, or one without
+ *           text/event-stream, are served JSON rather than refused: the spec
+ *           asks clients for both, but refusing helps nobody.  Notifications
+ *           and client responses get 202 with no body.
+ *   DELETE  ends the session named by Mcp-Session-Id.
+ *   GET     405: hutch never speaks outside a request, so it offers no
+ *           standalone stream (the spec allows 405).  Messages the core sends
+ *           tied to no request (stream == NULL) are therefore dropped.
+ * Around that: a bearer token, Host/Origin checks on loopback binds (DNS
+ * rebinding), body and session caps, idle session expiry (30 min).
+ *
+ * Threading: libmicrohttpd runs one thread per connection, so a request may
+ * block until its answer is ready; every wait wakes at least every 100 ms to
+ * notice shutdown and a client that went away.  The core sends from any
+ * thread onto the request's stream: a queue with its own lock, reference
+ * counted so that the HTTP side (client gone, server stopping) and the core
+ * (final response, session freed) can each finish first.
+ *
+ * Not here: JSON-RPC and MCP semantics (mcp_server.c); the command line and
+ * where the token comes from (the serve command). */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "archive.h" /* struct hutch_buf */
+#include "caps.h"
+#include "http.h"
+#include "log.h"
+#include "mcp_server.h"
+#include "util.h"
+
+#define HTTP_PATH            "/mcp"
+#define HTTP_CONN_LIMIT      128u
+#define HTTP_CONN_TIMEOUT_S  60u         /* idle keep-alive, stalled upload */
+#define HTTP_CONN_MEMORY     (64u << 10) /* MHD's pool per connection: bounds headers */
+#define HTTP_SESSION_IDLE_MS (30u * 60u * 1000u)
+#define HTTP_SWEEP_MS        10000u
+#define HTTP_TICK_MS         100u /* how often every wait looks at stop and the client */
+#define HTTP_KEEPALIVE_MS    15000u /* SSE comment after this much silence */
+/* Non-final messages (progress) waiting for a slow SSE reader. */
+#define HTTP_SSE_MAX_QUEUED HUTCH_MCP_MAX_MESSAGE
+/* Request bodies held at once, all connections together. */
+#define HTTP_MAX_BUFFERED (4ull * HUTCH_HTTP_MAX_BODY)
+/* The version the spec tells servers to assume when the header is absent;
+ * clients that send it explicitly are treated the same. */
+#define HTTP_DEFAULT_VERSION "2025-03-26"
+
+#define WHO "http"
+
+struct http_msg {
+    struct http_msg *next;
+    char *data; /* malloc'd: handed to MHD as it is for JSON replies */
+    size_t len;
+};
+
+struct http_session;
+
+/* Everything the core sends for one request, on its way to the client. */
+struct http_stream {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;      /* atomic: request, core (while pending), SSE response */
+    int sse;       /* keep every message framed as SSE; else the final one only */
+    int done;      /* the final message arrived, or never will */
+    int abandoned; /* the HTTP side is gone: drop whatever arrives */
+    unsigned dropped;
+    struct http_msg *head, *tail;
+    size_t queued;
+    size_t off;        /* bytes of head already given to MHD */
+    uint64_t last_out; /* last time the SSE reader produced bytes */
+    struct http_server *srv;
+    struct MHD_Connection *conn;
+    /* Under srv->mu: listed on sess while the core owes a final message. */
+    struct http_session *sess;
+    struct http_stream *pnext, *pprev;
+    int pending;
+};
+
+struct http_session {
+    struct http_session *next;
+    struct http_server *srv;
+    struct hutch_mcp_session *s;
+    const char *id;
+    /* Under srv->mu: */
+    int refs; /* the table while linked, plus each request using it */
+    int linked;
+    uint64_t last_used;
+    struct http_stream *pending;
+};
+
+struct http_server {
+    struct hutch_mcp *m;
+    const char *token;
+    size_t token_len;
+    int loopback;
+    int stopping;        /* atomic */
+    uint64_t buffered;   /* atomic: request body bytes reserved */
+    char start_msg[256]; /* MHD's last word while starting */
+    int started;
+    pthread_mutex_t mu;
+    struct http_session *sessions;
+    unsigned nsessions; /* linked, plus being initialized */
+};
+
+/* One HTTP request: MHD's per-request context. */
+struct http_req {
+    int post;
+    struct hutch_buf body;
+    uint64_t reserved;       /* counted in srv->buffered */
+    struct http_session *hs; /* from Mcp-Session-Id, holding a ref */
+};
+
+static int stopping(const struct http_server *srv)
+{
+    return __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Streams */
+
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* The peer closed its side.  HTTP clients do not half-close while waiting
+ * for a response, so this means it is gone and nobody will read what we
+ * would send. */
+static int client_gone(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd p;
+
+    if (!ci)
+        return 0;
+    p.fd = ci->connect_fd;
+    p.events = POLLRDHUP;
+    p.revents = 0;
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static void msgs_free(struct http_msg *m)
+{
+    while (m) {
+        struct http_msg *next = m->next;
+        free(m->data);
+        free(m);
+        m = next;
+    }
+}
+
+static struct http_stream *stream_new(struct http_server *srv,
+                                      struct MHD_Connection *conn, int sse)
+{
+    struct http_stream *st = calloc(1, sizeof(*st));
+    pthread_condattr_t ca;
+
+    if (!st)
+        return NULL;
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&st->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    st->refs = 1;
+    st->sse = sse;
+    st->srv = srv;
+    st->conn = conn;
+    st->last_out = hutch_now_ms();
+    return st;
+}
+
+static void stream_ref(struct http_stream *st)
+{
+    __atomic_add_fetch(&st->refs, 1, __ATOMIC_RELAXED);
+}
+
+static void stream_unref(struct http_stream *st)
+{
+    if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    msgs_free(st->head);
+    pthread_cond_destroy(&st->cv);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
+/* The HTTP side will read nothing more: free what waits, drop what comes. */
+static void stream_abandon(struct http_stream *st)
+{
+    struct http_msg *m;
+
+    pthread_mutex_lock(&st->mu);
+    st->abandoned = 1;
+    m = st->head;
+    st->head = st->tail = NULL;
+    st->queued = 0;
+    st->off = 0;
+    pthread_mutex_unlock(&st->mu);
+    msgs_free(m);
+}
+
+static void stream_finish(struct http_stream *st)
+{
+    pthread_mutex_lock(&st->mu);
+    st->done = 1;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* The core now owes this stream a final message: hold a ref for it. */
+static void pending_add(struct http_session *hs, struct http_stream *st)
+{
+    struct http_server *srv = hs->srv;
+
+    stream_ref(st);
+    pthread_mutex_lock(&srv->mu);
+    st->sess = hs;
+    st->pprev = NULL;
+    st->pnext = hs->pending;
+    if (hs->pending)
+        hs->pending->pprev = st;
+    hs->pending = st;
+    st->pending = 1;
+    pthread_mutex_unlock(&srv->mu);
+}
+
+static void pending_unlink_locked(struct http_stream *st)
+{
+    if (st->pprev)
+        st->pprev->pnext = st->pnext;
+    else
+        st->sess->pending = st->pnext;
+    if (st->pnext)
+        st->pnext->pprev = st->pprev;
+    st->pnext = st->pprev = NULL;
+    st->pending = 0;
+}
+
+/* The core owes the stream nothing more (final message sent, message needed
+ * no answer, or session freed): drop its ref.  Safe to call twice. */
+static void pending_release(struct http_stream *st)
+{
+    struct http_server *srv = st->srv;
+    int held = 0;
+
+    pthread_mutex_lock(&srv->mu);
+    if (st->pending) {
+        pending_unlink_locked(st);
+        held = 1;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (held) {
+        stream_finish(st);
+        stream_unref(st);
+    }
+}
+
+/* One SSE event.  The core sends JSON on one line; should a line break
+ * ever appear (JSON whitespace), each line gets its own "data:" field, which
+ * the client joins back with "\n". */
+static struct http_msg *sse_event(const char *json, size_t len)
+{
+    static const char head[] = "event: message\ndata: ", brk[] = "\ndata: ";
+    struct http_msg *m = calloc(1, sizeof(*m));
+    size_t breaks = 0, n = 0;
+    char *p;
+
+    if (!m)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        breaks += json[i] == '\n' ||
+                  (json[i] == '\r' && (i + 1 == len || json[i + 1] != '\n'));
+    m->data = malloc(sizeof(head) - 1 + len + breaks * (sizeof(brk) - 1) + 2);
+    if (!m->data) {
+        free(m);
+        return NULL;
+    }
+    p = m->data;
+    memcpy(p, head, sizeof(head) - 1);
+    n = sizeof(head) - 1;
+    for (size_t i = 0; i < len; i++) {
+        if (json[i] == '\r' && i + 1 < len && json[i + 1] == '\n')
+            continue;
+        if (json[i] == '\r' || json[i] == '\n') {
+            memcpy(p + n, brk, sizeof(brk) - 1);
+            n += sizeof(brk) - 1;
+        } else {
+            p[n++] = json[i];
+        }
+    }
+    p[n++] = '\n';
+    p[n++] = '\n';
+    m->len = n;
+    return m;
+}
+
+static struct http_msg *raw_msg(const char *json, size_t len)
+{
+    struct http_msg *m = calloc(1, sizeof(*m));
+
+    if (!m)
+        return NULL;
+    m->data = malloc(len ? len : 1);
+    if (!m->data) {
+        free(m);
+        return NULL;
+    }
+    memcpy(m->data, json, len);
+    m->len = len;
+    return m;
+}
+
+/* hutch_mcp_send_fn: never blocks, so a slow client cannot stall a worker. */
+static void on_send(void *arg, void *stream, const char *json, size_t len, int last)
+{
+    struct http_session *hs = arg;
+    struct http_stream *st = stream;
+
+    if (!st) {
+        /* No GET stream to carry it (see the top of this file). */
+        hutch_log(HUTCH_LOG_DEBUG, WHO,
+                  "session %.8s: dropped a message tied to no request", hs->id);
+        return;
+    }
+    pthread_mutex_lock(&st->mu);
+    if (!st->abandoned && !st->done && (last || st->sse)) {
+        if (!last && st->queued + len > HTTP_SSE_MAX_QUEUED) {
+            if (st->dropped++ == 0)
+                hutch_warn(
+                    "session %.8s: client reads too slowly; dropping progress messages",
+                    hs->id);
+        } else {
+            struct http_msg *m = st->sse ? sse_event(json, len) : raw_msg(json, len);
+            if (m) {
+                if (st->tail)
+                    st->tail->next = m;
+                else
+                    st->head = m;
+                st->tail = m;
+                st->queued += m->len;
+            } else {
+                hutch_error("session %.8s: out of memory queueing a message", hs->id);
+            }
+        }
+    }
+    if (last)
+        st->done = 1;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    if (last)
+        pending_release(st);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Sessions */
+
+static void session_destroy(struct http_session *hs)
+{
+    struct http_server *srv = hs->srv;
+
+    /* After this returns the core sends nothing more for the session... */
+    hutch_mcp_session_free(hs->s);
+    /* ...so whatever it still owed will never come. */
+    for (;;) {
+        struct http_stream *st;
+
+        pthread_mutex_lock(&srv->mu);
+        st = hs->pending;
+        if (st)
+            pending_unlink_locked(st);
+        pthread_mutex_unlock(&srv->mu);
+        if (!st)
+            break;
+        stream_finish(st);
+        stream_unref(st);
+    }
+    free(hs);
+}
+
+static void session_unref(struct http_session *hs)
+{
+    struct http_server *srv = hs->srv;
+    int left;
+
+    pthread_mutex_lock(&srv->mu);
+    hs->last_used = hutch_now_ms();
+    left = --hs->refs;
+    pthread_mutex_unlock(&srv->mu);
+    if (left == 0)
+        session_destroy(hs);
+}
+
+/* Session ids are what a client without a token proves itself with: compare
+ * in constant time. */
+static int secret_equal(const char *want, size_t wn, const char *got, size_t gn)
+{
+    unsigned char d = wn != gn;
+
+    for (size_t i = 0; i < wn; i++)
+        d |= (unsigned char)want[i] ^ (unsigned char)(i < gn ? got[i] : 0);
+    return d == 0;
+}
+
+static struct http_session *session_lookup(struct http_server *srv, const char *id)
+{
+    struct http_session *hs;
+    size_t n = strlen(id);
+
+    pthread_mutex_lock(&srv->mu);
+    for (hs = srv->sessions; hs; hs = hs->next) {
+        if (secret_equal(hs->id, strlen(hs->id), id, n)) {
+            hs->refs++;
+            hs->last_used = hutch_now_ms();
+            break;
+        }
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return hs;
+}
+
+/* A new session, not yet findable (it becomes so once initialize succeeded);
+ * it takes a slot of HUTCH_HTTP_MAX_SESSIONS now. */
+static struct http_session *session_create(struct http_server *srv, unsigned *status)
+{
+    struct http_session *hs;
+
+    pthread_mutex_lock(&srv->mu);
+    if (srv->nsessions >= HUTCH_HTTP_MAX_SESSIONS) {
+        pthread_mutex_unlock(&srv->mu);
+        *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        return NULL;
+    }
+    srv->nsessions++;
+    pthread_mutex_unlock(&srv->mu);
+
+    hs = calloc(1, sizeof(*hs));
+    if (hs) {
+        hs->srv = srv;
+        hs->id = "-"; /* for logs, until the core names it */
+        hs->s = hutch_mcp_session_new(srv->m, on_send, hs, "http");
+    }
+    if (!hs || !hs->s) {
+        free(hs);
+        pthread_mutex_lock(&srv->mu);
+        srv->nsessions--;
+        pthread_mutex_unlock(&srv->mu);
+        *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        return NULL;
+    }
+    hs->id = hutch_mcp_session_id(hs->s);
+    hs->refs = 1;
+    hs->last_used = hutch_now_ms();
+    return hs;
+}
+
+/* After initialize: keep the session (the table takes a ref) or give its
+ * slot back. */
+static void session_settle(struct http_session *hs, int keep)
+{
+    struct http_server *srv = hs->srv;
+
+    pthread_mutex_lock(&srv->mu);
+    if (keep) {
+        hs->next = srv->sessions;
+        srv->sessions = hs;
+        hs->linked = 1;
+        hs->refs++;
+    } else {
+        srv->nsessions--;
+    }
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* Take the session out of the table; it is freed when its last user is
+ * done with it. */
+static void session_end(struct http_session *hs)
+{
+    struct http_server *srv = hs->srv;
+    int left = -1;
+
+    pthread_mutex_lock(&srv->mu);
+    if (hs->linked) {
+        struct http_session **pp = &srv->sessions;
+        while (*pp != hs)
+            pp = &(*pp)->next;
+        *pp = hs->next;
+        hs->linked = 0;
+        srv->nsessions--;
+        left = --hs->refs;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (left == 0)
+        session_destroy(hs);
+}
+
+/* End sessions idle for HTTP_SESSION_IDLE_MS (or all of them).  A session
+ * with a request in flight is not idle, however long the request runs. */
+static void sessions_sweep(struct http_server *srv, int all)
+{
+    struct http_session *dead = NULL, **pp;
+    uint64_t now = hutch_now_ms();
+
+    pthread_mutex_lock(&srv->mu);
+    for (pp = &srv->sessions; *pp;) {
+        struct http_session *hs = *pp;
+        if (all || (hs->refs == 1 && !hs->pending &&
+                    now - hs->last_used >= HTTP_SESSION_IDLE_MS)) {
+            *pp = hs->next;
+            hs->linked = 0;
+            srv->nsessions--;
+            if (--hs->refs == 0) {
+                hs->next = dead;
+                dead = hs;
+            }
+            continue;
+        }
+        pp = &hs->next;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    while (dead) {
+        struct http_session *next = dead->next;
+        if (!all)
+            hutch_info("session %.8s expired after %u minutes idle", dead->id,
+                       HTTP_SESSION_IDLE_MS / 60000u);
+        session_destroy(dead);
+        dead = next;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Replies */
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status,
+                             const char *ctype, void *body, size_t len,
+                             enum MHD_ResponseMemoryMode mode, const char *const *hdrs)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+    enum MHD_Result ret;
+
+    if (!r) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(body);
+        return MHD_NO;
+    }
+    if (ctype)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    for (; hdrs && hdrs[0]; hdrs += 2)
+        MHD_add_response_header(r, hdrs[0], hdrs[1]);
+    ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Errors on /mcp are JSON-RPC shaped (id null) so that MCP clients can
+ * show them; `msg` is always ours, never an echo of the request. */
+static enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
+                                   int code, const char *msg, const char *const *hdrs)
+{
+    char body[512];
+    int n = snprintf(
+        body, sizeof(body),
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"%s\"}}",
+        code, msg);
+
+    if (n < 0 || (size_t)n >= sizeof(body))
+        n = 0;
+    hutch_log(HUTCH_LOG_DEBUG, WHO, "%u: %s", status, msg);
+    return reply(conn, status, "application/json", body, (size_t)n,
+                 MHD_RESPMEM_MUST_COPY, hdrs);
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status,
+                                  const char *msg, const char *const *hdrs)
+{
+    return reply(conn, status, "text/plain; charset=utf-8", (void *)msg, strlen(msg),
+                 MHD_RESPMEM_PERSISTENT, hdrs);
+}
+
+static enum MHD_Result reply_empty(struct MHD_Connection *conn, unsigned status)
+{
+    return reply(conn, status, NULL, NULL, 0, MHD_RESPMEM_PERSISTENT, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Request checks */
+
+static const char *header(struct MHD_Connection *conn, const char *name)
+{
+    return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+/* localhost, 127.0.0.1 or [::1], with an optional :port. */
+static int host_is_local(const char *h)
+{
+    const char *end;
+    size_t n;
+
+    if (*h == '[') {
+        end = strchr(h, ']');
+        if (!end)
+            return 0;
+        end++;
+    } else {
+        end = h + strcspn(h, ":");
+    }
+    n = (size_t)(end - h);
+    if (*end) {
+        size_t digits = strspn(end + 1, "0123456789");
+        if (*end != ':' || digits == 0 || digits > 5 || end[1 + digits])
+            return 0;
+    }
+    return (n == 9 && strncasecmp(h, "localhost", 9) == 0) ||
+           (n == 9 && memcmp(h, "127.0.0.1", 9) == 0) ||
+           (n == 5 && memcmp(h, "[::1]", 5) == 0);
+}
+
+static int origin_is_local(const char *o)
+{
+    if (strncasecmp(o, "http://", 7) == 0)
+        return host_is_local(o + 7);
+    if (strncasecmp(o, "https://", 8) == 0)
+        return host_is_local(o + 8);
+    return 0; /* includes "null" */
+}
+
+/* A page on evil.example whose name was rebound to 127.0.0.1 reaches us
+ * with Host: evil.example, and with its own Origin when it is a browser.
+ * Only loopback binds need this: elsewhere the token does the job, and a
+ * cross-origin browser cannot send it (we answer no CORS preflight). */
+static const char *rebinding_check(struct MHD_Connection *conn)
+{
+    const char *host = header(conn, MHD_HTTP_HEADER_HOST);
+    const char *origin = header(conn, MHD_HTTP_HEADER_ORIGIN);
+
+    if (!host || !host_is_local(host))
+        return "Forbidden: Host must be localhost, 127.0.0.1 or [::1]";
+    if (origin && !origin_is_local(origin))
+        return "Forbidden: Origin must be http(s)://localhost, 127.0.0.1 or [::1]";
+    return NULL;
+}
+
+static int authorized(const struct http_server *srv, struct MHD_Connection *conn)
+{
+    const char *h = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
+    size_t n;
+
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return 0;
+    h += 7;
+    h += strspn(h, " \t");
+    n = strlen(h);
+    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+        n--;
+    return secret_equal(srv->token, srv->token_len, h, n);
+}
+
+static int is_json_type(const char *ct)
+{
+    size_t n = strcspn(ct, ";");
+
+    while (n && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+        n--;
+    return n == 16 && strncasecmp(ct, "application/json", 16) == 0;
+}
+
+static int accepts_sse(struct MHD_Connection *conn)
+{
+    const char *a = header(conn, MHD_HTTP_HEADER_ACCEPT);
+
+    return a && strcasestr(a, "text/event-stream");
+}
+
+/* 1: a single initialize request; 0: something else; -1: not JSON. */
+static int body_is_initialize(const char *body, size_t len)
+{
+    cJSON *j = body ? cJSON_ParseWithLength(body, len) : NULL;
+    const cJSON *method;
+    int r;
+
+    if (!j)
+        return -1;
+    method = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "method") : NULL;
+    r = cJSON_IsString(method) && strcmp(method->valuestring, "initialize") == 0;
+    cJSON_Delete(j);
+    return r;
+}
+
+static int reserve(struct http_server *srv, struct http_req *rq, uint64_t total)
+{
+    uint64_t more, now;
+
+    if (total <= rq->reserved)
+        return 0;
+    more = total - rq->reserved;
+    now = __atomic_add_fetch(&srv->buffered, more, __ATOMIC_RELAXED);
+    if (now > HTTP_MAX_BUFFERED) {
+        __atomic_sub_fetch(&srv->buffered, more, __ATOMIC_RELAXED);
+        return -ENOBUFS;
+    }
+    rq->reserved = total;
+    return 0;
+}
+
+static void req_free(struct http_server *srv, struct http_req *rq)
+{
+    if (!rq)
+        return;
+    hutch_buf_free(&rq->body);
+    __atomic_sub_fetch(&srv->buffered, rq->reserved, __ATOMIC_RELAXED);
+    if (rq->hs)
+        session_unref(rq->hs);
+    free(rq);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Handlers */
+
+/* Wait for the final message.  A long tool call is not an idle connection,
+ * so MHD's timeout is off meanwhile (setting it again restarts its clock).
+ * Returns 0, -ECANCELED when the server stops, -ECONNRESET when the client
+ * left. */
+static int stream_wait_done(struct http_stream *st)
+{
+    int rc = 0;
+
+    MHD_set_connection_option(st->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    pthread_mutex_lock(&st->mu);
+    while (!st->done) {
+        if (stopping(st->srv)) {
+            rc = -ECANCELED;
+            break;
+        }
+        if (client_gone(st->conn)) {
+            rc = -ECONNRESET;
+            break;
+        }
+        cond_wait_ms(&st->cv, &st->mu, HTTP_TICK_MS);
+    }
+    pthread_mutex_unlock(&st->mu);
+    MHD_set_connection_option(st->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                              HTTP_CONN_TIMEOUT_S);
+    return rc;
+}
+
+/* MHD_ContentReaderCallback of an SSE response: blocks (this connection
+ * has its own thread) until there is something to send. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    static const char keepalive[] = ": keepalive\n\n";
+    struct http_stream *st = cls;
+    ssize_t n;
+
+    pthread_mutex_lock(&st->mu);
+    for (;;) {
+        struct http_msg *m = st->head;
+        uint64_t now;
+
+        if (m) {
+            size_t left = m->len - st->off, k = left < max ? left : max;
+            memcpy(buf, m->data + st->off, k);
+            st->off += k;
+            if (st->off == m->len) {
+                st->head = m->next;
+                if (!st->head)
+                    st->tail = NULL;
+                st->queued -= m->len;
+                st->off = 0;
+                m->next = NULL;
+                msgs_free(m);
+            }
+            n = (ssize_t)k;
+            break;
+        }
+        if (st->done) {
+            n = MHD_CONTENT_READER_END_OF_STREAM;
+            break;
+        }
+        if (stopping(st->srv) || client_gone(st->conn)) {
+            n = MHD_CONTENT_READER_END_WITH_ERROR;
+            break;
+        }
+        /* Comments keep proxies and clients with read timeouts from
+         * giving up on a long execution, and MHD's idle timer fed. */
+        now = hutch_now_ms();
+        if (now - st->last_out >= HTTP_KEEPALIVE_MS && max >= sizeof(keepalive) - 1) {
+            memcpy(buf, keepalive, sizeof(keepalive) - 1);
+            n = (ssize_t)(sizeof(keepalive) - 1);
+            break;
+        }
+        cond_wait_ms(&st->cv, &st->mu, HTTP_TICK_MS);
+    }
+    if (n > 0)
+        st->last_out = hutch_now_ms();
+    pthread_mutex_unlock(&st->mu);
+    return n;
+}
+
+static void sse_free(void *cls)
+{
+    struct http_stream *st = cls;
+
+    stream_abandon(st);
+    stream_unref(st);
+}
+
+/* The stream is done: everything it holds in one buffer (the final message
+ * for JSON, every event for SSE).  NULL when nothing came. */
+static char *stream_take_all(struct http_stream *st, size_t *len)
+{
+    struct http_msg *m;
+    size_t total = 0;
+    char *out, *p;
+
+    pthread_mutex_lock(&st->mu);
+    m = st->head;
+    st->head = st->tail = NULL;
+    st->queued = 0;
+    pthread_mutex_unlock(&st->mu);
+    if (!m)
+        return NULL;
+    if (!m->next) { /* the usual case: hand the buffer over as it is */
+        out = m->data;
+        *len = m->len;
+        free(m);
+        return out;
+    }
+    for (struct http_msg *i = m; i; i = i->next)
+        total += i->len;
+    out = malloc(total ? total : 1);
+    if (out) {
+        p = out;
+        for (struct http_msg *i = m; i; i = i->next) {
+            memcpy(p, i->data, i->len);
+            p += i->len;
+        }
+        *len = total;
+    }
+    msgs_free(m);
+    return out;
+}
+
+/* Answer a request whose stream is done, with Mcp-Session-Id when the
+ * request created a session. */
+static enum MHD_Result reply_done(struct MHD_Connection *conn, struct http_stream *st,
+                                  const char *session_id)
+{
+    const char *hdrs[5] = {NULL};
+    size_t len = 0, h = 0;
+    char *body = stream_take_all(st, &len);
+
+    if (!body) {
+        if (stopping(st->srv))
+            return reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+                               "Service Unavailable: server shutting down", NULL);
+        return reply_error(conn, MHD_HTTP_NOT_FOUND, -32001,
+                           "Session terminated before the request was answered", NULL);
+    }
+    if (session_id) {
+        hdrs[h++] = "Mcp-Session-Id";
+        hdrs[h++] = session_id;
+    }
+    if (st->sse) {
+        hdrs[h++] = MHD_HTTP_HEADER_CACHE_CONTROL;
+        hdrs[h++] = "no-cache";
+    }
+    return reply(conn, MHD_HTTP_OK, st->sse ? "text/event-stream" : "application/json",
+                 body, len, MHD_RESPMEM_MUST_FREE, hdrs);
+}
+
+static enum MHD_Result reply_sse_stream(struct MHD_Connection *conn,
+                                        struct http_stream *st)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    stream_ref(st); /* the response's, dropped by sse_free */
+    r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, sse_read, st,
+                                          sse_free);
+    if (!r) {
+        stream_unref(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static int stream_is_done(struct http_stream *st)
+{
+    int done;
+
+    pthread_mutex_lock(&st->mu);
+    done = st->done;
+    pthread_mutex_unlock(&st->mu);
+    return done;
+}
+
+/* POST of a message that creates a session (initialize, no Mcp-Session-Id).
+ * The answer is awaited whatever the Accept header says: whether to hand
+ * out the session id depends on it. */
+static enum MHD_Result post_initialize(struct http_session *hs, struct http_stream *st,
+                                       int request)
+{
+    struct MHD_Connection *conn = st->conn;
+    enum MHD_Result ret;
+    int rc = request ? stream_wait_done(st) : 0;
+    /* No version agreed means initialize failed: forget the session rather
+     * than hand out an id nobody can use. */
+    int keep = rc == 0 && hutch_mcp_session_protocol(hs->s) != NULL;
+
+    session_settle(hs, keep);
+    if (keep)
+        hutch_info("session %.8s started", hs->id);
+    if (rc == -ECONNRESET)
+        ret = MHD_NO;
+    else if (rc == -ECANCELED)
+        ret = reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+                          "Service Unavailable: server shutting down", NULL);
+    else if (!request)
+        ret = reply_empty(conn, MHD_HTTP_ACCEPTED);
+    else
+        ret = reply_done(conn, st, keep ? hs->id : NULL);
+    session_unref(hs);
+    return ret;
+}
+
+static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *conn,
+                               struct http_req *rq)
+{
+    struct http_session *hs = hutch_steal(&rq->hs);
+    const char *body = rq->body.data ? rq->body.data : "";
+    struct http_stream *st;
+    enum MHD_Result ret;
+    int init = 0, r;
+
+    if (!hs) {
+        unsigned status = 0;
+
+        r = body_is_initialize(rq->body.data, rq->body.len);
+        if (r < 0)
+            return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32700, "Parse error", NULL);
+        if (r == 0)
+            return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
+                               "Bad Request: Mcp-Session-Id header is required", NULL);
+        hs = session_create(srv, &status);
+        if (!hs)
+            return reply_error(conn, status, -32000,
+                               status == MHD_HTTP_SERVICE_UNAVAILABLE
+                                   ? "Service Unavailable: too many sessions"
+                                   : "Internal error: cannot create a session",
+                               NULL);
+        init = 1;
+    }
+
+    st = stream_new(srv, conn, accepts_sse(conn));
+    if (!st) {
+        if (init)
+            session_settle(hs, 0);
+        session_unref(hs);
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+                           "Out of memory", NULL);
+    }
+    /* Listed before receive(): the answer may come before it returns. */
+    pending_add(hs, st);
+    r = hutch_mcp_session_receive(hs->s, body, rq->body.len, st);
+    if (r == 0)
+        pending_release(st); /* nothing will come for it */
+
+    if (init) {
+        ret = post_initialize(hs, st, r);
+    } else {
+        session_unref(hs);
+        if (r == 0) {
+            ret = reply_empty(conn, MHD_HTTP_ACCEPTED);
+        } else if (st->sse && !stream_is_done(st)) {
+            /* Headers now, events as they come; the response keeps the
+             * stream alive from here. */
+            ret = reply_sse_stream(conn, st);
+            stream_unref(st);
+            return ret;
+        } else {
+            int rc = stream_wait_done(st);
+            ret = rc == -ECONNRESET ? MHD_NO : reply_done(conn, st, NULL);
+        }
+    }
+    stream_abandon(st);
+    stream_unref(st);
+    return ret;
+}
+
+static enum MHD_Result on_delete(struct http_server *srv, struct MHD_Connection *conn,
+                                 struct http_req *rq)
+{
+    struct http_session *hs = hutch_steal(&rq->hs);
+
+    hutch_info("session %.8s ended by the client", hs->id);
+    session_end(hs);
+    session_unref(hs);
+    return reply_empty(conn, MHD_HTTP_NO_CONTENT);
+}
+
+/* First call for a request: headers only.  Everything that can be refused
+ * without the body is refused here, before any of it is read. */
+static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection *conn,
+                                  const char *url, const char *method, void **con_cls)
+{
+    static const char *const allow[] = {"Allow", "GET, POST, DELETE", NULL};
+    static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
+                                           NULL};
+    const char *why, *sid, *version, *clen, *ctype;
+    int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    uint64_t len = 0;
+    struct http_req *rq;
+
+    if (srv->loopback && (why = rebinding_check(conn)) != NULL)
+        return reply_error(conn, MHD_HTTP_FORBIDDEN, -32000, why, NULL);
+    if (srv->token && !authorized(srv, conn))
+        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000,
+                           "Unauthorized: send Authorization: Bearer <token>",
+                           www_auth);
+    if (strcmp(url, HTTP_PATH) != 0)
+        return reply_text(conn, MHD_HTTP_NOT_FOUND,
+                          "Not found: hutch serves MCP at /mcp\n", NULL);
+    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
+        return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
+                           "Method Not Allowed: hutch offers no standalone SSE stream",
+                           allow);
+    if (!post && strcmp(method, MHD_HTTP_METHOD_DELETE) != 0)
+        return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
+                           "Method Not Allowed", allow);
+    if (post) {
+        ctype = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!ctype || !is_json_type(ctype))
+            return reply_error(
+                conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
+                "Unsupported Media Type: Content-Type must be application/json", NULL);
+        /* MHD has checked it is a number: failing here means it overflows. */
+        clen = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (clen && (hutch_parse_u64(clen, 0, UINT64_MAX, &len) < 0 ||
+                     len > HUTCH_HTTP_MAX_BODY)) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "Payload Too Large: the limit is %u bytes",
+                     HUTCH_HTTP_MAX_BODY);
+            return reply_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, -32000, msg, NULL);
+        }
+    }
+    sid = header(conn, "Mcp-Session-Id");
+    version = header(conn, "MCP-Protocol-Version");
+    /* Not on a session-less initialize: the version is still to be agreed. */
+    if (sid && version && !hutch_mcp_protocol_supported(version) &&
+        strcmp(version, HTTP_DEFAULT_VERSION) != 0)
+        return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
+                           "Bad Request: unsupported MCP-Protocol-Version", NULL);
+    if (!sid && !post)
+        return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
+                           "Bad Request: Mcp-Session-Id header is required", NULL);
+
+    rq = calloc(1, sizeof(*rq));
+    if (!rq)
+        return MHD_NO;
+    rq->post = post;
+    hutch_buf_init(&rq->body, HUTCH_HTTP_MAX_BODY);
+    if (len && reserve(srv, rq, len) < 0) {
+        req_free(srv, rq);
+        return reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+                           "Service Unavailable: too many uploads at once", NULL);
+    }
+    if (sid) {
+        rq->hs = session_lookup(srv, sid);
+        if (!rq->hs) {
+            req_free(srv, rq);
+            return reply_error(conn, MHD_HTTP_NOT_FOUND, -32001, "Session not found",
+                               NULL);
+        }
+    }
+    *con_cls = rq;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    struct http_server *srv = cls;
+    struct http_req *rq = *con_cls;
+
+    if (!rq)
+        return on_headers(srv, conn, url, method, con_cls);
+    if (*upload_size) {
+        size_t n = *upload_size;
+
+        *upload_size = 0;
+        /* Only a chunked upload gets here past the cap (a Content-Length
+         * one was refused up front).  MHD cannot answer in the middle of a
+         * body, so the connection is closed instead of reading on. */
+        if (rq->body.len + n > HUTCH_HTTP_MAX_BODY) {
+            hutch_warn("closing a connection whose request body passed %u bytes",
+                       HUTCH_HTTP_MAX_BODY);
+            return MHD_NO;
+        }
+        if (reserve(srv, rq, rq->body.len + n) < 0) {
+            hutch_warn(
+                "closing a connection: request bodies in memory passed %llu bytes",
+                (unsigned long long)HTTP_MAX_BUFFERED);
+            return MHD_NO;
+        }
+        return hutch_buf_append(&rq->body, upload, n) == 0 ? MHD_YES : MHD_NO;
+    }
+    return rq->post ? on_post(srv, conn, rq) : on_delete(srv, conn, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode why)
+{
+    req_free(cls, *con_cls);
+    *con_cls = NULL;
+}
+
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
+                                                             va_list ap)
+{
+    struct http_server *srv = cls;
+    char line[512];
+    size_t n;
+
+    vsnprintf(line, sizeof(line), fmt, ap);
+    n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    if (!__atomic_load_n(&srv->started, __ATOMIC_ACQUIRE)) {
+        snprintf(srv->start_msg, sizeof(srv->start_msg), "%s", line);
+        return;
+    }
+    hutch_log(HUTCH_LOG_INFO, WHO, "libmicrohttpd: %s", line);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The server */
+
+union sockaddr_any {
+    struct sockaddr sa;
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+};
+
+/* `a` gets the address without brackets. */
+static int parse_addr(const char *addr, uint16_t port, union sockaddr_any *sa, int *v6,
+                      int *loopback, char a[INET6_ADDRSTRLEN], struct hutch_err *err)
+{
+    size_t n = strlen(addr);
+
+    /* "[::1]" as in URLs, too. */
+    if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+        addr++;
+        n -= 2;
+    }
+    if (n >= INET6_ADDRSTRLEN)
+        goto bad;
+    memcpy(a, addr, n);
+    a[n] = '\0';
+    memset(sa, 0, sizeof(*sa));
+    if (inet_pton(AF_INET, a, &sa->v4.sin_addr) == 1) {
+        sa->v4.sin_family = AF_INET;
+        sa->v4.sin_port = htons(port);
+        *v6 = 0;
+        *loopback = (ntohl(sa->v4.sin_addr.s_addr) >> 24) == 127;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, a, &sa->v6.sin6_addr) == 1) {
+        const struct in6_addr *x = &sa->v6.sin6_addr;
+        sa->v6.sin6_family = AF_INET6;
+        sa->v6.sin6_port = htons(port);
+        *v6 = 1;
+        *loopback = IN6_IS_ADDR_LOOPBACK(x) ||
+                    (IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127);
+        return 0;
+    }
+bad:
+    return hutch_err_set(
+        err, -EINVAL,
+        "--http wants an IP address (127.0.0.1, ::1, 0.0.0.0), not \"%s\"", addr);
+}
+
+int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
+                     volatile int *stop, struct hutch_err *err)
+{
+    const char *addr = opts->addr ? opts->addr : "127.0.0.1";
+    const struct timespec tick = {0, 50 * 1000000L};
+    char a[INET6_ADDRSTRLEN];
+    struct http_server srv;
+    union sockaddr_any sa;
+    const union MHD_DaemonInfo *info;
+    struct MHD_Daemon *d;
+    int v6, loopback, rc, e;
+    uint64_t last_sweep;
+    unsigned flags;
+
+    rc = parse_addr(addr, opts->port, &sa, &v6, &loopback, a, err);
+    if (rc < 0)
+        return rc;
+    if (opts->token && !*opts->token)
+        return hutch_err_set(err, -EINVAL, "the bearer token is empty");
+    if (!opts->token && !loopback)
+        return hutch_err_set(
+            err, -EPERM,
+            "refusing to serve MCP on %s without a token: anyone who can reach "
+            "it could run code; set HUTCH_TOKEN or --token-file (or bind "
+            "127.0.0.1)",
+            addr);
+
+    memset(&srv, 0, sizeof(srv));
+    srv.m = m;
+    srv.loopback = loopback;
+    srv.token = opts->token;
+    srv.token_len = opts->token ? strlen(opts->token) : 0;
+    pthread_mutex_init(&srv.mu, NULL);
+
+    /* Thread per connection: handlers may block until the core answers.
+     * poll(), not select(): hutch holds many descriptors (sandboxes,
+     * upstreams) and select() breaks past FD_SETSIZE. */
+    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+            MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    errno = 0;
+    d = MHD_start_daemon(
+        flags, opts->port, NULL, NULL, on_request, &srv, MHD_OPTION_SOCK_ADDR, &sa.sa,
+        MHD_OPTION_CONNECTION_LIMIT, HTTP_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+        HTTP_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &srv,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, &srv, MHD_OPTION_END);
+    if (!d) {
+        e = errno ? errno : EIO;
+        pthread_mutex_destroy(&srv.mu);
+        return hutch_err_set(err, -e, "cannot listen on %s port %u: %s", addr,
+                             (unsigned)opts->port,
+                             srv.start_msg[0] ? srv.start_msg : strerror(e));
+    }
+    __atomic_store_n(&srv.started, 1, __ATOMIC_RELEASE);
+    info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    opts->bound_port = info && info->port ? info->port : opts->port;
+    hutch_info("serving MCP at http://%s%s%s:%u%s", v6 ? "[" : "", a, v6 ? "]" : "",
+               (unsigned)opts->bound_port, HTTP_PATH);
+
+    last_sweep = hutch_now_ms();
+    while (!*stop) {
+        nanosleep(&tick, NULL);
+        if (hutch_now_ms() - last_sweep >= HTTP_SWEEP_MS) {
+            sessions_sweep(&srv, 0);
+            last_sweep = hutch_now_ms();
+        }
+    }
+
+    /* Waiting handlers see this within HTTP_TICK_MS, so that stopping MHD
+     * (which joins every connection thread) does not hang. */
+    __atomic_store_n(&srv.stopping, 1, __ATOMIC_RELEASE);
+    MHD_stop_daemon(d);
+    sessions_sweep(&srv, 1);
+    pthread_mutex_destroy(&srv.mu);
+    return 0;
+}

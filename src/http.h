@@ -1,0 +1,27 @@
+/* http.h — MCP's streamable HTTP transport (POST and DELETE on /mcp), built
+ * on libmicrohttpd.  The MCP semantics live in mcp_server.h; this only moves
+ * messages between HTTP requests and sessions. */
+#ifndef HUTCH_HTTP_H
+#define HUTCH_HTTP_H
+
+#include <stdint.h>
+
+#include "hutch-executor.h"
+
+struct hutch_mcp;
+
+struct hutch_http_opts {
+    const char *addr;  /* "127.0.0.1", "::1", "0.0.0.0": a host name is not accepted */
+    uint16_t port;     /* 0: pick one (reported in bound_port) */
+    const char *token; /* bearer token required on every request; NULL: none */
+    uint16_t bound_port; /* out: set once listening, before serving starts */
+};
+
+/* Serve MCP at http://ADDR:PORT/mcp until *stop becomes non-zero (checked at
+ * least every 100 ms) or a fatal error.  Refuses to start without a token on
+ * a non-loopback address.  Every session is freed before this returns.
+ * Returns 0 or a negative errno-style code with err set. */
+int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
+                     volatile int *stop, struct hutch_err *err);
+
+#endif

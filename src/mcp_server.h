@@ -1,0 +1,70 @@
+/* mcp_server.h — hutch as an MCP server, independent of the transport.
+ *
+ * The server holds what every session shares (executor, upstreams,
+ * catalog, limits).  A session is one client: the single client of stdio, or
+ * one Mcp-Session-Id of streamable HTTP.  A transport hands each message it
+ * reads to hutch_mcp_session_receive() and delivers what the session sends
+ * back through its hutch_mcp_send_fn.  Requests run concurrently: tools/call
+ * runs on a worker thread, so one slow execution never blocks another. */
+#ifndef HUTCH_MCP_SERVER_H
+#define HUTCH_MCP_SERVER_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hutch-executor.h"
+
+struct hutch_mcp;
+struct hutch_mcp_session;
+struct hutch_plugin;
+struct hutch_upstreams;
+
+struct hutch_mcp_opts {
+    struct hutch_plugin *executor;     /* opened executor plugin */
+    struct hutch_upstreams *upstreams; /* may be NULL: no upstream tools */
+    uint64_t timeout_ms;               /* default and maximum per execution */
+    uint64_t memory_mb;
+    uint32_t pids;
+    int untrusted_envelope; /* wrap sandbox output (default on) */
+};
+
+/* Caller frees with hutch_mcp_free after every session is gone. */
+int hutch_mcp_new(const struct hutch_mcp_opts *opts, struct hutch_mcp **out,
+                  struct hutch_err *err);
+void hutch_mcp_free(struct hutch_mcp *m);
+
+/* Deliver one JSON-RPC message (complete JSON text, no trailing newline) to
+ * the client.  `stream` is the value the transport passed to
+ * hutch_mcp_session_receive() with the request this message answers or
+ * reports on (a response, or notifications/progress for it), or NULL for a
+ * message tied to no request.  `last` is 1 on the response that ends that
+ * request.  Called from any thread, never concurrently for one session. */
+typedef void (*hutch_mcp_send_fn)(void *arg, void *stream, const char *json, size_t len,
+                                  int last);
+
+/* `principal` names the client for logs ("local" for stdio).  Caller frees
+ * with hutch_mcp_session_free, which cancels the session's executions and
+ * waits for its workers. */
+struct hutch_mcp_session *hutch_mcp_session_new(struct hutch_mcp *m,
+                                                hutch_mcp_send_fn send, void *arg,
+                                                const char *principal);
+void hutch_mcp_session_free(struct hutch_mcp_session *s);
+
+/* Handle one message from the client (untrusted).  Returns 1 when it was a
+ * request, whose response will arrive through send() with `stream` and
+ * last=1 (maybe before this returns, maybe later from a worker), or 0 when
+ * it needs no response (a notification, or a response from the client).
+ * A message that cannot be parsed is answered at once with a JSON-RPC error
+ * (id null) on `stream` and counts as a request. */
+int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, size_t len,
+                              void *stream);
+
+/* The session id handed out in Mcp-Session-Id (random, 32 hex). */
+const char *hutch_mcp_session_id(const struct hutch_mcp_session *s);
+/* The protocol version agreed in initialize, NULL before. */
+const char *hutch_mcp_session_protocol(const struct hutch_mcp_session *s);
+/* 1 when `version` is one hutch speaks (2025-06-18, 2025-11-25). */
+int hutch_mcp_protocol_supported(const char *version);
+
+#endif

@@ -1,0 +1,69 @@
+/* upstream.h — the MCP client side: hutch talking to the user's own MCP
+ * servers, configured in the `mcpServers` JSON format of Claude Desktop and
+ * Claude Code:
+ *
+ *   { "mcpServers": {
+ *       "fs":   { "command": "npx", "args": ["-y", "…"], "env": {"K": "V"} },
+ *       "docs": { "type": "http", "url": "http://127.0.0.1:9000/mcp",
+ *                 "headers": {"Authorization": "Bearer …"} } } }
+ *
+ * stdio entries are spawned as children (NDJSON on their stdin/stdout,
+ * stderr logged line by line); http entries use libcurl (POST, JSON or SSE
+ * responses, Mcp-Session-Id).  Every server is initialized, its tools are
+ * paged through tools/list and re-read on notifications/tools/list_changed;
+ * calls from many threads are multiplexed by JSON-RPC id, each with a
+ * timeout; a crashed child is restarted with backoff; a server that fails
+ * to start is reported with its reason while the others keep working.
+ * Everything an upstream sends is untrusted: messages are capped, JSON is
+ * validated, ids are checked. */
+#ifndef HUTCH_UPSTREAM_H
+#define HUTCH_UPSTREAM_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "hutch-executor.h"
+
+struct hutch_upstreams;
+
+struct hutch_upstream_opts {
+    int call_timeout_ms;     /* per tools/call; 0: HUTCH_UPSTREAM_CALL_MS */
+    int start_timeout_ms;    /* initialize + first tools/list; 0: default */
+    const char *client_name; /* clientInfo.name, "hutch" when NULL */
+};
+
+/* Read and validate a servers file.  *config is the "mcpServers" object
+ * (caller frees).  Errors name the file, the server and the field. */
+int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err);
+
+/* Start every server of `config` concurrently and wait (up to the start
+ * timeout) until each is ready or failed.  Fails only on bad arguments or
+ * out of memory: servers that do not come up are kept with their reason
+ * (see hutch_upstreams_status) and retried in the background.
+ * Caller frees with hutch_upstreams_free, which stops every child. */
+int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts *opts,
+                          struct hutch_upstreams **out, struct hutch_err *err);
+void hutch_upstreams_free(struct hutch_upstreams *u);
+
+/* The tools of every ready server, as an array of {"server": NAME, "tool":
+ * <the tool object from tools/list>}, in config order then upstream order.
+ * Caller frees. */
+cJSON *hutch_upstreams_tools(struct hutch_upstreams *u);
+/* Bumped whenever any server's tool list changed (list_changed, restart). */
+uint64_t hutch_upstreams_generation(struct hutch_upstreams *u);
+/* One object per server: {"server", "transport": "stdio"|"http",
+ * "state": "starting"|"ready"|"failed"|"restarting", "error"?, "tools": N}.
+ * Caller frees. */
+cJSON *hutch_upstreams_status(struct hutch_upstreams *u);
+
+/* Call `tool` (the upstream's own name) on `server`.  Blocking; safe from
+ * many threads at once.  0 and *result = the CallToolResult object (caller
+ * frees; it may have isError true: that is still 0), or a negative code:
+ * -ENOENT no such server, -EHOSTDOWN server not ready, -ETIMEDOUT,
+ * -ECONNRESET the server died during the call, -EPROTO it sent garbage,
+ * -EREMOTEIO it answered with a JSON-RPC error (err->msg is its message). */
+int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
+                         const char *tool, const cJSON *args, int timeout_ms,
+                         cJSON **result, struct hutch_err *err);
+
+#endif

@@ -1,0 +1,488 @@
+// lib.mjs — shared helpers for the MCP end-to-end tests of `hutch serve`.
+//
+//   TAP:       const t = tap({ timeout: 120 })    (a global time limit, seconds)
+//              t.ok(cond, name, diag?)  t.is(got, want, name)  t.like(got, re|str, name)
+//              t.skip(name, reason)     t.diag(text)
+//              await t.step(name, async () => …)   one TAP line: ok unless it throws
+//              t.done()                 prints "1..N", exits 1 when anything failed
+//              skipAll(reason)          "1..0 # SKIP reason", exit 0
+//   hutch:     await startStdio({ servers, args, env })    → { client, pid, logs(), close() }
+//              await startHttp({ servers, token, args })   → the same, plus { url, port }
+//   fixtures:  makeFixture()  a temp dir with a small tree and servers.json
+//              (server-everything, server-filesystem over the tree, server-memory)
+//   processes: procTable(), descendants(pid), runnersUnder(pid)
+//
+// Nothing here imports the SDK statically, so a checkout without
+// node_modules skips cleanly instead of failing on an import.
+import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+export const HERE = path.dirname(fileURLToPath(import.meta.url));
+export const NM = path.join(HERE, "node_modules");
+export const MCP = path.join(NM, "@modelcontextprotocol");
+export const SERVERS_DIR = path.join(HERE, "servers");
+export const NODE = process.execPath;
+
+const children = new Set(); // pids to kill if we exit early
+let cleanups = [];
+
+function killChildren() {
+  for (const pid of children) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {}
+  }
+  children.clear();
+}
+process.on("exit", () => {
+  killChildren();
+  for (const f of cleanups) {
+    try {
+      f();
+    } catch {}
+  }
+});
+export function onExit(f) {
+  cleanups.push(f);
+}
+
+// --- TAP ------------------------------------------------------------------------
+
+export function skipAll(reason) {
+  process.stdout.write(`1..0 # SKIP ${reason}\n`);
+  process.exit(0);
+}
+
+export function bailOut(reason) {
+  process.stdout.write(`Bail out! ${reason}\n`);
+  process.exit(1);
+}
+
+const show = (v) => {
+  if (typeof v === "string") return JSON.stringify(v.length > 600 ? v.slice(0, 600) + "…" : v);
+  let s;
+  try {
+    s = JSON.stringify(v);
+  } catch {
+    s = String(v);
+  }
+  return s && s.length > 600 ? s.slice(0, 600) + "…" : s;
+};
+
+export function tap({ timeout = 120 } = {}) {
+  let n = 0;
+  let failed = 0;
+  const diag = (text) => {
+    for (const line of String(text).split("\n")) process.stdout.write(`# ${line}\n`);
+  };
+  const result = (pass, name, why) => {
+    n++;
+    name = String(name).replace(/#/g, "\\#").replace(/\n/g, " ");
+    process.stdout.write(`${pass ? "ok" : "not ok"} ${n} - ${name}\n`);
+    if (!pass) {
+      failed++;
+      if (why) diag(why);
+    }
+    return pass;
+  };
+  const timer = setTimeout(() => {
+    diag(`the whole file took more than ${timeout} s`);
+    process.stdout.write(`Bail out! global timeout (${timeout} s)\n`);
+    process.exit(1);
+  }, timeout * 1000);
+  const t = {
+    diag,
+    ok: (cond, name, why) => result(!!cond, name, why),
+    is: (got, want, name) =>
+      result(
+        Object.is(got, want) || (typeof got === "object" && show(got) === show(want)),
+        name,
+        `  got:  ${show(got)}\n  want: ${show(want)}`,
+      ),
+    like: (got, re, name) => {
+      const s = typeof got === "string" ? got : show(got);
+      const pass = re instanceof RegExp ? re.test(s ?? "") : (s ?? "").includes(re);
+      return result(pass, name, `  got:  ${show(s)}\n  want: ${re instanceof RegExp ? re : show(re)}`);
+    },
+    skip: (name, reason) => {
+      n++;
+      process.stdout.write(`ok ${n} - ${name} # SKIP ${reason}\n`);
+    },
+    // One TAP line for a block: ok when it completes, not ok with the error.
+    step: async (name, fn, seconds = 60) => {
+      let to;
+      try {
+        await Promise.race([
+          fn(),
+          new Promise((_, rej) => {
+            to = setTimeout(() => rej(new Error(`step timed out after ${seconds} s`)), seconds * 1000);
+          }),
+        ]);
+        return result(true, name);
+      } catch (e) {
+        return result(false, name, `  ${e && e.stack ? e.stack : e}`);
+      } finally {
+        clearTimeout(to);
+      }
+    },
+    get failed() {
+      return failed;
+    },
+    done: () => {
+      clearTimeout(timer);
+      process.stdout.write(`1..${n}\n`);
+      process.exit(failed ? 1 : 0);
+    },
+  };
+  return t;
+}
+
+export function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+// --- environment ------------------------------------------------------------------
+
+// Checks what every test needs; skips or bails out.  Returns the path of hutch.
+export function requireEnv({ needServers = true } = {}) {
+  if (!process.env.HUTCH_BUILDDIR) bailOut("HUTCH_BUILDDIR is not set: run the tests through make check");
+  const hutch = path.join(process.env.HUTCH_BUILDDIR, "hutch");
+  if (!fs.existsSync(path.join(MCP, "sdk", "package.json")))
+    skipAll(`npm packages not installed (cd ${HERE} && npm ci)`);
+  if (
+    needServers &&
+    !["server-everything", "server-filesystem", "server-memory"].every((p) =>
+      fs.existsSync(path.join(MCP, p, "dist", "index.js")),
+    )
+  )
+    skipAll("reference MCP servers not installed (npm ci in tests/mcp)");
+  if (!fs.existsSync(hutch)) bailOut(`${hutch} does not exist: build first`);
+  return hutch;
+}
+
+export async function loadSdk() {
+  const imp = (p) => import(pathToFileURL(path.join(MCP, "sdk", "dist", "esm", p)).href);
+  const [client, stdio, http, types] = await Promise.all([
+    imp("client/index.js"),
+    imp("client/stdio.js"),
+    imp("client/streamableHttp.js"),
+    imp("types.js"),
+  ]);
+  return {
+    Client: client.Client,
+    StdioClientTransport: stdio.StdioClientTransport,
+    StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
+    McpError: types.McpError,
+    ErrorCode: types.ErrorCode,
+    LATEST_PROTOCOL_VERSION: types.LATEST_PROTOCOL_VERSION,
+  };
+}
+
+export function hutchEnv(extra = {}) {
+  const env = {
+    PATH: process.env.PATH || "/usr/local/bin:/usr/bin:/bin",
+    HOME: process.env.HOME || "/tmp",
+    LANG: "C.UTF-8",
+  };
+  for (const k of ["HUTCH_PLUGIN_DIR", "HUTCH_RUNNER_DIR", "HUTCH_EXECUTOR", "TMPDIR"])
+    if (process.env[k]) env[k] = process.env[k];
+  return { ...env, ...extra };
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export async function waitFor(pred, ms = 5000, every = 50) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await pred();
+    if (v) return v;
+    if (Date.now() > end) return v;
+    await sleep(every);
+  }
+}
+
+// --- fixtures ---------------------------------------------------------------------
+
+export function makeFixture({ hostile = false, extra = {} } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-mcp-"));
+  onExit(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const tree = path.join(dir, "tree");
+  fs.mkdirSync(path.join(tree, "sub", "deeper"), { recursive: true });
+  fs.writeFileSync(path.join(tree, "a.txt"), "alpha\n");
+  fs.writeFileSync(path.join(tree, "b.txt"), "bravo\ncharlie\n");
+  fs.writeFileSync(path.join(tree, "sub", "c.md"), "# c\n\ndelta ünïcødé\n");
+  fs.writeFileSync(path.join(tree, "sub", "deeper", "d.json"), '{"n": 4}\n');
+  const mcpServers = {
+    everything: { command: NODE, args: [path.join(MCP, "server-everything", "dist", "index.js"), "stdio"] },
+    fs: { command: NODE, args: [path.join(MCP, "server-filesystem", "dist", "index.js"), tree] },
+    memory: {
+      command: NODE,
+      args: [path.join(MCP, "server-memory", "dist", "index.js")],
+      env: { MEMORY_FILE_PATH: path.join(dir, "memory.jsonl") },
+    },
+    recorder: { command: NODE, args: [path.join(HERE, "recorder.mjs")] },
+    ...extra,
+  };
+  const present = {};
+  if (hostile) {
+    for (const name of ["crash", "hang", "garbage"]) {
+      const f = path.join(SERVERS_DIR, `${name}.mjs`);
+      if (fs.existsSync(f)) {
+        mcpServers[name] = { command: NODE, args: [f] };
+        present[name] = true;
+      }
+    }
+  }
+  const servers = path.join(dir, "servers.json");
+  fs.writeFileSync(servers, JSON.stringify({ mcpServers }, null, 2));
+  return { dir, tree, servers, present };
+}
+
+// --- starting hutch ---------------------------------------------------------------
+
+// Records what the client receives (initialize result, notifications): the
+// SDK's Protocol.connect keeps a transport.onmessage set before it and calls
+// it for every message.
+function tapTransport(transport) {
+  const seen = { initialize: null, notifications: [] };
+  transport.onmessage = (m) => {
+    if (m && m.result && m.result.serverInfo && !seen.initialize) seen.initialize = m.result;
+    if (m && m.method && m.id === undefined && seen.notifications.length < 10000) seen.notifications.push(m);
+  };
+  return seen;
+}
+
+function ringLog(max = 256 << 10) {
+  let buf = "";
+  return {
+    add(chunk) {
+      buf += chunk.toString();
+      if (buf.length > max) buf = buf.slice(buf.length - max);
+    },
+    text: () => buf,
+  };
+}
+
+export async function startStdio({ sdk, hutch, servers, args = [], env = {}, name = "hutch-tests" }) {
+  const { Client, StdioClientTransport } = sdk;
+  const argv = ["serve", ...(servers ? ["--servers", servers] : []), ...args];
+  const transport = new StdioClientTransport({ command: hutch, args: argv, env: hutchEnv(env), stderr: "pipe" });
+  const log = ringLog();
+  transport.stderr?.on("data", (d) => log.add(d));
+  const seen = tapTransport(transport);
+  const client = new Client({ name, version: "1.0.0" }, { capabilities: {} });
+  const t0 = Date.now();
+  try {
+    await client.connect(transport, { timeout: 30000 });
+  } catch (e) {
+    throw new Error(`connect failed: ${e.message}\n--- hutch stderr ---\n${log.text()}`);
+  }
+  const pid = transport.pid;
+  if (pid) children.add(pid);
+  return {
+    kind: "stdio",
+    client,
+    transport,
+    pid,
+    seen,
+    connectMs: Date.now() - t0,
+    logs: log.text,
+    async close() {
+      await client.close().catch(() => {});
+      if (pid) children.delete(pid);
+    },
+  };
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.unref();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port) {
+  return new Promise((resolve) => {
+    const c = net.connect({ port, host: "127.0.0.1" });
+    c.once("connect", () => {
+      c.destroy();
+      resolve(true);
+    });
+    c.once("error", () => resolve(false));
+  });
+}
+
+// Spawns `hutch serve --http 127.0.0.1:PORT` and waits until it listens.
+export async function spawnHttp({ hutch, servers, token, args = [], env = {} }) {
+  let lastErr;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const argv = ["serve", "--http", `127.0.0.1:${port}`, ...(servers ? ["--servers", servers] : []), ...args];
+    const proc = spawn(hutch, argv, {
+      env: hutchEnv({ ...(token ? { HUTCH_TOKEN: token } : {}), ...env }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    children.add(proc.pid);
+    const log = ringLog();
+    proc.stdout.on("data", (d) => log.add(d));
+    proc.stderr.on("data", (d) => log.add(d));
+    let exited = null;
+    proc.on("exit", (code, sig) => {
+      exited = { code, sig };
+      children.delete(proc.pid);
+    });
+    const up = await waitFor(async () => exited || (await canConnect(port)), 30000, 50);
+    if (up === true) {
+      return {
+        proc,
+        pid: proc.pid,
+        port,
+        url: `http://127.0.0.1:${port}/mcp`,
+        logs: log.text,
+        async stop() {
+          if (exited) return exited;
+          proc.kill("SIGTERM");
+          const r = await waitFor(() => exited, 5000);
+          if (!r) proc.kill("SIGKILL");
+          return waitFor(() => exited, 2000);
+        },
+      };
+    }
+    lastErr = `hutch serve --http exited (${JSON.stringify(exited)}) or did not listen:\n${log.text()}`;
+    proc.kill("SIGKILL");
+    if (!/in use/i.test(log.text())) break;
+  }
+  throw new Error(lastErr);
+}
+
+export async function connectHttp({ sdk, url, token, name = "hutch-tests" }) {
+  const { Client, StreamableHTTPClientTransport } = sdk;
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: token ? { headers: { Authorization: `Bearer ${token}` } } : undefined,
+  });
+  const seen = tapTransport(transport);
+  const client = new Client({ name, version: "1.0.0" }, { capabilities: {} });
+  await client.connect(transport, { timeout: 30000 });
+  return { client, transport, seen };
+}
+
+export async function startHttp({ sdk, hutch, servers, token = "t0ken-" + process.pid, args = [], env = {} }) {
+  const srv = await spawnHttp({ hutch, servers, token, args, env });
+  const t0 = Date.now();
+  let c;
+  try {
+    c = await connectHttp({ sdk, url: srv.url, token });
+  } catch (e) {
+    await srv.stop();
+    throw new Error(`connect failed: ${e.message}\n--- hutch output ---\n${srv.logs()}`);
+  }
+  return {
+    kind: "http",
+    ...c,
+    pid: srv.pid,
+    url: srv.url,
+    port: srv.port,
+    token,
+    server: srv,
+    connectMs: Date.now() - t0,
+    logs: srv.logs,
+    async close() {
+      await c.client.close().catch(() => {});
+      await srv.stop();
+    },
+  };
+}
+
+// --- results ------------------------------------------------------------------------
+
+// Runs execute_code and returns { r: the CallToolResult, s: structuredContent, text, ms }.
+export async function execute(client, args, options = {}) {
+  const t0 = performance.now();
+  const r = await client.callTool({ name: "execute_code", arguments: args }, undefined, {
+    timeout: 60000,
+    ...options,
+  });
+  const ms = performance.now() - t0;
+  const textBlock = (r.content || []).find((c) => c.type === "text");
+  return { r, s: r.structuredContent || {}, text: textBlock ? textBlock.text : "", ms };
+}
+
+export const py = (code, extra = {}) => ({ language: "python", code, ...extra });
+export const js = (code, extra = {}) => ({ language: "javascript", code, ...extra });
+
+export function describe(x) {
+  const s = x.s || {};
+  return `exit ${s.exit_code} stdout=${show(s.stdout)} stderr=${show(s.stderr)} result=${show(s.result)} isError=${x.r && x.r.isError}`;
+}
+
+// --- processes -----------------------------------------------------------------------
+
+export function procTable() {
+  const t = new Map();
+  for (const d of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const cmd = fs.readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0").join(" ").trim();
+      // utime + stime, in clock ticks (fields 14 and 15 of stat)
+      const cpu = Number(rest[11]) + Number(rest[12]);
+      t.set(Number(d), { pid: Number(d), state: rest[0], ppid: Number(rest[1]), cpu, cmd });
+    } catch {}
+  }
+  return t;
+}
+
+export function descendants(root, table = procTable()) {
+  const kids = new Map();
+  for (const p of table.values()) {
+    if (!kids.has(p.ppid)) kids.set(p.ppid, []);
+    kids.get(p.ppid).push(p);
+  }
+  const out = [];
+  const stack = [root];
+  while (stack.length) {
+    for (const k of kids.get(stack.pop()) || []) {
+      out.push(k);
+      stack.push(k.pid);
+    }
+  }
+  return out;
+}
+
+// The sandboxes' language runners below a hutch process (zombies excluded).
+export function runnersUnder(pid) {
+  return descendants(pid).filter((p) => p.state !== "Z" && p.cmd.includes("/run/hutch/runner"));
+}
+
+// Runners that have burnt at least `ticks` clock ticks of CPU (a program
+// spinning in a loop, not an idle pre-started runner).
+export function busyRunnersUnder(pid, ticks = 10) {
+  return runnersUnder(pid).filter((p) => p.cpu >= ticks);
+}
+
+export function pidAlive(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+export function percentile(sorted, p) {
+  if (!sorted.length) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+export { spawn, spawnSync, fs, path, os };

