@@ -22,6 +22,16 @@ install_deps() {
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 }
 
+# The pinned MCP clients and servers the tests use (tests/mcp/package-lock.json).
+install_npm_deps() {
+    command -v npm >/dev/null 2>&1 || install_deps npm || return 1
+    if [ -d "$SRC/tests/mcp/node_modules/@modelcontextprotocol/sdk" ] &&
+        [ "$SRC/tests/mcp/node_modules/.package-lock.json" -nt "$SRC/tests/mcp/package-lock.json" ]; then
+        return 0
+    fi
+    (cd "$SRC/tests/mcp" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
+
 # build DIR [configure args…]: configure and build out of tree in DIR.
 build() {
     dir=$1

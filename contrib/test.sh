@@ -6,7 +6,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/contrib/deps.sh"
 cd "$SRC" || exit 1
 
-install_deps $BUILD_DEPS $RUNTIME_DEPS $TEST_DEPS || {
+install_deps $BUILD_DEPS $RUNTIME_DEPS $TEST_DEPS && install_npm_deps || {
     echo "installing dependencies failed"
     echo "0 passed, 1 failed"
     exit 1

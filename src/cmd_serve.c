@@ -329,7 +329,8 @@ int hutch_cmd_serve(int argc, char **argv)
     if (http) {
         ho.addr = addr;
         ho.token = token;
-        if (!token)
+        if (!token && (!strcmp(addr, "127.0.0.1") || !strcmp(addr, "::1") ||
+                       !strcmp(addr, "localhost") || !strncmp(addr, "127.", 4)))
             fprintf(stderr,
                     "hutch serve: warning: serving HTTP without a bearer token (set "
                     "HUTCH_TOKEN or --token-file): any local process can use it\n");

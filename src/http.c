@@ -28,7 +28,6 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -45,6 +44,7 @@
 #include "http.h"
 #include "log.h"
 #include "mcp_server.h"
+#include "mhd_lib.h"
 #include "util.h"
 
 #define HTTP_PATH            "/mcp"
@@ -62,8 +62,6 @@
 /* The version the spec tells servers to assume when the header is absent;
  * clients that send it explicitly are treated the same. */
 #define HTTP_DEFAULT_VERSION "2025-03-26"
-
-#define WHO "http"
 
 struct http_msg {
     struct http_msg *next;
@@ -347,8 +345,7 @@ static void on_send(void *arg, void *stream, const char *json, size_t len, int l
 
     if (!st) {
         /* No GET stream to carry it (see the top of this file). */
-        hutch_log(HUTCH_LOG_DEBUG, WHO,
-                  "session %.8s: dropped a message tied to no request", hs->id);
+        hutch_debug("session %.8s: dropped a message tied to no request", hs->id);
         return;
     }
     pthread_mutex_lock(&st->mu);
@@ -593,7 +590,7 @@ static enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
 
     if (n < 0 || (size_t)n >= sizeof(body))
         n = 0;
-    hutch_log(HUTCH_LOG_DEBUG, WHO, "%u: %s", status, msg);
+    hutch_debug("http %u: %s", status, msg);
     return reply(conn, status, "application/json", body, (size_t)n,
                  MHD_RESPMEM_MUST_COPY, hdrs);
 }
@@ -616,6 +613,14 @@ static enum MHD_Result reply_empty(struct MHD_Connection *conn, unsigned status)
 static const char *header(struct MHD_Connection *conn, const char *name)
 {
     return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+        ++*(int *)cls;
+    return MHD_YES;
 }
 
 /* localhost, 127.0.0.1 or [::1], with an optional :port. */
@@ -1039,10 +1044,15 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
                                            NULL};
     const char *why, *sid, *version, *clen, *ctype;
-    int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0, hosts = 0;
     uint64_t len = 0;
     struct http_req *rq;
 
+    /* Which one would the Host check look at?  RFC 9112 says refuse. */
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_host, &hosts);
+    if (hosts > 1)
+        return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
+                           "Bad Request: more than one Host header", NULL);
     if (srv->loopback && (why = rebinding_check(conn)) != NULL)
         return reply_error(conn, MHD_HTTP_FORBIDDEN, -32000, why, NULL);
     if (srv->token && !authorized(srv, conn))
@@ -1163,7 +1173,7 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
         snprintf(srv->start_msg, sizeof(srv->start_msg), "%s", line);
         return;
     }
-    hutch_log(HUTCH_LOG_INFO, WHO, "libmicrohttpd: %s", line);
+    hutch_info("libmicrohttpd: %s", line);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1230,6 +1240,9 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     rc = parse_addr(addr, opts->port, &sa, &v6, &loopback, a, err);
     if (rc < 0)
         return rc;
+    rc = hutch_libmhd_load(err);
+    if (rc < 0)
+        return rc;
     if (opts->token && !*opts->token)
         return hutch_err_set(err, -EINVAL, "the bearer token is empty");
     if (!opts->token && !loopback)
@@ -1269,8 +1282,10 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     __atomic_store_n(&srv.started, 1, __ATOMIC_RELEASE);
     info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     opts->bound_port = info && info->port ? info->port : opts->port;
-    hutch_info("serving MCP at http://%s%s%s:%u%s", v6 ? "[" : "", a, v6 ? "]" : "",
-               (unsigned)opts->bound_port, HTTP_PATH);
+    /* Always said (not a log line): with port 0 it is how a user or a test
+     * learns where to connect. */
+    fprintf(stderr, "hutch serve: serving MCP at http://%s%s%s:%u%s\n", v6 ? "[" : "",
+            a, v6 ? "]" : "", (unsigned)opts->bound_port, HTTP_PATH);
 
     last_sweep = hutch_now_ms();
     while (!*stop) {

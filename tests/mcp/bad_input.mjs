@@ -4,11 +4,11 @@
 // answer, or send garbage (tests/mcp/servers/{crash,hang,garbage}.mjs) seen
 // through execute_code.  TAP; run by make check.
 import {
-  NODE, assert, execute, fs, hutchEnv, loadSdk, makeFixture, path, pidAlive, py, js, requireEnv, spawn,
-  startStdio, tap, waitFor, SERVERS_DIR,
+  assert, execute, fs, haveSdk, hutchEnv, loadSdk, makeFixture, path, pidAlive, py, js, requireEnv, spawn,
+  startStdio, tap, waitFor, MCP, SERVERS_DIR,
 } from "./lib.mjs";
 
-const hutch = requireEnv({ needServers: false });
+const hutch = requireEnv({ needSdk: false, needServers: false });
 const t = tap({ timeout: 180 });
 
 // --- a raw stdio session -------------------------------------------------------------------
@@ -221,9 +221,9 @@ for (const [asked, want] of [
 // --- hostile upstreams ---------------------------------------------------------------------------
 
 const have = ["crash", "hang", "garbage"].filter((n) => fs.existsSync(path.join(SERVERS_DIR, `${n}.mjs`)));
-const haveEverything = fs.existsSync(path.join(path.dirname(SERVERS_DIR), "node_modules/@modelcontextprotocol/server-everything/dist/index.js"));
-if (!haveEverything || have.length === 0) {
-  t.skip("hostile upstream servers", haveEverything ? "tests/mcp/servers/*.mjs not there" : "npm packages not installed");
+const haveEverything = fs.existsSync(path.join(MCP, "server-everything", "dist", "index.js"));
+if (!haveSdk() || !haveEverything || have.length === 0) {
+  t.skip("hostile upstream servers", have.length ? "npm packages not installed (npm ci in tests/mcp)" : "tests/mcp/servers/*.mjs not there");
   t.done();
 }
 const sdk = await loadSdk();

@@ -9,7 +9,7 @@ command -v curl >/dev/null || skip_all "curl is not installed"
 
 # The server under test gets its token explicitly; nothing else inherits one.
 unset HUTCH_TOKEN
-TOKEN=t0ken-$$-$RANDOM
+TOKEN=http-sh-token-$$-$RANDOM-abcdef
 T=$(mktemp -d)
 PIDS=()
 cleanup() {

@@ -148,11 +148,14 @@ export function assert(cond, msg) {
 // --- environment ------------------------------------------------------------------
 
 // Checks what every test needs; skips or bails out.  Returns the path of hutch.
-export function requireEnv({ needServers = true } = {}) {
+export function haveSdk() {
+  return fs.existsSync(path.join(MCP, "sdk", "package.json"));
+}
+
+export function requireEnv({ needSdk = true, needServers = true } = {}) {
   if (!process.env.HUTCH_BUILDDIR) bailOut("HUTCH_BUILDDIR is not set: run the tests through make check");
   const hutch = path.join(process.env.HUTCH_BUILDDIR, "hutch");
-  if (!fs.existsSync(path.join(MCP, "sdk", "package.json")))
-    skipAll(`npm packages not installed (cd ${HERE} && npm ci)`);
+  if (needSdk && !haveSdk()) skipAll(`npm packages not installed (cd ${HERE} && npm ci)`);
   if (
     needServers &&
     !["server-everything", "server-filesystem", "server-memory"].every((p) =>
