@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bridge.h"
 #include "log.h"
@@ -191,6 +192,34 @@ static char *error_text(const cJSON *res)
     return out;
 }
 
+/* A tool of a server that is not ready (crashed and restarting, or failed
+ * to start) is absent from the catalog; say that rather than "unknown". */
+static int server_down(struct hutch_bridge *b, const char *tool, char *msg, size_t len)
+{
+    const char *dot = strchr(tool, '.');
+    cJSON *st, *it;
+    int down = 0;
+    if (!dot)
+        return 0;
+    st = hutch_upstreams_status(b->u);
+    cJSON_ArrayForEach(it, st)
+    {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+        const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"));
+        if (name && state && strlen(name) == (size_t)(dot - tool) &&
+            strncasecmp(name, tool, (size_t)(dot - tool)) == 0 &&
+            strcmp(state, "ready")) {
+            snprintf(msg, len, "upstream server \"%s\" is %s%s%s; try again shortly",
+                     name, state, why ? ": " : "", why ? why : "");
+            down = 1;
+            break;
+        }
+    }
+    cJSON_Delete(st);
+    return down;
+}
+
 static int fail(struct hutch_tool_reply *reply, int r, const char *code,
                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(struct hutch_tool_reply *reply, int r, const char *code,
@@ -218,6 +247,10 @@ int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeou
     char msg[512];
     int r;
 
+    if (!e && b->u && server_down(b, tool, msg, sizeof(msg))) {
+        r = fail(reply, -EHOSTDOWN, "upstream", "%s", msg);
+        goto out;
+    }
     if (!e) {
         if (!b->u)
             r = fail(reply, -ENOENT, "unknown_tool",

@@ -42,6 +42,12 @@ struct run {
     uint64_t ntool;
     uint64_t deadline;   /* ms, once the job runs */
     struct calls *calls; /* NULL when no tool handler */
+    struct open_call {
+        int64_t id;
+        char *tool;
+        uint64_t t0;
+    } * open;
+    size_t nopen, capopen;
     struct hutch_exit exit;
     uint64_t t_started, t_ready, t_done; /* µs, for the debug log */
 };
@@ -184,6 +190,7 @@ struct calls {
     pthread_cond_t idle;
     int inflight;
     struct call *done;
+    struct call *queued, *queued_tail; /* past HUTCH_WIRE_MAX_INFLIGHT: wait */
     int pipe[2];
     hutch_tool_fn fn;
     void *arg;
@@ -257,14 +264,79 @@ static void reply_call(struct run *rn, int64_t id, const char *tool, int r,
     }
 }
 
+/* Calls accepted and not yet answered, so that an execution that ends
+ * first still lists them in tool_calls. */
+static void open_add(struct run *rn, int64_t id, const char *tool, uint64_t t0)
+{
+    struct open_call *o;
+    if (rn->nopen == rn->capopen) {
+        size_t cap = rn->capopen ? rn->capopen * 2 : 16;
+        struct open_call *n = realloc(rn->open, cap * sizeof(*n));
+        if (!n)
+            return;
+        rn->open = n;
+        rn->capopen = cap;
+    }
+    o = &rn->open[rn->nopen];
+    o->tool = strdup(tool);
+    if (!o->tool)
+        return;
+    o->id = id;
+    o->t0 = t0;
+    rn->nopen++;
+}
+
+static void open_remove(struct run *rn, int64_t id)
+{
+    for (size_t i = 0; i < rn->nopen; i++)
+        if (rn->open[i].id == id) {
+            free(rn->open[i].tool);
+            rn->open[i] = rn->open[--rn->nopen];
+            return;
+        }
+}
+
+static void open_finish(struct run *rn)
+{
+    for (size_t i = 0; i < rn->nopen; i++) {
+        record_call(rn, rn->open[i].id, rn->open[i].tool, 0, "unfinished",
+                    "the execution ended before the tool call returned",
+                    hutch_now_us() - rn->open[i].t0);
+        free(rn->open[i].tool);
+    }
+    free(rn->open);
+    rn->open = NULL;
+    rn->nopen = rn->capopen = 0;
+}
+
+static int start_call(struct calls *q, struct call *c)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    int r;
+    pthread_mutex_lock(&q->mu);
+    q->inflight++;
+    pthread_mutex_unlock(&q->mu);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    r = pthread_create(&th, &attr, call_worker, c);
+    pthread_attr_destroy(&attr);
+    if (r != 0) {
+        pthread_mutex_lock(&q->mu);
+        q->inflight--;
+        pthread_mutex_unlock(&q->mu);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
 static void on_tool_call(struct run *rn, struct hutch_msg *m)
 {
     struct hutch_tool_reply reply = {0};
     uint64_t t0 = hutch_now_us(), now_ms = t0 / 1000;
     struct calls *q = rn->calls;
     struct call *c;
-    pthread_t th;
-    pthread_attr_t attr;
     int r;
 
     if (++rn->ntool > HUTCH_WIRE_MAX_TOOL_CALLS) {
@@ -288,28 +360,21 @@ static void on_tool_call(struct run *rn, struct hutch_msg *m)
         c->t0 = t0;
         /* A call never outlives its execution's deadline. */
         c->timeout_ms = rn->deadline > now_ms ? (int)(rn->deadline - now_ms) : 1;
-        pthread_mutex_lock(&q->mu);
+        open_add(rn, c->id, c->tool, t0);
         if (q->inflight >= HUTCH_WIRE_MAX_INFLIGHT) {
-            pthread_mutex_unlock(&q->mu);
-            call_free(c);
-            reply.code = "internal";
-            r = -EBUSY;
-            goto answer;
+            /* Promise.all of thousands: queue, start as others finish. */
+            if (q->queued_tail)
+                q->queued_tail->next = c;
+            else
+                q->queued = c;
+            q->queued_tail = c;
+            return;
         }
-        q->inflight++;
-        pthread_mutex_unlock(&q->mu);
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        r = pthread_create(&th, &attr, call_worker, c);
-        pthread_attr_destroy(&attr);
-        if (r != 0) {
-            pthread_mutex_lock(&q->mu);
-            q->inflight--;
-            pthread_mutex_unlock(&q->mu);
+        r = start_call(q, c);
+        if (r < 0) {
+            open_remove(rn, c->id);
             call_free(c);
             reply.code = "internal";
-            r = -EAGAIN;
             goto answer;
         }
         return;
@@ -344,9 +409,25 @@ static void take_calls(struct run *rn)
     while (list) {
         c = list;
         list = c->next;
+        open_remove(rn, c->id);
         if (!rn->fail)
             reply_call(rn, c->id, c->tool, c->r, &c->reply, c->t0);
         call_free(c);
+    }
+    while (q->queued && q->inflight < HUTCH_WIRE_MAX_INFLIGHT && !rn->fail) {
+        uint64_t now_ms = hutch_now_ms();
+        c = q->queued;
+        q->queued = c->next;
+        if (!q->queued)
+            q->queued_tail = NULL;
+        c->next = NULL;
+        c->timeout_ms = rn->deadline > now_ms ? (int)(rn->deadline - now_ms) : 1;
+        if (start_call(q, c) < 0) {
+            struct hutch_tool_reply reply = {.code = "internal"};
+            open_remove(rn, c->id);
+            reply_call(rn, c->id, c->tool, -EAGAIN, &reply, c->t0);
+            call_free(c);
+        }
     }
 }
 
@@ -379,6 +460,10 @@ static void calls_free(struct calls *q)
     pthread_mutex_unlock(&q->mu);
     while ((c = q->done)) {
         q->done = c->next;
+        call_free(c);
+    }
+    while ((c = q->queued)) {
+        q->queued = c->next;
         call_free(c);
     }
     close(q->pipe[0]);
@@ -786,6 +871,7 @@ out:
     t_destroy = hutch_now_us();
     rn.ex->destroy(rn.state, rn.sb);
     hutch_debug("timing (ms): destroy %.2f", (hutch_now_us() - t_destroy) / 1000.0);
+    open_finish(&rn);
     calls_free(rn.calls);
     hutch_wire_reader_free(&rn.rd);
     hutch_buf_free(&rn.pending);

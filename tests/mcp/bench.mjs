@@ -150,12 +150,50 @@ async function directParallel(n) {
   return performance.now() - t0;
 }
 
+// The floor: the same calls as bare NDJSON JSON-RPC over the server's
+// stdio, no SDK on the client side.
+const raw = spawn(everything.command, everything.args, { stdio: ["pipe", "pipe", "ignore"] });
+raw.stdout.setEncoding("utf8");
+let rbuf = "";
+const rwait = new Map();
+raw.stdout.on("data", (d) => {
+  rbuf += d;
+  let i;
+  while ((i = rbuf.indexOf("\n")) >= 0) {
+    const m = JSON.parse(rbuf.slice(0, i));
+    rbuf = rbuf.slice(i + 1);
+    if (m.id !== undefined && rwait.has(m.id)) {
+      rwait.get(m.id)(m);
+      rwait.delete(m.id);
+    }
+  }
+});
+let rid = 0;
+const rawReq = (method, params) =>
+  new Promise((resolve) => {
+    const id = ++rid;
+    rwait.set(id, resolve);
+    raw.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+  });
+await rawReq("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } });
+raw.stdin.write(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) + "\n");
+async function rawLoop(n) {
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    const m = await rawReq("tools/call", { name: "echo", arguments: { message: "m" + i } });
+    if (m.result?.content?.[0]?.text !== "Echo: m" + i) throw new Error("bad raw echo " + JSON.stringify(m));
+  }
+  return performance.now() - t0;
+}
+
+await rawLoop(100);
 await directLoop(100);
 await exec("javascript", jsLoop(100));
 await exec("python", pyLoop(100));
 const REP = 5;
-const thr = { direct: [], js: [], py: [], directPar: [], jsPar: [] };
+const thr = { raw: [], direct: [], js: [], py: [], directPar: [], jsPar: [] };
 for (let i = 0; i < REP; i++) {
+  thr.raw.push(await rawLoop(CALLS));
   thr.direct.push(await directLoop(CALLS));
   thr.js.push((await exec("javascript", jsLoop(CALLS))).s.result);
   thr.py.push((await exec("python", pyLoop(CALLS))).s.result);
@@ -175,6 +213,7 @@ for (let i = 0; i < 10; i++) {
 }
 
 await direct.close();
+raw.kill();
 await h.close();
 
 // --- report ---------------------------------------------------------------------------------
@@ -198,6 +237,7 @@ p(`                                              total ms   µs/call    calls/s`
 const row = (name, v, n = CALLS) =>
   p(`   ${name.padEnd(41)} ${f(med(v), 1).padStart(8)} ${f(per(med(v), n), 0).padStart(9)} ${f(rate(med(v), n), 0).padStart(10)}`);
 row("direct: SDK client → server (stdio)", thr.direct);
+row("direct: bare JSON-RPC, no SDK (floor)", thr.raw);
 row("from execute_code, javascript", thr.js);
 row("from execute_code, python", thr.py);
 const rj = med(thr.js) / med(thr.direct);
@@ -210,6 +250,7 @@ p();
 p(`3. 100 sequential echo calls from one execution (ms, timed inside; median of 10)`);
 p(`   javascript ${f(med(hundred.js))}  (p90 ${f(p90(hundred.js))}; whole execute_code ${f(med(hundred.jsE2E), 1)})`);
 p(`   python     ${f(med(hundred.py))}  (p90 ${f(p90(hundred.py))}; whole execute_code ${f(med(hundred.pyE2E), 1)})`);
-p(`   goal < 30 ms: ${goal(Math.max(med(hundred.js), med(hundred.py)) < 30)}`);
+p(`   goal < 30 ms: ${goal(Math.max(med(hundred.js), med(hundred.py)) < 30)}` +
+  `   (100 direct calls: SDK ${f(med(thr.direct) / CALLS * 100, 1)} ms, bare ${f(med(thr.raw) / CALLS * 100, 1)} ms)`);
 fs.writeSync(1, out.join("\n") + "\n");
 process.exit(0);

@@ -1,0 +1,68 @@
+/* audit.h — the audit log: one JSON line per policy decision and per
+ * execution, appended to a file (--audit FILE) or written to stderr.
+ *
+ * Secrets: no function here takes a bearer token, and none should ever be
+ * passed in `reason` or `extra`; tool arguments go through
+ * hutch_audit_redact first, which replaces every value the policy marks
+ * secret.  Thread-safe; a line is built outside the lock and written with
+ * one write(2), so concurrent lines never interleave. */
+#ifndef HUTCH_AUDIT_H
+#define HUTCH_AUDIT_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "hutch-executor.h"
+
+struct hutch_audit;
+
+/* Longest line written (bytes, newline included).  A line with an `extra`
+ * that would make it longer is written without it and with
+ * "extra_dropped": true. */
+#define HUTCH_AUDIT_MAX_LINE (64u << 10)
+/* Strings from args are cut to this many bytes, then "…" is appended. */
+#define HUTCH_AUDIT_MAX_STRING 256
+/* Deeper values (args, extra) are replaced by "[too deep]". */
+#define HUTCH_AUDIT_MAX_DEPTH 32
+/* How long one line may wait for a full pipe or terminal before it is
+ * dropped (and counted); after a drop, later lines do not wait at all
+ * until one gets through. */
+#define HUTCH_AUDIT_WRITE_MS 1000
+
+/* Opens FILE for appending (O_APPEND|O_CLOEXEC, 0600, created if missing),
+ * or stderr when NULL.  Caller frees with hutch_audit_close. */
+int hutch_audit_open(const char *file, struct hutch_audit **out, struct hutch_err *err);
+void hutch_audit_close(struct hutch_audit *a);
+/* Log rotation (SIGHUP): reopen the file by name, so lines go to the new
+ * file once the old one was moved away.  On failure the old file stays in
+ * use and -errno is returned.  No-op (0) for stderr. */
+int hutch_audit_reopen(struct hutch_audit *a);
+
+/* Append one line:
+ *   {"time": "2025-01-02T03:04:05.678Z", "event": ..., "principal": ...,
+ *    "execution": ..., "tool": ..., "decision": ..., "reason": ...,
+ *    "duration_ms": ..., <members of extra>}
+ * event: "tool_call" | "execution" | "execute_decision" | "policy_reload" |
+ * "auth" (not checked, so new events need no change here).  NULL strings
+ * and a negative duration_ms are written as null, so every line has the
+ * same keys.  Members of `extra` whose names are one of the keys above are
+ * skipped (an argument cannot forge a decision).  Strings that are not
+ * valid UTF-8 are repaired with U+FFFD.  Returns 0, -EINVAL (no event),
+ * -ENOMEM, or the write error when the line was dropped (full disk, a pipe
+ * full for HUTCH_AUDIT_WRITE_MS); dropped lines are counted. */
+int hutch_audit_log(struct hutch_audit *a, const char *event, const char *principal,
+                    const char *execution, const char *tool, const char *decision,
+                    const char *reason, double duration_ms, const cJSON *extra);
+/* Lines dropped since open. */
+uint64_t hutch_audit_dropped(struct hutch_audit *a);
+
+/* Deep copy of args with the value of every object member for which
+ * is_secret(arg, name) returns 1 replaced by "[redacted]" (at any depth up
+ * to HUTCH_AUDIT_MAX_DEPTH), and strings longer than
+ * HUTCH_AUDIT_MAX_STRING bytes cut, at a character boundary, with "…".
+ * is_secret may be NULL (nothing is secret).  NULL on NULL args or out of
+ * memory.  Caller frees with cJSON_Delete. */
+cJSON *hutch_audit_redact(const cJSON *args, int (*is_secret)(const void *arg, const char *key),
+                          const void *arg);
+
+#endif
