@@ -62,7 +62,8 @@ uint64_t hutch_audit_dropped(struct hutch_audit *a);
  * HUTCH_AUDIT_MAX_STRING bytes cut, at a character boundary, with "…".
  * is_secret may be NULL (nothing is secret).  NULL on NULL args or out of
  * memory.  Caller frees with cJSON_Delete. */
-cJSON *hutch_audit_redact(const cJSON *args, int (*is_secret)(const void *arg, const char *key),
+cJSON *hutch_audit_redact(const cJSON *args,
+                          int (*is_secret)(const void *arg, const char *key),
                           const void *arg);
 
 #endif

@@ -160,8 +160,8 @@ struct walk {
 
 /* Replace todo with target + "/" + rest, where rest may point into todo
  * (hence the copy). */
-static int splice_link(struct walk *w, const char *target, size_t tlen, const char *rest,
-                       struct hutch_err *err)
+static int splice_link(struct walk *w, const char *target, size_t tlen,
+                       const char *rest, struct hutch_err *err)
 {
     char tmp[PATH_MAX];
     size_t rlen = strlen(rest);

@@ -21,27 +21,28 @@ struct hutch_policy;
 struct hutch_policy_limits {
     uint64_t timeout_ms;
     uint64_t memory_mb;
-    uint32_t cpus_milli;         /* 1000 = one CPU; 0: no CPU limit */
+    uint32_t cpus_milli; /* 1000 = one CPU; 0: no CPU limit */
     uint32_t pids;
-    uint64_t output_bytes;       /* stdout and stderr, each */
-    uint64_t files_bytes;        /* files in and out, each way */
+    uint64_t output_bytes; /* stdout and stderr, each */
+    uint64_t files_bytes;  /* files in and out, each way */
 };
 
 struct hutch_policy_path {
-    const char *host;            /* absolute, normalised, symlinks resolved */
-    const char *sandbox;         /* absolute path inside the sandbox */
-    int rw;                      /* 0 "ro", 1 "rw" */
+    const char *host;    /* absolute, normalised, symlinks resolved */
+    const char *sandbox; /* absolute path inside the sandbox */
+    int rw;              /* 0 "ro", 1 "rw" */
 };
 
 struct hutch_policy_rate {
-    uint32_t executions_per_minute;  /* 0: unlimited */
+    uint32_t executions_per_minute; /* 0: unlimited */
     uint32_t tool_calls_per_minute;
 };
 
 /* Load and validate FILE.  Unknown fields are errors naming the field.  On
  * error err->msg is "FILE:LINE: message" (LINE from Lua when it has one).
  * Caller drops with hutch_policy_unref. */
-int hutch_policy_load(const char *file, struct hutch_policy **out, struct hutch_err *err);
+int hutch_policy_load(const char *file, struct hutch_policy **out,
+                      struct hutch_err *err);
 /* The built-in default when no --policy is given: executor "local",
  * conservative limits (30 s, 512 MB, 128 pids, 1 MiB output, 64 MiB files),
  * every configured upstream tool allowed, no host paths, no principals, no
@@ -50,12 +51,13 @@ int hutch_policy_default(struct hutch_policy **out, struct hutch_err *err);
 struct hutch_policy *hutch_policy_ref(struct hutch_policy *p);
 void hutch_policy_unref(struct hutch_policy *p);
 
-const char *hutch_policy_source(const struct hutch_policy *p);   /* file or "built-in" */
+const char *hutch_policy_source(const struct hutch_policy *p); /* file or "built-in" */
 const char *hutch_policy_executor(const struct hutch_policy *p);
 const struct hutch_policy_limits *hutch_policy_limits(const struct hutch_policy *p);
 const struct hutch_policy_rate *hutch_policy_rate(const struct hutch_policy *p);
 size_t hutch_policy_npaths(const struct hutch_policy *p);
-const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *p, size_t i);
+const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *p,
+                                                     size_t i);
 /* 1 when the policy lists principals (then HTTP needs one of their tokens). */
 int hutch_policy_has_principals(const struct hutch_policy *p);
 /* The principal whose bearer token is `token` (constant-time compare), or
@@ -67,7 +69,7 @@ const char *hutch_policy_principal(const struct hutch_policy *p, const char *tok
  * policy's own limits; a hook asking for more is clamped). */
 struct hutch_policy_exec {
     const char *principal;
-    const char *execution;       /* id */
+    const char *execution; /* id */
     const char *language;
     size_t code_bytes;
     size_t nfiles;
@@ -78,7 +80,8 @@ struct hutch_policy_decision {
 };
 /* 0 allowed (*out filled), -EPERM refused with `reason`, other negative on
  * internal errors (also refusals: fail closed). */
-int hutch_policy_check_execute(struct hutch_policy *p, const struct hutch_policy_exec *req,
+int hutch_policy_check_execute(struct hutch_policy *p,
+                               const struct hutch_policy_exec *req,
                                struct hutch_policy_decision *out, char *reason,
                                size_t reason_len);
 
@@ -95,8 +98,8 @@ int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
  * resolve symlinks of its existing part, and check it lies inside a `paths`
  * entry whose mode allows `mode` ("ro" or "rw").  1 allowed (*resolved, if
  * given, receives the resolved host path to use from now on), 0 not. */
-int hutch_policy_path_allowed(struct hutch_policy *p, const char *path, const char *mode,
-                              char *resolved, size_t resolved_len);
+int hutch_policy_path_allowed(struct hutch_policy *p, const char *path,
+                              const char *mode, char *resolved, size_t resolved_len);
 
 /* Argument names whose values never reach the audit log. */
 int hutch_policy_is_secret(const struct hutch_policy *p, const char *arg_name);

@@ -260,7 +260,8 @@ static void test_resolve(void)
         longt[4000] = '\0';
         mklink(longt, "/allowed/long");
         snprintf(rel, sizeof(rel), "/allowed/long/%0200d", 0);
-        resolve_fails(rel, -ENAMETOOLONG, "a link whose target makes the path too long");
+        resolve_fails(rel, -ENAMETOOLONG,
+                      "a link whose target makes the path too long");
         char big[PATH_MAX + 16];
         memset(big, 'a', sizeof(big) - 1);
         big[0] = '/';
@@ -293,8 +294,8 @@ static void test_resolve(void)
         char dir[PATH_MAX], in[PATH_MAX];
         snprintf(dir, sizeof(dir), "%s/allowed", base);
         const char *bad[] = {"/allowed/escape/secret", "/allowed/dangling",
-                             "/allowed/trick/x", "/allowed/%2e%2e/outside",
-                             "/allowed/abs", "/allowed/root/etc/passwd"};
+                             "/allowed/trick/x",       "/allowed/%2e%2e/outside",
+                             "/allowed/abs",           "/allowed/root/etc/passwd"};
         for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
             snprintf(in, sizeof(in), "%s%s", base, bad[i]);
             int r = hutch_path_resolve(in, out, sizeof(out), &e);
@@ -317,7 +318,8 @@ static void test_within(void)
     ok(hutch_path_within("/srv/data/x", "/srv/data") == 1, "child is within");
     ok(hutch_path_within("/srv/data/x/y/z", "/srv/data") == 1, "descendant is within");
     ok(hutch_path_within("/srv/data2", "/srv/data") == 0, "/srv/data2 not within");
-    ok(hutch_path_within("/srv/database/x", "/srv/data") == 0, "/srv/database not within");
+    ok(hutch_path_within("/srv/database/x", "/srv/data") == 0,
+       "/srv/database not within");
     ok(hutch_path_within("/srv/dat", "/srv/data") == 0, "a prefix of dir not within");
     ok(hutch_path_within("/srv", "/srv/data") == 0, "the parent not within");
     ok(hutch_path_within("/", "/srv/data") == 0, "/ not within /srv/data");
@@ -325,10 +327,12 @@ static void test_within(void)
     ok(hutch_path_within("/", "/") == 1, "/ within /");
     ok(hutch_path_within("/srv/data/../etc", "/srv/data") == 0,
        "an unnormalised path fails closed");
-    ok(hutch_path_within("/srv/data/./x", "/srv/data") == 0, "a . component fails closed");
+    ok(hutch_path_within("/srv/data/./x", "/srv/data") == 0,
+       "a . component fails closed");
     ok(hutch_path_within("/srv/data//x", "/srv/data") == 0, "// fails closed");
     ok(hutch_path_within("/srv/data/", "/srv/data") == 0, "trailing / fails closed");
-    ok(hutch_path_within("/srv/data/x", "/srv/data/") == 0, "a dir with / fails closed");
+    ok(hutch_path_within("/srv/data/x", "/srv/data/") == 0,
+       "a dir with / fails closed");
     ok(hutch_path_within("srv/data/x", "srv/data") == 0, "relative paths fail closed");
     ok(hutch_path_within(NULL, "/srv") == 0 && hutch_path_within("/srv", NULL) == 0,
        "NULL fails closed");
