@@ -9,6 +9,7 @@ int hutch_cmd_plugins(int argc, char **argv);
 int hutch_cmd_doctor(int argc, char **argv);
 int hutch_cmd_serve(int argc, char **argv);
 int hutch_cmd_tools(int argc, char **argv);
+int hutch_cmd_policy(int argc, char **argv);
 
 /* Load the plugin directory and open `name` (NULL: $HUTCH_EXECUTOR or
  * "local").  On success *ps is owned by the caller (hutch_plugins_free) and

@@ -13,6 +13,7 @@
 #include "caps.h"
 #include "cli.h"
 #include "exec.h"
+#include "govern.h"
 #include "log.h"
 #include "upstream.h"
 #include "util.h"
@@ -152,7 +153,7 @@ static void print_result(const cJSON *result)
 
 int hutch_cmd_run(int argc, char **argv)
 {
-    enum { OPT_PLUGINS = 256, OPT_JSON, OPT_PIDS };
+    enum { OPT_PLUGINS = 256, OPT_JSON, OPT_PIDS, OPT_AUDIT };
     static const struct option opts[] = {
         {"lang", required_argument, NULL, 'l'},
         {"eval", required_argument, NULL, 'e'},
@@ -161,6 +162,8 @@ int hutch_cmd_run(int argc, char **argv)
         {"executor", required_argument, NULL, 'x'},
         {"plugins", required_argument, NULL, OPT_PLUGINS},
         {"servers", required_argument, NULL, 's'},
+        {"policy", required_argument, NULL, 'p'},
+        {"audit", required_argument, NULL, OPT_AUDIT},
         {"timeout", required_argument, NULL, 't'},
         {"memory", required_argument, NULL, 'm'},
         {"pids", required_argument, NULL, OPT_PIDS},
@@ -177,7 +180,12 @@ int hutch_cmd_run(int argc, char **argv)
     struct hutch_plugin *plugin = NULL;
     struct hutch_tar *tar = NULL;
     const char *lang = NULL, *eval = NULL, *out_dir = NULL, *executor = NULL;
-    const char *plugin_dir = NULL, *path = NULL, *servers = NULL;
+    const char *plugin_dir = NULL, *path = NULL, *servers = NULL, *policy_file = NULL,
+               *audit_file = NULL;
+    struct hutch_gov *gov = NULL;
+    struct hutch_gov_exec gx = {0};
+    struct hutch_policy_decision dec;
+    int governed = 0, timeout_set = 0, memory_set = 0, pids_set = 0;
     struct hutch_upstreams *ups = NULL;
     struct hutch_bridge *bridge = NULL;
     cJSON *config = NULL;
@@ -197,7 +205,7 @@ int hutch_cmd_run(int argc, char **argv)
         goto out;
     }
     optind = 1;
-    while ((c = getopt_long(argc, argv, "l:e:f:o:x:s:t:m:vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "l:e:f:o:x:s:p:t:m:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'l':
             lang = optarg;
@@ -220,7 +228,14 @@ int hutch_cmd_run(int argc, char **argv)
         case 's':
             servers = optarg;
             break;
+        case 'p':
+            policy_file = optarg;
+            break;
+        case OPT_AUDIT:
+            audit_file = optarg;
+            break;
         case 't':
+            timeout_set = 1;
             if (hutch_parse_u64(optarg, 1, HUTCH_MAX_TIMEOUT_MS, &timeout) < 0) {
                 fprintf(stderr, "hutch run: --timeout wants milliseconds, 1 to %u\n",
                         HUTCH_MAX_TIMEOUT_MS);
@@ -228,6 +243,7 @@ int hutch_cmd_run(int argc, char **argv)
             }
             break;
         case 'm':
+            memory_set = 1;
             if (hutch_parse_u64(optarg, 16, HUTCH_MAX_MEMORY_MB, &memory) < 0) {
                 fprintf(stderr, "hutch run: --memory wants megabytes, 16 to %u\n",
                         HUTCH_MAX_MEMORY_MB);
@@ -235,6 +251,7 @@ int hutch_cmd_run(int argc, char **argv)
             }
             break;
         case OPT_PIDS:
+            pids_set = 1;
             if (hutch_parse_u64(optarg, 8, 65536, &pids) < 0) {
                 fprintf(stderr, "hutch run: --pids wants a number, 8 to 65536\n");
                 goto out;
@@ -326,12 +343,6 @@ int hutch_cmd_run(int argc, char **argv)
         }
     }
 
-    r = hutch_cli_open_executor(plugin_dir, executor, &host, &ps, &plugin, &err);
-    if (r < 0) {
-        fprintf(stderr, "hutch run: %s\n", err.msg);
-        goto out;
-    }
-
     if (servers) {
         struct hutch_upstream_opts uo = {0};
         cJSON *st, *it;
@@ -351,8 +362,54 @@ int hutch_cmd_run(int argc, char **argv)
                         cJSON_GetStringValue(cJSON_GetObjectItem(it, "error")) ?: "");
         }
         cJSON_Delete(st);
-        req.tool = hutch_bridge_tool;
-        req.tool_arg = bridge;
+        if (!governed) {
+            req.tool = hutch_bridge_tool;
+            req.tool_arg = bridge;
+        }
+    }
+
+    if (policy_file || audit_file) {
+        char reason[600];
+        if (hutch_gov_new(policy_file, audit_file ? audit_file : "/dev/null", &gov,
+                          &err) < 0) {
+            fprintf(stderr, "hutch run: policy: %s\n", err.msg);
+            goto out;
+        }
+        if (!bridge && hutch_bridge_new(NULL, &bridge, &err) < 0) {
+            fprintf(stderr, "hutch run: %s\n", err.msg);
+            goto out;
+        }
+        if (hutch_gov_begin(gov, &gx, bridge, "local", lang, code_len, nfiles, &dec,
+                            reason, sizeof(reason)) < 0) {
+            fprintf(stderr, "hutch run: refused by the policy: %s\n", reason);
+            goto out;
+        }
+        governed = 1;
+        if (!executor)
+            executor = dec.executor;
+        /* The policy's limits are ceilings: flags may only tighten them. */
+        if (!timeout_set || timeout > dec.limits.timeout_ms)
+            timeout = dec.limits.timeout_ms;
+        if (!memory_set || memory > dec.limits.memory_mb)
+            memory = dec.limits.memory_mb;
+        if (!pids_set || pids > dec.limits.pids)
+            pids = dec.limits.pids;
+        req.cpu_millis = dec.limits.cpus_milli;
+        req.output_bytes = dec.limits.output_bytes;
+        req.files_bytes = dec.limits.files_bytes;
+        if (req.tar_len > dec.limits.files_bytes) {
+            fprintf(stderr,
+                    "hutch run: --file inputs exceed the policy's files_bytes (%llu)\n",
+                    (unsigned long long)dec.limits.files_bytes);
+            goto out;
+        }
+        req.tool = hutch_gov_tool;
+        req.tool_arg = &gx;
+    }
+    r = hutch_cli_open_executor(plugin_dir, executor, &host, &ps, &plugin, &err);
+    if (r < 0) {
+        fprintf(stderr, "hutch run: %s\n", err.msg);
+        goto out;
     }
 
     memset(&sa, 0, sizeof(sa));
@@ -373,6 +430,10 @@ int hutch_cmd_run(int argc, char **argv)
     req.cancel = &cancelled;
 
     r = hutch_exec_run(plugin, &req, &res, &err);
+    if (governed) {
+        hutch_gov_end(&gx, r < 0 ? NULL : &res, r < 0 ? err.msg : NULL);
+        governed = 0;
+    }
     if (r < 0) {
         fprintf(stderr, "hutch run: %s\n", err.msg);
         goto out;
@@ -401,6 +462,9 @@ out:
     hutch_exec_result_free(&res);
     hutch_tar_free(tar);
     hutch_plugins_free(ps);
+    if (governed)
+        hutch_gov_end(&gx, NULL, "not run");
+    hutch_gov_free(gov);
     hutch_bridge_free(bridge);
     hutch_upstreams_free(ups);
     cJSON_Delete(config);

@@ -3,6 +3,7 @@
  * newline-delimited JSON-RPC on stdin/stdout, logs on stderr only. */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +12,47 @@
 
 #include "caps.h"
 #include "cli.h"
+#include "govern.h"
 #include "http.h"
 #include "log.h"
 #include "mcp_server.h"
+#include "policy.h"
 #include "upstream.h"
 #include "util.h"
 
 static volatile int stopping;
+static struct hutch_gov *gov;
+
+/* SIGHUP reloads the policy: a thread waits for it with sigwait, so that
+ * reloading (Lua, files, allocation) never runs in a signal handler. */
+static void *reload_thread(void *arg)
+{
+    sigset_t set;
+    int sig;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    for (;;) {
+        struct hutch_err err = {0};
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (hutch_gov_reload(gov, &err) < 0)
+            hutch_error("policy reload failed, keeping the current policy: %s",
+                        err.msg);
+        else
+            hutch_warn("policy reloaded");
+    }
+    return NULL;
+}
+
+static int http_principal(void *arg, const char *token, char *name, size_t len)
+{
+    struct hutch_policy *p = hutch_gov_policy(arg);
+    const char *who = hutch_policy_principal(p, token);
+    if (who)
+        snprintf(name, len, "%s", who);
+    hutch_policy_unref(p);
+    return who != NULL;
+}
 
 static void on_signal(int sig)
 {
@@ -180,9 +215,18 @@ static char *read_token(const char *file, struct hutch_err *err)
 
 int hutch_cmd_serve(int argc, char **argv)
 {
-    enum { OPT_PLUGINS = 256, OPT_HTTP, OPT_TOKEN_FILE, OPT_PIDS, OPT_NO_ENVELOPE };
+    enum {
+        OPT_PLUGINS = 256,
+        OPT_HTTP,
+        OPT_TOKEN_FILE,
+        OPT_PIDS,
+        OPT_NO_ENVELOPE,
+        OPT_AUDIT
+    };
     static const struct option opts[] = {
         {"servers", required_argument, NULL, 's'},
+        {"policy", required_argument, NULL, 'p'},
+        {"audit", required_argument, NULL, OPT_AUDIT},
         {"http", required_argument, NULL, OPT_HTTP},
         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
         {"executor", required_argument, NULL, 'x'},
@@ -206,7 +250,9 @@ int hutch_cmd_serve(int argc, char **argv)
     struct hutch_mcp *m = NULL;
     cJSON *config = NULL;
     const char *servers = NULL, *http = NULL, *token_file = NULL, *executor = NULL,
-               *plugin_dir = NULL;
+               *plugin_dir = NULL, *policy_file = NULL, *audit_file = NULL;
+    pthread_t reloader;
+    sigset_t hup;
     char addr[256] = "", *token = NULL;
     uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
              pids = HUTCH_DEFAULT_PIDS;
@@ -215,13 +261,19 @@ int hutch_cmd_serve(int argc, char **argv)
 
     hutch_log_set_level(HUTCH_LOG_WARN);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "s:x:t:m:vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:p:x:t:m:vh", opts, NULL)) != -1) {
         switch (c) {
         case 's':
             servers = optarg;
             break;
         case OPT_HTTP:
             http = optarg;
+            break;
+        case 'p':
+            policy_file = optarg;
+            break;
+        case OPT_AUDIT:
+            audit_file = optarg;
             break;
         case OPT_TOKEN_FILE:
             token_file = optarg;
@@ -290,6 +342,23 @@ int hutch_cmd_serve(int argc, char **argv)
             goto out;
         }
     }
+    if (hutch_gov_new(policy_file, audit_file, &gov, &err) < 0) {
+        fprintf(stderr, "hutch serve: policy: %s\n", err.msg);
+        goto out;
+    }
+    /* Every thread created from here on inherits SIGHUP blocked. */
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hup, NULL);
+    if (pthread_create(&reloader, NULL, reload_thread, NULL) == 0)
+        pthread_detach(reloader);
+    if (!executor) {
+        struct hutch_policy *pol = hutch_gov_policy(gov);
+        static char name[64];
+        snprintf(name, sizeof(name), "%s", hutch_policy_executor(pol));
+        hutch_policy_unref(pol);
+        executor = getenv("HUTCH_EXECUTOR") && !policy_file ? NULL : name;
+    }
     if (hutch_cli_open_executor(plugin_dir, executor, &host, &ps, &plugin, &err) < 0) {
         fprintf(stderr, "hutch serve: %s\n", err.msg);
         goto out;
@@ -317,6 +386,9 @@ int hutch_cmd_serve(int argc, char **argv)
         }
     }
     mo.executor = plugin;
+    mo.plugins = ps;
+    mo.host = &host;
+    mo.gov = gov;
     mo.upstreams = ups;
     mo.timeout_ms = timeout;
     mo.memory_mb = memory;
@@ -329,6 +401,14 @@ int hutch_cmd_serve(int argc, char **argv)
     if (http) {
         ho.addr = addr;
         ho.token = token;
+        {
+            struct hutch_policy *pol = hutch_gov_policy(gov);
+            if (hutch_policy_has_principals(pol)) {
+                ho.principal = http_principal;
+                ho.principal_arg = gov;
+            }
+            hutch_policy_unref(pol);
+        }
         if (!token && (!strcmp(addr, "127.0.0.1") || !strcmp(addr, "::1") ||
                        !strcmp(addr, "localhost") || !strncmp(addr, "127.", 4)))
             fprintf(stderr,
@@ -347,6 +427,7 @@ out:
     hutch_upstreams_free(ups);
     cJSON_Delete(config);
     hutch_plugins_free(ps);
+    /* gov stays: the reload thread may still be waiting on SIGHUP. */
     free(token);
     return rc;
 }

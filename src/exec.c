@@ -642,7 +642,11 @@ static void finish_files(struct run *rn)
     int r;
 
     r = rn->ex->get_archive(rn->state, rn->sb, hutch_buf_write, &res->out_tar,
-                            HUTCH_TAR_OUT_MAX_BYTES, &ferr);
+                            rn->req->files_bytes &&
+                                    rn->req->files_bytes < HUTCH_TAR_OUT_MAX_BYTES
+                                ? rn->req->files_bytes
+                                : HUTCH_TAR_OUT_MAX_BYTES,
+                            &ferr);
     if (r == 0)
         r = list_files(&res->out_tar, res->files, &ferr);
     if (r == 0 && rn->req->out_dir && res->out_tar.len) {
@@ -685,6 +689,11 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     spec.memory_bytes = (req->memory_mb ? req->memory_mb : HUTCH_DEFAULT_MEMORY_MB)
                         << 20;
     spec.pids_max = req->pids ? req->pids : HUTCH_DEFAULT_PIDS;
+    spec.cpu_millis = req->cpu_millis;
+    if (req->output_bytes && req->output_bytes < res->out.max) {
+        res->out.max = (size_t)req->output_bytes;
+        res->err.max = (size_t)req->output_bytes;
+    }
     spec.work_bytes = (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
     spec.tmp_bytes = (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
     spec.open_files = HUTCH_DEFAULT_OPEN_FILES;

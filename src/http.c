@@ -97,6 +97,7 @@ struct http_session {
     struct http_server *srv;
     struct hutch_mcp_session *s;
     const char *id;
+    char principal[64]; /* who created it; only they may use it */
     /* Under srv->mu: */
     int refs; /* the table while linked, plus each request using it */
     int linked;
@@ -108,6 +109,8 @@ struct http_server {
     struct hutch_mcp *m;
     const char *token;
     size_t token_len;
+    int (*principal)(void *arg, const char *token, char *name, size_t len);
+    void *principal_arg;
     int loopback;
     int stopping;        /* atomic */
     uint64_t buffered;   /* atomic: request body bytes reserved */
@@ -120,6 +123,7 @@ struct http_server {
 
 /* One HTTP request: MHD's per-request context. */
 struct http_req {
+    char principal[64]; /* authenticated caller */
     int post;
     struct hutch_buf body;
     uint64_t reserved;       /* counted in srv->buffered */
@@ -446,7 +450,8 @@ static struct http_session *session_lookup(struct http_server *srv, const char *
 
 /* A new session, not yet findable (it becomes so once initialize succeeded);
  * it takes a slot of HUTCH_HTTP_MAX_SESSIONS now. */
-static struct http_session *session_create(struct http_server *srv, unsigned *status)
+static struct http_session *session_create(struct http_server *srv,
+                                           const char *principal, unsigned *status)
 {
     struct http_session *hs;
 
@@ -463,7 +468,8 @@ static struct http_session *session_create(struct http_server *srv, unsigned *st
     if (hs) {
         hs->srv = srv;
         hs->id = "-"; /* for logs, until the core names it */
-        hs->s = hutch_mcp_session_new(srv->m, on_send, hs, "http");
+        snprintf(hs->principal, sizeof(hs->principal), "%s", principal);
+        hs->s = hutch_mcp_session_new(srv->m, on_send, hs, principal);
     }
     if (!hs || !hs->s) {
         free(hs);
@@ -673,11 +679,19 @@ static const char *rebinding_check(struct MHD_Connection *conn)
     return NULL;
 }
 
-static int authorized(const struct http_server *srv, struct MHD_Connection *conn)
+/* Who is asking: the policy's principal whose token this is, or "http" for
+ * the server-wide token (or when no token is configured at all).  0 when
+ * the request is not authorized. */
+static int authorized(const struct http_server *srv, struct MHD_Connection *conn,
+                      char *who, size_t len)
 {
     const char *h = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
+    char tok[512];
     size_t n;
 
+    snprintf(who, len, "http");
+    if (!srv->token && !srv->principal)
+        return 1;
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return 0;
     h += 7;
@@ -685,7 +699,14 @@ static int authorized(const struct http_server *srv, struct MHD_Connection *conn
     n = strlen(h);
     while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
         n--;
-    return secret_equal(srv->token, srv->token_len, h, n);
+    if (srv->token && secret_equal(srv->token, srv->token_len, h, n))
+        return 1;
+    if (srv->principal && n < sizeof(tok)) {
+        memcpy(tok, h, n);
+        tok[n] = '\0';
+        return srv->principal(srv->principal_arg, tok, who, len) == 1;
+    }
+    return 0;
 }
 
 static int is_json_type(const char *ct)
@@ -978,7 +999,7 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
         if (r == 0)
             return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                                "Bad Request: Mcp-Session-Id header is required", NULL);
-        hs = session_create(srv, &status);
+        hs = session_create(srv, rq->principal, &status);
         if (!hs)
             return reply_error(conn, status, -32000,
                                status == MHD_HTTP_SERVICE_UNAVAILABLE
@@ -1044,6 +1065,7 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
                                            NULL};
     const char *why, *sid, *version, *clen, *ctype;
+    char who[64];
     int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0, hosts = 0;
     uint64_t len = 0;
     struct http_req *rq;
@@ -1055,7 +1077,7 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
                            "Bad Request: more than one Host header", NULL);
     if (srv->loopback && (why = rebinding_check(conn)) != NULL)
         return reply_error(conn, MHD_HTTP_FORBIDDEN, -32000, why, NULL);
-    if (srv->token && !authorized(srv, conn))
+    if (!authorized(srv, conn, who, sizeof(who)))
         return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000,
                            "Unauthorized: send Authorization: Bearer <token>",
                            www_auth);
@@ -1100,6 +1122,7 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     if (!rq)
         return MHD_NO;
     rq->post = post;
+    snprintf(rq->principal, sizeof(rq->principal), "%s", who);
     hutch_buf_init(&rq->body, HUTCH_HTTP_MAX_BODY);
     if (len && reserve(srv, rq, len) < 0) {
         req_free(srv, rq);
@@ -1108,7 +1131,9 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     }
     if (sid) {
         rq->hs = session_lookup(srv, sid);
-        if (!rq->hs) {
+        /* A session belongs to the principal that opened it: to anyone
+         * else it does not exist. */
+        if (!rq->hs || strcmp(rq->hs->principal, rq->principal) != 0) {
             req_free(srv, rq);
             return reply_error(conn, MHD_HTTP_NOT_FOUND, -32001, "Session not found",
                                NULL);
@@ -1245,7 +1270,7 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
         return rc;
     if (opts->token && !*opts->token)
         return hutch_err_set(err, -EINVAL, "the bearer token is empty");
-    if (!opts->token && !loopback)
+    if (!opts->token && !opts->principal && !loopback)
         return hutch_err_set(
             err, -EPERM,
             "refusing to serve MCP on %s without a token: anyone who can reach "
@@ -1258,6 +1283,8 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     srv.loopback = loopback;
     srv.token = opts->token;
     srv.token_len = opts->token ? strlen(opts->token) : 0;
+    srv.principal = opts->principal;
+    srv.principal_arg = opts->principal_arg;
     pthread_mutex_init(&srv.mu, NULL);
 
     /* Thread per connection: handlers may block until the core answers.

@@ -14,6 +14,11 @@ struct hutch_http_opts {
     const char *addr;  /* "127.0.0.1", "::1", "0.0.0.0": a host name is not accepted */
     uint16_t port;     /* 0: pick one (reported in bound_port) */
     const char *token; /* bearer token required on every request; NULL: none */
+    /* Tokens of named principals (the policy's): 1 and the name written
+     * when `token` is one of them.  With it set, a request needs the
+     * server token or a principal's token. */
+    int (*principal)(void *arg, const char *token, char *name, size_t len);
+    void *principal_arg;
     uint16_t bound_port; /* out: set once listening, before serving starts */
 };
 

@@ -16,6 +16,7 @@ static void usage(FILE *f)
                "  serve     serve MCP (search_tools, execute_code) over stdio or HTTP\n"
                "  run       run a program in a sandbox (hutch run --help)\n"
                "  tools     list or search the tools of upstream MCP servers\n"
+               "  policy    check or test a Lua policy file\n"
                "  plugins   list the executor plugins found, usable or not, and why\n"
                "  doctor    check this machine for what the executors need\n"
                "\n"
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
         return hutch_cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "serve"))
         return hutch_cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "policy"))
+        return hutch_cmd_policy(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tools"))
         return hutch_cmd_tools(argc - 1, argv + 1);
     if (!strcmp(argv[1], "plugins"))

@@ -15,8 +15,10 @@
 #include "bridge.h"
 #include "caps.h"
 #include "exec.h"
+#include "govern.h"
 #include "log.h"
 #include "mcp_server.h"
+#include "plugin.h"
 #include "util.h"
 #include "wire.h"
 
@@ -34,9 +36,33 @@ static const char *const protocols[] = {"2025-11-25", "2025-06-18", NULL};
 struct hutch_mcp {
     struct hutch_mcp_opts o;
     struct hutch_bridge *bridge;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* seq, opening plugins */
     uint64_t seq;
 };
+
+/* The executor the policy picked: the default one, or another plugin
+ * opened on first use. */
+static struct hutch_plugin *pick_executor(struct hutch_mcp *m, const char *name,
+                                          struct hutch_err *err)
+{
+    struct hutch_plugin *p;
+    struct hutch_config cfg = {.struct_size = sizeof(cfg), .instance_id = "mcp"};
+    int r;
+    if (!name || !*name || (m->o.executor && !strcmp(m->o.executor->name, name)))
+        return m->o.executor;
+    p = m->o.plugins ? hutch_plugins_find(m->o.plugins, name) : NULL;
+    if (!p) {
+        hutch_err_set(err, -ENOENT,
+                      "the policy asks for executor \"%s\", which is not "
+                      "installed (see hutch plugins)",
+                      name);
+        return NULL;
+    }
+    pthread_mutex_lock(&m->mu);
+    r = hutch_plugin_open(p, m->o.host, &cfg, err);
+    pthread_mutex_unlock(&m->mu);
+    return r < 0 ? NULL : p;
+}
 
 struct inflight {
     struct inflight *next;
@@ -728,10 +754,9 @@ static cJSON *execute_code(struct job *j)
     struct hutch_exec_result res;
     struct hutch_tar *tar = NULL;
     struct hutch_err err = {0};
-    char msg[1200], label[32];
+    char msg[1200], label[40];
     cJSON *out = NULL;
     const cJSON *it;
-    uint64_t n;
 
     cJSON_ArrayForEach(it, j->args)
     {
@@ -772,29 +797,66 @@ static cJSON *execute_code(struct job *j)
         hutch_tar_free(tar);
         return text_result(msg, 1);
     }
-    pthread_mutex_lock(&m->mu);
-    n = ++m->seq;
-    pthread_mutex_unlock(&m->mu);
-    snprintf(label, sizeof(label), "mcp-%llu", (unsigned long long)n);
+    {
+        struct hutch_policy_decision d;
+        struct hutch_gov_exec gx;
+        struct hutch_plugin *plugin;
+        char reason[600];
+        size_t nfiles = 0;
+        const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->args, "files");
+        if (cJSON_IsArray(files))
+            nfiles = (size_t)cJSON_GetArraySize(files);
+        if (hutch_gov_begin(m->o.gov, &gx, m->bridge, j->s->principal,
+                            lang->valuestring, strlen(code->valuestring), nfiles, &d,
+                            reason, sizeof(reason)) < 0) {
+            snprintf(msg, sizeof(msg), "execute_code refused by the policy: %s",
+                     reason);
+            hutch_tar_free(tar);
+            return text_result(msg, 1);
+        }
+        if (req.tar_len > d.limits.files_bytes) {
+            snprintf(msg, sizeof(msg),
+                     "execute_code: files of %zu bytes exceed the policy's files_bytes "
+                     "(%llu)",
+                     req.tar_len, (unsigned long long)d.limits.files_bytes);
+            hutch_gov_end(&gx, NULL, msg);
+            hutch_tar_free(tar);
+            return text_result(msg, 1);
+        }
+        plugin = pick_executor(m, d.executor, &err);
+        if (!plugin) {
+            snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
+            hutch_gov_end(&gx, NULL, msg);
+            hutch_tar_free(tar);
+            return text_result(msg, 1);
+        }
+        snprintf(label, sizeof(label), "%s", gx.execution);
+        if (d.limits.timeout_ms && d.limits.timeout_ms < req.timeout_ms)
+            req.timeout_ms = d.limits.timeout_ms;
+        req.language = lang->valuestring;
+        req.code = code->valuestring;
+        req.memory_mb = d.limits.memory_mb ? d.limits.memory_mb : m->o.memory_mb;
+        req.pids = d.limits.pids ? d.limits.pids : m->o.pids;
+        req.cpu_millis = d.limits.cpus_milli;
+        req.output_bytes = d.limits.output_bytes;
+        req.files_bytes = d.limits.files_bytes;
+        req.label = label;
+        req.stream_fd_out = req.stream_fd_err = -1;
+        req.tool = hutch_gov_tool;
+        req.tool_arg = &gx;
+        req.cancel = &j->fl.cancel;
+        req.tick = tick;
+        req.tick_arg = j;
 
-    req.language = lang->valuestring;
-    req.code = code->valuestring;
-    req.memory_mb = m->o.memory_mb;
-    req.pids = m->o.pids;
-    req.label = label;
-    req.stream_fd_out = req.stream_fd_err = -1;
-    req.tool = hutch_bridge_tool;
-    req.tool_arg = m->bridge;
-    req.cancel = &j->fl.cancel;
-    req.tick = tick;
-    req.tick_arg = j;
-
-    hutch_exec_result_init(&res);
-    if (hutch_exec_run(m->o.executor, &req, &res, &err) < 0) {
-        snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
-        out = text_result(msg, 1);
-    } else {
-        out = exec_result(m, &res);
+        hutch_exec_result_init(&res);
+        if (hutch_exec_run(plugin, &req, &res, &err) < 0) {
+            snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
+            out = text_result(msg, 1);
+            hutch_gov_end(&gx, NULL, msg);
+        } else {
+            out = exec_result(m, &res);
+            hutch_gov_end(&gx, &res, NULL);
+        }
     }
     hutch_info("execution %s (%s, %s): exit %d in %llu ms, %d tool calls", label,
                j->s->principal, lang->valuestring, res.exit_code,

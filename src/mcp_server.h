@@ -20,8 +20,14 @@ struct hutch_mcp_session;
 struct hutch_plugin;
 struct hutch_upstreams;
 
+struct hutch_gov;
+struct hutch_plugins;
+
 struct hutch_mcp_opts {
-    struct hutch_plugin *executor;     /* opened executor plugin */
+    struct hutch_plugin *executor; /* opened executor plugin (the default) */
+    struct hutch_plugins *plugins; /* all plugins, for the policy's choice */
+    const struct hutch_host *host;
+    struct hutch_gov *gov;             /* policy, audit, rate limits */
     struct hutch_upstreams *upstreams; /* may be NULL: no upstream tools */
     uint64_t timeout_ms;               /* default and maximum per execution */
     uint64_t memory_mb;

@@ -38,7 +38,8 @@ struct cgroup_set {
     int version; /* 0 none, 1 or 2 */
     char mem_parent[PATH_MAX];
     char pids_parent[PATH_MAX];
-    char reason[256]; /* why there is none */
+    char cpu_parent[PATH_MAX]; /* "" without a usable cpu controller */
+    char reason[256];          /* why there is none */
 };
 
 struct local_state {
@@ -61,6 +62,7 @@ struct local_sandbox {
     int killed;
     char cg_mem[PATH_MAX]; /* sandbox's own cgroups, "" if none */
     char cg_pids[PATH_MAX];
+    char cg_cpu[PATH_MAX]; /* v1 only; v2 sets cpu.max in cg_mem */
 };
 
 static uint64_t mono_us(void)
@@ -180,6 +182,13 @@ static void cgroup_detect(struct cgroup_set *cg)
             }
         }
         snprintf(cg->pids_parent, sizeof(cg->pids_parent), "%s", cg->mem_parent);
+        {
+            /* The cpu controller is optional: without it, no CPU limit. */
+            char sub[PATH_MAX + 32];
+            snprintf(sub, sizeof(sub), "%s/cgroup.subtree_control", cg->mem_parent);
+            if (strstr(ctl, "cpu") && write_str(sub, "+cpu") == 0)
+                snprintf(cg->cpu_parent, sizeof(cg->cpu_parent), "%s", cg->mem_parent);
+        }
         cg->version = 2;
         return;
     }
@@ -205,6 +214,24 @@ static void cgroup_detect(struct cgroup_set *cg)
         return;
     }
     cg->version = 1;
+    {
+        static const char *const mounts[] = {"/sys/fs/cgroup/cpu",
+                                             "/sys/fs/cgroup/cpu,cpuacct"};
+        if (own_cgroup("cpu", own, sizeof(own)) == 0 ||
+            own_cgroup("cpu,cpuacct", own, sizeof(own)) == 0 ||
+            own_cgroup("cpuacct,cpu", own, sizeof(own)) == 0) {
+            for (size_t i = 0; i < 2; i++) {
+                char probe[PATH_MAX + 64];
+                snprintf(probe, sizeof(probe), "%s%s/cpu.cfs_quota_us", mounts[i],
+                         strcmp(own, "/") ? own : "");
+                if (access(probe, W_OK) == 0) {
+                    snprintf(cg->cpu_parent, sizeof(cg->cpu_parent), "%s%s", mounts[i],
+                             strcmp(own, "/") ? own : "");
+                    break;
+                }
+            }
+        }
+    }
 }
 
 static int cg_write(const char *dir, const char *file, const char *val)
@@ -223,6 +250,9 @@ static void cg_remove(char *dir)
         usleep(1000);
     dir[0] = '\0';
 }
+
+static int cg_cpu_limit(struct local_state *st, struct local_sandbox *sb,
+                        const char *name, uint32_t millis, struct hutch_err *err);
 
 static int cg_create(struct local_state *st, struct local_sandbox *sb,
                      const struct hutch_sandbox_spec *spec, struct hutch_err *err)
@@ -272,6 +302,40 @@ static int cg_create(struct local_state *st, struct local_sandbox *sb,
         if (r < 0)
             return hutch_err_set(err, r, "setting the pids limit: %s", strerror(-r));
     }
+    return cg_cpu_limit(st, sb, name, spec->cpu_millis, err);
+}
+
+/* CPU time as a CFS quota over a 100 ms period; 1000 millis = one CPU. */
+static int cg_cpu_limit(struct local_state *st, struct local_sandbox *sb,
+                        const char *name, uint32_t millis, struct hutch_err *err)
+{
+    char val[64];
+    int r;
+    if (!millis)
+        return 0;
+    if (!st->cg.cpu_parent[0]) {
+        st->host->log(HUTCH_LOG_WARN, "local",
+                      "no usable cpu cgroup controller: the CPU limit is not applied");
+        return 0;
+    }
+    if (st->cg.version == 2) {
+        snprintf(val, sizeof(val), "%u 100000", millis * 100u);
+        r = cg_write(sb->cg_mem, "cpu.max", val);
+    } else {
+        snprintf(sb->cg_cpu, sizeof(sb->cg_cpu), "%s/%s", st->cg.cpu_parent, name);
+        if (mkdir(sb->cg_cpu, 0755) < 0) {
+            r = -errno;
+            sb->cg_cpu[0] = '\0';
+            return hutch_err_set(err, r, "creating cpu cgroup %s: %s", name,
+                                 strerror(-r));
+        }
+        snprintf(val, sizeof(val), "%u", millis * 100u);
+        r = cg_write(sb->cg_cpu, "cpu.cfs_period_us", "100000");
+        if (r == 0)
+            r = cg_write(sb->cg_cpu, "cpu.cfs_quota_us", val);
+    }
+    if (r < 0)
+        return hutch_err_set(err, r, "setting the CPU limit: %s", strerror(-r));
     return 0;
 }
 
@@ -284,6 +348,8 @@ static int cg_enter(struct local_sandbox *sb, pid_t pid)
         r = cg_write(sb->cg_mem, "cgroup.procs", val);
     if (r == 0 && sb->cg_pids[0])
         r = cg_write(sb->cg_pids, "cgroup.procs", val);
+    if (r == 0 && sb->cg_cpu[0])
+        r = cg_write(sb->cg_cpu, "cgroup.procs", val);
     return r;
 }
 
@@ -580,6 +646,7 @@ static void sandbox_free(struct local_sandbox *sb)
     close_fd(&sb->init_pidfd);
     cg_remove(sb->cg_mem);
     cg_remove(sb->cg_pids);
+    cg_remove(sb->cg_cpu);
     free(sb);
 }
 

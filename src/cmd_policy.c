@@ -1,0 +1,415 @@
+/* cmd_policy.c — `hutch policy`: check a policy file before deploying it,
+ * ask it one decision, and measure what its decisions cost.  The engine
+ * itself lives in policy.c; this file only parses options and prints. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "log.h"
+#include "policy.h"
+#include "util.h"
+
+int hutch_cmd_policy(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: hutch policy check FILE...\n"
+            "       hutch policy test FILE --tool NAME [--args JSON] [--principal P]\n"
+            "       hutch policy test FILE --execute [--lang L] [--principal P]\n"
+            "       hutch policy test FILE --path PATH [--mode ro|rw]\n"
+            "       hutch policy bench FILE [--tool NAME] [--args JSON] [--n N]\n"
+            "                               [--threads T]\n"
+            "\n"
+            "Validate a Lua policy file, ask it for one decision, or measure the cost\n"
+            "of its tool-call decisions.  See hutch-policy(5) for the file's fields.\n"
+            "COMMAND --help for each command's options.\n");
+}
+
+static void usage_check(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: hutch policy check FILE...\n"
+        "\n"
+        "Loads each FILE as hutch serve --policy would (every field checked, host\n"
+        "paths resolved, the file run once in the restricted Lua state) and prints\n"
+        "\"ok: FILE\", or \"FILE:LINE: message\" on stderr.  Exit 0 when every file\n"
+        "is valid, 1 when one is not, 2 on usage errors.\n");
+}
+
+static void usage_test(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: hutch policy test FILE --tool NAME [--args JSON] [--principal P]\n"
+        "                              [--execution ID]\n"
+        "       hutch policy test FILE --execute [--lang L] [--code-bytes N]\n"
+        "                              [--files N] [--principal P]\n"
+        "       hutch policy test FILE --path PATH [--mode ro|rw]\n"
+        "\n"
+        "Asks FILE for one decision and prints \"allow\" or \"deny: reason\".\n"
+        "  --tool NAME       a tool call, NAME is server.tool (tools.allow/deny and\n"
+        "                    on_tool_call); --args is its arguments as a JSON object\n"
+        "  --execute         an execution (on_execute); prints the executor and the\n"
+        "                    limits it would get\n"
+        "  --path PATH       hutch.path_allowed(PATH, MODE); prints the resolved path\n"
+        "  --principal P     who asks (default \"local\", the stdio principal)\n"
+        "Exit 0 allow, 3 deny, 2 usage or load error.\n");
+}
+
+static void usage_bench(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: hutch policy bench FILE [--tool NAME] [--args JSON] [--principal P]\n"
+        "                               [--n N] [--threads T]\n"
+        "\n"
+        "Measures check_tool decisions in this process: N decisions (default\n"
+        "100000) for tool NAME (default fs.read_file) on T threads (default 1),\n"
+        "and prints p50, p99 and max in microseconds.\n");
+}
+
+static int load(const char *file, struct hutch_policy **p)
+{
+    struct hutch_err err = {0};
+    if (hutch_policy_load(file, p, &err) < 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    int bad = 0;
+    if (argc < 2) {
+        usage_check(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage_check(stdout);
+        return 0;
+    }
+    for (int i = 1; i < argc; i++) {
+        struct hutch_policy *p = NULL;
+        if (load(argv[i], &p) < 0) {
+            bad = 1;
+            continue;
+        }
+        printf("ok: %s\n", argv[i]);
+        hutch_policy_unref(p);
+    }
+    return bad;
+}
+
+struct test_opts {
+    const char *file, *tool, *args, *principal, *execution, *lang, *path, *mode;
+    int execute;
+    uint64_t code_bytes, files, n, threads;
+};
+
+/* Options shared by test and bench; returns -1 on a usage error (printed),
+ * 1 for --help. */
+static int parse_opts(int argc, char **argv, struct test_opts *o, void (*help)(FILE *))
+{
+    static const struct option opts[] = {
+        {"tool", required_argument, NULL, 't'},
+        {"args", required_argument, NULL, 'a'},
+        {"principal", required_argument, NULL, 'p'},
+        {"execution", required_argument, NULL, 'x'},
+        {"execute", no_argument, NULL, 'e'},
+        {"lang", required_argument, NULL, 'l'},
+        {"code-bytes", required_argument, NULL, 'c'},
+        {"files", required_argument, NULL, 'f'},
+        {"path", required_argument, NULL, 'P'},
+        {"mode", required_argument, NULL, 'm'},
+        {"n", required_argument, NULL, 'n'},
+        {"threads", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        uint64_t *num = NULL, max = 0;
+        const char *name = NULL;
+        switch (c) {
+        case 't':
+            o->tool = optarg;
+            break;
+        case 'a':
+            o->args = optarg;
+            break;
+        case 'p':
+            o->principal = optarg;
+            break;
+        case 'x':
+            o->execution = optarg;
+            break;
+        case 'e':
+            o->execute = 1;
+            break;
+        case 'l':
+            o->lang = optarg;
+            break;
+        case 'P':
+            o->path = optarg;
+            break;
+        case 'm':
+            o->mode = optarg;
+            break;
+        case 'c':
+            num = &o->code_bytes, max = UINT32_MAX, name = "code-bytes";
+            break;
+        case 'f':
+            num = &o->files, max = UINT32_MAX, name = "files";
+            break;
+        case 'n':
+            num = &o->n, max = 100000000, name = "n";
+            break;
+        case 'T':
+            num = &o->threads, max = 256, name = "threads";
+            break;
+        case 'h':
+            help(stdout);
+            return 1;
+        default:
+            help(stderr);
+            return -1;
+        }
+        if (num && hutch_parse_u64(optarg, 0, max, num) < 0) {
+            fprintf(stderr, "hutch policy: --%s wants a number up to %llu\n", name,
+                    (unsigned long long)max);
+            return -1;
+        }
+    }
+    if (optind != argc - 1) {
+        help(stderr);
+        return -1;
+    }
+    o->file = argv[optind];
+    if (o->mode && strcmp(o->mode, "ro") && strcmp(o->mode, "rw")) {
+        fprintf(stderr, "hutch policy: --mode is ro or rw\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_args(const char *json, cJSON **out)
+{
+    *out = NULL;
+    if (!json)
+        return 0;
+    *out = cJSON_Parse(json);
+    if (!*out || !cJSON_IsObject(*out)) {
+        fprintf(stderr, "hutch policy: --args must be a JSON object, like "
+                        "'{\"path\": \"/srv/data/a.csv\"}'\n");
+        cJSON_Delete(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_test(int argc, char **argv)
+{
+    struct test_opts o = {0};
+    struct hutch_policy *p = NULL;
+    cJSON *args = NULL;
+    char reason[1024], resolved[4096];
+    int r, modes = 0;
+
+    r = parse_opts(argc, argv, &o, usage_test);
+    if (r)
+        return r > 0 ? 0 : 2;
+    modes = !!o.tool + !!o.execute + !!o.path;
+    if (modes != 1) {
+        fprintf(stderr, "hutch policy test: give one of --tool, --execute or --path\n");
+        return 2;
+    }
+    if (parse_args(o.args, &args) < 0 || load(o.file, &p) < 0) {
+        cJSON_Delete(args);
+        return 2;
+    }
+    if (!o.principal)
+        o.principal = "local";
+    if (o.tool) {
+        r = hutch_policy_check_tool(p, o.principal, o.execution, NULL, o.tool, args,
+                                    reason, sizeof(reason));
+        if (r == 0)
+            printf("allow\n");
+        else
+            printf("deny: %s\n", reason);
+    } else if (o.execute) {
+        struct hutch_policy_exec req = {
+            .principal = o.principal,
+            .execution = o.execution ? o.execution : "test",
+            .language = o.lang ? o.lang : "python",
+            .code_bytes = (size_t)o.code_bytes,
+            .nfiles = (size_t)o.files,
+        };
+        struct hutch_policy_decision d;
+        r = hutch_policy_check_execute(p, &req, &d, reason, sizeof(reason));
+        if (r == 0) {
+            printf("allow\n"
+                   "executor: %s\n"
+                   "timeout_ms: %llu\n"
+                   "memory_mb: %llu\n"
+                   "cpus: %g\n"
+                   "pids: %u\n"
+                   "output_bytes: %llu\n"
+                   "files_bytes: %llu\n",
+                   d.executor, (unsigned long long)d.limits.timeout_ms,
+                   (unsigned long long)d.limits.memory_mb, d.limits.cpus_milli / 1000.0,
+                   d.limits.pids, (unsigned long long)d.limits.output_bytes,
+                   (unsigned long long)d.limits.files_bytes);
+        } else {
+            printf("deny: %s\n", reason);
+        }
+    } else {
+        r = hutch_policy_path_allowed(p, o.path, o.mode ? o.mode : "ro", resolved,
+                                      sizeof(resolved))
+                ? 0
+                : -EPERM;
+        if (r == 0)
+            printf("allow\nresolved: %s\n", resolved);
+        else
+            printf("deny: %s is not inside a %s entry of paths\n", o.path,
+                   o.mode ? o.mode : "ro");
+    }
+    cJSON_Delete(args);
+    hutch_policy_unref(p);
+    return r == 0 ? 0 : 3;
+}
+
+struct bench_thread {
+    pthread_t t;
+    struct hutch_policy *p;
+    const struct test_opts *o;
+    const cJSON *args;
+    uint64_t *ns; /* one per decision */
+    size_t n;
+    int last;
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *bench_run(void *arg)
+{
+    struct bench_thread *b = arg;
+    char reason[512];
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t t0 = mono_ns();
+        b->last = hutch_policy_check_tool(b->p, b->o->principal, "bench", NULL,
+                                          b->o->tool, b->args, reason, sizeof(reason));
+        b->ns[i] = mono_ns() - t0;
+    }
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    struct test_opts o = {0};
+    struct hutch_policy *p = NULL;
+    struct bench_thread *th = NULL;
+    uint64_t *all = NULL, t0, wall;
+    cJSON *args = NULL;
+    size_t n, per, total;
+    char reason[512];
+    int r, rc = 2;
+
+    r = parse_opts(argc, argv, &o, usage_bench);
+    if (r)
+        return r > 0 ? 0 : 2;
+    if (!o.tool)
+        o.tool = "fs.read_file";
+    if (!o.principal)
+        o.principal = "local";
+    n = o.n ? (size_t)o.n : 100000;
+    if (!o.threads)
+        o.threads = 1;
+    if (parse_args(o.args, &args) < 0 || load(o.file, &p) < 0)
+        goto out;
+    per = (n + o.threads - 1) / o.threads;
+    total = per * o.threads;
+    all = calloc(total, sizeof(*all));
+    th = calloc(o.threads, sizeof(*th));
+    if (!all || !th) {
+        fprintf(stderr, "hutch policy bench: out of memory\n");
+        goto out;
+    }
+    /* Warm up: every thread's Lua state exists before measuring. */
+    for (int i = 0; i < 1000; i++)
+        hutch_policy_check_tool(p, o.principal, "bench", NULL, o.tool, args, reason,
+                                sizeof(reason));
+    t0 = mono_ns();
+    for (size_t i = 0; i < o.threads; i++) {
+        th[i] = (struct bench_thread){
+            .p = p, .o = &o, .args = args, .ns = all + i * per, .n = per};
+        if (pthread_create(&th[i].t, NULL, bench_run, &th[i])) {
+            fprintf(stderr, "hutch policy bench: cannot start a thread\n");
+            for (size_t k = 0; k < i; k++)
+                pthread_join(th[k].t, NULL);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < o.threads; i++)
+        pthread_join(th[i].t, NULL);
+    wall = mono_ns() - t0;
+    qsort(all, total, sizeof(*all), cmp_u64);
+    r = hutch_policy_check_tool(p, o.principal, "bench", NULL, o.tool, args, reason,
+                                sizeof(reason));
+    printf("policy %s, tool %s: %s%s\n", o.file, o.tool, r ? "deny: " : "allow",
+           r ? reason : "");
+    printf("%zu decisions on %llu thread%s: p50 %.2f us, p99 %.2f us, max %.2f us, "
+           "%.0f decisions/s\n",
+           total, (unsigned long long)o.threads, o.threads == 1 ? "" : "s",
+           all[total / 2] / 1000.0, all[(size_t)(total * 0.99)] / 1000.0,
+           all[total - 1] / 1000.0, wall ? total * 1e9 / (double)wall : 0.0);
+    rc = 0;
+out:
+    free(all);
+    free(th);
+    cJSON_Delete(args);
+    hutch_policy_unref(p);
+    return rc;
+}
+
+int hutch_cmd_policy(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "check"))
+        return cmd_check(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "test"))
+        return cmd_test(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench"))
+        return cmd_bench(argc - 1, argv + 1);
+    fprintf(stderr, "hutch policy: unknown command \"%s\" (check, test or bench)\n",
+            argv[1]);
+    return 2;
+}

@@ -1,0 +1,239 @@
+/* govern.c — applying the policy (see govern.h).
+ *
+ * The current policy is a pointer swapped under a mutex; each execution
+ * takes a reference when it starts and keeps deciding its tool calls with
+ * that policy to its end, so a reload never lets a half-loaded policy or a
+ * mix of two decide anything. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit.h"
+#include "catalog.h"
+#include "govern.h"
+#include "log.h"
+#include "rate.h"
+#include "util.h"
+
+struct hutch_gov {
+    pthread_mutex_t mu;
+    struct hutch_policy *cur;
+    char *file; /* NULL: built-in default */
+    struct hutch_audit *audit;
+    struct hutch_rate *rate;
+    uint64_t seq;
+};
+
+int hutch_gov_new(const char *policy_file, const char *audit_file,
+                  struct hutch_gov **out, struct hutch_err *err)
+{
+    struct hutch_gov *g = calloc(1, sizeof(*g));
+    int r;
+    if (!g)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    pthread_mutex_init(&g->mu, NULL);
+    if (policy_file && !(g->file = strdup(policy_file))) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    r = g->file ? hutch_policy_load(g->file, &g->cur, err)
+                : hutch_policy_default(&g->cur, err);
+    if (r < 0)
+        goto fail;
+    r = hutch_audit_open(audit_file, &g->audit, err);
+    if (r < 0)
+        goto fail;
+    g->rate = hutch_rate_new();
+    if (!g->rate) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    *out = g;
+    return 0;
+fail:
+    hutch_gov_free(g);
+    return r;
+}
+
+void hutch_gov_free(struct hutch_gov *g)
+{
+    if (!g)
+        return;
+    hutch_policy_unref(g->cur);
+    hutch_audit_close(g->audit);
+    hutch_rate_free(g->rate);
+    free(g->file);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err)
+{
+    struct hutch_policy *p = NULL, *old;
+    int r;
+
+    hutch_audit_reopen(g->audit);
+    if (!g->file) {
+        hutch_audit_log(g->audit, "policy_reload", NULL, NULL, NULL, "kept",
+                        "built-in policy", -1, NULL);
+        return 0;
+    }
+    r = hutch_policy_load(g->file, &p, err);
+    if (r < 0) {
+        hutch_audit_log(g->audit, "policy_reload", NULL, NULL, NULL, "failed", err->msg,
+                        -1, NULL);
+        return r;
+    }
+    pthread_mutex_lock(&g->mu);
+    old = g->cur;
+    g->cur = p;
+    pthread_mutex_unlock(&g->mu);
+    hutch_policy_unref(old);
+    hutch_audit_log(g->audit, "policy_reload", NULL, NULL, NULL, "loaded", g->file, -1,
+                    NULL);
+    return 0;
+}
+
+struct hutch_policy *hutch_gov_policy(struct hutch_gov *g)
+{
+    struct hutch_policy *p;
+    pthread_mutex_lock(&g->mu);
+    p = hutch_policy_ref(g->cur);
+    pthread_mutex_unlock(&g->mu);
+    return p;
+}
+
+struct hutch_audit *hutch_gov_audit(struct hutch_gov *g)
+{
+    return g->audit;
+}
+
+int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
+                    struct hutch_bridge *bridge, const char *principal,
+                    const char *language, size_t code_bytes, size_t nfiles,
+                    struct hutch_policy_decision *d, char *reason, size_t reason_len)
+{
+    struct hutch_policy_exec req = {0};
+    uint64_t retry = 0, t0 = hutch_now_us();
+    int r;
+
+    memset(x, 0, sizeof(*x));
+    x->g = g;
+    x->bridge = bridge;
+    x->t0_ms = hutch_now_ms();
+    snprintf(x->principal, sizeof(x->principal), "%s", principal ? principal : "local");
+    pthread_mutex_lock(&g->mu);
+    snprintf(x->execution, sizeof(x->execution), "x%llu-%llu",
+             (unsigned long long)(hutch_now_ms() % 100000000ull),
+             (unsigned long long)++g->seq);
+    x->policy = hutch_policy_ref(g->cur);
+    pthread_mutex_unlock(&g->mu);
+
+    r = hutch_rate_take(g->rate, x->principal, "execution",
+                        hutch_policy_rate(x->policy)->executions_per_minute,
+                        hutch_now_ms(), &retry);
+    if (r < 0) {
+        snprintf(reason, reason_len,
+                 "rate limit: more than %u executions per minute for principal \"%s\"; "
+                 "retry in %llu ms",
+                 hutch_policy_rate(x->policy)->executions_per_minute, x->principal,
+                 (unsigned long long)retry);
+        r = -EAGAIN;
+        goto deny;
+    }
+    req.principal = x->principal;
+    req.execution = x->execution;
+    req.language = language;
+    req.code_bytes = code_bytes;
+    req.nfiles = nfiles;
+    r = hutch_policy_check_execute(x->policy, &req, d, reason, reason_len);
+    if (r < 0) {
+        r = -EPERM;
+        goto deny;
+    }
+    hutch_audit_log(g->audit, "execute_decision", x->principal, x->execution, NULL,
+                    "allow", NULL, (double)(hutch_now_us() - t0) / 1000.0, NULL);
+    return 0;
+deny:
+    hutch_audit_log(g->audit, "execute_decision", x->principal, x->execution, NULL,
+                    "deny", reason, (double)(hutch_now_us() - t0) / 1000.0, NULL);
+    hutch_policy_unref(x->policy);
+    x->policy = NULL;
+    return r;
+}
+
+void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res,
+                   const char *error)
+{
+    cJSON *extra = cJSON_CreateObject();
+    if (res) {
+        cJSON_AddNumberToObject(extra, "exit_code", res->exit_code);
+        cJSON_AddBoolToObject(extra, "timed_out", res->timed_out);
+        cJSON_AddBoolToObject(extra, "oom", res->oom);
+        cJSON_AddNumberToObject(extra, "tool_calls",
+                                cJSON_GetArraySize(res->tool_calls));
+    }
+    hutch_audit_log(x->g->audit, "execution", x->principal, x->execution, NULL,
+                    error ? "failed" : "done", error,
+                    (double)(hutch_now_ms() - x->t0_ms), extra);
+    cJSON_Delete(extra);
+    hutch_policy_unref(x->policy);
+    x->policy = NULL;
+}
+
+static int secret(const void *arg, const char *key)
+{
+    return hutch_policy_is_secret(arg, key);
+}
+
+int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                   struct hutch_tool_reply *reply)
+{
+    struct hutch_gov_exec *x = arg;
+    struct hutch_gov *g = x->g;
+    const struct hutch_catalog_entry *e;
+    struct hutch_catalog *cat;
+    char reason[512] = "", qualified[600];
+    uint64_t t0 = hutch_now_us(), retry = 0;
+    cJSON *extra;
+    void *ref;
+    int r;
+
+    cat = hutch_bridge_catalog_get(x->bridge, &ref);
+    e = cat ? hutch_catalog_find(cat, tool) : NULL;
+    if (!e) {
+        /* Nothing to decide: the bridge says why it is unknown. */
+        hutch_bridge_catalog_put(x->bridge, ref);
+        return hutch_bridge_tool(x->bridge, tool, args, timeout_ms, reply);
+    }
+    snprintf(qualified, sizeof(qualified), "%s", e->qualified);
+    if (hutch_rate_take(g->rate, x->principal, "tool_call",
+                        hutch_policy_rate(x->policy)->tool_calls_per_minute,
+                        hutch_now_ms(), &retry) < 0) {
+        snprintf(reason, sizeof(reason),
+                 "rate limit: more than %u tool calls per minute for principal \"%s\"; "
+                 "retry in %llu ms",
+                 hutch_policy_rate(x->policy)->tool_calls_per_minute, x->principal,
+                 (unsigned long long)retry);
+        r = -EAGAIN;
+    } else {
+        r = hutch_policy_check_tool(x->policy, x->principal, x->execution, e->server,
+                                    e->tool, args, reason, sizeof(reason));
+    }
+    hutch_bridge_catalog_put(x->bridge, ref);
+
+    extra = cJSON_CreateObject();
+    cJSON_AddItemToObject(extra, "args", hutch_audit_redact(args, secret, x->policy));
+    hutch_audit_log(g->audit, "tool_call", x->principal, x->execution, qualified,
+                    r == 0 ? "allow" : "deny", r == 0 ? NULL : reason,
+                    (double)(hutch_now_us() - t0) / 1000.0, extra);
+    cJSON_Delete(extra);
+    if (r < 0) {
+        reply->code = "denied";
+        reply->message = strdup(reason[0] ? reason : "denied by the policy");
+        return -EPERM;
+    }
+    return hutch_bridge_tool(x->bridge, tool, args, timeout_ms, reply);
+}

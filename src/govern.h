@@ -1,0 +1,61 @@
+/* govern.h — applying the policy to executions and tool calls: the current
+ * policy (swapped whole on reload), the audit log, the rate limits, and the
+ * per-execution context through which every tool call from a sandbox is
+ * decided before the bridge forwards it. */
+#ifndef HUTCH_GOVERN_H
+#define HUTCH_GOVERN_H
+
+#include <cjson/cJSON.h>
+
+#include "bridge.h"
+#include "exec.h"
+#include "policy.h"
+
+struct hutch_gov;
+struct hutch_audit;
+
+/* policy_file NULL: the built-in default; audit_file NULL: stderr.  Caller
+ * frees with hutch_gov_free. */
+int hutch_gov_new(const char *policy_file, const char *audit_file,
+                  struct hutch_gov **out, struct hutch_err *err);
+void hutch_gov_free(struct hutch_gov *g);
+
+/* Load the policy file again; on failure the current policy stays and err
+ * says why.  Executions in flight keep the policy they started with.  Also
+ * reopens the audit log (rotation). */
+int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err);
+
+/* The current policy, with a reference the caller drops
+ * (hutch_policy_unref). */
+struct hutch_policy *hutch_gov_policy(struct hutch_gov *g);
+struct hutch_audit *hutch_gov_audit(struct hutch_gov *g);
+
+/* One execution as the policy sees it.  Filled by hutch_gov_begin, used as
+ * the tool_arg of hutch_gov_tool, closed by hutch_gov_end. */
+struct hutch_gov_exec {
+    struct hutch_gov *g;
+    struct hutch_policy *policy; /* the policy the execution started with */
+    struct hutch_bridge *bridge;
+    char principal[64];
+    char execution[40];
+    uint64_t t0_ms;
+};
+
+/* Rate limit, then on_execute.  0: allowed, *d holds the executor and the
+ * limits to apply; -EPERM (or -EAGAIN for a rate limit): refused with
+ * `reason`.  Every decision is audited.  After 0, call hutch_gov_end. */
+int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
+                    struct hutch_bridge *bridge, const char *principal,
+                    const char *language, size_t code_bytes, size_t nfiles,
+                    struct hutch_policy_decision *d, char *reason, size_t reason_len);
+/* Audit the execution's outcome and drop its policy reference. */
+void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res,
+                   const char *error);
+
+/* hutch_tool_fn (arg: struct hutch_gov_exec): resolve the tool in the
+ * catalog, apply the tool-call rate limit and the policy (deny: code
+ * "denied"), audit the decision, then call the bridge. */
+int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                   struct hutch_tool_reply *reply);
+
+#endif

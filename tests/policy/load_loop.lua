@@ -1,0 +1,4 @@
+-- Hostile: never finishes loading.
+local n = 0
+while true do n = n + 1 end
+return {}
