@@ -1,6 +1,7 @@
 /* cmd_run.c — `hutch run`: one program, one fresh sandbox, from the shell. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,8 +102,12 @@ fail:
 }
 
 /* "--file SRC[:DEST]": DEST after the last ':' when there is one. */
-static int add_file_arg(struct hutch_tar *tar, const char *arg, struct hutch_err *err)
+/* With a policy file, a host input must lie in one of its `paths`; the
+ * resolved path (not the string given) is what gets read. */
+static int add_file_arg(struct hutch_tar *tar, const char *arg,
+                        struct hutch_policy *policy, struct hutch_err *err)
 {
+    char resolved[PATH_MAX], dest_unused[PATH_MAX], reason[600];
     _cleanup_free_ char *src = strdup(arg);
     const char *dest;
     char *colon;
@@ -120,6 +125,12 @@ static int add_file_arg(struct hutch_tar *tar, const char *arg, struct hutch_err
         dest = dest ? dest + 1 : src;
         while (*dest == '\0' && dest > src) /* "dir/" */
             dest = "input";
+    }
+    if (policy) {
+        if (hutch_gov_input(policy, src, resolved, sizeof(resolved), dest_unused,
+                            sizeof(dest_unused), reason, sizeof(reason)) < 0)
+            return hutch_err_set(err, -EPERM, "refused by the policy: %s", reason);
+        return hutch_tar_add_path(tar, resolved, dest, err);
     }
     return hutch_tar_add_path(tar, src, dest, err);
 }
@@ -183,6 +194,8 @@ int hutch_cmd_run(int argc, char **argv)
     const char *plugin_dir = NULL, *path = NULL, *servers = NULL, *policy_file = NULL,
                *audit_file = NULL;
     struct hutch_gov *gov = NULL;
+    struct hutch_policy *policy = NULL;
+    static char out_resolved[PATH_MAX];
     struct hutch_gov_exec gx = {0};
     struct hutch_policy_decision dec;
     int governed = 0, timeout_set = 0, memory_set = 0, pids_set = 0;
@@ -320,16 +333,34 @@ int hutch_cmd_run(int argc, char **argv)
         fprintf(stderr, "hutch run: the program contains a NUL byte\n");
         goto out;
     }
+    if (policy_file || audit_file) {
+        if (hutch_gov_new(policy_file, audit_file ? audit_file : "/dev/null", &gov,
+                          &err) < 0) {
+            fprintf(stderr, "hutch run: policy: %s\n", err.msg);
+            goto out;
+        }
+        if (policy_file)
+            policy = hutch_gov_policy(gov);
+    }
     if (nfiles) {
         r = hutch_tar_new(&tar, HUTCH_TAR_IN_MAX_BYTES, &err);
         for (size_t i = 0; r == 0 && i < nfiles; i++)
-            r = add_file_arg(tar, files[i], &err);
+            r = add_file_arg(tar, files[i], policy, &err);
         if (r == 0)
             r = hutch_tar_finish(tar, &req.tar, &req.tar_len, &err);
         if (r < 0) {
             fprintf(stderr, "hutch run: --file: %s\n", err.msg);
             goto out;
         }
+    }
+    if (out_dir && policy) {
+        char reason[600];
+        if (hutch_gov_output(policy, out_dir, out_resolved, sizeof(out_resolved),
+                             reason, sizeof(reason)) < 0) {
+            fprintf(stderr, "hutch run: --out: refused by the policy: %s\n", reason);
+            goto out;
+        }
+        out_dir = out_resolved;
     }
     if (out_dir) {
         struct stat st;
@@ -368,13 +399,8 @@ int hutch_cmd_run(int argc, char **argv)
         }
     }
 
-    if (policy_file || audit_file) {
+    if (gov) {
         char reason[600];
-        if (hutch_gov_new(policy_file, audit_file ? audit_file : "/dev/null", &gov,
-                          &err) < 0) {
-            fprintf(stderr, "hutch run: policy: %s\n", err.msg);
-            goto out;
-        }
         if (!bridge && hutch_bridge_new(NULL, &bridge, &err) < 0) {
             fprintf(stderr, "hutch run: %s\n", err.msg);
             goto out;
@@ -464,6 +490,7 @@ out:
     hutch_plugins_free(ps);
     if (governed)
         hutch_gov_end(&gx, NULL, "not run");
+    hutch_policy_unref(policy);
     hutch_gov_free(gov);
     hutch_bridge_free(bridge);
     hutch_upstreams_free(ups);

@@ -14,6 +14,7 @@
 #include "catalog.h"
 #include "govern.h"
 #include "log.h"
+#include "path.h"
 #include "rate.h"
 #include "util.h"
 
@@ -236,4 +237,45 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
         return -EPERM;
     }
     return hutch_bridge_tool(x->bridge, tool, args, timeout_ms, reply);
+}
+
+int hutch_gov_input(struct hutch_policy *p, const char *path, char *resolved,
+                    size_t rlen, char *dest, size_t dlen, char *reason,
+                    size_t reason_len)
+{
+    if (!hutch_policy_path_allowed(p, path, "ro", resolved, rlen)) {
+        snprintf(reason, reason_len,
+                 "input \"%.300s\" is not inside a folder the policy's paths name",
+                 path);
+        return -EPERM;
+    }
+    for (size_t i = 0; i < hutch_policy_npaths(p); i++) {
+        const struct hutch_policy_path *e = hutch_policy_path_at(p, i);
+        const char *sb = e->sandbox, *rest;
+        size_t hl = strlen(e->host);
+        if (!hutch_path_within(resolved, e->host))
+            continue;
+        rest = resolved + (strcmp(e->host, "/") ? hl : 0);
+        if (!strncmp(sb, "/work/", 6))
+            sb += 6;
+        else
+            sb += sb[0] == '/';
+        snprintf(dest, dlen, "%s%s", sb, rest);
+        return 0;
+    }
+    snprintf(reason, reason_len, "input \"%.300s\" matches no paths entry", path);
+    return -EPERM;
+}
+
+int hutch_gov_output(struct hutch_policy *p, const char *path, char *resolved,
+                     size_t rlen, char *reason, size_t reason_len)
+{
+    if (!hutch_policy_path_allowed(p, path, "rw", resolved, rlen)) {
+        snprintf(reason, reason_len,
+                 "output_dir \"%.300s\" is not inside a folder the policy's paths name "
+                 "with mode \"rw\"",
+                 path);
+        return -EPERM;
+    }
+    return 0;
 }

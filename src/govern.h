@@ -52,6 +52,19 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
 void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res,
                    const char *error);
 
+/* A host path given as an input of an execution: allowed when it lies in a
+ * `paths` entry (any mode).  0 with the resolved host path (use it, not
+ * the original string) and its destination relative to /work (the entry's
+ * sandbox path below /work, or the sandbox path itself made relative:
+ * "/data" is /work/data); -EPERM with `reason`. */
+int hutch_gov_input(struct hutch_policy *p, const char *path, char *resolved,
+                    size_t rlen, char *dest, size_t dlen, char *reason,
+                    size_t reason_len);
+/* A host directory that receives /work/out: allowed when it lies in an "rw"
+ * `paths` entry.  0 with the resolved path; -EPERM with `reason`. */
+int hutch_gov_output(struct hutch_policy *p, const char *path, char *resolved,
+                     size_t rlen, char *reason, size_t reason_len);
+
 /* hutch_tool_fn (arg: struct hutch_gov_exec): resolve the tool in the
  * catalog, apply the tool-call rate limit and the policy (deny: code
  * "denied"), audit the decision, then call the bridge. */

@@ -6,6 +6,7 @@
  * anything runs; execute_code runs on a worker thread per call, so one slow
  * execution never blocks another or the session's other requests. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,6 +319,13 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
         cJSON_AddItemToArray(req, cJSON_CreateString("path"));
         cJSON_AddItemToArray(req, cJSON_CreateString("content"));
     }
+    p = prop(props, "inputs", "array",
+             "host files or folders to copy in (read-only), when the deployment's "
+             "policy names their folder; they appear under /work");
+    it = cJSON_AddObjectToObject(p, "items");
+    cJSON_AddStringToObject(it, "type", "string");
+    prop(props, "output_dir", "string",
+         "host folder that receives /work/out, when the policy names it read-write");
     p = prop(props, "timeout_ms", "integer", "wall-clock limit");
     cJSON_AddNumberToObject(p, "minimum", 1);
     cJSON_AddNumberToObject(p, "maximum", (double)m->o.timeout_ms);
@@ -744,6 +752,57 @@ static int build_files(const cJSON *files, struct hutch_tar **tar, char *msg,
     return 0;
 }
 
+/* inputs and output_dir: host paths, only where the policy allows. */
+static int host_paths(const cJSON *args, struct hutch_policy *p, struct hutch_tar **tar,
+                      char *out_dir, size_t out_len, char *msg, size_t len)
+{
+    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(args, "inputs");
+    const cJSON *output = cJSON_GetObjectItemCaseSensitive(args, "output_dir");
+    char resolved[PATH_MAX], dest[PATH_MAX], reason[600];
+    struct hutch_err err = {0};
+    const cJSON *it;
+
+    if (inputs && !cJSON_IsNull(inputs)) {
+        if (!cJSON_IsArray(inputs) ||
+            cJSON_GetArraySize(inputs) > HUTCH_MAX_INPUT_FILES) {
+            snprintf(msg, len,
+                     "execute_code: \"inputs\" must be an array of host paths");
+            return -EINVAL;
+        }
+        cJSON_ArrayForEach(it, inputs)
+        {
+            if (!cJSON_IsString(it)) {
+                snprintf(msg, len, "execute_code: \"inputs\" must hold strings");
+                return -EINVAL;
+            }
+            if (hutch_gov_input(p, it->valuestring, resolved, sizeof(resolved), dest,
+                                sizeof(dest), reason, sizeof(reason)) < 0) {
+                snprintf(msg, len, "execute_code refused by the policy: %s", reason);
+                return -EPERM;
+            }
+            if ((!*tar && hutch_tar_new(tar, HUTCH_TAR_IN_MAX_BYTES, &err) < 0) ||
+                hutch_tar_add_path(*tar, resolved, dest, &err) < 0) {
+                snprintf(msg, len, "execute_code: input %s: %s", it->valuestring,
+                         err.msg);
+                return -EINVAL;
+            }
+        }
+    }
+    if (output && !cJSON_IsNull(output)) {
+        if (!cJSON_IsString(output)) {
+            snprintf(msg, len, "execute_code: \"output_dir\" must be a host path");
+            return -EINVAL;
+        }
+        if (hutch_gov_output(p, output->valuestring, resolved, sizeof(resolved), reason,
+                             sizeof(reason)) < 0) {
+            snprintf(msg, len, "execute_code refused by the policy: %s", reason);
+            return -EPERM;
+        }
+        snprintf(out_dir, out_len, "%s", resolved);
+    }
+    return 0;
+}
+
 static cJSON *execute_code(struct job *j)
 {
     struct hutch_mcp *m = j->s->m;
@@ -754,14 +813,15 @@ static cJSON *execute_code(struct job *j)
     struct hutch_exec_result res;
     struct hutch_tar *tar = NULL;
     struct hutch_err err = {0};
-    char msg[1200], label[40];
+    char msg[1200], label[40], out_dir[PATH_MAX] = "";
     cJSON *out = NULL;
     const cJSON *it;
 
     cJSON_ArrayForEach(it, j->args)
     {
         if (strcmp(it->string, "language") && strcmp(it->string, "code") &&
-            strcmp(it->string, "files") && strcmp(it->string, "timeout_ms")) {
+            strcmp(it->string, "files") && strcmp(it->string, "timeout_ms") &&
+            strcmp(it->string, "inputs") && strcmp(it->string, "output_dir")) {
             snprintf(msg, sizeof(msg), "execute_code: unknown argument \"%.64s\"",
                      it->string);
             return text_result(msg, 1);
@@ -792,11 +852,7 @@ static cJSON *execute_code(struct job *j)
         snprintf(full, sizeof(full), "execute_code: %s", msg);
         return text_result(full, 1);
     }
-    if (tar && hutch_tar_finish(tar, &req.tar, &req.tar_len, &err) < 0) {
-        snprintf(msg, sizeof(msg), "execute_code: files: %s", err.msg);
-        hutch_tar_free(tar);
-        return text_result(msg, 1);
-    }
+
     {
         struct hutch_policy_decision d;
         struct hutch_gov_exec gx;
@@ -814,6 +870,20 @@ static cJSON *execute_code(struct job *j)
             hutch_tar_free(tar);
             return text_result(msg, 1);
         }
+        if (host_paths(j->args, gx.policy, &tar, out_dir, sizeof(out_dir), msg,
+                       sizeof(msg)) < 0) {
+            hutch_gov_end(&gx, NULL, msg);
+            hutch_tar_free(tar);
+            return text_result(msg, 1);
+        }
+        if (tar && hutch_tar_finish(tar, &req.tar, &req.tar_len, &err) < 0) {
+            snprintf(msg, sizeof(msg), "execute_code: files: %s", err.msg);
+            hutch_gov_end(&gx, NULL, msg);
+            hutch_tar_free(tar);
+            return text_result(msg, 1);
+        }
+        if (out_dir[0])
+            req.out_dir = out_dir;
         if (req.tar_len > d.limits.files_bytes) {
             snprintf(msg, sizeof(msg),
                      "execute_code: files of %zu bytes exceed the policy's files_bytes "

@@ -44,6 +44,7 @@
 #define HUTCH_POLICY_HOOK_MS        50          /* one on_execute / on_tool_call */
 #define HUTCH_POLICY_LOAD_MS        1000        /* running the file once */
 #define HUTCH_POLICY_MAX_STATES     32          /* Lua states per policy */
+#define HUTCH_POLICY_WAIT_MS        1000        /* for a free state */
 #define HUTCH_POLICY_MAX_RULES      1000        /* globs in tools.allow, tools.deny */
 #define HUTCH_POLICY_MAX_GLOB       256
 #define HUTCH_POLICY_MAX_PATHS      64
@@ -56,6 +57,24 @@
 #define HUTCH_POLICY_MAX_PIDS       65536
 #define HUTCH_POLICY_MAX_CPUS       1024
 #define HUTCH_POLICY_MAX_RATE       1000000 /* per minute */
+#endif
+
+/* C stack a Lua state may need: Lua allows 200 nested C calls (gsub with a
+ * function calling gsub…), about 500 KiB at worst; sanitizers triple it.
+ * A caller with less runs the hook on a short-lived thread (slower). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define POLICY_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define POLICY_SANITIZED 1
+#endif
+#endif
+#ifndef HUTCH_POLICY_STACK
+#ifdef POLICY_SANITIZED
+#define HUTCH_POLICY_STACK (6u << 20)
+#else
+#define HUTCH_POLICY_STACK (1u << 20)
+#endif
 #endif
 
 #define HOOK_COUNT     1000 /* VM instructions between deadline checks */
@@ -130,7 +149,7 @@ static const struct hutch_policy_limits default_limits = {
 /* Registry keys (their addresses). */
 static const char env_key = 0, envmt_key = 0;
 
-/* --- small helpers ---------------------------------------------------------------- */
+/* --- small helpers --- */
 
 static uint64_t now_ns(void)
 {
@@ -308,8 +327,64 @@ static void one_line(const char *msg, char *out, size_t len)
     out[o] = '\0';
 }
 
-/* --- the restricted Lua state ------------------------------------------------------
- */
+/* --- enough C stack --- */
+
+static __thread uintptr_t stack_low;
+static __thread int stack_probed;
+
+static size_t stack_left(void)
+{
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    if (!stack_probed) {
+        pthread_attr_t a;
+        void *addr;
+        size_t size;
+        stack_probed = 1;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            if (pthread_attr_getstack(&a, &addr, &size) == 0)
+                stack_low = (uintptr_t)addr;
+            pthread_attr_destroy(&a);
+        }
+    }
+    return stack_low && sp > stack_low ? sp - stack_low : 0;
+}
+
+struct on_stack {
+    void (*fn)(void *);
+    void *arg;
+};
+
+static void *on_stack_main(void *a)
+{
+    struct on_stack *o = a;
+    o->fn(o->arg);
+    return NULL;
+}
+
+/* fn(arg) with at least HUTCH_POLICY_STACK bytes of C stack: here, or on a
+ * thread of its own when the caller's stack is smaller (exec's tool-call
+ * workers, for one).  0, or a negative errno when no thread could start. */
+static int with_stack(void (*fn)(void *), void *arg)
+{
+    struct on_stack o = {fn, arg};
+    pthread_attr_t attr;
+    pthread_t th;
+    int r;
+    if (stack_left() >= HUTCH_POLICY_STACK) {
+        fn(arg);
+        return 0;
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, HUTCH_POLICY_STACK + (256u << 10));
+    r = pthread_create(&th, &attr, on_stack_main, &o);
+    pthread_attr_destroy(&attr);
+    if (r)
+        return -r;
+    pthread_join(th, NULL);
+    return 0;
+}
+
+/* --- the restricted Lua state --- */
 
 static struct lstate *state_of(lua_State *L)
 {
@@ -507,6 +582,26 @@ static int l_path_allowed(lua_State *L)
     return 2;
 }
 
+/* setmetatable without finalizers: Lua runs __gc with the count hook
+ * switched off, so a finalizer that loops could never be stopped. */
+static int l_setmetatable(lua_State *L)
+{
+    int t = lua_type(L, 2);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+    if (t == LUA_TTABLE) {
+        lua_pushliteral(L, "__gc");
+        if (lua_rawget(L, 2) != LUA_TNIL)
+            return luaL_error(L, "__gc metamethods are not available to policies");
+        lua_pop(L, 1);
+    }
+    if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
+        return luaL_error(L, "cannot change a protected metatable");
+    lua_settop(L, 2);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
 static int ro_global(lua_State *L)
 {
     return luaL_error(L,
@@ -544,8 +639,12 @@ static void open_sandbox(lua_State *L)
     };
     static const char *const removed[] = {"dofile", "loadfile", "rawset", "warn", NULL};
     static const luaL_Reg replaced[] = {
-        {"load", l_load},     {"print", l_print}, {"pcall", l_pcall},
-        {"xpcall", l_xpcall}, {NULL, NULL},
+        {"load", l_load},
+        {"print", l_print},
+        {"pcall", l_pcall},
+        {"xpcall", l_xpcall},
+        {"setmetatable", l_setmetatable},
+        {NULL, NULL},
     };
     static const luaL_Reg hutch_lib[] = {
         {"path_allowed", l_path_allowed},
@@ -618,8 +717,7 @@ static void freeze(lua_State *L)
     lua_pop(L, 1);
 }
 
-/* --- validation of the returned table ----------------------------------------------
- */
+/* --- validation of the returned table --- */
 
 struct vctx {
     struct hutch_policy *p;
@@ -1196,8 +1294,7 @@ static void validate(lua_State *L, struct vctx *vc, int t)
     lua_pop(L, 1);
 }
 
-/* --- building a state ----------------------------------------------------------------
- */
+/* --- building a state --- */
 
 struct setup_ctx {
     struct lstate *st;
@@ -1316,8 +1413,35 @@ static int state_open(struct hutch_policy *p, struct vctx *vc, struct lstate **o
     return 0;
 }
 
-/* --- loading ------------------------------------------------------------------------
- */
+struct open_args {
+    struct hutch_policy *p;
+    struct vctx *vc;
+    struct lstate **out;
+    char *msg;
+    size_t len;
+    int r;
+};
+
+static void open_main(void *a)
+{
+    struct open_args *o = a;
+    o->r = state_open(o->p, o->vc, o->out, o->msg, o->len);
+}
+
+static int state_open_big(struct hutch_policy *p, struct vctx *vc, struct lstate **out,
+                          char *msg, size_t len)
+{
+    struct open_args o = {p, vc, out, msg, len, 0};
+    int r = with_stack(open_main, &o);
+    if (r < 0) {
+        snprintf(msg, len, "cannot start a thread to load the policy: %s",
+                 strerror(-r));
+        return r;
+    }
+    return o.r;
+}
+
+/* --- loading --- */
 
 static void policy_free(struct hutch_policy *p)
 {
@@ -1366,8 +1490,12 @@ static struct hutch_policy *policy_new(const char *source)
     if (!p)
         return NULL;
     p->refs = 1;
+    pthread_condattr_t ca;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
     snprintf(p->executor, sizeof(p->executor), "local");
     p->limits = default_limits;
     p->source = strdup(source);
@@ -1427,7 +1555,7 @@ int hutch_policy_load(const char *file, struct hutch_policy **out,
         return hutch_err_set(err, -ENOMEM, "out of memory");
     }
     vc.p = p;
-    r = state_open(p, &vc, &st, msg, sizeof(msg));
+    r = state_open_big(p, &vc, &st, msg, sizeof(msg));
     if (r < 0) {
         if (vc.failed && vc.field[0])
             line = find_line(p->text, p->text_len, vc.field);
@@ -1541,16 +1669,26 @@ int hutch_policy_is_secret(const struct hutch_policy *p, const char *arg_name)
     return 0;
 }
 
-/* --- the pool of states ------------------------------------------------------------
- */
+/* --- the pool of states --- */
 
 static int pool_get(struct hutch_policy *p, struct lstate **out, char *msg, size_t len)
 {
     struct lstate *st;
+    struct timespec until;
     int r;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += HUTCH_POLICY_WAIT_MS / 1000;
     pthread_mutex_lock(&p->mu);
-    while (!p->idle && p->nstates >= HUTCH_POLICY_MAX_STATES)
-        pthread_cond_wait(&p->cv, &p->mu);
+    while (!p->idle && p->nstates >= HUTCH_POLICY_MAX_STATES) {
+        /* Every state busy, for a second: hooks are stuck somewhere the
+         * deadline cannot reach (a long C call); deny rather than queue. */
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &until) == ETIMEDOUT) {
+            pthread_mutex_unlock(&p->mu);
+            snprintf(msg, len, "all %d Lua states of the policy are busy",
+                     HUTCH_POLICY_MAX_STATES);
+            return -EBUSY;
+        }
+    }
     if ((st = p->idle)) {
         p->idle = st->next;
         pthread_mutex_unlock(&p->mu);
@@ -1595,8 +1733,8 @@ struct verdict {
 
 /* Run `fn(ctx)` protected in a borrowed state within the hook deadline.
  * Errors become denials with "policy error: …", logged with the traceback. */
-static int run_hook(struct hutch_policy *p, lua_CFunction fn, void *ctx,
-                    struct verdict *v, const char *hook, const char *subject)
+static int run_hook_here(struct hutch_policy *p, lua_CFunction fn, void *ctx,
+                         struct verdict *v, const char *hook, const char *subject)
 {
     struct lstate *st;
     char msg[512], text[512], logline[1536];
@@ -1643,6 +1781,32 @@ static int run_hook(struct hutch_policy *p, lua_CFunction fn, void *ctx,
     return v->code;
 }
 
+struct hook_args {
+    struct hutch_policy *p;
+    lua_CFunction fn;
+    void *ctx;
+    struct verdict *v;
+    const char *hook, *subject;
+};
+
+static void hook_main(void *a)
+{
+    struct hook_args *h = a;
+    run_hook_here(h->p, h->fn, h->ctx, h->v, h->hook, h->subject);
+}
+
+static int run_hook(struct hutch_policy *p, lua_CFunction fn, void *ctx,
+                    struct verdict *v, const char *hook, const char *subject)
+{
+    struct hook_args h = {p, fn, ctx, v, hook, subject};
+    int r = with_stack(hook_main, &h);
+    if (r < 0)
+        return set_reason(v->reason, sizeof(v->reason), v->code = r,
+                          "policy error: cannot start a thread for %s: %s", hook,
+                          strerror(-r));
+    return v->code;
+}
+
 static void set_string_field(lua_State *L, const char *k, const char *v)
 {
     if (!v)
@@ -1676,8 +1840,7 @@ static void read_verdict(lua_State *L, int i, struct verdict *v, const char *hoo
                lua_isnone(L, i) || lua_isnil(L, i) ? "nil" : type_of(L, i), expected);
 }
 
-/* --- on_tool_call
- * ---------------------------------------------------------------------- */
+/* --- on_tool_call --- */
 
 struct tool_ctx {
     struct verdict v;
@@ -1862,8 +2025,7 @@ int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
     return c.v.code;
 }
 
-/* --- on_execute
- * ------------------------------------------------------------------------ */
+/* --- on_execute --- */
 
 struct exec_ctx {
     struct verdict v;
@@ -2044,8 +2206,7 @@ int hutch_policy_check_execute(struct hutch_policy *p,
     return 0;
 }
 
-/* --- paths
- * ----------------------------------------------------------------------------- */
+/* --- paths --- */
 
 /* The path as the kernel would read it (no percent-decoding; symlinks
  * before ".."), for the existing part: realpath() of the longest existing

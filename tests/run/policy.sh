@@ -1,0 +1,240 @@
+#!/bin/bash
+# policy.sh — the Lua policy governing real executions: tool allow/deny and
+# hooks seen from inside the sandbox, limits, host paths, the audit log,
+# principals and rate limits over HTTP, and SIGHUP reloads under load.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+NM="$HUTCH_SRCDIR/tests/mcp/node_modules"
+EVERYTHING="$NM/@modelcontextprotocol/server-everything/dist/index.js"
+[ -f "$EVERYTHING" ] || skip_all "npm test dependencies are not installed (npm ci in tests/mcp)"
+T=$(mktemp -d)
+SERVE_PID=
+trap 'kill $SERVE_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+
+cat >"$T/servers.json" <<EOF
+{"mcpServers": {"everything": {"command": "/usr/bin/node", "args": ["$EVERYTHING", "stdio"]}}}
+EOF
+mkdir -p "$T/data/sub" "$T/outside" "$T/results"
+echo "allowed" >"$T/data/sub/a.txt"
+echo "secret" >"$T/outside/s.txt"
+ln -s "$T/outside/s.txt" "$T/data/escape"
+
+cat >"$T/p.lua" <<EOF
+return {
+  executor = "local",
+  limits = { timeout_ms = 3000, memory_mb = 256, pids = 64 },
+  tools = { allow = { "everything.echo", "everything.get-sum", "everything.get-env" },
+            deny = { "everything.get-env" } },
+  paths = { { host = "$T/data", sandbox = "/work/data", mode = "ro" },
+            { host = "$T/results", sandbox = "/work/results", mode = "rw" } },
+  audit = { secret = { "password" } },
+  on_tool_call = function(call)
+    if call.tool == "everything.echo" and call.args.message == "forbidden" then
+      return false, "echoing that is not allowed"
+    end
+    return true
+  end,
+}
+EOF
+
+run_hutch policy check "$T/p.lua"
+is "policy check accepts a valid policy" "$RC" 0
+
+cat >"$T/bad.lua" <<'EOF'
+return {
+  limits = { timeout_ms = 1000 },
+  tools = { allow = { "*" } },
+  limts = {},
+}
+EOF
+run_hutch policy check "$T/bad.lua"
+not_ok "policy check refuses an unknown field" test "$RC" = 0
+like "the unknown field is named" "$OUT$ERR" "limts"
+
+printf 'return {\n  tools = { allow = { "*" } },\n  executor = 5,\n}\n' >"$T/bad2.lua"
+run_hutch policy check "$T/bad2.lua"
+like "a wrong type is reported as file:line" "$OUT$ERR" "bad2.lua:"
+
+run_hutch policy test "$T/p.lua" --tool everything.echo --args '{"message":"hi"}'
+is "policy test: allowed tool exits 0" "$RC" 0
+is "policy test prints allow" "$OUT" "allow"
+run_hutch policy test "$T/p.lua" --tool " Everything.Get-Env "
+is "policy test: deny rule wins (case/space variant) exits 3" "$RC" 3
+like "policy test prints the deny reason" "$OUT" "deny:"
+run_hutch policy test "$T/p.lua" --tool everything.get-tiny-image
+is "policy test: a tool no allow rule names is denied" "$RC" 3
+
+# Denied calls raise in the sandbox and show in tool_calls.
+run_hutch run --policy "$T/p.lua" --audit "$T/audit.jsonl" --servers "$T/servers.json" \
+    --lang python --json -e '
+res = []
+for name, args in [("everything.echo", {"message": "hi", "password": "hunter2"}),
+                   ("everything.get-env", {}),
+                   ("everything.echo", {"message": "forbidden"}),
+                   ("everything.get-tiny-image", {})]:
+    try:
+        tools.call(name, args)
+        res.append("ok")
+    except PermissionError as e:
+        res.append("denied")
+res'
+is "allowed, denied by rule, denied by hook, denied by default" \
+    "$(echo "$OUT" | json result)" '["ok", "denied", "denied", "denied"]'
+is "tool_calls records the denials" \
+    "$(echo "$OUT" | $PY -c 'import json,sys; print([c["outcome"] for c in json.load(sys.stdin)["tool_calls"]])')" \
+    "['ok', 'denied', 'denied', 'denied']"
+like "the hook's reason reaches the program's result" "$(echo "$OUT" | json tool_calls.2.error)" \
+    "echoing that is not allowed"
+
+n=$(grep -c '"event":"tool_call"' "$T/audit.jsonl")
+is "the audit log has a line for every tool decision" "$n" 4
+ok "audit lines are JSON" $PY -c '
+import json, sys
+for line in open(sys.argv[1]):
+    json.loads(line)' "$T/audit.jsonl"
+not_ok "secret argument values never reach the audit log" grep -q hunter2 "$T/audit.jsonl"
+ok "the audit log has the execution line" grep -q '"event":"execution"' "$T/audit.jsonl"
+
+run_hutch run --policy "$T/p.lua" --lang javascript --servers "$T/servers.json" -e '
+try { await tools.everything.get_env({}) } catch (e) { console.log(e.code) }'
+is "javascript sees code denied" "$OUT" "denied"
+
+# Limits come from the policy; flags may only tighten them.
+run_hutch run --policy "$T/p.lua" --timeout 60000 --lang python -e 'import time; time.sleep(10)'
+is "the policy's timeout is a ceiling the flag cannot raise" "$RC" 124
+
+# Host paths.
+run_hutch run --policy "$T/p.lua" --file "$T/data/sub/a.txt" --out "$T/results/r1" \
+    --lang python -e 'print(open("a.txt").read().strip()); _ = open("/work/out/o.txt", "w").write("x")'
+is "an input inside a ro folder is copied in" "$OUT" "allowed"
+is "an output dir inside an rw folder receives /work/out" "$(cat "$T/results/r1/o.txt")" "x"
+for bad in "$T/outside/s.txt" "$T/data/escape" "$T/data/sub/../../outside/s.txt" \
+    "$T/data/%2e%2e/outside/s.txt" "$T/data/sub%2f..%2f..%2foutside/s.txt" \
+    "$T/data//sub/../../outside/s.txt"; do
+    run_hutch run --policy "$T/p.lua" --file "$bad" --lang python -e 'print(1)'
+    is "input refused: ${bad#$T}" "$RC" 125
+done
+run_hutch run --policy "$T/p.lua" --out "$T/data/o" --lang python -e 'print(1)'
+is "an output dir in a ro folder is refused" "$RC" 125
+ok "nothing was written in the ro folder" test ! -e "$T/data/o"
+
+# --- hutch serve over HTTP with two principals and rate limits ----------------
+cat >"$T/mt.lua" <<'EOF'
+return {
+  tools = { allow = { "everything.*" } },
+  principals = {
+    { name = "alice", token = "alice-token-0123456789" },
+    { name = "bob", token = "bob-token-0123456789ab" },
+  },
+  rate = { executions_per_minute = 3 },
+  on_tool_call = function(call)
+    if call.principal == "bob" and call.name ~= "echo" then
+      return false, "bob may only echo"
+    end
+    return true
+  end,
+}
+EOF
+PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$HUTCH" serve --policy "$T/mt.lua" --audit "$T/mt-audit.jsonl" --servers "$T/servers.json" \
+    --http "127.0.0.1:$PORT" 2>"$T/serve.err" &
+SERVE_PID=$!
+for _ in $(seq 100); do grep -q "serving MCP" "$T/serve.err" && break; sleep 0.1; done
+
+mcp() { # token body [session] -> response body on stdout
+    curl -s -m 30 "http://127.0.0.1:$PORT/mcp" -H "Authorization: Bearer $1" \
+        -H 'Content-Type: application/json' -H 'Accept: application/json' \
+        ${3:+-H "Mcp-Session-Id: $3"} -D "$T/h" -d "$2"
+}
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+mcp alice-token-0123456789 "$INIT" >/dev/null
+SA=$(awk -F': ' 'tolower($1)=="mcp-session-id" {print $2}' "$T/h" | tr -d '\r')
+mcp bob-token-0123456789ab "$INIT" >/dev/null
+SB=$(awk -F': ' 'tolower($1)=="mcp-session-id" {print $2}' "$T/h" | tr -d '\r')
+ok "both principals get sessions" test -n "$SA" -a -n "$SB"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/mcp" \
+    -H 'Authorization: Bearer not-a-known-token-xyz' -H 'Content-Type: application/json' -d "$INIT")
+is "an unknown token gets 401" "$code" 401
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/mcp" \
+    -H 'Authorization: Bearer bob-token-0123456789ab' -H 'Content-Type: application/json' \
+    -H 'Accept: application/json' -H "Mcp-Session-Id: $SA" \
+    -d '{"jsonrpc":"2.0","id":2,"method":"ping"}')
+is "bob cannot use alice's session" "$code" 404
+
+call() { # token session code -> structuredContent.result or the text
+    body=$($PY -c 'import json,sys; print(json.dumps({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"python","code":sys.argv[1]}}}))' "$3")
+    mcp "$1" "$body" "$2" | $PY -c '
+import json, sys
+r = json.load(sys.stdin)["result"]
+sc = r.get("structuredContent")
+print(json.dumps(sc["result"]) if sc else r["content"][0]["text"])'
+}
+PROG='
+out = []
+for t in ["everything.echo", "everything.get-sum"]:
+    try:
+        tools.call(t, {"message": "x"} if t.endswith("echo") else {"a": 1, "b": 2}); out.append("ok")
+    except PermissionError:
+        out.append("denied")
+out'
+is "alice may call both tools" "$(call alice-token-0123456789 "$SA" "$PROG")" '["ok", "ok"]'
+is "bob may only echo (on_tool_call sees the principal)" \
+    "$(call bob-token-0123456789ab "$SB" "$PROG")" '["ok", "denied"]'
+call alice-token-0123456789 "$SA" '1' >/dev/null
+call alice-token-0123456789 "$SA" '1' >/dev/null
+like "alice's 4th execution in a minute is refused by the rate limit" \
+    "$(call alice-token-0123456789 "$SA" '1')" "rate limit"
+is "bob's own limit is separate" "$(call bob-token-0123456789ab "$SB" '2')" "2"
+ok "the audit log names the principals" grep -q '"principal":"bob"' "$T/mt-audit.jsonl"
+not_ok "the audit log never contains a bearer token" grep -q "token-0123456789" "$T/mt-audit.jsonl"
+kill $SERVE_PID
+wait $SERVE_PID 2>/dev/null
+SERVE_PID=
+
+# --- reload under load: 200 executions, 10 SIGHUPs ------------------------------
+cat >"$T/r1.lua" <<'EOF'
+return { tools = { allow = { "everything.*" } }, limits = { timeout_ms = 20000 } }
+EOF
+cp "$T/r1.lua" "$T/live.lua"
+$PY - "$HUTCH" "$T" <<'PY' >"$T/reload.out" 2>&1
+import json, os, shutil, signal, subprocess, sys, threading, time
+hutch, t = sys.argv[1], sys.argv[2]
+p = subprocess.Popen([hutch, "serve", "--policy", t + "/live.lua", "--audit", t + "/r-audit.jsonl"],
+                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def send(m):
+    p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
+send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+p.stdout.readline()
+results = {}
+def reader():
+    for line in p.stdout:
+        m = json.loads(line)
+        results[m["id"]] = m
+th = threading.Thread(target=reader, daemon=True); th.start()
+def reloads():
+    for i in range(10):
+        time.sleep(0.15)
+        # alternate a valid policy and a broken one: the broken one must be refused
+        if i % 3 == 2:
+            open(t + "/live.lua", "w").write("return { tools = 5 }\n")
+        else:
+            shutil.copy(t + "/r1.lua", t + "/live.lua")
+        os.kill(p.pid, signal.SIGHUP)
+rt = threading.Thread(target=reloads); rt.start()
+for i in range(1, 201):
+    send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "execute_code", "arguments": {"language": "python", "code": "%d * 2" % i}}})
+    while len([k for k in results if k]) < i - 8:   # at most 8 in flight
+        time.sleep(0.005)
+deadline = time.time() + 120
+while len(results) < 200 and time.time() < deadline:
+    time.sleep(0.05)
+rt.join()
+p.stdin.close(); p.wait(timeout=30)
+ok = sum(1 for i in range(1, 201) if i in results and "result" in results[i]
+         and results[i]["result"].get("structuredContent", {}).get("result") == i * 2)
+print("answered", len(results), "correct", ok)
+PY
+like "200 executions during 10 reloads: none lost, all correct" "$(cat "$T/reload.out")" "answered 200 correct 200"
+is "every execution was audited" "$(grep -c '"event":"execution"' "$T/r-audit.jsonl")" 200
+ok "reloads were logged, broken ones refused" grep -q '"event":"policy_reload".*"failed"' "$T/r-audit.jsonl"
+
+done_testing
