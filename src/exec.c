@@ -319,7 +319,8 @@ static int start_call(struct calls *q, struct call *c)
     pthread_mutex_unlock(&q->mu);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
+    /* Lua hooks in the policy need room for nested C calls (~500 KiB). */
+    pthread_attr_setstacksize(&attr, 2u << 20);
     r = pthread_create(&th, &attr, call_worker, c);
     pthread_attr_destroy(&attr);
     if (r != 0) {

@@ -47,6 +47,7 @@
 #define HUTCH_POLICY_WAIT_MS        1000        /* for a free state */
 #define HUTCH_POLICY_MAX_RULES      1000        /* globs in tools.allow, tools.deny */
 #define HUTCH_POLICY_MAX_GLOB       256
+#define HUTCH_POLICY_MAX_LOAD       (64u << 10) /* source given to load() */
 #define HUTCH_POLICY_MAX_PATHS      64
 #define HUTCH_POLICY_MAX_PRINCIPALS 1000
 #define HUTCH_POLICY_MAX_SECRETS    256
@@ -484,13 +485,18 @@ static int l_xpcall(lua_State *L)
 }
 
 /* load(chunk [, chunkname [, mode [, env]]]): strings only, text only, and
- * without env the policy's (read-only) globals, never the raw table. */
+ * without env the policy's (read-only) globals, never the raw table.  The
+ * parser runs no instructions the count hook could see: its input is
+ * capped instead. */
 static int l_load(lua_State *L)
 {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
     const char *name = luaL_optstring(L, 2, "=(load)");
     int has_env = !lua_isnone(L, 4);
+    if (len > HUTCH_POLICY_MAX_LOAD)
+        return luaL_error(L, "load: at most %d bytes of source in a policy",
+                          (int)HUTCH_POLICY_MAX_LOAD);
     if (luaL_loadbufferx(L, s, len, name, "t") != LUA_OK) {
         luaL_pushfail(L);
         lua_insert(L, -2);
@@ -537,9 +543,13 @@ static int l_log(lua_State *L)
 
 static int l_glob(lua_State *L)
 {
-    const char *pat = luaL_checkstring(L, 1), *s = luaL_checkstring(L, 2), *ts;
+    size_t plen;
+    const char *pat = luaL_checklstring(L, 1, &plen), *s = luaL_checkstring(L, 2), *ts;
     size_t n = trim(s, &ts);
     char buf[HUTCH_POLICY_MAX_TOOL_NAME + 1];
+    if (plen > HUTCH_POLICY_MAX_GLOB)
+        return luaL_error(L, "hutch.glob: a pattern has at most %d bytes",
+                          HUTCH_POLICY_MAX_GLOB);
     if (n > HUTCH_POLICY_MAX_TOOL_NAME) {
         lua_pushboolean(L, 0);
         return 1;
@@ -561,6 +571,11 @@ static int l_path_allowed(lua_State *L)
     char resolved[PATH_MAX], why[PATH_MAX + 128];
     size_t n;
     const char *s;
+    /* Every copy of the state must decide alike: while the file runs, the
+     * first copy does not know the paths yet. */
+    if (st->loading)
+        return luaL_error(L, "hutch.path_allowed works in hooks only, not while the "
+                             "file loads");
     if (lua_type(L, 1) != LUA_TSTRING) {
         lua_pushboolean(L, 0);
         lua_pushfstring(L, "no path given (got %s)", luaL_typename(L, 1));
@@ -1066,6 +1081,7 @@ static void v_paths(lua_State *L, struct vctx *vc, int t)
             verr(L, vc, NULL, "%s.host: \"%s\" is not a directory", name, host);
         pp->rw = !strcmp(mode, "rw");
         pp->host = strdup(buf);
+        p->npaths++; /* owned by p from here on, even if a check below fails */
         if (!pp->host)
             verr(L, vc, NULL, "out of memory");
         if (sandbox[0] != '/')
@@ -1079,11 +1095,8 @@ static void v_paths(lua_State *L, struct vctx *vc, int t)
                  "use a directory like /data or /work/NAME)",
                  name, sandbox, r);
         pp->sandbox = strdup(buf);
-        if (!pp->sandbox) {
-            free((char *)pp->host);
+        if (!pp->sandbox)
             verr(L, vc, NULL, "out of memory");
-        }
-        p->npaths++;
         for (size_t j = 0; j + 1 < p->npaths; j++) {
             const char *o = p->paths[j].sandbox;
             if (hutch_path_within(pp->sandbox, o) || hutch_path_within(o, pp->sandbox))

@@ -527,7 +527,11 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
     if (runner < 0)
         fail(p, "sandbox set-up: fork: %s", strerror(errno));
     if (runner == 0) {
-        sigprocmask(SIG_UNBLOCK, &mask, NULL);
+        /* hutch blocks signals in its threads (SIGHUP for reloads): the
+         * program starts with none blocked. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         exec_runner(p, devnull);
     }
     close(p->chan_fd);

@@ -232,6 +232,12 @@ p.stdin.close(); p.wait(timeout=30)
 ok = sum(1 for i in range(1, 201) if i in results and "result" in results[i]
          and results[i]["result"].get("structuredContent", {}).get("result") == i * 2)
 print("answered", len(results), "correct", ok)
+for i in range(1, 201):
+    r = results.get(i)
+    sc = r and r.get("result", {}).get("structuredContent")
+    if not r or not sc or sc.get("result") != i * 2:
+        print("#", i, json.dumps(r)[:600])
+        break
 PY
 like "200 executions during 10 reloads: none lost, all correct" "$(cat "$T/reload.out")" "answered 200 correct 200"
 is "every execution was audited" "$(grep -c '"event":"execution"' "$T/r-audit.jsonl")" 200
