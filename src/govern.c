@@ -197,7 +197,8 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     const struct hutch_catalog_entry *e;
     struct hutch_catalog *cat;
     char reason[512] = "", qualified[600];
-    uint64_t t0 = hutch_now_us(), retry = 0;
+    uint64_t t0, retry = 0;
+    double dur;
     cJSON *extra;
     void *ref;
     int r;
@@ -210,6 +211,7 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
         return hutch_bridge_tool(x->bridge, tool, args, timeout_ms, reply);
     }
     snprintf(qualified, sizeof(qualified), "%s", e->qualified);
+    t0 = hutch_now_us(); /* the decision: rate limit, globs, hook */
     if (hutch_rate_take(g->rate, x->principal, "tool_call",
                         hutch_policy_rate(x->policy)->tool_calls_per_minute,
                         hutch_now_ms(), &retry) < 0) {
@@ -223,13 +225,13 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
         r = hutch_policy_check_tool(x->policy, x->principal, x->execution, e->server,
                                     e->tool, args, reason, sizeof(reason));
     }
+    dur = (double)(hutch_now_us() - t0) / 1000.0;
     hutch_bridge_catalog_put(x->bridge, ref);
 
     extra = cJSON_CreateObject();
     cJSON_AddItemToObject(extra, "args", hutch_audit_redact(args, secret, x->policy));
     hutch_audit_log(g->audit, "tool_call", x->principal, x->execution, qualified,
-                    r == 0 ? "allow" : "deny", r == 0 ? NULL : reason,
-                    (double)(hutch_now_us() - t0) / 1000.0, extra);
+                    r == 0 ? "allow" : "deny", r == 0 ? NULL : reason, dur, extra);
     cJSON_Delete(extra);
     if (r < 0) {
         reply->code = "denied";

@@ -49,6 +49,8 @@ struct local_state {
     struct cgroup_set cg;
     unsigned long seq;
     int late_attach; /* /proc/PID/task/TID/children is there */
+    void *bpf;       /* the runner's seccomp filter, compiled once */
+    size_t bpf_len;
 };
 
 struct local_sandbox {
@@ -608,6 +610,14 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
     st->host = host;
     snprintf(st->instance, sizeof(st->instance), "%s",
              cfg && cfg->instance_id ? cfg->instance_id : "0");
+    {
+        char why[256];
+        int r = lsb_seccomp_build(&st->bpf, &st->bpf_len, why, sizeof(why));
+        if (r < 0) {
+            free(st);
+            return hutch_err_set(err, r, "seccomp filter: %s", why);
+        }
+    }
     cgroup_detect(&st->cg);
     st->netns_fd = netns_open(host);
     {
@@ -626,6 +636,8 @@ static void local_close(void *state)
     struct local_state *st = state;
     if (st && st->netns_fd >= 0)
         close(st->netns_fd);
+    if (st)
+        free(st->bpf);
     free(st);
 }
 
@@ -766,6 +778,8 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
         goto fail;
     }
     p.netns_fd = st->netns_fd;
+    p.bpf = st->bpf;
+    p.bpf_len = st->bpf_len;
     p.ctrl_fd = ctrl[1];
     p.sync_fd = sync[1];
     p.chan_fd = chan[1];

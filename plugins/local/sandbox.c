@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -395,9 +396,9 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
         dprintf(2, "hutch sandbox: landlock: %s\n", errbuf);
         _exit(127);
     }
-    r = lsb_seccomp_load(errbuf, sizeof(errbuf));
+    r = lsb_seccomp_apply(p->bpf, p->bpf_len);
     if (r < 0) {
-        dprintf(2, "hutch sandbox: seccomp: %s\n", errbuf);
+        dprintf(2, "hutch sandbox: installing the seccomp filter: %s\n", strerror(-r));
         _exit(127);
     }
     snprintf(script, sizeof(script), "/run/hutch/%s", p->runner);
@@ -433,27 +434,67 @@ static int send_data(void *arg, const void *buf, size_t len)
 }
 
 /* An empty /work/out sends no tar at all: the core then needs no
- * libarchive for the common run that writes no files. */
+ * libarchive for the common run that writes no files.  getdents64 on the
+ * stack, not opendir(): nothing in init's common path may allocate (see
+ * lsb_seccomp_build). */
 static int out_is_empty(void)
 {
     int fd = open("/work/out", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d;
-    struct dirent *de;
+    char buf[4096];
+    long n;
     int empty = 1;
     if (fd < 0)
         return 0; /* let the packer say what is wrong */
-    d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return 0;
-    }
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
-            empty = 0;
-            break;
+    while (empty && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+        for (long off = 0; off < n;) {
+            struct {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *de = (void *)(buf + off);
+            if (strcmp(de->name, ".") != 0 && strcmp(de->name, "..") != 0) {
+                empty = 0;
+                break;
+            }
+            off += de->reclen;
         }
-    closedir(d);
+    }
+    close(fd);
     return empty;
+}
+
+/* Control frames in init: payloads in their own mapping rather than from
+ * malloc (see out_is_empty). */
+static int recv_mapped(int fd, struct lsb_hdr *h, char **payload)
+{
+    int r = read_full(fd, h, sizeof(*h));
+    *payload = NULL;
+    if (r < 0)
+        return r;
+    if (h->len > LSB_FRAME_MAX)
+        return -EMSGSIZE;
+    if (h->len == 0)
+        return 0;
+    *payload = mmap(NULL, (size_t)h->len + 1, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (*payload == MAP_FAILED) {
+        *payload = NULL;
+        return -ENOMEM;
+    }
+    r = read_full(fd, *payload, h->len);
+    if (r < 0) {
+        munmap(*payload, (size_t)h->len + 1);
+        *payload = NULL;
+    }
+    return r;
+}
+
+static void unmap(char *payload, uint32_t len)
+{
+    if (payload)
+        munmap(payload, (size_t)len + 1);
 }
 
 /* Kill everything but init, and wait until it is gone, so that nothing
@@ -559,7 +600,7 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
         }
         if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
-        r = lsb_recv(ctrl, &h, &payload, LSB_FRAME_MAX);
+        r = recv_mapped(ctrl, &h, &payload);
         if (r < 0)
             _exit(0); /* host went away: the sandbox goes with it */
         memset(&err, 0, sizeof(err));
@@ -595,10 +636,10 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
             break;
         }
         default:
-            free(payload);
+            unmap(payload, h.len);
             _exit(1);
         }
-        free(payload);
+        unmap(payload, h.len);
     }
 }
 

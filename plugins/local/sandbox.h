@@ -58,6 +58,8 @@ struct lsb_params {
     uint32_t pids_max;
     uint32_t open_files;
     int netns_fd;    /* shared empty netns to join, -1: a new one */
+    const void *bpf; /* the compiled seccomp filter */
+    size_t bpf_len;
     int have_memcg;  /* memory limit enforced by a cgroup */
     int have_pidscg; /* pids limit enforced by a cgroup */
 };
@@ -72,8 +74,11 @@ int lsb_landlock_scope(char *errbuf, size_t len);
 /* The Landlock ABI version of the running kernel, or <= 0 without it. */
 int lsb_landlock_abi(void);
 
-/* Load the runner's seccomp filter (after no_new_privs).  0 or -errno. */
-int lsb_seccomp_load(char *errbuf, size_t len);
+/* Compile the runner's seccomp filter to BPF (caller frees *bpf), once, in
+ * hutch's process; install it in a runner (after no_new_privs) without
+ * allocating.  0 or -errno. */
+int lsb_seccomp_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len);
+int lsb_seccomp_apply(const void *bpf, size_t bpf_len);
 
 /* Framed I/O on the control socket (blocking). */
 int lsb_send(int fd, uint32_t type, const void *data, size_t len);

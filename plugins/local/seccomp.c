@@ -7,11 +7,16 @@
  * falls back to clone, whose flags a filter can see.  Foreign architectures
  * (x32, i386 on x86_64) are killed outright. */
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -88,10 +93,15 @@ static const unsigned long ns_flags[] = {CLONE_NEWUSER,   CLONE_NEWNS,  CLONE_NE
                                          CLONE_NEWNET,    CLONE_NEWIPC, CLONE_NEWUTS,
                                          CLONE_NEWCGROUP, 0x00000080 /* NEWTIME */};
 
-int lsb_seccomp_load(char *errbuf, size_t len)
+/* The filter is compiled once, in hutch's process, and installed in each
+ * runner with one prctl: after fork() the child must not allocate (a
+ * sanitizer's allocator lock held by another thread at fork time would
+ * never be released in the child). */
+int lsb_seccomp_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-    int r = 0, nr;
+    int r = 0, nr, fd = -1;
+    off_t size;
 
     if (!ctx) {
         snprintf(errbuf, len, "seccomp_init failed");
@@ -144,12 +154,44 @@ int lsb_seccomp_load(char *errbuf, size_t len)
         snprintf(errbuf, len, "filtering ioctl: %s", strerror(-r));
         goto out;
     }
-    r = seccomp_load(ctx);
-    if (r < 0)
-        snprintf(errbuf, len, "loading the filter: %s", strerror(-r));
+    fd = memfd_create("hutch-seccomp", MFD_CLOEXEC);
+    if (fd < 0) {
+        r = -errno;
+        snprintf(errbuf, len, "memfd_create: %s", strerror(errno));
+        goto out;
+    }
+    r = seccomp_export_bpf(ctx, fd);
+    if (r < 0) {
+        snprintf(errbuf, len, "compiling the filter: %s", strerror(-r));
+        goto out;
+    }
+    size = lseek(fd, 0, SEEK_END);
+    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+        !(*bpf = malloc((size_t)size)) || pread(fd, *bpf, (size_t)size, 0) != size) {
+        r = -EIO;
+        snprintf(errbuf, len, "reading the compiled filter back");
+        goto out;
+    }
+    *bpf_len = (size_t)size;
+    r = 0;
 out:
+    if (fd >= 0)
+        close(fd);
     seccomp_release(ctx);
     return r;
+}
+
+int lsb_seccomp_apply(const void *bpf, size_t bpf_len)
+{
+    struct sock_fprog prog = {
+        .len = (unsigned short)(bpf_len / sizeof(struct sock_filter)),
+        .filter = (struct sock_filter *)bpf,
+    };
+    if (!bpf || !bpf_len || bpf_len / sizeof(struct sock_filter) > 0xffff)
+        return -EINVAL;
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+        return -errno;
+    return 0;
 }
 
 /* Landlock scoping (ABI 6, Linux 6.12).  Debian 12's headers predate it, so
