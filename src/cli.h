@@ -2,7 +2,11 @@
 #ifndef HUTCH_CLI_H
 #define HUTCH_CLI_H
 
+#include <cjson/cJSON.h>
+
 #include "plugin.h"
+
+struct hutch_upstreams;
 
 int hutch_cmd_run(int argc, char **argv);
 int hutch_cmd_plugins(int argc, char **argv);
@@ -17,5 +21,11 @@ int hutch_cmd_policy(int argc, char **argv);
 int hutch_cli_open_executor(const char *plugin_dir, const char *name,
                             struct hutch_host *host, struct hutch_plugins **ps,
                             struct hutch_plugin **p, struct hutch_err *err);
+
+/* Load and start the servers of a servers file; each one that is not ready
+ * is reported on stderr (prefixed with `who`) with its reason.  Caller frees
+ * *config and *ups. */
+int hutch_cli_start_upstreams(const char *servers, const char *who, cJSON **config,
+                              struct hutch_upstreams **ups, struct hutch_err *err);
 
 #endif

@@ -56,51 +56,6 @@ static void usage(FILE *f)
         HUTCH_DEFAULT_MEMORY_MB, HUTCH_DEFAULT_PIDS);
 }
 
-int hutch_cli_open_executor(const char *plugin_dir, const char *name,
-                            struct hutch_host *host, struct hutch_plugins **ps,
-                            struct hutch_plugin **p, struct hutch_err *err)
-{
-    struct hutch_config cfg = {0};
-    static char instance[17];
-    int r;
-
-    if (!name || !*name)
-        name = getenv("HUTCH_EXECUTOR");
-    if (!name || !*name)
-        name = "local";
-    hutch_host_init(host, hutch_runner_dir());
-    r = hutch_plugins_load(hutch_plugin_dir(plugin_dir), host, ps, err);
-    if (r < 0)
-        return r;
-    *p = hutch_plugins_find(*ps, name);
-    if (!*p) {
-        r = hutch_err_set(
-            err, -ENOENT,
-            "no executor named \"%s\" in %s (run 'hutch plugins' to see what "
-            "is there)",
-            name, (*ps)->dir);
-        goto fail;
-    }
-    if (!(*p)->usable) {
-        r = hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", name,
-                          (*p)->reason);
-        goto fail;
-    }
-    hutch_random_id(instance);
-    cfg.struct_size = sizeof(cfg);
-    cfg.instance_id = instance;
-    cfg.state_dir = NULL;
-    r = hutch_plugin_open(*p, host, &cfg, err);
-    if (r < 0)
-        goto fail;
-    return 0;
-fail:
-    hutch_plugins_free(*ps);
-    *ps = NULL;
-    *p = NULL;
-    return r;
-}
-
 /* "--file SRC[:DEST]": DEST after the last ':' when there is one. */
 /* With a policy file, a host input must lie in one of its `paths`; the
  * resolved path (not the string given) is what gets read. */
@@ -375,24 +330,11 @@ int hutch_cmd_run(int argc, char **argv)
     }
 
     if (servers) {
-        struct hutch_upstream_opts uo = {0};
-        cJSON *st, *it;
-        if (hutch_upstreams_load(servers, &config, &err) < 0 ||
-            hutch_upstreams_start(config, &uo, &ups, &err) < 0 ||
+        if (hutch_cli_start_upstreams(servers, "hutch run", &config, &ups, &err) < 0 ||
             hutch_bridge_new(ups, &bridge, &err) < 0) {
             fprintf(stderr, "hutch run: --servers: %s\n", err.msg);
             goto out;
         }
-        st = hutch_upstreams_status(ups);
-        cJSON_ArrayForEach(it, st)
-        {
-            const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-            if (state && strcmp(state, "ready"))
-                fprintf(stderr, "hutch run: upstream %s is %s: %s\n",
-                        cJSON_GetStringValue(cJSON_GetObjectItem(it, "server")), state,
-                        cJSON_GetStringValue(cJSON_GetObjectItem(it, "error")) ?: "");
-        }
-        cJSON_Delete(st);
         if (!governed) {
             req.tool = hutch_bridge_tool;
             req.tool_arg = bridge;

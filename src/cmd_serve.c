@@ -240,7 +240,6 @@ int hutch_cmd_serve(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct hutch_mcp_opts mo = {0};
-    struct hutch_upstream_opts uo = {0};
     struct hutch_http_opts ho = {0};
     struct hutch_err err = {0};
     struct hutch_host host;
@@ -363,27 +362,10 @@ int hutch_cmd_serve(int argc, char **argv)
         fprintf(stderr, "hutch serve: %s\n", err.msg);
         goto out;
     }
-    if (servers) {
-        if (hutch_upstreams_load(servers, &config, &err) < 0 ||
-            hutch_upstreams_start(config, &uo, &ups, &err) < 0) {
-            fprintf(stderr, "hutch serve: %s\n", err.msg);
-            goto out;
-        }
-        {
-            cJSON *st = hutch_upstreams_status(ups), *it;
-            cJSON_ArrayForEach(it, st)
-            {
-                const char *state =
-                    cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-                if (state && strcmp(state, "ready") != 0)
-                    hutch_warn("upstream %s is %s: %s",
-                               cJSON_GetStringValue(cJSON_GetObjectItem(it, "server")),
-                               state,
-                               cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"))
-                                   ?: "no reason given");
-            }
-            cJSON_Delete(st);
-        }
+    if (servers &&
+        hutch_cli_start_upstreams(servers, "hutch serve", &config, &ups, &err) < 0) {
+        fprintf(stderr, "hutch serve: %s\n", err.msg);
+        goto out;
     }
     mo.executor = plugin;
     mo.plugins = ps;

@@ -35,11 +35,10 @@ int hutch_cmd_tools(int argc, char **argv)
     };
     const char *servers = NULL, *detail_s = "signatures";
     enum hutch_detail detail;
-    struct hutch_upstream_opts uo = {0};
     struct hutch_upstreams *ups = NULL;
     struct hutch_catalog *cat = NULL;
     struct hutch_err err = {0};
-    cJSON *config = NULL, *tools = NULL, *found = NULL, *st = NULL, *it;
+    cJSON *config = NULL, *tools = NULL, *found = NULL, *it;
     char query[1024] = "";
     int json = 0, c, rc = 1;
     size_t limit = 0;
@@ -97,19 +96,9 @@ int hutch_cmd_tools(int argc, char **argv)
                 "Claude Desktop / Claude Code)\n");
         return 2;
     }
-    if (hutch_upstreams_load(servers, &config, &err) < 0 ||
-        hutch_upstreams_start(config, &uo, &ups, &err) < 0) {
+    if (hutch_cli_start_upstreams(servers, "hutch tools", &config, &ups, &err) < 0) {
         fprintf(stderr, "hutch tools: %s\n", err.msg);
         goto out;
-    }
-    st = hutch_upstreams_status(ups);
-    cJSON_ArrayForEach(it, st)
-    {
-        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-        if (state && strcmp(state, "ready"))
-            fprintf(stderr, "hutch tools: server %s is %s: %s\n",
-                    cJSON_GetStringValue(cJSON_GetObjectItem(it, "server")), state,
-                    cJSON_GetStringValue(cJSON_GetObjectItem(it, "error")) ?: "");
     }
     tools = hutch_upstreams_tools(ups);
     if (hutch_catalog_build(tools, &cat, &err) < 0) {
@@ -145,7 +134,6 @@ int hutch_cmd_tools(int argc, char **argv)
 out:
     cJSON_Delete(found);
     cJSON_Delete(tools);
-    cJSON_Delete(st);
     hutch_catalog_free(cat);
     hutch_upstreams_free(ups);
     cJSON_Delete(config);

@@ -1,0 +1,82 @@
+/* cli.c — what the subcommands share: opening the executor and starting
+ * the upstream servers, with the same messages everywhere. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "upstream.h"
+#include "util.h"
+
+int hutch_cli_open_executor(const char *plugin_dir, const char *name,
+                            struct hutch_host *host, struct hutch_plugins **ps,
+                            struct hutch_plugin **p, struct hutch_err *err)
+{
+    struct hutch_config cfg = {0};
+    static char instance[17];
+    int r;
+
+    if (!name || !*name)
+        name = getenv("HUTCH_EXECUTOR");
+    if (!name || !*name)
+        name = "local";
+    hutch_host_init(host, hutch_runner_dir());
+    r = hutch_plugins_load(hutch_plugin_dir(plugin_dir), host, ps, err);
+    if (r < 0)
+        return r;
+    *p = hutch_plugins_find(*ps, name);
+    if (!*p) {
+        r = hutch_err_set(
+            err, -ENOENT,
+            "no executor named \"%s\" in %s (run 'hutch plugins' to see what "
+            "is there)",
+            name, (*ps)->dir);
+        goto fail;
+    }
+    if (!(*p)->usable) {
+        r = hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", name,
+                          (*p)->reason);
+        goto fail;
+    }
+    hutch_random_id(instance);
+    cfg.struct_size = sizeof(cfg);
+    cfg.instance_id = instance;
+    cfg.state_dir = NULL;
+    r = hutch_plugin_open(*p, host, &cfg, err);
+    if (r < 0)
+        goto fail;
+    return 0;
+fail:
+    hutch_plugins_free(*ps);
+    *ps = NULL;
+    *p = NULL;
+    return r;
+}
+
+int hutch_cli_start_upstreams(const char *servers, const char *who, cJSON **config,
+                              struct hutch_upstreams **ups, struct hutch_err *err)
+{
+    struct hutch_upstream_opts uo = {0};
+    cJSON *st, *it;
+    int r;
+
+    r = hutch_upstreams_load(servers, config, err);
+    if (r == 0)
+        r = hutch_upstreams_start(*config, &uo, ups, err);
+    if (r < 0)
+        return r;
+    /* A server that did not come up is no reason to stop: say why, go on. */
+    st = hutch_upstreams_status(*ups);
+    cJSON_ArrayForEach(it, st)
+    {
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+        const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"));
+        if (state && strcmp(state, "ready") != 0)
+            fprintf(stderr, "%s: upstream %s is %s: %s\n", who,
+                    cJSON_GetStringValue(cJSON_GetObjectItem(it, "server")), state,
+                    why ? why : "no reason given");
+    }
+    cJSON_Delete(st);
+    return 0;
+}
