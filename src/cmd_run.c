@@ -393,6 +393,8 @@ int hutch_cmd_run(int argc, char **argv)
     req.pids = (uint32_t)pids;
     req.label = "cli";
     req.out_dir = out_dir;
+    /* Plain output without --out shows no files: save the round trip. */
+    req.skip_files = !out_dir && !json;
     req.stream_fd_out = json ? -1 : STDOUT_FILENO;
     req.stream_fd_err = json ? -1 : STDERR_FILENO;
     req.cancel = &cancelled;

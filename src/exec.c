@@ -861,7 +861,8 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         } else if (!rn.got_done) {
             note(&rn, "the runner ended without reporting a result");
         }
-        finish_files(&rn);
+        if (!req->skip_files)
+            finish_files(&rn);
     }
     r = 0;
 out:

@@ -37,6 +37,7 @@ struct hutch_exec_req {
     uint64_t files_bytes;  /* /work/out cap; 0: HUTCH_TAR_OUT_MAX_BYTES */
     const char *label;
     const char *out_dir; /* unpack /work/out here; NULL: list only */
+    int skip_files;      /* nobody looks at /work/out: do not fetch it */
     int stream_fd_out;   /* live copy of stdout, -1 for none */
     int stream_fd_err;
     hutch_tool_fn tool; /* NULL: every tool is unknown */

@@ -62,7 +62,7 @@ fs.mkdirSync("/work/out/js", {recursive: true});
 fs.writeFileSync("/work/out/js/r.json", JSON.stringify({ok: true}));'
 is "javascript writes /work/out too" "$(cat "$T/out4/js/r.json")" '{"ok":true}'
 
-run_hutch run --lang python -e '
+run_hutch run --lang python --out "$T/out5" -e '
 import os
 n = 0
 for i in range(20000):
@@ -70,5 +70,9 @@ for i in range(20000):
 '
 is "too many output files exits 125" "$RC" 125
 like "too many output files is explained" "$ERR" "entries"
+ok "nothing half-written in --out" test -z "$(ls -A "$T/out5" 2>/dev/null)"
+
+run_hutch run --lang python -e 'open("/work/out/x", "w").write("y"); print("done")'
+is "without --out or --json, /work/out is not fetched (and does not matter)" "$OUT" "done"
 
 done_testing
