@@ -117,6 +117,45 @@ run_hutch run --policy "$T/p.lua" --out "$T/data/o" --lang python -e 'print(1)'
 is "an output dir in a ro folder is refused" "$RC" 125
 ok "nothing was written in the ro folder" test ! -e "$T/data/o"
 
+# --- the example policies govern real executions ------------------------------
+FS="$NM/@modelcontextprotocol/server-filesystem/dist/index.js"
+mkdir -p "$T/srv/data" "$T/srv/workspace" "$T/srv/out" "$T/srv/private"
+echo "q1,100" >"$T/srv/data/sales.csv"
+echo "private" >"$T/srv/private/p.txt"
+printf '{"mcpServers": {"fs": {"command": "/usr/bin/node", "args": ["%s", "%s"]}}}\n' \
+    "$FS" "$T/srv" >"$T/fs.json"
+for pol in analyst developer; do
+    sed "s|/srv/hutch|$T/srv|g" "$HUTCH_SRCDIR/contrib/policies/$pol.lua" >"$T/$pol.lua"
+done
+PROBE='
+def attempt(f):
+    try:
+        f(); return "ok"
+    except PermissionError as e:
+        return "denied"
+    except ToolError as e:
+        return "error: " + e.code
+r = {
+  "list": attempt(lambda: tools.fs.list_directory(path="'"$T"'/srv/data")),
+  "read": attempt(lambda: tools.fs.read_text_file(path="'"$T"'/srv/data/sales.csv")),
+  "read_private": attempt(lambda: tools.fs.read_text_file(path="'"$T"'/srv/private/p.txt")),
+  "read_dotdot": attempt(lambda: tools.fs.read_text_file(path="'"$T"'/srv/data/../private/p.txt")),
+  "write_out": attempt(lambda: tools.fs.write_file(path="'"$T"'/srv/out/w.txt", content="x")),
+  "write_data": attempt(lambda: tools.fs.write_file(path="'"$T"'/srv/data/w.txt", content="x")),
+}
+r'
+run_hutch run --policy "$T/analyst.lua" --servers "$T/fs.json" --lang python --json -e "$PROBE"
+is "contrib analyst: reads its data folder, nothing else, never writes" \
+    "$(echo "$OUT" | json result)" \
+    '{"list": "ok", "read": "ok", "read_private": "denied", "read_dotdot": "denied", "write_out": "denied", "write_data": "denied"}'
+ok "contrib analyst: nothing was written" test ! -e "$T/srv/data/w.txt" -a ! -e "$T/srv/out/w.txt"
+run_hutch run --policy "$T/developer.lua" --servers "$T/fs.json" --lang python --json -e "$PROBE"
+like "contrib developer: writes only to its output folder" "$(echo "$OUT" | json result)" \
+    '"write_out": "ok", "write_data": "denied"'
+like "contrib developer: private files stay private" "$(echo "$OUT" | json result)" \
+    '"read_private": "denied"'
+is "contrib developer: the write reached the host" "$(cat "$T/srv/out/w.txt" 2>/dev/null)" "x"
+
 # --- hutch serve over HTTP with two principals and rate limits ----------------
 cat >"$T/mt.lua" <<'EOF'
 return {
