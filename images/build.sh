@@ -1,0 +1,65 @@
+#!/bin/sh
+# build.sh — the sandbox images, offline: `make images` runs this.
+#
+#   sh images/build.sh OUTDIR VERSION [python|node]…
+#
+# For each language, a root file system from Debian's packages only
+# (debootstrap --variant=minbase, no registry), with the runtime, a
+# non-root user "sandbox" (uid/gid 1000) and nothing else.  The directory
+# OUTDIR/rootfs-LANG is what the gVisor executor runs as it is; when a
+# Docker daemon answers, it is also imported as hutch-LANG:VERSION (no
+# compression, no registry).  The Dockerfiles next to this script build the
+# same content from debian:bookworm-slim for users who have a registry.
+set -eu
+OUT=${1:?usage: build.sh OUTDIR VERSION [python|node]...}
+VERSION=${2:?usage: build.sh OUTDIR VERSION [python|node]...}
+shift 2
+[ $# -gt 0 ] || set -- python node
+MIRROR=${HUTCH_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SUITE=${HUTCH_DEBIAN_SUITE:-bookworm}
+
+if [ "$(id -u)" != 0 ]; then
+    echo "build.sh: building a root file system needs root (debootstrap)" >&2
+    exit 1
+fi
+command -v debootstrap >/dev/null || {
+    echo "build.sh: debootstrap is missing: apt-get install -y debootstrap" >&2
+    exit 1
+}
+mkdir -p "$OUT"
+for lang in "$@"; do
+    case $lang in
+    python) pkgs=python3 ;;
+    node) pkgs=nodejs ;;
+    *)
+        echo "build.sh: unknown language $lang (python or node)" >&2
+        exit 1
+        ;;
+    esac
+    dir="$OUT/rootfs-$lang"
+    tmp="$dir.tmp"
+    rm -rf "$tmp"
+    echo "building $dir ($pkgs from $SUITE)"
+    debootstrap --variant=minbase --include="$pkgs" "$SUITE" "$tmp" "$MIRROR" >"$tmp.log" 2>&1 || {
+        tail -20 "$tmp.log" >&2
+        exit 1
+    }
+    # The sandbox user, and nothing an execution does not need: no package
+    # caches, docs or manuals.
+    chroot "$tmp" groupadd -g 1000 sandbox
+    chroot "$tmp" useradd -u 1000 -g 1000 -d /work -M -s /usr/sbin/nologin sandbox
+    mkdir -p "$tmp/work" "$tmp/run/hutch"
+    chown 1000:1000 "$tmp/work"
+    rm -rf "$tmp/var/cache/apt/archives"/*.deb "$tmp/var/lib/apt/lists"/* \
+        "$tmp/usr/share/doc"/* "$tmp/usr/share/man"/* "$tmp/usr/share/locale"/*
+    echo "hutch-$lang:$VERSION" >"$tmp/etc/hutch-image"
+    rm -rf "$dir" "$tmp.log"
+    mv "$tmp" "$dir"
+    if command -v docker >/dev/null && docker version >/dev/null 2>&1; then
+        echo "importing hutch-$lang:$VERSION into Docker"
+        tar -C "$dir" -c . | docker import --change 'USER 1000:1000' \
+            --change 'WORKDIR /work' - "hutch-$lang:$VERSION" >/dev/null
+    else
+        echo "no Docker daemon: $dir is built, not imported (run make images again once dockerd runs)"
+    fi
+done
