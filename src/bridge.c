@@ -235,6 +235,52 @@ static int fail(struct hutch_tool_reply *reply, int r, const char *code,
     return r;
 }
 
+int hutch_bridge_unknown(struct hutch_bridge *b, const char *tool,
+                         struct hutch_tool_reply *reply)
+{
+    char msg[512];
+    if (b->u && server_down(b, tool, msg, sizeof(msg)))
+        return fail(reply, -EHOSTDOWN, "upstream", "%s", msg);
+    if (!b->u)
+        return fail(reply, -ENOENT, "unknown_tool",
+                    "unknown tool \"%.256s\": no upstream MCP servers are configured "
+                    "(start hutch with --servers FILE)",
+                    tool);
+    return fail(reply, -ENOENT, "unknown_tool",
+                "unknown tool \"%.256s\" (use search_tools or `hutch tools` to see "
+                "what exists; names are server.tool)",
+                tool);
+}
+
+int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *e,
+                      const cJSON *args, int timeout_ms, struct hutch_tool_reply *reply)
+{
+    struct hutch_err err = {0};
+    cJSON *res = NULL;
+    char msg[512];
+    int r;
+
+    if (hutch_schema_validate(cJSON_GetObjectItemCaseSensitive(e->def, "inputSchema"),
+                              args, msg, sizeof(msg)) < 0)
+        return fail(reply, -EINVAL, "invalid_args", "%s: %s", e->qualified, msg);
+    r = hutch_upstreams_call(b->u, e->server, e->tool, args, timeout_ms, &res, &err);
+    if (r == -ETIMEDOUT)
+        return fail(reply, r, "timeout", "%s: %s", e->qualified, err.msg);
+    if (r < 0)
+        return fail(reply, r, "upstream", "%s: %s", e->qualified,
+                    err.msg[0] ? err.msg : strerror(-r));
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"))) {
+        reply->code = "upstream";
+        reply->message = error_text(res);
+        r = -EREMOTEIO;
+    } else {
+        reply->result = hutch_bridge_result_value(res);
+        r = reply->result ? 0 : fail(reply, -ENOMEM, "internal", "out of memory");
+    }
+    cJSON_Delete(res);
+    return r;
+}
+
 int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                       struct hutch_tool_reply *reply)
 {
@@ -242,54 +288,8 @@ int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeou
     void *ref;
     struct hutch_catalog *cat = hutch_bridge_catalog_get(b, &ref);
     const struct hutch_catalog_entry *e = cat ? hutch_catalog_find(cat, tool) : NULL;
-    struct hutch_err err = {0};
-    cJSON *res = NULL;
-    char msg[512];
-    int r;
-
-    if (!e && b->u && server_down(b, tool, msg, sizeof(msg))) {
-        r = fail(reply, -EHOSTDOWN, "upstream", "%s", msg);
-        goto out;
-    }
-    if (!e) {
-        if (!b->u)
-            r = fail(reply, -ENOENT, "unknown_tool",
-                     "unknown tool \"%.256s\": no upstream MCP servers are configured "
-                     "(start hutch with --servers FILE)",
-                     tool);
-        else
-            r = fail(
-                reply, -ENOENT, "unknown_tool",
-                "unknown tool \"%.256s\" (use search_tools or `hutch tools` to see "
-                "what exists; names are server.tool)",
-                tool);
-        goto out;
-    }
-    if (hutch_schema_validate(cJSON_GetObjectItemCaseSensitive(e->def, "inputSchema"),
-                              args, msg, sizeof(msg)) < 0) {
-        r = fail(reply, -EINVAL, "invalid_args", "%s: %s", e->qualified, msg);
-        goto out;
-    }
-    r = hutch_upstreams_call(b->u, e->server, e->tool, args, timeout_ms, &res, &err);
-    if (r == -ETIMEDOUT) {
-        r = fail(reply, r, "timeout", "%s: %s", e->qualified, err.msg);
-        goto out;
-    }
-    if (r < 0) {
-        r = fail(reply, r, "upstream", "%s: %s", e->qualified,
-                 err.msg[0] ? err.msg : strerror(-r));
-        goto out;
-    }
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"))) {
-        reply->code = "upstream";
-        reply->message = error_text(res);
-        r = -EREMOTEIO;
-        goto out;
-    }
-    reply->result = hutch_bridge_result_value(res);
-    r = reply->result ? 0 : fail(reply, -ENOMEM, "internal", "out of memory");
-out:
-    cJSON_Delete(res);
+    int r = e ? hutch_bridge_call(b, e, args, timeout_ms, reply)
+              : hutch_bridge_unknown(b, tool, reply);
     hutch_bridge_catalog_put(b, ref);
     return r;
 }

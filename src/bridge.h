@@ -29,6 +29,15 @@ void hutch_bridge_catalog_put(struct hutch_bridge *b, void *ref);
 int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                       struct hutch_tool_reply *reply);
 
+/* The two halves of hutch_bridge_tool, for a caller that looked the tool
+ * up itself (the policy decides on the catalog entry): call the entry of a
+ * catalog the caller holds, or answer for a name the catalog lacks. */
+int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *e,
+                      const cJSON *args, int timeout_ms,
+                      struct hutch_tool_reply *reply);
+int hutch_bridge_unknown(struct hutch_bridge *b, const char *tool,
+                         struct hutch_tool_reply *reply);
+
 /* A CallToolResult as the value a program receives: structuredContent when
  * there is one, else the content (text parsed as JSON when it is JSON;
  * images, audio and resources as objects with their mime type and data);

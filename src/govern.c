@@ -196,7 +196,7 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     struct hutch_gov *g = x->g;
     const struct hutch_catalog_entry *e;
     struct hutch_catalog *cat;
-    char reason[512] = "", qualified[600];
+    char reason[512] = "";
     uint64_t t0, retry = 0;
     double dur;
     cJSON *extra;
@@ -207,10 +207,9 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     e = cat ? hutch_catalog_find(cat, tool) : NULL;
     if (!e) {
         /* Nothing to decide: the bridge says why it is unknown. */
-        hutch_bridge_catalog_put(x->bridge, ref);
-        return hutch_bridge_tool(x->bridge, tool, args, timeout_ms, reply);
+        r = hutch_bridge_unknown(x->bridge, tool, reply);
+        goto out;
     }
-    snprintf(qualified, sizeof(qualified), "%s", e->qualified);
     t0 = hutch_now_us(); /* the decision: rate limit, globs, hook */
     if (hutch_rate_take(g->rate, x->principal, "tool_call",
                         hutch_policy_rate(x->policy)->tool_calls_per_minute,
@@ -226,19 +225,23 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
                                     e->tool, args, reason, sizeof(reason));
     }
     dur = (double)(hutch_now_us() - t0) / 1000.0;
-    hutch_bridge_catalog_put(x->bridge, ref);
 
     extra = cJSON_CreateObject();
     cJSON_AddItemToObject(extra, "args", hutch_audit_redact(args, secret, x->policy));
-    hutch_audit_log(g->audit, "tool_call", x->principal, x->execution, qualified,
+    hutch_audit_log(g->audit, "tool_call", x->principal, x->execution, e->qualified,
                     r == 0 ? "allow" : "deny", r == 0 ? NULL : reason, dur, extra);
     cJSON_Delete(extra);
     if (r < 0) {
         reply->code = "denied";
         reply->message = strdup(reason[0] ? reason : "denied by the policy");
-        return -EPERM;
+        r = -EPERM;
+        goto out;
     }
-    return hutch_bridge_tool(x->bridge, tool, args, timeout_ms, reply);
+    /* The entry the policy decided on is the one called: one lookup. */
+    r = hutch_bridge_call(x->bridge, e, args, timeout_ms, reply);
+out:
+    hutch_bridge_catalog_put(x->bridge, ref);
+    return r;
 }
 
 int hutch_gov_input(struct hutch_policy *p, const char *path, char *resolved,
