@@ -1,40 +1,28 @@
-/* archive_lib.c — loads libarchive on first use (see archive_lib.h). */
+/* archive_lib.c — loads libarchive on first use (see archive_lib.h and lazylib.h). */
 #define HUTCH_LIBARCHIVE_IMPL
-#include <dlfcn.h>
-#include <errno.h>
-#include <pthread.h>
-#include <stdio.h>
+#include <stddef.h>
 
 #include "archive_lib.h"
+#include "lazylib.h"
 
 struct hutch_libarchive hutch_la;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static char load_error[512];
+#define NAME(name)   #name,
+#define OFFSET(name) offsetof(struct hutch_libarchive, name),
+static const char *const names[] = {HUTCH_LIBARCHIVE_FUNCS(NAME)};
+static const size_t offsets[] = {HUTCH_LIBARCHIVE_FUNCS(OFFSET)};
 
-static void load(void)
-{
-    void *h = dlopen(HUTCH_LIBARCHIVE_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(
-            load_error, sizeof(load_error),
-            "cannot load %s (%s): install it with 'apt-get install -y libarchive13'",
-            HUTCH_LIBARCHIVE_SONAME, e ? e : "dlopen failed");
-        return;
-    }
-#define HUTCH_LA_LOAD(name)                                                            \
-    if (!load_error[0] && !(*(void **)&hutch_la.name = dlsym(h, #name)))               \
-        snprintf(load_error, sizeof(load_error), "%s lacks %s: libarchive is too old", \
-                 HUTCH_LIBARCHIVE_SONAME, #name);
-    HUTCH_LIBARCHIVE_FUNCS(HUTCH_LA_LOAD)
-#undef HUTCH_LA_LOAD
-}
+static struct hutch_lazylib lib = {
+    .soname = HUTCH_LIBARCHIVE_SONAME,
+    .package = "libarchive13",
+    .names = names,
+    .offsets = offsets,
+    .n = sizeof(names) / sizeof(names[0]),
+    .table = &hutch_la,
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+};
 
 int hutch_libarchive_load(struct hutch_err *err)
 {
-    pthread_once(&once, load);
-    if (load_error[0])
-        return hutch_err_set(err, -ELIBACC, "%s", load_error);
-    return 0;
+    return hutch_lazylib_load(&lib, err);
 }
