@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caps.h"
 #include "cli.h"
 #include "upstream.h"
 #include "util.h"
@@ -79,4 +80,27 @@ int hutch_cli_start_upstreams(const char *servers, const char *who, cJSON **conf
     }
     cJSON_Delete(st);
     return 0;
+}
+
+int hutch_cli_limit(const char *who, const char *flag, const char *arg, uint64_t *val)
+{
+    static const struct {
+        const char *flag, *unit;
+        uint64_t min, max;
+    } limits[] = {
+        {"timeout", "milliseconds", 1, HUTCH_MAX_TIMEOUT_MS},
+        {"memory", "megabytes", 16, HUTCH_MAX_MEMORY_MB},
+        {"pids", "a number", 8, 65536},
+    };
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        if (strcmp(flag, limits[i].flag) != 0)
+            continue;
+        if (hutch_parse_u64(arg, limits[i].min, limits[i].max, val) == 0)
+            return 0;
+        fprintf(stderr, "%s: --%s wants %s, %llu to %llu\n", who, flag, limits[i].unit,
+                (unsigned long long)limits[i].min, (unsigned long long)limits[i].max);
+        return -1;
+    }
+    fprintf(stderr, "%s: no limit named --%s\n", who, flag);
+    return -1;
 }

@@ -3,6 +3,7 @@
 #define HUTCH_CLI_H
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 
 #include "plugin.h"
 
@@ -27,5 +28,9 @@ int hutch_cli_open_executor(const char *plugin_dir, const char *name,
  * *config and *ups. */
 int hutch_cli_start_upstreams(const char *servers, const char *who, cJSON **config,
                               struct hutch_upstreams **ups, struct hutch_err *err);
+
+/* --timeout, --memory and --pids, the same in every command: 0 and *val
+ * within hutch's caps, or -1 after saying on stderr what is allowed. */
+int hutch_cli_limit(const char *who, const char *flag, const char *arg, uint64_t *val);
 
 #endif

@@ -204,34 +204,24 @@ int hutch_cmd_run(int argc, char **argv)
             break;
         case 't':
             timeout_set = 1;
-            if (hutch_parse_u64(optarg, 1, HUTCH_MAX_TIMEOUT_MS, &timeout) < 0) {
-                fprintf(stderr, "hutch run: --timeout wants milliseconds, 1 to %u\n",
-                        HUTCH_MAX_TIMEOUT_MS);
+            if (hutch_cli_limit("hutch run", "timeout", optarg, &timeout) < 0)
                 goto out;
-            }
             break;
         case 'm':
             memory_set = 1;
-            if (hutch_parse_u64(optarg, 16, HUTCH_MAX_MEMORY_MB, &memory) < 0) {
-                fprintf(stderr, "hutch run: --memory wants megabytes, 16 to %u\n",
-                        HUTCH_MAX_MEMORY_MB);
+            if (hutch_cli_limit("hutch run", "memory", optarg, &memory) < 0)
                 goto out;
-            }
             break;
         case OPT_PIDS:
             pids_set = 1;
-            if (hutch_parse_u64(optarg, 8, 65536, &pids) < 0) {
-                fprintf(stderr, "hutch run: --pids wants a number, 8 to 65536\n");
+            if (hutch_cli_limit("hutch run", "pids", optarg, &pids) < 0)
                 goto out;
-            }
             break;
         case OPT_JSON:
             json = 1;
             break;
         case 'v':
-            hutch_log_set_level(hutch_log_get_level() + 1 > HUTCH_LOG_DEBUG
-                                    ? HUTCH_LOG_DEBUG
-                                    : hutch_log_get_level() + 1);
+            hutch_log_more();
             break;
         case 'h':
             usage(stdout);

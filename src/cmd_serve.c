@@ -284,32 +284,22 @@ int hutch_cmd_serve(int argc, char **argv)
             plugin_dir = optarg;
             break;
         case 't':
-            if (hutch_parse_u64(optarg, 1, HUTCH_MAX_TIMEOUT_MS, &timeout) < 0) {
-                fprintf(stderr, "hutch serve: --timeout wants milliseconds, 1 to %u\n",
-                        HUTCH_MAX_TIMEOUT_MS);
+            if (hutch_cli_limit("hutch serve", "timeout", optarg, &timeout) < 0)
                 return 2;
-            }
             break;
         case 'm':
-            if (hutch_parse_u64(optarg, 16, HUTCH_MAX_MEMORY_MB, &memory) < 0) {
-                fprintf(stderr, "hutch serve: --memory wants megabytes, 16 to %u\n",
-                        HUTCH_MAX_MEMORY_MB);
+            if (hutch_cli_limit("hutch serve", "memory", optarg, &memory) < 0)
                 return 2;
-            }
             break;
         case OPT_PIDS:
-            if (hutch_parse_u64(optarg, 8, 65536, &pids) < 0) {
-                fprintf(stderr, "hutch serve: --pids wants a number, 8 to 65536\n");
+            if (hutch_cli_limit("hutch serve", "pids", optarg, &pids) < 0)
                 return 2;
-            }
             break;
         case OPT_NO_ENVELOPE:
             envelope = 0;
             break;
         case 'v':
-            hutch_log_set_level(hutch_log_get_level() >= HUTCH_LOG_DEBUG
-                                    ? HUTCH_LOG_DEBUG
-                                    : hutch_log_get_level() + 1);
+            hutch_log_more();
             break;
         case 'h':
             usage(stdout);

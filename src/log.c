@@ -14,6 +14,12 @@ void hutch_log_set_level(enum hutch_log_level level)
     threshold = level;
 }
 
+void hutch_log_more(void)
+{
+    if (threshold < HUTCH_LOG_DEBUG)
+        threshold++;
+}
+
 enum hutch_log_level hutch_log_get_level(void)
 {
     return threshold;

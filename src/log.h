@@ -6,6 +6,8 @@
 
 void hutch_log_set_level(enum hutch_log_level level);
 enum hutch_log_level hutch_log_get_level(void);
+/* One -v: one level more, up to debug. */
+void hutch_log_more(void);
 void hutch_log(enum hutch_log_level level, const char *who, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
