@@ -8,7 +8,7 @@
 # non-root user "sandbox" (uid/gid 1000) and nothing else.  The directory
 # OUTDIR/rootfs-LANG is what the gVisor executor runs as it is; when a
 # Docker daemon answers, it is also imported as hutch-LANG:VERSION (no
-# compression, no registry).  The Dockerfiles next to this script build the
+# compression, no registry).  The Dockerfile next to this script builds the
 # same content from debian:bookworm-slim for users who have a registry.
 set -eu
 OUT=${1:?usage: build.sh OUTDIR VERSION [python|node]...}
