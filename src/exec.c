@@ -243,9 +243,6 @@ static void reply_call(struct run *rn, int64_t id, const char *tool, int r,
         else if (r == -E2BIG)
             snprintf(text, sizeof(text), "more than %d tool calls in one execution",
                      HUTCH_WIRE_MAX_TOOL_CALLS);
-        else if (r == -EBUSY)
-            snprintf(text, sizeof(text), "more than %d tool calls at once",
-                     HUTCH_WIRE_MAX_INFLIGHT);
         else if (r == -ENOENT)
             snprintf(text, sizeof(text),
                      "unknown tool \"%.256s\": no upstream MCP servers are configured "

@@ -6,7 +6,6 @@
  * root to build mounts with.  When hutch runs as root, or the host delegates
  * a cgroup, memory and pids limits are cgroup limits (v1 or v2); otherwise
  * rlimits stand in for them. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -32,7 +31,6 @@
 #include "sandbox.h"
 
 #define START_TIMEOUT_MS 10000
-#define CG_MAX           2
 
 struct cgroup_set {
     int version; /* 0 none, 1 or 2 */

@@ -16,7 +16,6 @@
  * are reported on the control socket (init) or the sync socket (C1), then
  * the process _exit()s, so no atexit handler or sanitizer runs in a child.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
