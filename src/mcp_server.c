@@ -47,7 +47,10 @@ static struct hutch_plugin *pick_executor(struct hutch_mcp *m, const char *name,
                                           struct hutch_err *err)
 {
     struct hutch_plugin *p;
-    struct hutch_config cfg = {.struct_size = sizeof(cfg), .instance_id = "mcp"};
+    /* Unique per process, like the default executor's: the plugin names
+     * its leftovers (cgroups, containers) after it. */
+    static char instance[17];
+    struct hutch_config cfg = {.struct_size = sizeof(cfg), .instance_id = instance};
     int r;
     if (!name || !*name || (m->o.executor && !strcmp(m->o.executor->name, name)))
         return m->o.executor;
@@ -60,6 +63,8 @@ static struct hutch_plugin *pick_executor(struct hutch_mcp *m, const char *name,
         return NULL;
     }
     pthread_mutex_lock(&m->mu);
+    if (!instance[0])
+        hutch_random_id(instance);
     r = hutch_plugin_open(p, m->o.host, &cfg, err);
     pthread_mutex_unlock(&m->mu);
     return r < 0 ? NULL : p;

@@ -45,9 +45,9 @@ struct local_state {
     int netns_fd; /* shared empty network namespace, or -1 */
     char instance[64];
     struct cgroup_set cg;
-    unsigned long seq;
-    int late_attach; /* /proc/PID/task/TID/children is there */
-    void *bpf;       /* the runner's seccomp filter, compiled once */
+    unsigned long seq; /* atomic: sandboxes start on many threads */
+    int late_attach;   /* /proc/PID/task/TID/children is there */
+    void *bpf;         /* the runner's seccomp filter, compiled once */
     size_t bpf_len;
 };
 
@@ -255,14 +255,15 @@ static int cg_cpu_limit(struct local_state *st, struct local_sandbox *sb,
                         const char *name, uint32_t millis, struct hutch_err *err);
 
 static int cg_create(struct local_state *st, struct local_sandbox *sb,
-                     const struct hutch_sandbox_spec *spec, struct hutch_err *err)
+                     unsigned long seq, const struct hutch_sandbox_spec *spec,
+                     struct hutch_err *err)
 {
     char name[128], val[64];
     int r;
 
     if (st->cg.version == 0)
         return 0;
-    snprintf(name, sizeof(name), "hutch-%s-%lu", st->instance, st->seq);
+    snprintf(name, sizeof(name), "hutch-%s-%lu", st->instance, seq);
     snprintf(sb->cg_mem, sizeof(sb->cg_mem), "%s/%s", st->cg.mem_parent, name);
     if (mkdir(sb->cg_mem, 0755) < 0) {
         r = -errno;
@@ -755,12 +756,14 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     p.open_files = spec->open_files ? spec->open_files : HUTCH_DEFAULT_OPEN_FILES;
 
     uint64_t t0 = mono_us(), t_cg, t_fork, t_sync, t_ready;
-    st->seq++;
     {
+        /* One number per sandbox, even when executions start concurrently:
+         * it names the sandbox's cgroups. */
+        unsigned long seq = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
         struct hutch_sandbox_spec eff = *spec;
         eff.memory_bytes = p.memory_bytes;
         eff.pids_max = p.pids_max;
-        r = cg_create(st, sb, &eff, err);
+        r = cg_create(st, sb, seq, &eff, err);
         if (r < 0)
             goto fail;
     }
