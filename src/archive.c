@@ -1433,6 +1433,7 @@ struct packer {
     char *buf;           /* IO_CHUNK bytes */
     struct xset *record; /* builder: every entry, for hutch_tar_finish */
     bool broken;         /* a write failed: the stream is unusable */
+    uint32_t uid, gid;   /* owner written in every entry */
     /* For messages: the host path whose tar path is path[0..rootlen); NULL
      * for literal data. */
     const char *root;
@@ -1539,6 +1540,8 @@ static int packer_header(struct packer *p, size_t len, bool is_dir, uint64_t siz
     archive_entry_set_perm(e, perm);
     archive_entry_set_size(e, is_dir ? 0 : (la_int64_t)size);
     archive_entry_set_mtime(e, mtime, 0);
+    archive_entry_set_uid(e, p->uid);
+    archive_entry_set_gid(e, p->gid);
     r = archive_write_header(p->a, e);
     archive_entry_free(e);
     /* ARCHIVE_WARN: a name libarchive could not convert to UTF-8, written
@@ -1782,6 +1785,113 @@ int hutch_archive_pack_dir(const char *dir, hutch_write_fn write, void *arg,
 out:
     if (fd >= 0)
         close(fd);
+    if (a)
+        archive_write_free(a);
+    packer_free(&p);
+    return r;
+}
+
+/* Re-packs an untrusted tar the way pack_dir would have packed the tree it
+ * describes: regular files and directories only (links and special files
+ * skipped), paths checked, modes 0644/0755, caps enforced.  For executors
+ * whose sandbox hands over its own tar (Docker's archive endpoint). */
+int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void *arg,
+                         const struct hutch_archive_limits *lim, uint32_t uid,
+                         uint32_t gid, struct hutch_err *err)
+{
+    struct hutch_archive_limits dl;
+    struct wsink w = {write, arg, 0};
+    struct archive *in = NULL, *a = NULL;
+    struct archive_entry *e;
+    struct packer p = {0};
+    size_t nread = 0;
+    int r;
+
+    r = hutch_libarchive_load(err);
+    if (r < 0)
+        return r;
+    lim = limits_or_default(lim, &dl);
+    r = reader_open(&in, tar, len, err);
+    if (r < 0)
+        return r;
+    r = writer_new(&a, &w, err);
+    if (r < 0)
+        goto out;
+    r = packer_init(&p, a, &w, lim);
+    if (r < 0) {
+        hutch_err_set(err, r, "out of memory filtering a tar");
+        goto out;
+    }
+    p.uid = uid;
+    p.gid = gid;
+    while ((r = read_header(in, &e, tar, len, nread, err)) == 0) {
+        mode_t type = archive_entry_filetype(e);
+        const char *raw = archive_entry_pathname(e), *path;
+        size_t n;
+        nread++;
+        if (!raw || archive_entry_hardlink(e) || (type != AE_IFREG && type != AE_IFDIR))
+            continue;
+        path = raw[0] == '.' && raw[1] == '/' ? raw + 2 : raw;
+        n = strlen(path);
+        if (type == AE_IFDIR && n > 0 && path[n - 1] == '/')
+            n--;
+        if (n == 0 || (n == 1 && path[0] == '.'))
+            continue;
+        if (n > lim->max_path) {
+            struct qbuf q;
+            r = hutch_err_set(err, -E2BIG,
+                              "tar entry \"%s\": path longer than %" PRIu32 " bytes",
+                              quote(&q, raw), lim->max_path);
+            goto out;
+        }
+        if (n + 1 > p.pathcap) {
+            char *np = realloc(p.path, n + 1);
+            if (!np) {
+                r = hutch_err_set(err, -ENOMEM, "out of memory filtering a tar");
+                goto out;
+            }
+            p.path = np;
+            p.pathcap = n + 1;
+        }
+        memcpy(p.path, path, n);
+        p.path[n] = '\0';
+        if (type == AE_IFDIR) {
+            r = packer_header(&p, n, true, 0, archive_entry_mtime(e), 0755, err);
+            if (r < 0)
+                goto out;
+            continue;
+        }
+        {
+            int64_t size = archive_entry_size(e);
+            la_ssize_t got;
+            r = packer_header(&p, n, false, size < 0 ? 0 : (uint64_t)size,
+                              archive_entry_mtime(e),
+                              (archive_entry_perm(e) & 0111) ? 0755 : 0644, err);
+            if (r < 0)
+                goto out;
+            while ((got = archive_read_data(in, p.buf, IO_CHUNK)) > 0)
+                if (archive_write_data(a, p.buf, (size_t)got) != got) {
+                    r = packer_write_failed(&p, n, err);
+                    goto out;
+                }
+            if (got < 0) {
+                r = hutch_err_set(err, -EINVAL, "tar is damaged in entry %zu: %s",
+                                  nread, archive_error_string(in));
+                goto out;
+            }
+            if (archive_write_finish_entry(a) < ARCHIVE_WARN) {
+                r = packer_write_failed(&p, n, err);
+                goto out;
+            }
+        }
+    }
+    if (r < 0)
+        goto out;
+    r = 0;
+    if (archive_write_close(a) != ARCHIVE_OK)
+        r = packer_write_failed(&p, 0, err);
+out:
+    archive_read_free(in);
     if (a)
         archive_write_free(a);
     packer_free(&p);

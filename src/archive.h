@@ -66,6 +66,15 @@ int hutch_archive_pack_dir(const char *dir, hutch_write_fn write, void *arg,
                            const struct hutch_archive_limits *lim,
                            struct hutch_err *err);
 
+/* Re-pack an untrusted tar held in memory as pack_dir would have packed
+ * the tree it describes: regular files and directories, "./" prefixes
+ * dropped, links and special files skipped, modes 0644/0755, paths and caps
+ * checked, every entry owned by uid:gid.  A NULL `lim` means
+ * hutch_archive_limits_out(). */
+int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void *arg,
+                         const struct hutch_archive_limits *lim, uint32_t uid,
+                         uint32_t gid, struct hutch_err *err);
+
 /* Building an archive in memory from host files and literal buffers.
  * max_bytes caps the whole stream (headers included); entries, path length
  * and depth follow hutch_archive_limits_in().  Modes are normalized to

@@ -43,6 +43,10 @@
     X(archive_entry_hardlink)                                                          \
     X(archive_entry_filetype)                                                          \
     X(archive_entry_mode)                                                              \
+    X(archive_entry_perm)                                                              \
+    X(archive_entry_mtime)                                                             \
+    X(archive_entry_set_uid)                                                           \
+    X(archive_entry_set_gid)                                                           \
     X(archive_entry_size)                                                              \
     X(archive_entry_set_pathname)                                                      \
     X(archive_entry_set_size)                                                          \
@@ -89,6 +93,10 @@ int hutch_libarchive_load(struct hutch_err *err);
 #define archive_entry_hardlink      hutch_la.archive_entry_hardlink
 #define archive_entry_filetype      hutch_la.archive_entry_filetype
 #define archive_entry_mode          hutch_la.archive_entry_mode
+#define archive_entry_perm          hutch_la.archive_entry_perm
+#define archive_entry_mtime         hutch_la.archive_entry_mtime
+#define archive_entry_set_uid       hutch_la.archive_entry_set_uid
+#define archive_entry_set_gid       hutch_la.archive_entry_set_gid
 #define archive_entry_size          hutch_la.archive_entry_size
 #define archive_entry_set_pathname  hutch_la.archive_entry_set_pathname
 #define archive_entry_set_size      hutch_la.archive_entry_set_size

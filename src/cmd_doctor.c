@@ -157,6 +157,12 @@ static void check_runners(void)
     }
 }
 
+/* An executor other than local failing is worth saying, not an exit 1. */
+static void report_plugin(const char *status, const char *what, const char *detail)
+{
+    printf("%-5s %-22s %s\n", status, what, detail);
+}
+
 static void check_plugins(const char *dir)
 {
     struct hutch_host host;
@@ -177,6 +183,9 @@ static void check_plugins(const char *dir)
         /* Only the default executor is essential. */
         report(p->usable ? "ok" : (strcmp(p->name, "local") == 0 ? "FAIL" : "warn"),
                what, detail);
+        if (p->ex && HUTCH_HAS_MEMBER(p->ex, struct hutch_executor, doctor) &&
+            p->ex->doctor)
+            p->ex->doctor(&host, report_plugin);
     }
     if (!hutch_plugins_find(ps, "local"))
         report("FAIL", "executor local",

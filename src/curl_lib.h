@@ -21,6 +21,7 @@
     X(curl_easy_cleanup)                                                               \
     X(curl_easy_reset)                                                                 \
     X(curl_easy_setopt)                                                                \
+    X(curl_easy_perform)                                                               \
     X(curl_easy_getinfo)                                                               \
     X(curl_easy_strerror)                                                              \
     X(curl_multi_init)                                                                 \
@@ -53,6 +54,7 @@ int hutch_libcurl_load(struct hutch_err *err);
 #define curl_easy_cleanup        hutch_lc.curl_easy_cleanup
 #define curl_easy_reset          hutch_lc.curl_easy_reset
 #define curl_easy_setopt         hutch_lc.curl_easy_setopt
+#define curl_easy_perform        hutch_lc.curl_easy_perform
 #define curl_easy_getinfo        hutch_lc.curl_easy_getinfo
 #define curl_easy_strerror       hutch_lc.curl_easy_strerror
 #define curl_multi_init          hutch_lc.curl_multi_init

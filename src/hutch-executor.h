@@ -100,6 +100,14 @@ struct hutch_host {
     int (*archive_pack_dir)(const char *dir, hutch_write_fn write, void *arg,
                             const struct hutch_archive_limits *lim,
                             struct hutch_err *err);
+    /* Re-pack an untrusted tar (e.g. from Docker's archive endpoint) as
+     * archive_pack_dir would have packed the tree: regular files and
+     * directories only, "./" dropped, modes 0644/0755, paths and `lim`
+     * checked, every entry owned by uid:gid (what a daemon that keeps tar
+     * owners will give the files).  Thread-safe. */
+    int (*archive_filter)(const void *tar, size_t len, hutch_write_fn write, void *arg,
+                          const struct hutch_archive_limits *lim, uint32_t uid,
+                          uint32_t gid, struct hutch_err *err);
 };
 
 /* Per-deployment configuration handed to open(). */
@@ -172,6 +180,13 @@ struct hutch_executor {
     /* Release everything; the sandbox pointer is invalid afterwards. */
     void (*destroy)(void *state, struct hutch_sandbox *sb);
     void (*close)(void *state);
+
+    /* Optional (check HUTCH_HAS_MEMBER): what `hutch doctor` should say
+     * about this executor, one report() per check; status is "ok", "warn"
+     * or "FAIL", detail says how to fix what fails. */
+    void (*doctor)(const struct hutch_host *host,
+                   void (*report)(const char *status, const char *what,
+                                  const char *detail));
 };
 
 typedef const struct hutch_executor *(*hutch_executor_entry_fn)(void);

@@ -28,6 +28,7 @@ void hutch_host_init(struct hutch_host *host, const char *runner_dir)
     host->log = hutch_log;
     host->archive_extract = hutch_archive_extract;
     host->archive_pack_dir = hutch_archive_pack_dir;
+    host->archive_filter = hutch_archive_filter;
 }
 
 const char *hutch_plugin_dir(const char *flag)

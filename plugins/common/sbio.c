@@ -1,0 +1,229 @@
+/* sbio.c — listening for hutch-init and speaking its ctl protocol (see
+ * sbio.h and plugins/init/init.c). */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbio.h"
+
+static const char *const names[SBIO_NSOCK] = {"ctl", "chan", "out", "err"};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int sock_path(const struct sbio *io, int i, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s/%s", io->dir, names[i]);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static void close_listeners(struct sbio *io)
+{
+    char path[PATH_MAX];
+    for (int i = 0; i < SBIO_NSOCK; i++) {
+        if (io->lfd[i] < 0)
+            continue;
+        close(io->lfd[i]);
+        io->lfd[i] = -1;
+        if (sock_path(io, i, path, sizeof(path)) == 0)
+            unlink(path);
+    }
+}
+
+int sbio_open(struct sbio *io, const char *dir, struct hutch_err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int r;
+
+    memset(io, 0, sizeof(*io));
+    for (int i = 0; i < SBIO_NSOCK; i++)
+        io->lfd[i] = io->fd[i] = -1;
+    if (strlen(dir) >= sizeof(io->dir) || strlen(dir) + 6 >= sizeof(sa.sun_path))
+        return hutch_err_set(err, -ENAMETOOLONG,
+                             "socket directory %s: the path is too long for a unix "
+                             "socket (choose a shorter state directory)",
+                             dir);
+    memcpy(io->dir, dir, strlen(dir) + 1);
+    if (mkdir(dir, 0755) < 0) {
+        r = -errno;
+        io->dir[0] = '\0';
+        return hutch_err_set(err, r, "creating %s: %s", dir, strerror(-r));
+    }
+    /* mkdir is subject to the umask; the sandbox user must search it. */
+    chmod(dir, 0755);
+    for (int i = 0; i < SBIO_NSOCK; i++) {
+        sock_path(io, i, sa.sun_path, sizeof(sa.sun_path));
+        io->lfd[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (io->lfd[i] < 0 ||
+            bind(io->lfd[i], (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+            chmod(sa.sun_path, 0666) < 0 || listen(io->lfd[i], 1) < 0) {
+            r = -errno;
+            hutch_err_set(err, r, "listening on %s: %s", sa.sun_path, strerror(-r));
+            sbio_close(io);
+            return r;
+        }
+    }
+    return 0;
+}
+
+int sbio_accept(struct sbio *io, int timeout_ms,
+                int (*alive)(void *arg, struct hutch_err *err), void *arg,
+                struct hutch_err *err)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    int r = 0, left = SBIO_NSOCK;
+
+    while (left > 0) {
+        struct pollfd p[SBIO_NSOCK];
+        int idx[SBIO_NSOCK], n = 0;
+        uint64_t now = now_ms();
+        if (now >= deadline) {
+            r = hutch_err_set(err, -ETIMEDOUT,
+                              "the sandbox's init did not connect within %d ms",
+                              timeout_ms);
+            break;
+        }
+        for (int i = 0; i < SBIO_NSOCK; i++)
+            if (io->lfd[i] >= 0) {
+                idx[n] = i;
+                p[n++] = (struct pollfd){io->lfd[i], POLLIN, 0};
+            }
+        r = poll(p, (nfds_t)n, deadline - now > 200 ? 200 : (int)(deadline - now));
+        if (r < 0 && errno != EINTR) {
+            r = hutch_err_set(err, -errno, "poll: %s", strerror(errno));
+            break;
+        }
+        if (r <= 0) {
+            r = alive ? alive(arg, err) : 0;
+            if (r < 0)
+                break;
+            continue;
+        }
+        for (int k = 0; k < n; k++) {
+            int i = idx[k], fd;
+            if (!(p[k].revents & POLLIN))
+                continue;
+            fd = accept4(io->lfd[i], NULL, NULL, SOCK_CLOEXEC);
+            if (fd < 0)
+                continue;
+            io->fd[i] = fd;
+            close(io->lfd[i]);
+            io->lfd[i] = -1;
+            left--;
+        }
+        r = 0;
+    }
+    close_listeners(io);
+    return r;
+}
+
+/* Reads whatever init has said; sets exited/stopped/ctl_eof. */
+static void read_ctl(struct sbio *io)
+{
+    while (!io->ctl_eof) {
+        char *nl;
+        ssize_t n;
+        if (io->line_len >= sizeof(io->line) - 1) {
+            io->ctl_eof = 1; /* init never says that much: treat it as gone */
+            break;
+        }
+        n = recv(io->fd[SBIO_CTL], io->line + io->line_len,
+                 sizeof(io->line) - 1 - io->line_len, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            io->ctl_eof = 1;
+            break;
+        }
+        io->line_len += (size_t)n;
+        io->line[io->line_len] = '\0';
+        while ((nl = strchr(io->line, '\n'))) {
+            int status, oom;
+            *nl = '\0';
+            if (!io->exited && sscanf(io->line, "exit %d %d", &status, &oom) == 2) {
+                io->exited = 1;
+                io->status = status;
+                io->oom = oom;
+            } else if (strcmp(io->line, "stopped") == 0) {
+                io->stopped = 1;
+            }
+            io->line_len -= (size_t)(nl + 1 - io->line);
+            memmove(io->line, nl + 1, io->line_len + 1);
+        }
+    }
+}
+
+int sbio_poll_exit(struct sbio *io)
+{
+    if (io->fd[SBIO_CTL] < 0)
+        return -EPIPE;
+    read_ctl(io);
+    if (io->exited)
+        return 1;
+    return io->ctl_eof ? -EPIPE : 0;
+}
+
+int sbio_stop(struct sbio *io, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    static const char cmd[] = "stop\n";
+
+    io->stopped = 0;
+    if (io->fd[SBIO_CTL] < 0 || io->ctl_eof ||
+        send(io->fd[SBIO_CTL], cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) !=
+            (ssize_t)sizeof(cmd) - 1)
+        return -EPIPE;
+    for (;;) {
+        struct pollfd p = {io->fd[SBIO_CTL], POLLIN, 0};
+        uint64_t now = now_ms();
+        read_ctl(io);
+        if (io->stopped)
+            return 0;
+        if (io->ctl_eof)
+            return -EPIPE;
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        if (poll(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+void sbio_close(struct sbio *io)
+{
+    close_listeners(io);
+    for (int i = 0; i < SBIO_NSOCK; i++)
+        if (io->fd[i] >= 0) {
+            close(io->fd[i]);
+            io->fd[i] = -1;
+        }
+    if (io->dir[0]) {
+        rmdir(io->dir);
+        io->dir[0] = '\0';
+    }
+}
+
+void sbio_exit_from_status(int status, int oom, struct hutch_exit *ex)
+{
+    memset(ex, 0, sizeof(*ex));
+    if (WIFSIGNALED(status)) {
+        ex->signal = WTERMSIG(status);
+        ex->exit_code = 128 + ex->signal;
+    } else {
+        ex->exit_code = WEXITSTATUS(status);
+    }
+    ex->oom = oom;
+}

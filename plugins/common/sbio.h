@@ -1,0 +1,57 @@
+/* sbio.h — the sockets between an executor plugin and hutch-init (see
+ * plugins/init/init.c), shared by the Docker and gVisor executors.
+ *
+ * The plugin makes a directory holding four listening unix sockets; the
+ * sandbox gets it bind-mounted at /run/hutch/io, and hutch-init, pid 1 of
+ * the sandbox, connects to each once.  After that the listeners are closed
+ * and removed, so nothing else can connect. */
+#ifndef HUTCH_SBIO_H
+#define HUTCH_SBIO_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "hutch-executor.h"
+
+enum { SBIO_CTL, SBIO_CHAN, SBIO_OUT, SBIO_ERR, SBIO_NSOCK };
+
+struct sbio {
+    char dir[PATH_MAX];  /* host side of /run/hutch/io */
+    int lfd[SBIO_NSOCK]; /* listeners, -1 once accepted */
+    int fd[SBIO_NSOCK];  /* connections from init */
+    char line[64];       /* partial line read from ctl */
+    size_t line_len;
+    int exited, status, oom; /* from init's "exit STATUS OOM" */
+    int stopped;             /* init said "stopped" */
+    int ctl_eof;
+};
+
+/* Create `dir` (mode 0755; its parent must exist) and listen on its four
+ * sockets.  On error nothing is left. */
+int sbio_open(struct sbio *io, const char *dir, struct hutch_err *err);
+
+/* Wait until init connected to all four sockets, at most timeout_ms.
+ * `alive` is asked every 200 ms whether the sandbox still runs (0 yes,
+ * negative no, with err filled), so a sandbox that died early does not
+ * cost the whole timeout.  The listeners are closed and removed either way. */
+int sbio_accept(struct sbio *io, int timeout_ms,
+                int (*alive)(void *arg, struct hutch_err *err), void *arg,
+                struct hutch_err *err);
+
+/* Read what init said on ctl.  1 once the runner's exit is known (io->status,
+ * io->oom), 0 while not, -EPIPE when init is gone without saying. */
+int sbio_poll_exit(struct sbio *io);
+
+/* Ask init to kill every process but itself and wait for it to confirm
+ * (the runner's exit, if still unknown, arrives on the way).  0, or
+ * -EPIPE / -ETIMEDOUT. */
+int sbio_stop(struct sbio *io, int timeout_ms);
+
+/* Close everything and remove the directory.  Closing ctl ends init, and
+ * with it the sandbox. */
+void sbio_close(struct sbio *io);
+
+/* Fill *ex from a wait status. */
+void sbio_exit_from_status(int status, int oom, struct hutch_exit *ex);
+
+#endif

@@ -1,0 +1,831 @@
+/* docker.c — the Docker executor: each sandbox is a fresh, hardened
+ * container made through the Docker Engine API (api.c), never the CLI.
+ *
+ * The container's pid 1 is hutch-init (plugins/init/init.c, static,
+ * bind-mounted read-only with the runners); it connects to the sockets of
+ * a per-sandbox directory (sbio.c) and starts the runner on them, so the
+ * runner's channel and the program's output work as with the local
+ * executor.  /work is a volume backed by a tmpfs of the spec's size: capped
+ * (a full /work says ENOSPC, the host's disk is never touched), charged to
+ * the container's memory, and — being a volume — reachable by Docker's
+ * archive endpoints while the container runs.  Files go in with
+ * PUT /archive once the runner waits, and come out with GET /archive after
+ * init has killed every other process; init keeps the container (and so the
+ * volume) alive until then.
+ *
+ * Every container carries hutch.instance, hutch.execution and hutch.owner
+ * (hostname:pid:start time).  open() removes containers whose owner process
+ * is gone (a crashed hutch), close() those of this instance. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "api.h"
+#include "sbio.h"
+
+#define DK_READY_MS    20000 /* container start until init connected */
+#define DK_STOP_MS     5000  /* init killing the program's processes */
+#define DK_OWNER_LABEL "hutch.owner"
+
+struct dk_state {
+    const struct hutch_host *host;
+    struct dk_api api;
+    char instance[64];
+    char owner[320]; /* hostname:pid:starttime */
+    char dir[PATH_MAX];
+    char init_path[PATH_MAX];
+    char runner_dir[PATH_MAX];
+    char engine[32];
+    unsigned long seq;
+};
+
+struct dk_sandbox {
+    struct hutch_sandbox pub; /* first: the core sees this */
+    struct dk_state *st;
+    char id[80];
+    char image[256];
+    struct sbio io;
+    int killed;
+};
+
+/* --- where things are -------------------------------------------------- */
+
+/* hutch-init lives next to the plugin directory: lib/hutch/hutch-init for
+ * lib/hutch/plugins/docker.so, and build/plugins/hutch-init for
+ * build/plugins/.libs/docker.so.  HUTCH_INIT overrides. */
+static int find_init(char *out, size_t len, struct hutch_err *err)
+{
+    const char *env = getenv("HUTCH_INIT");
+    Dl_info info;
+    char *slash;
+
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+    } else {
+        if (!dladdr((void *)find_init, &info) || !info.dli_fname)
+            return hutch_err_set(err, -ENOENT, "cannot tell where docker.so lives");
+        snprintf(out, len, "%s", info.dli_fname);
+        for (int i = 0; i < 2; i++) {
+            slash = strrchr(out, '/');
+            if (!slash)
+                return hutch_err_set(err, -ENOENT, "cannot tell where docker.so lives");
+            *slash = '\0';
+        }
+        {
+            size_t n = strlen(out);
+            if (n + sizeof("/hutch-init") > len)
+                return hutch_err_set(err, -ENAMETOOLONG, "plugin path too long");
+            memcpy(out + n, "/hutch-init", sizeof("/hutch-init"));
+        }
+    }
+    if (access(out, X_OK) < 0)
+        return hutch_err_set(
+            err, -ENOENT,
+            "hutch-init is missing at %s (%s): reinstall hutch, or set "
+            "HUTCH_INIT to its path",
+            out, strerror(errno));
+    return 0;
+}
+
+/* Plugin state: root uses /run/hutch/docker, others their runtime dir. */
+static int state_dir(char *out, size_t len, struct hutch_err *err)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    char parent[PATH_MAX];
+
+    if (geteuid() == 0)
+        snprintf(parent, sizeof(parent), "/run/hutch");
+    else if (xdg && *xdg)
+        snprintf(parent, sizeof(parent), "%s/hutch", xdg);
+    else
+        snprintf(parent, sizeof(parent), "/tmp/hutch-%u", (unsigned)geteuid());
+    if (mkdir(parent, 0711) < 0 && errno != EEXIST)
+        return hutch_err_set(err, -errno, "creating %s: %s", parent, strerror(errno));
+    snprintf(out, len, "%s/docker", parent);
+    if (mkdir(out, 0711) < 0 && errno != EEXIST)
+        return hutch_err_set(err, -errno, "creating %s: %s", out, strerror(errno));
+    return 0;
+}
+
+static const char *image_for(const struct dk_state *st, const char *lang, char *buf,
+                             size_t len)
+{
+    const char *env =
+        getenv(strcmp(lang, "python") == 0 ? "HUTCH_DOCKER_IMAGE_PYTHON"
+                                           : "HUTCH_DOCKER_IMAGE_JAVASCRIPT");
+    if (env && *env)
+        snprintf(buf, len, "%s", env);
+    else
+        snprintf(buf, len, "hutch-%s:%s",
+                 strcmp(lang, "python") == 0 ? "python" : "node", st->host->version);
+    return buf;
+}
+
+/* --- owners: is the hutch that made a container still alive? ----------- */
+
+static unsigned long long proc_start(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start = 0;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    /* field 22 (starttime); p points at field 2's end */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        sscanf(p + 1, "%llu", &start);
+    return start;
+}
+
+static void owner_of_self(char *out, size_t len)
+{
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(out, len, "%s:%d:%llu", host, (int)getpid(), proc_start(getpid()));
+}
+
+/* 1 when `owner` names a process of this host that no longer runs. */
+static int owner_dead(const char *owner)
+{
+    char host[256] = "", mine[256] = "";
+    unsigned long long start = 0;
+    int pid = 0;
+    const char *colon = strrchr(owner, ':');
+
+    if (!colon || sscanf(colon + 1, "%llu", &start) != 1)
+        return 0;
+    {
+        const char *c2 = colon - 1;
+        while (c2 > owner && *c2 != ':')
+            c2--;
+        if (c2 <= owner || sscanf(c2 + 1, "%d", &pid) != 1 ||
+            (size_t)(c2 - owner) >= sizeof(host))
+            return 0;
+        memcpy(host, owner, (size_t)(c2 - owner));
+    }
+    gethostname(mine, sizeof(mine) - 1);
+    if (strcmp(host, mine) != 0)
+        return 0; /* another machine's hutch: not ours to judge */
+    return pid <= 0 || proc_start(pid) != start;
+}
+
+static void remove_container(struct dk_state *st, const char *id)
+{
+    struct hutch_err err = {0};
+    char path[160];
+    long status = 0;
+
+    snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
+    if (dk_json(&st->api, "DELETE", path, NULL, &status, NULL, &err) < 0 &&
+        status != 404)
+        st->host->log(HUTCH_LOG_WARN, "docker", "removing container %.12s: %s", id,
+                      err.msg);
+}
+
+/* Remove what dead hutch processes left (mine_only: this instance's). */
+static void sweep(struct dk_state *st, int mine_only)
+{
+    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct hutch_err err = {0};
+    char path[512];
+    cJSON *list, *c;
+
+    if (mine_only)
+        snprintf(path, sizeof(path),
+                 "/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22"
+                 "hutch.instance%%3D%s%%22%%5D%%7D",
+                 st->instance);
+    else
+        snprintf(path, sizeof(path),
+                 "/containers/json?all=1&filters=%%7B%%22label%%22"
+                 "%%3A%%5B%%22" DK_OWNER_LABEL "%%22%%5D%%7D");
+    if (dk_json(&st->api, "GET", path, NULL, NULL, &b, &err) < 0) {
+        st->host->log(HUTCH_LOG_WARN, "docker", "listing leftover containers: %s",
+                      err.msg);
+        dk_buf_free(&b);
+        return;
+    }
+    list = cJSON_ParseWithLength(b.data, b.len);
+    cJSON_ArrayForEach(c, list)
+    {
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Id"));
+        cJSON *labels = cJSON_GetObjectItem(c, "Labels");
+        const char *owner =
+            cJSON_GetStringValue(cJSON_GetObjectItem(labels, DK_OWNER_LABEL));
+        if (!id || strlen(id) > 64)
+            continue;
+        if (mine_only || (owner && owner_dead(owner))) {
+            st->host->log(HUTCH_LOG_INFO, "docker", "removing leftover container %.12s",
+                          id);
+            remove_container(st, id);
+        }
+    }
+    cJSON_Delete(list);
+    dk_buf_free(&b);
+
+    /* Socket directories of dead hutch processes: named PID.START.N. */
+    if (!mine_only) {
+        char host[256] = "";
+        DIR *d;
+        gethostname(host, sizeof(host) - 1);
+        d = opendir(st->dir);
+        if (!d)
+            return;
+        for (struct dirent *de; (de = readdir(d));) {
+            char owner[400], sub[PATH_MAX];
+            int pid;
+            unsigned long long start;
+            if (sscanf(de->d_name, "%d.%llu.", &pid, &start) != 2)
+                continue;
+            snprintf(owner, sizeof(owner), "%s:%d:%llu", host, pid, start);
+            if (!owner_dead(owner))
+                continue;
+            snprintf(sub, sizeof(sub), "%s/%s", st->dir, de->d_name);
+            for (int i = 0; i < SBIO_NSOCK; i++) {
+                static const char *const n[] = {"ctl", "chan", "out", "err"};
+                char s[PATH_MAX + 8];
+                snprintf(s, sizeof(s), "%s/%s", sub, n[i]);
+                unlink(s);
+            }
+            rmdir(sub);
+        }
+        closedir(d);
+    }
+}
+
+/* --- executor ---------------------------------------------------------- */
+
+static int docker_probe(const struct hutch_host *host, struct hutch_err *err)
+{
+    struct dk_api api;
+    char init[PATH_MAX];
+    int r = dk_api_init(&api, err);
+    if (r == 0)
+        r = dk_api_reachable(&api, err);
+    if (r == 0)
+        r = find_init(init, sizeof(init), err);
+    return r;
+}
+
+static int docker_open(const struct hutch_host *host, const struct hutch_config *cfg,
+                       void **state, struct hutch_err *err)
+{
+    struct dk_state *st = calloc(1, sizeof(*st));
+    int r;
+
+    if (!st)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    st->host = host;
+    if (!HUTCH_HAS_MEMBER(host, struct hutch_host, archive_filter) ||
+        !host->archive_filter) {
+        free(st);
+        return hutch_err_set(err, -ENOSYS,
+                             "this hutch is older than the docker executor: install "
+                             "matching versions");
+    }
+    snprintf(st->instance, sizeof(st->instance), "%s",
+             cfg && cfg->instance_id ? cfg->instance_id : "hutch");
+    owner_of_self(st->owner, sizeof(st->owner));
+    snprintf(st->runner_dir, sizeof(st->runner_dir), "%s", host->runner_dir);
+    if (!realpath(host->runner_dir, st->runner_dir)) {
+        r = hutch_err_set(err, -errno, "runner directory %s: %s", host->runner_dir,
+                          strerror(errno));
+        goto fail;
+    }
+    r = find_init(st->init_path, sizeof(st->init_path), err);
+    if (r == 0)
+        r = state_dir(st->dir, sizeof(st->dir), err);
+    if (r == 0)
+        r = dk_api_init(&st->api, err);
+    if (r == 0)
+        r = dk_api_negotiate(&st->api, st->engine, sizeof(st->engine), err);
+    if (r < 0)
+        goto fail;
+    sweep(st, 0);
+    *state = st;
+    return 0;
+fail:
+    free(st);
+    return r;
+}
+
+static void docker_close(void *state)
+{
+    struct dk_state *st = state;
+    if (!st)
+        return;
+    sweep(st, 1);
+    free(st);
+}
+
+static cJSON *str_array(const char *const *v)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (; *v; v++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(*v));
+    return a;
+}
+
+/* The container's definition (caller frees the string). */
+static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
+                         const struct hutch_sandbox_spec *spec)
+{
+    char nofile[24], fsize[32], tmpopt[96], workopt[128], bind_init[PATH_MAX + 64],
+        bind_run[PATH_MAX + 64], bind_io[PATH_MAX + 64];
+    uint64_t work = spec->work_bytes ? spec->work_bytes : 256ull << 20;
+    uint64_t tmp = spec->tmp_bytes ? spec->tmp_bytes : 64ull << 20;
+    int py = strcmp(spec->language, "python") == 0;
+    const char *cmd_py[] = {"/run/hutch/init",
+                            nofile,
+                            fsize,
+                            "/usr/bin/python3",
+                            "-I",
+                            "-S",
+                            "/run/hutch/runner/runner.py",
+                            NULL};
+    const char *cmd_js[] = {"/run/hutch/init",
+                            nofile,
+                            fsize,
+                            "/usr/bin/node",
+                            "/run/hutch/runner/runner.js",
+                            NULL};
+    const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                         "HOME=/work",
+                         "LANG=C.UTF-8",
+                         "LC_ALL=C.UTF-8",
+                         "TMPDIR=/tmp",
+                         "USER=sandbox",
+                         "PYTHONDONTWRITEBYTECODE=1",
+                         "PYTHONIOENCODING=utf-8",
+                         NULL};
+    const char *binds[] = {bind_init, bind_run, bind_io, NULL};
+    cJSON *c = cJSON_CreateObject(), *hc, *labels, *mounts, *m, *vo, *dc, *opts, *tmpfs,
+          *log;
+    char *out;
+
+    snprintf(nofile, sizeof(nofile), "%u", spec->open_files ? spec->open_files : 256);
+    /* Above the tmpfs sizes, so a full /work says ENOSPC, not EFBIG. */
+    snprintf(fsize, sizeof(fsize), "%llu",
+             (unsigned long long)((work > tmp ? work : tmp) + (1u << 20)));
+    snprintf(tmpopt, sizeof(tmpopt), "rw,nosuid,nodev,size=%llu,mode=1777",
+             (unsigned long long)tmp);
+    snprintf(workopt, sizeof(workopt),
+             "size=%llu,uid=1000,gid=1000,mode=0755,nosuid,nodev",
+             (unsigned long long)work);
+    snprintf(bind_init, sizeof(bind_init), "%s:/run/hutch/init:ro", st->init_path);
+    snprintf(bind_run, sizeof(bind_run), "%s:/run/hutch/runner:ro", st->runner_dir);
+    snprintf(bind_io, sizeof(bind_io), "%s:/run/hutch/io:ro", sb->io.dir);
+
+    cJSON_AddStringToObject(c, "Image", sb->image);
+    cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
+    cJSON_AddItemToObject(c, "Cmd", str_array(py ? cmd_py : cmd_js));
+    cJSON_AddItemToObject(c, "Env", str_array(env));
+    cJSON_AddStringToObject(c, "User", "1000:1000");
+    cJSON_AddStringToObject(c, "WorkingDir", "/work");
+    cJSON_AddStringToObject(c, "Hostname", "hutch");
+    cJSON_AddBoolToObject(c, "NetworkDisabled", 1);
+    cJSON_AddBoolToObject(c, "AttachStdin", 0);
+    cJSON_AddBoolToObject(c, "AttachStdout", 0);
+    cJSON_AddBoolToObject(c, "AttachStderr", 0);
+    labels = cJSON_AddObjectToObject(c, "Labels");
+    cJSON_AddStringToObject(labels, "hutch.instance", st->instance);
+    cJSON_AddStringToObject(labels, "hutch.execution", spec->label ? spec->label : "");
+    cJSON_AddStringToObject(labels, DK_OWNER_LABEL, st->owner);
+
+    hc = cJSON_AddObjectToObject(c, "HostConfig");
+    cJSON_AddStringToObject(hc, "NetworkMode", "none");
+    cJSON_AddBoolToObject(hc, "ReadonlyRootfs", 1);
+    cJSON_AddItemToObject(hc, "CapDrop", str_array((const char *[]){"ALL", NULL}));
+    cJSON_AddItemToObject(hc, "SecurityOpt",
+                          str_array((const char *[]){"no-new-privileges", NULL}));
+    cJSON_AddNumberToObject(hc, "PidsLimit", spec->pids_max ? spec->pids_max : 128);
+    if (spec->memory_bytes) {
+        cJSON_AddNumberToObject(hc, "Memory", (double)spec->memory_bytes);
+        cJSON_AddNumberToObject(hc, "MemorySwap", (double)spec->memory_bytes);
+    }
+    if (spec->cpu_millis)
+        cJSON_AddNumberToObject(hc, "NanoCpus", (double)spec->cpu_millis * 1e6);
+    cJSON_AddNumberToObject(hc, "ShmSize", 16 << 20);
+    cJSON_AddItemToObject(hc, "Binds", str_array(binds));
+    tmpfs = cJSON_AddObjectToObject(hc, "Tmpfs");
+    cJSON_AddStringToObject(tmpfs, "/tmp", tmpopt);
+    mounts = cJSON_AddArrayToObject(hc, "Mounts");
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "Type", "volume");
+    cJSON_AddStringToObject(m, "Target", "/work");
+    vo = cJSON_AddObjectToObject(m, "VolumeOptions");
+    dc = cJSON_AddObjectToObject(vo, "DriverConfig");
+    cJSON_AddStringToObject(dc, "Name", "local");
+    opts = cJSON_AddObjectToObject(dc, "Options");
+    cJSON_AddStringToObject(opts, "type", "tmpfs");
+    cJSON_AddStringToObject(opts, "device", "tmpfs");
+    cJSON_AddStringToObject(opts, "o", workopt);
+    cJSON_AddItemToArray(mounts, m);
+    log = cJSON_AddObjectToObject(hc, "LogConfig");
+    cJSON_AddStringToObject(log, "Type", "json-file");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(log, "Config"), "max-size", "1m");
+    out = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    return out;
+}
+
+/* What the container said on its own stdout/stderr (init's errors), for a
+ * sandbox that failed to come up.  Docker frames each chunk with 8 bytes. */
+static void container_log(struct dk_state *st, const char *id, char *out, size_t len)
+{
+    struct dk_buf b = {NULL, 0, 64 << 10};
+    struct hutch_err err = {0};
+    char path[160];
+    size_t o = 0, i = 0;
+
+    out[0] = '\0';
+    snprintf(path, sizeof(path), "/containers/%s/logs?stdout=1&stderr=1&tail=20", id);
+    if (dk_json(&st->api, "GET", path, NULL, NULL, &b, &err) < 0 || !b.data) {
+        dk_buf_free(&b);
+        return;
+    }
+    while (i + 8 <= b.len && o + 1 < len) {
+        const unsigned char *h = (const unsigned char *)b.data + i;
+        size_t n = (size_t)h[4] << 24 | (size_t)h[5] << 16 | (size_t)h[6] << 8 | h[7];
+        i += 8;
+        if (n > b.len - i)
+            n = b.len - i;
+        if (n > len - 1 - o)
+            n = len - 1 - o;
+        memcpy(out + o, b.data + i, n);
+        o += n;
+        i += n;
+    }
+    out[o] = '\0';
+    while (o && (out[o - 1] == '\n' || out[o - 1] == '\r'))
+        out[--o] = '\0';
+    dk_buf_free(&b);
+}
+
+/* sbio_accept's question: does the container still run? */
+static int still_running(void *arg, struct hutch_err *err)
+{
+    struct dk_sandbox *sb = arg;
+    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    char path[160], logs[700];
+    cJSON *j, *state;
+    int running;
+
+    snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
+    if (dk_json(&sb->st->api, "GET", path, NULL, NULL, &b, err) < 0) {
+        dk_buf_free(&b);
+        return err->code ? err->code : -EIO;
+    }
+    j = cJSON_ParseWithLength(b.data, b.len);
+    state = cJSON_GetObjectItem(j, "State");
+    running = cJSON_IsTrue(cJSON_GetObjectItem(state, "Running"));
+    if (!running) {
+        double code = cJSON_GetNumberValue(cJSON_GetObjectItem(state, "ExitCode"));
+        container_log(sb->st, sb->id, logs, sizeof(logs));
+        hutch_err_set(err, -EIO,
+                      "the container exited (status %d) before its init "
+                      "connected%s%s",
+                      (int)code, logs[0] ? ": " : "", logs);
+    }
+    cJSON_Delete(j);
+    dk_buf_free(&b);
+    return running ? 0 : -EIO;
+}
+
+static void sandbox_free(struct dk_sandbox *sb)
+{
+    if (!sb)
+        return;
+    sbio_close(&sb->io);
+    if (sb->id[0])
+        remove_container(sb->st, sb->id);
+    free(sb);
+}
+
+static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
+                        struct hutch_sandbox **out, struct hutch_err *err)
+{
+    struct dk_state *st = state;
+    struct dk_sandbox *sb;
+    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    char path[PATH_MAX + 64], dir[PATH_MAX];
+    unsigned long n;
+    long status = 0;
+    char *body = NULL;
+    cJSON *j;
+    int r;
+
+    *out = NULL;
+    if (strcmp(spec->language, "python") != 0 &&
+        strcmp(spec->language, "javascript") != 0)
+        return hutch_err_set(err, -EINVAL,
+                             "the docker executor runs python and "
+                             "javascript, not %s",
+                             spec->language);
+    sb = calloc(1, sizeof(*sb));
+    if (!sb)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    sb->st = st;
+    sb->pub.struct_size = sizeof(sb->pub);
+    sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
+    image_for(st, spec->language, sb->image, sizeof(sb->image));
+    n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
+    {
+        unsigned long long start;
+        char *colon = strrchr(st->owner, ':');
+        start = colon ? strtoull(colon + 1, NULL, 10) : 0;
+        snprintf(dir, sizeof(dir), "%s/%d.%llu.%lu", st->dir, (int)getpid(), start, n);
+    }
+    r = sbio_open(&sb->io, dir, err);
+    if (r < 0) {
+        free(sb);
+        return r;
+    }
+    body = create_body(st, sb, spec);
+    if (!body) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    snprintf(path, sizeof(path), "/containers/create?name=hutch-%s-%lu", st->instance,
+             n);
+    r = dk_json(&st->api, "POST", path, body, &status, &b, err);
+    if (r < 0 && status == 404) {
+        r = hutch_err_set(err, -ENOENT,
+                          "the Docker image %s is missing: build it with 'make images' "
+                          "(as root, offline), or 'docker build --build-arg RUNTIME=%s "
+                          "-t %s images/' from hutch's source",
+                          sb->image,
+                          strcmp(spec->language, "python") == 0 ? "python3" : "nodejs",
+                          sb->image);
+        goto fail;
+    }
+    if (r < 0)
+        goto fail;
+    j = cJSON_ParseWithLength(b.data, b.len);
+    {
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(j, "Id"));
+        if (id && strlen(id) < sizeof(sb->id) &&
+            strspn(id, "0123456789abcdef") == strlen(id))
+            memcpy(sb->id, id, strlen(id) + 1);
+    }
+    cJSON_Delete(j);
+    if (!sb->id[0]) {
+        r = hutch_err_set(err, -EPROTO, "Docker created a container without an Id");
+        goto fail;
+    }
+    snprintf(path, sizeof(path), "/containers/%s/start", sb->id);
+    r = dk_json(&st->api, "POST", path, NULL, NULL, NULL, err);
+    if (r < 0)
+        goto fail;
+    r = sbio_accept(&sb->io, DK_READY_MS, still_running, sb, err);
+    if (r < 0)
+        goto fail;
+    sb->pub.chan_fd = sb->io.fd[SBIO_CHAN];
+    sb->pub.stdout_fd = sb->io.fd[SBIO_OUT];
+    sb->pub.stderr_fd = sb->io.fd[SBIO_ERR];
+    sb->pub.event_fd = sb->io.fd[SBIO_CTL];
+    free(body);
+    dk_buf_free(&b);
+    *out = &sb->pub;
+    return 0;
+fail:
+    free(body);
+    dk_buf_free(&b);
+    sandbox_free(sb);
+    return r;
+}
+
+static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
+                      size_t len, struct hutch_err *err)
+{
+    struct dk_sandbox *sb = (struct dk_sandbox *)pub;
+    struct dk_buf owned = {NULL, 0, len + (1u << 20)};
+    char path[160];
+    int r;
+
+    /* The daemon keeps the owners written in the tar: re-pack the core's
+     * tar with the sandbox user as owner (copyUIDGID would look the user up
+     * on the host).  Uncompressed only: a compressed upload makes the
+     * daemon run a decompressor as host root (GHSA-x86f-5xw2-fm2r). */
+    r = sb->st->host->archive_filter(tar, len, dk_buf_write, &owned, NULL, 1000, 1000,
+                                     err);
+    if (r == 0) {
+        snprintf(path, sizeof(path), "/containers/%s/archive?path=/work", sb->id);
+        r = dk_call(&sb->st->api, "PUT", path, "application/x-tar", owned.data,
+                    owned.len, DK_CALL_MS, NULL, NULL, NULL, NULL, err);
+    }
+    dk_buf_free(&owned);
+    return r;
+}
+
+static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex,
+                       struct hutch_err *err)
+{
+    struct dk_sandbox *sb = (struct dk_sandbox *)pub;
+    int r = sbio_poll_exit(&sb->io);
+
+    if (r == 0)
+        return -EAGAIN;
+    if (r == 1) {
+        sbio_exit_from_status(sb->io.status, sb->io.oom, ex);
+        return 0;
+    }
+    if (sb->killed) {
+        /* We killed it (timeout, cancellation): the core knows why. */
+        sbio_exit_from_status(9, 0, ex);
+        return 0;
+    }
+    /* init is gone without a word: the container was killed or the daemon
+     * restarted under it. */
+    {
+        struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+        struct hutch_err ierr = {0};
+        char path[160];
+        snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
+        if (dk_json(&sb->st->api, "GET", path, NULL, NULL, &b, &ierr) == 0) {
+            cJSON *j = cJSON_ParseWithLength(b.data, b.len);
+            cJSON *s = cJSON_GetObjectItem(j, "State");
+            int oom = cJSON_IsTrue(cJSON_GetObjectItem(s, "OOMKilled"));
+            const char *err_s = cJSON_GetStringValue(cJSON_GetObjectItem(s, "Error"));
+            r = hutch_err_set(
+                err, -EIO,
+                "the container %.12s ended under the program%s%s%s: was it "
+                "stopped from outside, or dockerd restarted?",
+                sb->id, oom ? " (out of memory)" : "", err_s && *err_s ? ": " : "",
+                err_s ? err_s : "");
+            cJSON_Delete(j);
+        } else {
+            r = hutch_err_set(err, -EIO,
+                              "the container %.12s ended under the program and the "
+                              "Docker daemon no longer answers (%s)",
+                              sb->id, ierr.msg);
+        }
+        dk_buf_free(&b);
+    }
+    return r;
+}
+
+static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_fn,
+                      void *arg, uint64_t max_bytes, struct hutch_err *err)
+{
+    struct dk_sandbox *sb = (struct dk_sandbox *)pub;
+    struct hutch_archive_limits lim = {
+        .max_bytes = max_bytes,
+        .max_entries = 10000,
+        .max_path = 1024,
+        .max_depth = 32,
+    };
+    /* Tar headers and padding on top of the file data. */
+    struct dk_buf b = {NULL, 0, (size_t)max_bytes + (max_bytes >> 3) + (16u << 20)};
+    char path[160];
+    long status = 0;
+    int r;
+
+    r = sbio_stop(&sb->io, DK_STOP_MS);
+    if (r < 0)
+        return hutch_err_set(err, r,
+                             "the sandbox ended before its files could be collected "
+                             "(%s)",
+                             strerror(-r));
+    snprintf(path, sizeof(path), "/containers/%s/archive?path=/work/out/.", sb->id);
+    r = dk_call(&sb->st->api, "GET", path, NULL, NULL, 0, DK_CALL_MS, &status, &b, NULL,
+                NULL, err);
+    if (r < 0 && status == 404) {
+        r = 0; /* no /work/out: no files */
+    } else if (r == -E2BIG) {
+        r = hutch_err_set(err, -E2BIG, "the result files exceed %llu bytes",
+                          (unsigned long long)max_bytes);
+    } else if (r == 0 && b.len) {
+        r = sb->st->host->archive_filter(b.data, b.len, write_fn, arg, &lim, 0, 0, err);
+    }
+    dk_buf_free(&b);
+    return r;
+}
+
+static void docker_kill(void *state, struct hutch_sandbox *pub)
+{
+    struct dk_sandbox *sb = (struct dk_sandbox *)pub;
+    struct hutch_err err = {0};
+    char path[160];
+    long status = 0;
+
+    if (sb->killed)
+        return;
+    sb->killed = 1;
+    snprintf(path, sizeof(path), "/containers/%s/kill?signal=KILL", sb->id);
+    if (dk_json(&sb->st->api, "POST", path, NULL, &status, NULL, &err) < 0 &&
+        status != 409 && status != 404)
+        sb->st->host->log(HUTCH_LOG_WARN, "docker", "killing container %.12s: %s",
+                          sb->id, err.msg);
+}
+
+static void docker_destroy(void *state, struct hutch_sandbox *pub)
+{
+    sandbox_free((struct dk_sandbox *)pub);
+}
+
+/* --- doctor ------------------------------------------------------------ */
+
+static void docker_doctor(const struct hutch_host *host,
+                          void (*report)(const char *status, const char *what,
+                                         const char *detail))
+{
+    struct dk_api api;
+    struct hutch_err err = {0};
+    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    char detail[1200], engine[32], init[PATH_MAX];
+    cJSON *j;
+
+    if (find_init(init, sizeof(init), &err) < 0)
+        report("FAIL", "docker init", err.msg);
+    if (dk_api_init(&api, &err) < 0 ||
+        dk_api_negotiate(&api, engine, sizeof(engine), &err) < 0) {
+        report("FAIL", "docker daemon", err.msg);
+        return;
+    }
+    snprintf(detail, sizeof(detail), "%s: Engine %s, API %s", api.where, engine,
+             api.version);
+    report("ok", "docker daemon", detail);
+
+    if (dk_json(&api, "GET", "/info", NULL, NULL, &b, &err) == 0) {
+        cJSON *rt, *it;
+        size_t o = 0;
+        j = cJSON_ParseWithLength(b.data, b.len);
+        rt = cJSON_GetObjectItem(j, "Runtimes");
+        detail[0] = '\0';
+        cJSON_ArrayForEach(it, rt)
+        {
+            int n = snprintf(detail + o, sizeof(detail) - o, "%s%s", o ? ", " : "",
+                             it->string);
+            if (n < 0 || (size_t)n >= sizeof(detail) - o)
+                break;
+            o += (size_t)n;
+        }
+        report("ok", "docker runtimes", detail);
+        cJSON_Delete(j);
+    }
+    dk_buf_free(&b);
+
+    for (int i = 0; i < 2; i++) {
+        static const char *const langs[] = {"python", "javascript"};
+        struct dk_state st = {.host = host};
+        char image[256], path[320];
+        long status = 0;
+        image_for(&st, langs[i], image, sizeof(image));
+        snprintf(path, sizeof(path), "/images/%s/json", image);
+        if (dk_json(&api, "GET", path, NULL, &status, NULL, &err) == 0)
+            report("ok", "docker image", image);
+        else {
+            snprintf(detail, sizeof(detail),
+                     "%s is missing: build it with 'make images' (root, no registry "
+                     "needed) or 'docker build --build-arg RUNTIME=%s -t %s images/'",
+                     image, i == 0 ? "python3" : "nodejs", image);
+            report("FAIL", "docker image", status == 404 ? detail : err.msg);
+        }
+    }
+}
+
+static const struct hutch_executor docker_executor = {
+    .abi = HUTCH_EXECUTOR_ABI,
+    .struct_size = sizeof(struct hutch_executor),
+    .name = "docker",
+    .summary =
+        "a fresh hardened container per execution, through the Docker Engine API",
+    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
+    .probe = docker_probe,
+    .open = docker_open,
+    .start = docker_start,
+    .put_archive = docker_put,
+    .reap = docker_reap,
+    .get_archive = docker_get,
+    .kill = docker_kill,
+    .destroy = docker_destroy,
+    .close = docker_close,
+    .doctor = docker_doctor,
+};
+
+__attribute__((visibility("default"))) const struct hutch_executor *
+hutch_executor_entry(void)
+{
+    return &docker_executor;
+}
