@@ -426,6 +426,13 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     if (spec->cpu_millis)
         cJSON_AddNumberToObject(hc, "NanoCpus", (double)spec->cpu_millis * 1e6);
     cJSON_AddNumberToObject(hc, "ShmSize", 16 << 20);
+    {
+        /* Deployments (and the hostile tests' outer guard) may want every
+         * sandbox below a cgroup of their own. */
+        const char *parent = getenv("HUTCH_CGROUP_PARENT");
+        if (parent && *parent)
+            cJSON_AddStringToObject(hc, "CgroupParent", parent);
+    }
     cJSON_AddItemToObject(hc, "Binds", str_array(binds));
     tmpfs = cJSON_AddObjectToObject(hc, "Tmpfs");
     cJSON_AddStringToObject(tmpfs, "/tmp", tmpopt);

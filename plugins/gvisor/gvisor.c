@@ -1,0 +1,1033 @@
+/* gvisor.c — the gVisor executor: each sandbox is its own runsc sandbox,
+ * run from an OCI bundle hutch writes itself (config.json with cJSON), over
+ * a rootfs directory from `make images`.  No Docker involved.
+ *
+ * As with the Docker executor, pid 1 is hutch-init (plugins/init/init.c)
+ * talking to hutch over unix sockets bind-mounted at /run/hutch/io, which
+ * runsc lets it reach with --host-uds=open.  /work is a host directory on a
+ * tmpfs hutch mounts with the spec's size (capped; the host's disk is never
+ * touched), bind-mounted into the sandbox; files go in and out through the
+ * core's tar code on the host side.  The rootfs is read-only and wrapped in
+ * an in-memory overlay (--overlay2=root:memory), so it stays untouched.
+ *
+ * Each hutch process keeps its runsc state root and bundles in
+ * /run/hutch/gvisor/PID.START/; open() removes those of hutch processes that
+ * are gone (runsc delete --force, unmount, remove). */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "sbio.h"
+
+#define GV_READY_MS  20000 /* runsc run until init connected */
+#define GV_STOP_MS   5000  /* init killing the program's processes */
+#define GV_CMD_MS    10000 /* one runsc kill/delete/list */
+#define GV_EXIT_MS   3000  /* sandbox gone after init was told to end */
+#define GV_MAX_FLAGS 16    /* words in HUTCH_RUNSC_FLAGS */
+#define GV_BASE      "/run/hutch/gvisor"
+#define GV_LOG_TAIL  600
+
+#ifndef HUTCH_IMAGES_DIRS
+#define HUTCH_IMAGES_DIRS "/var/lib/hutch/images"
+#endif
+
+struct gv_state {
+    const struct hutch_host *host;
+    char dir[PATH_MAX]; /* GV_BASE/PID.START: this process's everything */
+    char root[PATH_MAX + 8];
+    char runsc[PATH_MAX];
+    char init_path[PATH_MAX];
+    char runner_dir[PATH_MAX];
+    char images[PATH_MAX];
+    char platform[16];
+    char *flags_buf; /* HUTCH_RUNSC_FLAGS, split in place */
+    const char *flags[GV_MAX_FLAGS + 1];
+    unsigned long seq;
+};
+
+struct gv_sandbox {
+    struct hutch_sandbox pub; /* first: the core sees this */
+    struct gv_state *st;
+    char id[64];
+    char bundle[PATH_MAX];
+    char work[PATH_MAX + 8];
+    char cgroup[PATH_MAX]; /* cgroupsPath given to runsc */
+    int work_mounted;
+    pid_t runsc_pid; /* `runsc run`, our child */
+    struct sbio io;
+    int killed;
+};
+
+/* --- small helpers ----------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int find_exec(const char *name, char *out, size_t len)
+{
+    static const char *const dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+                                       "/usr/bin",        "/sbin",          "/bin"};
+    if (strchr(name, '/')) {
+        snprintf(out, len, "%s", name);
+        return access(out, X_OK) == 0 ? 0 : -errno;
+    }
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        snprintf(out, len, "%s/%s", dirs[i], name);
+        if (access(out, X_OK) == 0)
+            return 0;
+    }
+    return -ENOENT;
+}
+
+/* hutch-init lives next to the plugin directory (see the Docker executor). */
+static int find_init(char *out, size_t len, struct hutch_err *err)
+{
+    const char *env = getenv("HUTCH_INIT");
+    Dl_info info;
+
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+    } else {
+        char *slash;
+        if (!dladdr((void *)find_init, &info) || !info.dli_fname)
+            return hutch_err_set(err, -ENOENT, "cannot tell where gvisor.so lives");
+        snprintf(out, len, "%s", info.dli_fname);
+        for (int i = 0; i < 2; i++) {
+            slash = strrchr(out, '/');
+            if (!slash)
+                return hutch_err_set(err, -ENOENT, "cannot tell where gvisor.so lives");
+            *slash = '\0';
+        }
+        if (strlen(out) + sizeof("/hutch-init") > len)
+            return hutch_err_set(err, -ENAMETOOLONG, "plugin path too long");
+        memcpy(out + strlen(out), "/hutch-init", sizeof("/hutch-init"));
+    }
+    if (access(out, X_OK) < 0)
+        return hutch_err_set(
+            err, -ENOENT,
+            "hutch-init is missing at %s (%s): reinstall hutch, or set "
+            "HUTCH_INIT to its path",
+            out, strerror(errno));
+    return 0;
+}
+
+/* $HUTCH_IMAGES_DIR, else the first of HUTCH_IMAGES_DIRS (the installed
+ * place, then the build tree) that holds a rootfs; else the first. */
+static const char *images_dir(void)
+{
+    static char found[PATH_MAX];
+    const char *env = getenv("HUTCH_IMAGES_DIR"), *p = HUTCH_IMAGES_DIRS;
+    if (env && *env)
+        return env;
+    while (*p) {
+        size_t n = strcspn(p, ":");
+        char probe[PATH_MAX + 32];
+        snprintf(found, sizeof(found), "%.*s", (int)n, p);
+        snprintf(probe, sizeof(probe), "%s/rootfs-python", found);
+        if (access(probe, F_OK) == 0)
+            return found;
+        snprintf(probe, sizeof(probe), "%s/rootfs-node", found);
+        if (access(probe, F_OK) == 0)
+            return found;
+        p += n + (p[n] == ':');
+    }
+    snprintf(found, sizeof(found), "%.*s", (int)strcspn(HUTCH_IMAGES_DIRS, ":"),
+             HUTCH_IMAGES_DIRS);
+    return found;
+}
+
+static const char *rootfs_name(const char *lang)
+{
+    return strcmp(lang, "python") == 0 ? "rootfs-python" : "rootfs-node";
+}
+
+static unsigned long long proc_start(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start = 0;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        sscanf(p + 1, "%llu", &start);
+    return start;
+}
+
+/* Removes a tree without following links or crossing mounts; mounts below
+ * it (a /work tmpfs) are detached first by the caller. */
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if (flag == FTW_DP || flag == FTW_D)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+static void rm_tree(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* --- runsc ------------------------------------------------------------- */
+
+/* argv for runsc: the global flags (identical on every subcommand, or
+ * runsc refuses), then `tail`.  Returns the count. */
+static int runsc_argv(const struct gv_state *st, const char **argv, size_t max,
+                      char *rootflag, size_t rootlen, char *platflag, size_t platlen,
+                      const char *const *tail)
+{
+    size_t n = 0;
+    snprintf(rootflag, rootlen, "--root=%s", st->root);
+    snprintf(platflag, platlen, "--platform=%s", st->platform);
+    argv[n++] = st->runsc;
+    argv[n++] = rootflag;
+    argv[n++] = "--network=none";
+    argv[n++] = "--overlay2=root:memory";
+    argv[n++] = "--host-uds=open";
+    argv[n++] = platflag;
+    for (size_t i = 0; st->flags[i] && n + 1 < max; i++)
+        argv[n++] = st->flags[i];
+    for (size_t i = 0; tail[i] && n + 1 < max; i++)
+        argv[n++] = tail[i];
+    argv[n] = NULL;
+    return (int)n;
+}
+
+/* fork/exec runsc with stdio on /dev/null but stderr on `log_fd` (-1:
+ * /dev/null).  The child dies with hutch's thread that made it only if
+ * asked: `runsc run` must not (it is killed explicitly). */
+static pid_t runsc_spawn(const struct gv_state *st, const char *const *tail, int log_fd)
+{
+    const char *argv[GV_MAX_FLAGS + 24];
+    char rootflag[PATH_MAX + 16], platflag[32];
+    pid_t pid;
+
+    runsc_argv(st, argv, sizeof(argv) / sizeof(argv[0]), rootflag, sizeof(rootflag),
+               platflag, sizeof(platflag), tail);
+    pid = fork();
+    if (pid == 0) {
+        sigset_t none;
+        int devnull = open("/dev/null", O_RDWR);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+            dup2(log_fd >= 0 ? log_fd : devnull, 2);
+        }
+        /* Its own process group: a ^C to hutch is hutch's to handle. */
+        setpgid(0, 0);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait for `pid` at most ms; kill it past that.  Exit status, or -1. */
+static int wait_for(pid_t pid, int ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)ms;
+    int status;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (now_ms() >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        usleep(2000);
+    }
+}
+
+/* A runsc subcommand run to completion.  Its exit status, or -1. */
+static int runsc_cmd(const struct gv_state *st, const char *const *tail, int ms)
+{
+    pid_t pid = runsc_spawn(st, tail, -1);
+    return pid < 0 ? -1 : wait_for(pid, ms);
+}
+
+static void read_tail(const char *path, char *out, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    off_t size;
+    ssize_t n = 0;
+
+    out[0] = '\0';
+    if (fd < 0)
+        return;
+    size = lseek(fd, 0, SEEK_END);
+    if (size > 0) {
+        off_t from = size > (off_t)len - 1 ? size - (off_t)len + 1 : 0;
+        n = pread(fd, out, len - 1, from);
+    }
+    close(fd);
+    out[n > 0 ? n : 0] = '\0';
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+        out[--n] = '\0';
+}
+
+/* --- leftovers ----------------------------------------------------------- */
+
+/* Everything a gone hutch process left in `dir` (GV_BASE/PID.START). */
+static void clean_dir(const struct gv_state *st, const char *dir)
+{
+    struct gv_state tmp = *st;
+    char sub[PATH_MAX + 300];
+    DIR *d;
+
+    snprintf(tmp.root, sizeof(tmp.root), "%s/root", dir);
+    d = opendir(dir);
+    if (d) {
+        for (struct dirent *de; (de = readdir(d));) {
+            const char *tail[] = {"delete", "--force", NULL, NULL};
+            char id[80];
+            if (de->d_name[0] == '.' || strcmp(de->d_name, "root") == 0)
+                continue;
+            /* bundle N holds sandbox hutch-PID.START.N */
+            snprintf(id, sizeof(id), "hutch-%s.%s", strrchr(dir, '/') + 1, de->d_name);
+            tail[2] = id;
+            runsc_cmd(&tmp, tail, GV_CMD_MS);
+            snprintf(sub, sizeof(sub), "%s/%s/work", dir, de->d_name);
+            umount2(sub, MNT_DETACH);
+        }
+        closedir(d);
+    }
+    rm_tree(dir);
+}
+
+static void sweep(struct gv_state *st)
+{
+    DIR *d = opendir(GV_BASE);
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d));) {
+        char path[PATH_MAX];
+        unsigned long long start;
+        int pid;
+        if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2)
+            continue;
+        if (pid > 0 && proc_start(pid) == start)
+            continue; /* that hutch still runs */
+        snprintf(path, sizeof(path), GV_BASE "/%s", de->d_name);
+        st->host->log(HUTCH_LOG_INFO, "gvisor", "removing what a gone hutch left in %s",
+                      path);
+        clean_dir(st, path);
+    }
+    closedir(d);
+}
+
+/* --- executor ---------------------------------------------------------- */
+
+static int gv_probe(const struct hutch_host *host, struct hutch_err *err)
+{
+    const char *env = getenv("HUTCH_RUNSC");
+    char path[PATH_MAX], init[PATH_MAX];
+
+    if (find_exec(env && *env ? env : "runsc", path, sizeof(path)) < 0)
+        return hutch_err_set(
+            err, -ENOENT,
+            "runsc is not installed: 'apt-get install -y runsc' (Debian), "
+            "or set HUTCH_RUNSC to its path");
+    if (geteuid() != 0)
+        return hutch_err_set(err, -EPERM,
+                             "the gvisor executor needs root (runsc makes namespaces "
+                             "and cgroups; rootless runsc is not supported)");
+    return find_init(init, sizeof(init), err);
+}
+
+static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg,
+                   void **state, struct hutch_err *err)
+{
+    struct gv_state *st = calloc(1, sizeof(*st));
+    const char *env_runsc = getenv("HUTCH_RUNSC"), *flags = getenv("HUTCH_RUNSC_FLAGS"),
+               *plat = getenv("HUTCH_GVISOR_PLATFORM");
+    int r;
+
+    (void)cfg;
+    if (!st)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    st->host = host;
+    if (find_exec(env_runsc && *env_runsc ? env_runsc : "runsc", st->runsc,
+                  sizeof(st->runsc)) < 0) {
+        r = hutch_err_set(err, -ENOENT,
+                          "runsc is not installed: 'apt-get install -y "
+                          "runsc', or set HUTCH_RUNSC");
+        goto fail;
+    }
+    snprintf(st->platform, sizeof(st->platform), "%s", plat && *plat ? plat : "ptrace");
+    if (strcmp(st->platform, "ptrace") != 0 && strcmp(st->platform, "kvm") != 0) {
+        r = hutch_err_set(
+            err, -EINVAL,
+            "HUTCH_GVISOR_PLATFORM=%s: choose ptrace (the default) or kvm",
+            st->platform);
+        goto fail;
+    }
+    if (strcmp(st->platform, "kvm") == 0 && access("/dev/kvm", R_OK | W_OK) < 0) {
+        r = hutch_err_set(err, -ENODEV,
+                          "HUTCH_GVISOR_PLATFORM=kvm but /dev/kvm is not usable (%s): "
+                          "use ptrace",
+                          strerror(errno));
+        goto fail;
+    }
+    if (flags && *flags) {
+        size_t n = 0;
+        st->flags_buf = strdup(flags);
+        if (!st->flags_buf) {
+            r = hutch_err_set(err, -ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (char *save = NULL, *w = strtok_r(st->flags_buf, " \t", &save); w;
+             w = strtok_r(NULL, " \t", &save)) {
+            if (n == GV_MAX_FLAGS || w[0] != '-') {
+                r = hutch_err_set(err, -EINVAL,
+                                  "HUTCH_RUNSC_FLAGS: at most %d flags, each starting "
+                                  "with '-' (\"%s\")",
+                                  GV_MAX_FLAGS, w);
+                goto fail;
+            }
+            st->flags[n++] = w;
+        }
+    }
+    if (!realpath(host->runner_dir, st->runner_dir)) {
+        r = hutch_err_set(err, -errno, "runner directory %s: %s", host->runner_dir,
+                          strerror(errno));
+        goto fail;
+    }
+    snprintf(st->images, sizeof(st->images), "%s", images_dir());
+    r = find_init(st->init_path, sizeof(st->init_path), err);
+    if (r < 0)
+        goto fail;
+    if ((mkdir("/run/hutch", 0711) < 0 && errno != EEXIST) ||
+        (mkdir(GV_BASE, 0700) < 0 && errno != EEXIST)) {
+        r = hutch_err_set(err, -errno, "creating " GV_BASE ": %s", strerror(errno));
+        goto fail;
+    }
+    st->host = host;
+    sweep(st);
+    snprintf(st->dir, sizeof(st->dir), GV_BASE "/%d.%llu", (int)getpid(),
+             proc_start(getpid()));
+    snprintf(st->root, sizeof(st->root), "%s/root", st->dir);
+    if ((mkdir(st->dir, 0711) < 0 && errno != EEXIST) ||
+        (mkdir(st->root, 0700) < 0 && errno != EEXIST)) {
+        r = hutch_err_set(err, -errno, "creating %s: %s", st->root, strerror(errno));
+        goto fail;
+    }
+    *state = st;
+    return 0;
+fail:
+    free(st->flags_buf);
+    free(st);
+    return r;
+}
+
+static void gv_close(void *state)
+{
+    struct gv_state *st = state;
+    if (!st)
+        return;
+    /* Every sandbox was destroyed; what is left is the state root. */
+    clean_dir(st, st->dir);
+    free(st->flags_buf);
+    free(st);
+}
+
+static cJSON *str_array(const char *const *v)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (; *v; v++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(*v));
+    return a;
+}
+
+static void add_mount(cJSON *mounts, const char *dest, const char *type,
+                      const char *source, const char *const *options)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "destination", dest);
+    cJSON_AddStringToObject(m, "type", type);
+    cJSON_AddStringToObject(m, "source", source);
+    cJSON_AddItemToObject(m, "options", str_array(options));
+    cJSON_AddItemToArray(mounts, m);
+}
+
+/* The OCI runtime spec of one sandbox (caller frees). */
+static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
+                      const struct hutch_sandbox_spec *spec, const char *rootfs)
+{
+    char nofile[24], fsize[32], tmpsize[48];
+    uint64_t work = spec->work_bytes ? spec->work_bytes : 256ull << 20;
+    uint64_t tmp = spec->tmp_bytes ? spec->tmp_bytes : 64ull << 20;
+    int py = strcmp(spec->language, "python") == 0;
+    const char *cmd_py[] = {"/run/hutch/init",
+                            nofile,
+                            fsize,
+                            "/usr/bin/python3",
+                            "-I",
+                            "-S",
+                            "/run/hutch/runner/runner.py",
+                            NULL};
+    const char *cmd_js[] = {"/run/hutch/init",
+                            nofile,
+                            fsize,
+                            "/usr/bin/node",
+                            "/run/hutch/runner/runner.js",
+                            NULL};
+    const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                         "HOME=/work",
+                         "LANG=C.UTF-8",
+                         "LC_ALL=C.UTF-8",
+                         "TMPDIR=/tmp",
+                         "USER=sandbox",
+                         "PYTHONDONTWRITEBYTECODE=1",
+                         "PYTHONIOENCODING=utf-8",
+                         NULL};
+    static const char *const ns[] = {"pid", "network", "ipc", "uts", "mount", NULL};
+    cJSON *c = cJSON_CreateObject(), *proc, *user, *caps, *root, *mounts, *lnx, *res,
+          *mem, *pids, *nsa, *rl, *r1;
+    char *out;
+
+    snprintf(nofile, sizeof(nofile), "%u", spec->open_files ? spec->open_files : 256);
+    snprintf(fsize, sizeof(fsize), "%llu",
+             (unsigned long long)((work > tmp ? work : tmp) + (1u << 20)));
+    snprintf(tmpsize, sizeof(tmpsize), "size=%llu", (unsigned long long)tmp);
+
+    cJSON_AddStringToObject(c, "ociVersion", "1.0.2");
+    proc = cJSON_AddObjectToObject(c, "process");
+    cJSON_AddBoolToObject(proc, "terminal", 0);
+    user = cJSON_AddObjectToObject(proc, "user");
+    cJSON_AddNumberToObject(user, "uid", 1000);
+    cJSON_AddNumberToObject(user, "gid", 1000);
+    cJSON_AddItemToObject(proc, "args", str_array(py ? cmd_py : cmd_js));
+    cJSON_AddItemToObject(proc, "env", str_array(env));
+    cJSON_AddStringToObject(proc, "cwd", "/work");
+    caps = cJSON_AddObjectToObject(proc, "capabilities");
+    cJSON_AddArrayToObject(caps, "bounding");
+    cJSON_AddArrayToObject(caps, "effective");
+    cJSON_AddArrayToObject(caps, "inheritable");
+    cJSON_AddArrayToObject(caps, "permitted");
+    cJSON_AddArrayToObject(caps, "ambient");
+    cJSON_AddBoolToObject(proc, "noNewPrivileges", 1);
+    rl = cJSON_AddArrayToObject(proc, "rlimits");
+    r1 = cJSON_CreateObject();
+    cJSON_AddStringToObject(r1, "type", "RLIMIT_NOFILE");
+    cJSON_AddNumberToObject(r1, "hard", spec->open_files ? spec->open_files : 256);
+    cJSON_AddNumberToObject(r1, "soft", spec->open_files ? spec->open_files : 256);
+    cJSON_AddItemToArray(rl, r1);
+
+    root = cJSON_AddObjectToObject(c, "root");
+    cJSON_AddStringToObject(root, "path", rootfs);
+    cJSON_AddBoolToObject(root, "readonly", 1);
+    cJSON_AddStringToObject(c, "hostname", "hutch");
+
+    mounts = cJSON_AddArrayToObject(c, "mounts");
+    add_mount(mounts, "/proc", "proc", "proc", (const char *[]){NULL});
+    add_mount(
+        mounts, "/dev", "tmpfs", "tmpfs",
+        (const char *[]){"nosuid", "strictatime", "mode=755", "size=65536k", NULL});
+    add_mount(mounts, "/sys", "sysfs", "sysfs",
+              (const char *[]){"nosuid", "noexec", "nodev", "ro", NULL});
+    add_mount(mounts, "/tmp", "tmpfs", "tmpfs",
+              (const char *[]){"nosuid", "nodev", "mode=1777", tmpsize, NULL});
+    add_mount(mounts, "/work", "bind", sb->work, (const char *[]){"rbind", "rw", NULL});
+    add_mount(mounts, "/run/hutch/io", "bind", sb->io.dir,
+              (const char *[]){"rbind", "ro", NULL});
+    add_mount(mounts, "/run/hutch/runner", "bind", st->runner_dir,
+              (const char *[]){"rbind", "ro", NULL});
+    add_mount(mounts, "/run/hutch/init", "bind", st->init_path,
+              (const char *[]){"bind", "ro", NULL});
+
+    lnx = cJSON_AddObjectToObject(c, "linux");
+    cJSON_AddStringToObject(lnx, "cgroupsPath", sb->cgroup);
+    res = cJSON_AddObjectToObject(lnx, "resources");
+    if (spec->memory_bytes) {
+        mem = cJSON_AddObjectToObject(res, "memory");
+        cJSON_AddNumberToObject(mem, "limit", (double)spec->memory_bytes);
+        cJSON_AddNumberToObject(mem, "swap", (double)spec->memory_bytes);
+    }
+    pids = cJSON_AddObjectToObject(res, "pids");
+    cJSON_AddNumberToObject(pids, "limit", spec->pids_max ? spec->pids_max : 128);
+    if (spec->cpu_millis) {
+        cJSON *cpu = cJSON_AddObjectToObject(res, "cpu");
+        cJSON_AddNumberToObject(cpu, "period", 100000);
+        cJSON_AddNumberToObject(cpu, "quota", (double)spec->cpu_millis * 100);
+    }
+    nsa = cJSON_AddArrayToObject(lnx, "namespaces");
+    for (size_t i = 0; ns[i]; i++) {
+        cJSON *n = cJSON_CreateObject();
+        cJSON_AddStringToObject(n, "type", ns[i]);
+        cJSON_AddItemToArray(nsa, n);
+    }
+    out = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    return out;
+}
+
+static int write_file(const char *path, const char *data, struct hutch_err *err)
+{
+    size_t len = strlen(data);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600),
+        r = 0;
+    if (fd < 0)
+        return hutch_err_set(err, -errno, "creating %s: %s", path, strerror(errno));
+    while (len) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            r = hutch_err_set(err, -errno, "writing %s: %s", path, strerror(errno));
+            break;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    close(fd);
+    return r;
+}
+
+/* sbio_accept's question: is `runsc run` still there? */
+static int still_running(void *arg, struct hutch_err *err)
+{
+    struct gv_sandbox *sb = arg;
+    char log[PATH_MAX + 16], tail[GV_LOG_TAIL];
+    int status;
+
+    if (waitpid(sb->runsc_pid, &status, WNOHANG) != sb->runsc_pid)
+        return 0;
+    sb->runsc_pid = 0;
+    snprintf(log, sizeof(log), "%s/runsc.log", sb->bundle);
+    read_tail(log, tail, sizeof(tail));
+    return hutch_err_set(
+        err, -EIO, "runsc ended (status %d) before the sandbox came up%s%s",
+        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+        tail[0] ? ": " : "", tail);
+}
+
+/* The memory cgroup of the sandbox counted an OOM kill (cgroup v1). */
+static int cgroup_oom(const struct gv_sandbox *sb)
+{
+    char path[PATH_MAX + 64], buf[512], *p;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.oom_control",
+             sb->cgroup);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.events", sb->cgroup);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strstr(buf, "oom_kill ");
+    return p && strtol(p + 9, NULL, 10) > 0;
+}
+
+static void sandbox_free(struct gv_sandbox *sb)
+{
+    struct gv_state *st;
+    if (!sb)
+        return;
+    st = sb->st;
+    /* Closing ctl ends init, and with it the sandbox: `runsc run` returns
+     * and deletes it.  A sandbox that does not go is killed and deleted. */
+    sbio_close(&sb->io);
+    if (sb->runsc_pid > 0 && wait_for(sb->runsc_pid, GV_EXIT_MS) < 0)
+        st->host->log(HUTCH_LOG_WARN, "gvisor", "sandbox %s did not end; killed",
+                      sb->id);
+    if (sb->runsc_pid > 0 || sb->killed) {
+        const char *tail[] = {"delete", "--force", sb->id, NULL};
+        runsc_cmd(st, tail, GV_CMD_MS);
+    }
+    if (sb->work_mounted)
+        umount2(sb->work, MNT_DETACH);
+    if (sb->bundle[0])
+        rm_tree(sb->bundle);
+    free(sb);
+}
+
+static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
+                    struct hutch_sandbox **out, struct hutch_err *err)
+{
+    struct gv_state *st = state;
+    struct gv_sandbox *sb;
+    char rootfs[PATH_MAX], real_rootfs[PATH_MAX], path[PATH_MAX + 32], opts[128];
+    uint64_t work;
+    unsigned long n;
+    char *json = NULL;
+    int r, log_fd;
+    struct stat sst;
+
+    *out = NULL;
+    if (strcmp(spec->language, "python") != 0 &&
+        strcmp(spec->language, "javascript") != 0)
+        return hutch_err_set(err, -EINVAL,
+                             "the gvisor executor runs python and javascript, not %s",
+                             spec->language);
+    snprintf(rootfs, sizeof(rootfs), "%s/%s", st->images, rootfs_name(spec->language));
+    if (!realpath(rootfs, real_rootfs) || stat(real_rootfs, &sst) < 0 ||
+        !S_ISDIR(sst.st_mode))
+        return hutch_err_set(err, -ENOENT,
+                             "the gVisor root file system %s is missing: build it with "
+                             "'make images' (root, no registry needed), or point "
+                             "HUTCH_IMAGES_DIR at the directory holding rootfs-python "
+                             "and rootfs-node",
+                             rootfs);
+    {
+        const char *interp =
+            strcmp(spec->language, "python") == 0 ? "usr/bin/python3" : "usr/bin/node";
+        snprintf(path, sizeof(path), "%s/%s", real_rootfs, interp);
+        if (access(path, X_OK) < 0)
+            return hutch_err_set(err, -ENOEXEC,
+                                 "the root file system %s is damaged: it has no "
+                                 "executable /%s (rebuild it with 'make images')",
+                                 real_rootfs, interp);
+    }
+
+    sb = calloc(1, sizeof(*sb));
+    if (!sb)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    sb->st = st;
+    sb->pub.struct_size = sizeof(sb->pub);
+    sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
+    for (int i = 0; i < SBIO_NSOCK; i++)
+        sb->io.fd[i] = sb->io.lfd[i] = -1;
+    n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
+    snprintf(sb->id, sizeof(sb->id), "hutch-%s.%lu", strrchr(st->dir, '/') + 1, n);
+    snprintf(sb->bundle, sizeof(sb->bundle), "%s/%lu", st->dir, n);
+    {
+        const char *parent = getenv("HUTCH_CGROUP_PARENT");
+        snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/%s",
+                 parent && *parent ? parent : "/hutch-gvisor", sb->id);
+    }
+    if (mkdir(sb->bundle, 0711) < 0) {
+        r = hutch_err_set(err, -errno, "creating %s: %s", sb->bundle, strerror(errno));
+        sb->bundle[0] = '\0';
+        goto fail;
+    }
+    /* /work: a tmpfs of its own, so its size is capped and the host's disk
+     * is never touched. */
+    snprintf(sb->work, sizeof(sb->work), "%s/work", sb->bundle);
+    work = spec->work_bytes ? spec->work_bytes : 256ull << 20;
+    snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=1000,gid=1000",
+             (unsigned long long)work);
+    if (mkdir(sb->work, 0755) < 0 ||
+        mount("tmpfs", sb->work, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+        r = hutch_err_set(err, -errno, "mounting a tmpfs at %s: %s", sb->work,
+                          strerror(errno));
+        goto fail;
+    }
+    sb->work_mounted = 1;
+    snprintf(path, sizeof(path), "%s/io", sb->bundle);
+    r = sbio_open(&sb->io, path, err);
+    if (r < 0)
+        goto fail;
+    json = oci_spec(st, sb, spec, real_rootfs);
+    if (!json) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    snprintf(path, sizeof(path), "%s/config.json", sb->bundle);
+    r = write_file(path, json, err);
+    if (r < 0)
+        goto fail;
+    snprintf(path, sizeof(path), "%s/runsc.log", sb->bundle);
+    log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    {
+        const char *tail[] = {"run", "--bundle", sb->bundle, sb->id, NULL};
+        sb->runsc_pid = runsc_spawn(st, tail, log_fd);
+    }
+    if (log_fd >= 0)
+        close(log_fd);
+    if (sb->runsc_pid < 0) {
+        r = hutch_err_set(err, -errno, "starting %s: %s", st->runsc, strerror(errno));
+        sb->runsc_pid = 0;
+        goto fail;
+    }
+    r = sbio_accept(&sb->io, GV_READY_MS, still_running, sb, err);
+    if (r < 0)
+        goto fail;
+    sb->pub.chan_fd = sb->io.fd[SBIO_CHAN];
+    sb->pub.stdout_fd = sb->io.fd[SBIO_OUT];
+    sb->pub.stderr_fd = sb->io.fd[SBIO_ERR];
+    sb->pub.event_fd = sb->io.fd[SBIO_CTL];
+    free(json);
+    *out = &sb->pub;
+    return 0;
+fail:
+    free(json);
+    if (sb->runsc_pid > 0)
+        kill(sb->runsc_pid, SIGTERM);
+    sandbox_free(sb);
+    return r;
+}
+
+/* Gives what extract made to the sandbox user (extract writes as root). */
+static int chown_entry(const char *path, const struct stat *s, int flag, struct FTW *f)
+{
+    (void)s;
+    (void)flag;
+    (void)f;
+    return lchown(path, 1000, 1000) < 0 ? -1 : 0;
+}
+
+static int gv_put(void *state, struct hutch_sandbox *pub, const void *tar, size_t len,
+                  struct hutch_err *err)
+{
+    struct gv_sandbox *sb = (struct gv_sandbox *)pub;
+    int r;
+
+    /* The runner waits for its job: nothing in the sandbox touches /work
+     * while this runs. */
+    r = sb->st->host->archive_extract(tar, len, sb->work, NULL, err);
+    if (r == 0 && nftw(sb->work, chown_entry, 16, FTW_PHYS | FTW_MOUNT) != 0)
+        r = hutch_err_set(err, -errno, "giving %s to the sandbox user: %s", sb->work,
+                          strerror(errno));
+    return r;
+}
+
+static int gv_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex,
+                   struct hutch_err *err)
+{
+    struct gv_sandbox *sb = (struct gv_sandbox *)pub;
+    int r = sbio_poll_exit(&sb->io);
+
+    if (r == 0)
+        return -EAGAIN;
+    if (r == 1) {
+        sbio_exit_from_status(sb->io.status,
+                              sb->io.oom || (WIFSIGNALED(sb->io.status) &&
+                                             WTERMSIG(sb->io.status) == SIGKILL &&
+                                             cgroup_oom(sb)),
+                              ex);
+        return 0;
+    }
+    /* init is gone without a word: the sandbox died under the program. */
+    if (sb->killed || cgroup_oom(sb)) {
+        sbio_exit_from_status(SIGKILL, !sb->killed, ex);
+        return 0;
+    }
+    return hutch_err_set(err, -EIO,
+                         "the gVisor sandbox %s ended under the program (killed from "
+                         "outside?)",
+                         sb->id);
+}
+
+static int gv_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_fn,
+                  void *arg, uint64_t max_bytes, struct hutch_err *err)
+{
+    struct gv_sandbox *sb = (struct gv_sandbox *)pub;
+    struct hutch_archive_limits lim = {
+        .max_bytes = max_bytes,
+        .max_entries = 10000,
+        .max_path = 1024,
+        .max_depth = 32,
+    };
+    char out[PATH_MAX + 8];
+    int r = sbio_stop(&sb->io, GV_STOP_MS);
+
+    /* A sandbox that is gone (killed for memory) has no process left that
+     * could change /work, which lives on the host: collect it all the same. */
+    if (r < 0 && r != -EPIPE)
+        return hutch_err_set(err, r,
+                             "the sandbox did not stop its processes before its files "
+                             "were collected (%s)",
+                             strerror(-r));
+    snprintf(out, sizeof(out), "%s/out", sb->work);
+    return sb->st->host->archive_pack_dir(out, write_fn, arg, &lim, err);
+}
+
+static void gv_kill(void *state, struct hutch_sandbox *pub)
+{
+    struct gv_sandbox *sb = (struct gv_sandbox *)pub;
+    const char *tail[] = {"kill", "--all", sb->id, "KILL", NULL};
+
+    if (sb->killed)
+        return;
+    sb->killed = 1;
+    runsc_cmd(sb->st, tail, GV_CMD_MS);
+}
+
+static void gv_destroy(void *state, struct hutch_sandbox *pub)
+{
+    sandbox_free((struct gv_sandbox *)pub);
+}
+
+/* --- doctor ------------------------------------------------------------ */
+
+/* Runs /bin/true in a throwaway sandbox on `platform`: 0 when it works. */
+static int try_platform(struct gv_state *st, const char *platform, const char *rootfs,
+                        char *why, size_t whylen)
+{
+    char dir[] = "/run/hutch/gvisor/doctor.XXXXXX", path[PATH_MAX], id[64];
+    const char *tail[] = {"run", "--bundle", dir, id, NULL};
+    char *json;
+    cJSON *c;
+    int r;
+
+    if (!mkdtemp(dir)) {
+        snprintf(why, whylen, "mkdtemp: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(id, sizeof(id), "hutch-doctor-%d", (int)getpid());
+    snprintf(st->root, sizeof(st->root), "%s/root", dir);
+    mkdir(st->root, 0700);
+    snprintf(st->platform, sizeof(st->platform), "%s", platform);
+    c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "ociVersion", "1.0.2");
+    {
+        cJSON *proc = cJSON_AddObjectToObject(c, "process"), *user;
+        user = cJSON_AddObjectToObject(proc, "user");
+        cJSON_AddNumberToObject(user, "uid", 1000);
+        cJSON_AddNumberToObject(user, "gid", 1000);
+        cJSON_AddItemToObject(proc, "args",
+                              str_array((const char *[]){"/bin/true", NULL}));
+        cJSON_AddStringToObject(proc, "cwd", "/");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(c, "root"), "path", rootfs);
+        cJSON_AddBoolToObject(cJSON_GetObjectItem(c, "root"), "readonly", 1);
+    }
+    json = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    {
+        struct hutch_err err = {0};
+        r = json ? write_file(path, json, &err) : -1;
+    }
+    free(json);
+    if (r == 0) {
+        pid_t pid = runsc_spawn(st, tail, -1);
+        r = pid < 0 ? -1 : wait_for(pid, 5000);
+        if (r != 0)
+            snprintf(
+                why, whylen,
+                r < 0 ? "did not finish within 5 s (hangs here)" : "exit status %d", r);
+        if (r != 0) {
+            const char *del[] = {"delete", "--force", id, NULL};
+            runsc_cmd(st, del, GV_CMD_MS);
+        }
+    } else {
+        snprintf(why, whylen, "cannot write the bundle");
+    }
+    rm_tree(dir);
+    return r;
+}
+
+static void gv_doctor(const struct hutch_host *host,
+                      void (*report)(const char *status, const char *what,
+                                     const char *detail))
+{
+    struct gv_state st = {.host = host};
+    struct hutch_err err = {0};
+    char detail[PATH_MAX + 256], rootfs[PATH_MAX], why[160];
+    const char *env = getenv("HUTCH_RUNSC");
+    int have_rootfs = 0;
+
+    if (gv_probe(host, &err) < 0) {
+        report("FAIL", "gvisor", err.msg);
+        return;
+    }
+    find_exec(env && *env ? env : "runsc", st.runsc, sizeof(st.runsc));
+    find_init(st.init_path, sizeof(st.init_path), &err);
+    for (int i = 0; i < 2; i++) {
+        const char *lang = i == 0 ? "python" : "javascript";
+        struct stat s;
+        snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name(lang));
+        if (stat(rootfs, &s) == 0 && S_ISDIR(s.st_mode)) {
+            report("ok", "gvisor rootfs", rootfs);
+            have_rootfs = 1;
+        } else {
+            snprintf(detail, sizeof(detail),
+                     "%s is missing: build it with 'make images' (root), or set "
+                     "HUTCH_IMAGES_DIR",
+                     rootfs);
+            report("FAIL", "gvisor rootfs", detail);
+        }
+    }
+    if (!have_rootfs)
+        return;
+    snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name("python"));
+    if (access(rootfs, F_OK) < 0)
+        snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name("js"));
+    mkdir("/run/hutch", 0711);
+    mkdir(GV_BASE, 0700);
+    for (int i = 0; i < 2; i++) {
+        const char *plat = i == 0 ? "ptrace" : "kvm";
+        if (i == 1 && access("/dev/kvm", R_OK | W_OK) < 0) {
+            report("warn", "gvisor platform kvm", "/dev/kvm is not usable here");
+            continue;
+        }
+        snprintf(detail, sizeof(detail), "gvisor platform %s", plat);
+        if (try_platform(&st, plat, rootfs, why, sizeof(why)) == 0)
+            report("ok", detail,
+                   i == 0 ? "works (the default)"
+                          : "works (HUTCH_GVISOR_PLATFORM=kvm)");
+        else
+            report(i == 0 ? "FAIL" : "warn", detail, why);
+    }
+}
+
+static const struct hutch_executor gvisor_executor = {
+    .abi = HUTCH_EXECUTOR_ABI,
+    .struct_size = sizeof(struct hutch_executor),
+    .name = "gvisor",
+    .summary = "a gVisor sandbox (runsc, user-space kernel) per execution; needs root",
+    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
+    .probe = gv_probe,
+    .open = gv_open,
+    .start = gv_start,
+    .put_archive = gv_put,
+    .reap = gv_reap,
+    .get_archive = gv_get,
+    .kill = gv_kill,
+    .destroy = gv_destroy,
+    .close = gv_close,
+    .doctor = gv_doctor,
+};
+
+__attribute__((visibility("default"))) const struct hutch_executor *
+hutch_executor_entry(void)
+{
+    return &gvisor_executor;
+}
