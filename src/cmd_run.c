@@ -204,18 +204,24 @@ int hutch_cmd_run(int argc, char **argv)
             break;
         case 't':
             timeout_set = 1;
-            if (hutch_cli_limit("hutch run", "timeout", optarg, &timeout) < 0)
+            if (hutch_cli_limit("hutch run", "timeout", optarg, &timeout) < 0) {
+                rc = 2;
                 goto out;
+            }
             break;
         case 'm':
             memory_set = 1;
-            if (hutch_cli_limit("hutch run", "memory", optarg, &memory) < 0)
+            if (hutch_cli_limit("hutch run", "memory", optarg, &memory) < 0) {
+                rc = 2;
                 goto out;
+            }
             break;
         case OPT_PIDS:
             pids_set = 1;
-            if (hutch_cli_limit("hutch run", "pids", optarg, &pids) < 0)
+            if (hutch_cli_limit("hutch run", "pids", optarg, &pids) < 0) {
+                rc = 2;
                 goto out;
+            }
             break;
         case OPT_JSON:
             json = 1;

@@ -27,6 +27,11 @@ is "no program exits 2" "$RC" 2
 
 run_hutch run --lang python -e 'print(1)' --timeout 0
 like "bad --timeout is explained" "$ERR" "--timeout wants milliseconds"
+is "bad --timeout exits 2 (bad arguments)" "$RC" 2
+run_hutch run --lang python -e 'print(1)' --memory 1
+is "out-of-range --memory exits 2" "$RC" 2
+run_hutch run --lang python -e 'print(1)' --pids 99999999
+is "out-of-range --pids exits 2" "$RC" 2
 
 run_hutch run --lang python --executor nosuch -e 'print(1)'
 is "unknown executor exits 125" "$RC" 125
