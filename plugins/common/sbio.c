@@ -83,6 +83,7 @@ int sbio_accept(struct sbio *io, int timeout_ms,
                 struct hutch_err *err)
 {
     uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    char path[PATH_MAX];
     int r = 0, left = SBIO_NSOCK;
 
     while (left > 0) {
@@ -121,6 +122,8 @@ int sbio_accept(struct sbio *io, int timeout_ms,
             io->fd[i] = fd;
             close(io->lfd[i]);
             io->lfd[i] = -1;
+            if (sock_path(io, i, path, sizeof(path)) == 0)
+                unlink(path); /* or the directory cannot be removed */
             left--;
         }
         r = 0;

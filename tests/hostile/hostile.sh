@@ -1,12 +1,19 @@
 #!/bin/bash
-# hostile.sh — hostile programs on the local executor.  Each must be
-# contained and leave nothing running.  The whole file runs inside an outer
-# cgroup guard (pids + memory) so that a containment bug fails a test
-# instead of taking the machine down.  Network traffic goes to loopback only.
+# hostile.sh — hostile programs on the local executor (or $HUTCH_EXECUTOR,
+# see tests/lib/executor.sh).  Each must be contained and leave nothing
+# running.  The whole file runs inside an outer cgroup guard (pids + memory)
+# so that a containment bug fails a test instead of taking the machine
+# down; Docker containers are created below it (HUTCH_CGROUP_PARENT).
+# Network traffic goes to loopback only.
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
+. "$HUTCH_SRCDIR/tests/lib/executor.sh"
 . "$HUTCH_SRCDIR/tests/lib/guard.sh"
 
+executor_require
 guard_enter || skip_all "no writable cgroup for the outer guard (run as root)"
+if [ "$EXECUTOR" = docker ] && [ -z "$HUTCH_CGROUP_PARENT" ]; then
+    skip_all "no cgroup path below both the memory and the pids guard: containers would run unguarded"
+fi
 T=$(mktemp -d)
 trap 'guard_leave; rm -rf "$T"' EXIT
 MYNS=$(readlink /proc/self/ns/pid)
@@ -26,6 +33,18 @@ assert_clean() {
 }
 
 PYH="--lang python --json"
+
+# The sandbox's processes are in cgroups below the guard.
+run_hutch run --lang python -e 'print(open("/proc/self/cgroup").read())'
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    like "the sandbox is below the outer guard" \
+        "$(echo "$OUT" | awk -F: '$1 == "0" { print $3 }')" "/hutch-guard-$$/"
+else
+    for c in memory pids; do
+        like "the sandbox is below the outer guard ($c)" \
+            "$(echo "$OUT" | awk -F: -v c="$c" '$2 == c { print $3 }')" "/hutch-guard-$$/"
+    done
+fi
 
 run_hutch run $PYH --timeout 3000 --pids 64 -e '
 import os, time
@@ -76,7 +95,11 @@ is "endless output: truncated" "$(echo "$OUT" | json stdout_truncated)" true
 ok "endless output: kept output is capped" test "${#OUT}" -lt 3000000
 assert_clean "endless output"
 
-avail_before=$(df --output=avail / | tail -1)
+# The host's disks: the root, and where Docker keeps its containers.
+DISKS=/
+[ "$EXECUTOR" = docker ] && DISKS="/ $(docker info -f '{{.DockerRootDir}}')"
+avail() { df --output=avail $DISKS | tail -n +2 | awk '{ s += $1 } END { print s }'; }
+avail_before=$(avail)
 run_hutch run $PYH --timeout 20000 -e '
 import os
 chunk = b"\0" * (1 << 20)
@@ -92,8 +115,9 @@ except OSError as e:
 like "disk fill of /work: stops with ENOSPC" "$(echo "$OUT" | json stdout)" "stopped 28"
 n=$(echo "$OUT" | json stdout | awk '{print $3}')
 ok "disk fill of /work: capped near its size ($n MiB)" test "${n:-9999}" -le 300
-avail_after=$(df --output=avail / | tail -1)
-ok "disk fill of /work: the host disk is untouched" test $((avail_before - avail_after)) -lt 100000
+avail_after=$(avail)
+ok "disk fill of /work: the host disk is untouched ($DISKS: $((avail_before - avail_after)) KiB)" \
+    test $((avail_before - avail_after)) -lt 100000
 assert_clean "disk fill"
 
 # A listener on the host's loopback: the sandbox must not reach it.
@@ -113,6 +137,7 @@ PORT=$(head -1 "$T/listener.out")
 run_hutch run $PYH -e '
 import socket
 print(sorted(n for _, n in socket.if_nameindex()))
+print(sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]))
 s = socket.socket()
 s.settimeout(2)
 try:
@@ -120,7 +145,9 @@ try:
     print("connected")
 except OSError as e:
     print("refused", e.errno)'
-like "network: only loopback inside" "$(echo "$OUT" | json stdout)" "['lo']"
+like "network: only loopback inside (interfaces, /proc/net/dev)" \
+    "$(echo "$OUT" | json stdout)" "['lo']
+['lo']"
 like "network: connect to 127.0.0.1 fails" "$(echo "$OUT" | json stdout)" "refused"
 kill $LPID 2>/dev/null
 wait $LPID 2>/dev/null

@@ -4,10 +4,12 @@
 #   is DESC GOT WANT    pass when the strings are equal
 #   like DESC GOT SUB   pass when GOT contains SUB
 #   skip_all REASON     plan 0 and stop
-#   done_testing        print the plan; exit 1 when anything failed
+#   done_testing        run the checks named in T_AT_END, print the plan;
+#                       exit 1 when anything failed
 set -u
 T_N=0
 T_FAILED=0
+T_AT_END=""
 : "${HUTCH_BUILDDIR:?run the tests through make check}"
 HUTCH="$HUTCH_BUILDDIR/hutch"
 PY=/usr/bin/python3
@@ -63,6 +65,7 @@ skip_all() {
     exit 0
 }
 done_testing() {
+    for f in $T_AT_END; do "$f"; done
     echo "1..$T_N"
     [ "$T_FAILED" = 0 ]
 }

@@ -1,7 +1,10 @@
 #!/bin/bash
 # files.sh — files into /work and out of /work/out, through tar streams:
-# what comes back is unpacked safely or not at all.
+# what comes back is unpacked safely or not at all.  On the local executor,
+# or $HUTCH_EXECUTOR (see tests/lib/executor.sh).
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
+. "$HUTCH_SRCDIR/tests/lib/executor.sh"
+executor_require
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 

@@ -1,6 +1,9 @@
 #!/bin/bash
-# run_javascript.sh — `hutch run --lang javascript` on the local executor.
+# run_javascript.sh — `hutch run --lang javascript` on the local executor
+# (or $HUTCH_EXECUTOR, see tests/lib/executor.sh).
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
+. "$HUTCH_SRCDIR/tests/lib/executor.sh"
+executor_require
 L="--lang javascript"
 
 run_hutch run $L -e 'console.log("hello from node")'

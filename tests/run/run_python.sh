@@ -1,9 +1,16 @@
 #!/bin/bash
-# run_python.sh — `hutch run --lang python` on the local executor: output,
-# exit status, return value, --json, errors with the user's line numbers,
-# tool calls without upstreams, timeout, a clean environment.
+# run_python.sh — `hutch run --lang python` on the local executor (or
+# $HUTCH_EXECUTOR, see tests/lib/executor.sh): output, exit status, return
+# value, --json, errors with the user's line numbers, tool calls without
+# upstreams, timeout, a clean environment.
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
+. "$HUTCH_SRCDIR/tests/lib/executor.sh"
+executor_require
 L="--lang python"
+
+run_hutch run $L -e 'import os; print(os.path.exists("/etc/hutch-image"))'
+is "runs on the $EXECUTOR executor (image-based ones have /etc/hutch-image)" \
+    "$OUT" "$(is_local && echo False || echo True)"
 
 run_hutch run $L -e 'print("hello from python")'
 is "print exits 0" "$RC" 0

@@ -1,0 +1,151 @@
+#!/bin/bash
+# faults.sh — the docker executor when things go wrong around it: a missing
+# image, hutch killed with SIGKILL mid-run, dockerd stopped before a run and
+# restarted during one.  Each failure must be reported (exit 125 and a
+# message saying what to do, or a clean non-zero exit), never hang, and
+# leave nothing behind once the next run has started.
+#
+# This stops and restarts the real dockerd: it holds the Docker test lock
+# exclusively (the other Docker tests share it), restarts dockerd the way it
+# was started (its command line, environment and log file, or systemctl),
+# and whatever happens, leaves it running.
+export HUTCH_EXECUTOR=docker
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+. "$HUTCH_SRCDIR/tests/lib/executor.sh"
+DOCKER_LOCK_MODE=-x
+executor_require
+
+T=$(mktemp -d)
+BG=""
+PIDFILE=/var/run/docker.pid
+SYSTEMD=0
+systemctl is-active --quiet docker 2>/dev/null && SYSTEMD=1
+DPID=$(cat "$PIDFILE" 2>/dev/null)
+if [ "$SYSTEMD" = 0 ]; then
+    [ -n "$DPID" ] && [ -r "/proc/$DPID/cmdline" ] ||
+        skip_all "dockerd runs, but not from $PIDFILE or systemd: cannot restart it"
+    mapfile -d '' DARGV <"/proc/$DPID/cmdline"
+    mapfile -d '' DENV <"/proc/$DPID/environ"
+    DLOG=$(readlink "/proc/$DPID/fd/1")
+    [ -f "$DLOG" ] || DLOG=/var/log/hutch-test-dockerd.log
+fi
+
+docker_up() { docker version >/dev/null 2>&1; }
+
+dockerd_stop() {
+    if [ "$SYSTEMD" = 1 ]; then
+        systemctl stop docker.socket docker
+        return
+    fi
+    pid=$(cat "$PIDFILE" 2>/dev/null)
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null
+    # dockerd stops its containers first (SIGTERM, SIGKILL after 10 s)
+    for _ in $(seq 600); do
+        kill -0 "$pid" 2>/dev/null || [ -S /var/run/docker.sock ] || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+dockerd_start() {
+    if [ "$SYSTEMD" = 1 ]; then
+        systemctl start docker
+    else
+        # Detached, with none of this test's descriptors (the TAP driver's
+        # pipe, make's jobserver, the lock), so it outlives the test freely.
+        (
+            for fd in $(ls "/proc/$BASHPID/fd"); do
+                [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
+            done
+            exec setsid env -i "${DENV[@]}" "${DARGV[@]}" </dev/null >>"$DLOG" 2>&1
+        ) &
+    fi
+    for _ in $(seq 600); do
+        docker_up && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+cleanup() {
+    for p in $BG; do kill -9 "$p" 2>/dev/null; done
+    docker_up || dockerd_start || echo "# could not restart dockerd: see $DLOG"
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+# wait_for FILE TEXT SECONDS: until FILE contains TEXT
+wait_for() {
+    for _ in $(seq $(($3 * 10))); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# ends_within PID SECONDS: the process ended in time (else it is killed)
+ends_within() {
+    for _ in $(seq $(($2 * 10))); do
+        kill -0 "$1" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -9 "$1" 2>/dev/null
+    return 1
+}
+exists() { docker inspect "$1" >/dev/null 2>&1; }
+sockdir_of() { ls -d "$(docker_state_dir)/$1".* 2>/dev/null; }
+# container_of PID: the container whose hutch.owner names that hutch
+container_of() {
+    docker ps -a --filter label=hutch.owner \
+        --format '{{.ID}} {{.Label "hutch.owner"}}' | awk -v p=":$1:" 'index($2, p) { print $1 }'
+}
+SLEEPER='import time
+print("started", flush=True)
+time.sleep(100)'
+
+# --- a missing image ---------------------------------------------------
+HUTCH_DOCKER_IMAGE_PYTHON=hutch-nosuch:1 run_hutch run --lang python -e 'print(1)'
+is "missing image: exit 125" "$RC" 125
+like "missing image: named" "$ERR" "hutch-nosuch:1"
+like "missing image: says how to build it" "$ERR" "make images"
+
+# --- hutch killed with SIGKILL mid-run -----------------------------------
+"$HUTCH" run --lang python -e "$SLEEPER" >"$T/k.out" 2>"$T/k.err" </dev/null &
+HP=$!
+BG="$BG $HP"
+ok "kill -9: the run started" wait_for "$T/k.out" started 30
+CID=$(container_of "$HP")
+ok "kill -9: its container is labelled hutch.owner with hutch's pid" test -n "$CID"
+kill -9 "$HP"
+wait "$HP" 2>/dev/null
+ok "kill -9: the container is left behind" exists "$CID"
+ok "kill -9: its socket directory is left behind" test -n "$(sockdir_of "$HP")"
+run_hutch run --lang python -e 'print("next")'
+is "kill -9: the next run works" "$OUT" "next"
+not_ok "kill -9: the next run removed the dead hutch's container" exists "$CID"
+is "kill -9: ... and its socket directory" "$(sockdir_of "$HP")" ""
+
+# --- dockerd stopped before a run ----------------------------------------
+ok "dockerd stops" dockerd_stop
+run_hutch run --lang python -e 'print(1)'
+is "no dockerd: exit 125" "$RC" 125
+like "no dockerd: the message says to start dockerd" "$ERR" "dockerd"
+ok "dockerd starts again" dockerd_start
+run_hutch run --lang python -e 'print("back")'
+is "dockerd back: runs work" "$OUT" "back"
+
+# --- dockerd restarted during a run --------------------------------------
+"$HUTCH" run --lang python --timeout 120000 -e "$SLEEPER" >"$T/r.out" 2>"$T/r.err" </dev/null &
+HP=$!
+BG="$BG $HP"
+ok "restart: the run started" wait_for "$T/r.out" started 30
+ok "restart: dockerd stops" dockerd_stop
+ok "restart: dockerd starts again" dockerd_start
+ok "restart: the run ends, no hang" ends_within "$HP" 30
+wait "$HP" 2>/dev/null
+RC=$?
+not_ok "restart: the run failed (exit $RC)" test "$RC" = 0
+like "restart: the failure is explained" "$(cat "$T/r.err")" "ended under the program"
+run_hutch run --lang javascript -e 'console.log("after restart")'
+is "restart: the next run works" "$OUT" "after restart"
+
+done_testing

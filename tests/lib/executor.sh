@@ -1,0 +1,96 @@
+# executor.sh — which executor the shared run, files and hostile tests use
+# (sourced after tap.sh): $HUTCH_EXECUTOR, or local.  tests/docker/*.sh set
+# HUTCH_EXECUTOR=docker and run the same scripts.
+#   executor_require   the executor must be usable: skip_all when it is not,
+#                      but fail under CI (contrib/test.sh starts dockerd)
+#   is_local           true on the local executor
+# On the docker executor, executor_require also takes the Docker test lock
+# (shared; faults.sh, which stops dockerd, sets DOCKER_LOCK_MODE=-x) and adds
+# the leftover checks (containers, volumes, socket directories) to the end
+# of the test file.
+EXECUTOR=${HUTCH_EXECUTOR:-local}
+export HUTCH_EXECUTOR="$EXECUTOR"
+DOCKER_LOCK=/tmp/hutch-docker-tests.lock
+
+is_local() { [ "$EXECUTOR" = local ]; }
+
+executor_require() {
+    is_local && return 0
+    line=$("$HUTCH" plugins 2>&1 | awk -v n="$EXECUTOR" '$1 == n')
+    case "$line" in
+    *" usable "*) ;;
+    *)
+        why=$(echo "${line:-no $EXECUTOR plugin in $HUTCH_PLUGIN_DIR}" | sed 's/^ *//')
+        case "${CI:-}" in
+        "" | false | 0) skip_all "the $EXECUTOR executor is not usable here: $why" ;;
+        esac
+        # CI provides every executor: an unusable one is a failure.
+        echo "not ok 1 - the $EXECUTOR executor is usable: $why"
+        echo "1..1"
+        exit 1
+        ;;
+    esac
+    if [ "$EXECUTOR" = docker ]; then
+        docker_lock "${DOCKER_LOCK_MODE:--s}"
+        DOCKER_VOLUMES_BEFORE=$(docker_dangling_volumes)
+        T_AT_END="$T_AT_END docker_assert_clean"
+    fi
+}
+
+# --- docker ---------------------------------------------------------------
+
+# docker_lock -s|-x: hold the Docker test lock until this shell exits.
+docker_lock() {
+    exec 9>>"$DOCKER_LOCK"
+    flock "$1" 9
+}
+
+# Where the docker plugin keeps its socket directories (see state_dir()).
+docker_state_dir() {
+    if [ "$(id -u)" = 0 ]; then
+        echo /run/hutch/docker
+    elif [ -n "${XDG_RUNTIME_DIR:-}" ]; then
+        echo "$XDG_RUNTIME_DIR/hutch/docker"
+    else
+        echo "/tmp/hutch-$(id -u)/docker"
+    fi
+}
+
+docker_dangling_volumes() {
+    docker volume ls -q --filter dangling=true | sort
+}
+
+# owner_dead HOST:PID:START — the hutch.owner label names a process of this
+# host that is gone (PID reused by another process counts as gone).
+owner_dead() {
+    o_host=${1%%:*}
+    o_rest=${1#*:}
+    o_pid=${o_rest%%:*}
+    o_start=${o_rest#*:}
+    [ "$o_host" = "$(cat /proc/sys/kernel/hostname)" ] || return 1
+    o_now=$(sed 's/.*) //' "/proc/$o_pid/stat" 2>/dev/null | awk '{ print $20 }')
+    [ "$o_now" != "$o_start" ]
+}
+
+# Containers whose hutch is gone (other tests' live runs are not leftovers).
+docker_orphans() {
+    docker ps -a --filter label=hutch.owner \
+        --format '{{.ID}} {{.Label "hutch.owner"}}' | while read -r id owner; do
+        owner_dead "$owner" && echo "$id"
+    done
+}
+
+docker_assert_clean() {
+    host=$(cat /proc/sys/kernel/hostname)
+    is "docker: no container left behind" "$(docker_orphans | tr '\n' ' ')" ""
+    is "docker: no volume left behind" \
+        "$(docker_dangling_volumes | comm -13 <(echo "$DOCKER_VOLUMES_BEFORE") - | tr '\n' ' ')" ""
+    left=""
+    for d in "$(docker_state_dir)"/*; do
+        [ -d "$d" ] || continue
+        b=${d##*/}     # PID.START.N
+        s=${b#*.}
+        owner_dead "$host:${b%%.*}:${s%%.*}" && left="$left $b"
+    done
+    is "docker: no socket directory left in $(docker_state_dir)" "$left" ""
+}
