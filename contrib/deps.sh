@@ -4,7 +4,7 @@ BUILD_DEPS="build-essential autoconf automake libtool pkg-config
   libcurl4-openssl-dev libcjson-dev libarchive-dev liblua5.4-dev
   libseccomp-dev libmicrohttpd-dev"
 RUNTIME_DEPS="python3 nodejs procps"
-TEST_DEPS="bubblewrap hyperfine clang-format curl"
+TEST_DEPS="bubblewrap hyperfine clang-format curl docker.io runsc debootstrap"
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -50,4 +50,81 @@ build() {
         return 1
     }
     cd "$SRC"
+}
+
+# The docker executor's tests need a running dockerd that knows runsc
+# (registered without a network, see DESIGN.md) and the sandbox images.
+# Idempotent: a configured, running daemon and built images are left as
+# they are.
+docker_up() { docker version >/dev/null 2>&1; }
+
+setup_docker() {
+    runsc=$(command -v runsc) || {
+        echo "runsc is missing"
+        return 1
+    }
+    # Register runsc in /etc/docker/daemon.json unless it is there already
+    # (someone's own registration is left alone); 10: changed.
+    as_root /usr/bin/python3 - "$runsc" <<'PY'
+import json, os, sys
+path = "/etc/docker/daemon.json"
+try:
+    with open(path) as f:
+        conf = json.load(f)
+except FileNotFoundError:
+    conf = {}
+runtimes = conf.setdefault("runtimes", {})
+if "runsc" in runtimes:
+    sys.exit(0)
+runtimes["runsc"] = {"path": sys.argv[1], "runtimeArgs": ["--network=none"]}
+os.makedirs(os.path.dirname(path), exist_ok=True)
+with open(path + ".tmp", "w") as f:
+    json.dump(conf, f, indent=2)
+    f.write("\n")
+os.replace(path + ".tmp", path)
+print(f"registered runsc in {path}")
+sys.exit(10)
+PY
+    case $? in
+    0) ;;
+    10) [ ! -f /var/run/docker.pid ] || as_root kill -HUP "$(cat /var/run/docker.pid)" ;;
+    *)
+        echo "cannot update /etc/docker/daemon.json"
+        return 1
+        ;;
+    esac
+    docker_up && return 0
+    echo "starting dockerd (log: /var/log/hutch-dockerd.log)"
+    if [ -d /run/systemd/system ]; then
+        as_root systemctl start docker
+    else
+        # Detached and holding none of our descriptors (CI's output pipe).
+        as_root /usr/bin/python3 -c 'import os, subprocess
+subprocess.Popen(["dockerd"], stdin=subprocess.DEVNULL,
+                 stdout=open("/var/log/hutch-dockerd.log", "ab"),
+                 stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)'
+    fi
+    for _ in $(seq 120); do
+        docker_up && return 0
+        sleep 0.5
+    done
+    echo "dockerd did not come up: see /var/log/hutch-dockerd.log"
+    return 1
+}
+
+# ensure_images BUILDDIR: the rootfs directories in BUILDDIR/images and the
+# hutch-python/hutch-node images of this version, built once (as root,
+# debootstrap from Debian's mirror); built rootfs directories are reused.
+ensure_images() {
+    v=$(sed -n 's/^PACKAGE_VERSION = //p' "$1/Makefile")
+    if [ -d "$1/images/rootfs-python" ] && [ -d "$1/images/rootfs-node" ] &&
+        docker image inspect "hutch-python:$v" "hutch-node:$v" >/dev/null 2>&1; then
+        return 0
+    fi
+    echo "building the sandbox images (log: $1/images.out)"
+    as_root env HUTCH_REUSE_ROOTFS=1 make -C "$1" images >"$1/images.out" 2>&1 &&
+        docker image inspect "hutch-python:$v" "hutch-node:$v" >/dev/null 2>&1 || {
+        tail -30 "$1/images.out"
+        return 1
+    }
 }

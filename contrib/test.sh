@@ -13,6 +13,12 @@ install_deps $BUILD_DEPS $RUNTIME_DEPS $TEST_DEPS && install_npm_deps || {
 }
 
 failed_steps=0
+# dockerd (with runsc registered) for the docker executor's tests.
+setup_docker || {
+    echo "setting up Docker failed: the docker executor's tests cannot run"
+    failed_steps=$((failed_steps + 1))
+}
+
 if [ -n "${CI:-}" ] || [ "${HUTCH_CHECK_FORMAT:-1}" = 1 ]; then
     if ! clang-format --dry-run --Werror src/*.c src/*.h plugins/*/*.c plugins/*/*.h \
         tests/unit/*.c tests/unit/*.h tests/plugins/*.c tests/plugins/*.h 2>format.out; then
@@ -38,6 +44,16 @@ run_suite() { # name builddir configure-args…
         echo "$name build failed"
         failed_steps=$((failed_steps + 1))
         return
+    fi
+    # The sandbox images, once: built in build/images (Docker's images are
+    # per version); other build trees share those rootfs directories.
+    if [ "$dir" = "$SRC/build" ]; then
+        ensure_images "$dir" || {
+            echo "building the sandbox images failed"
+            failed_steps=$((failed_steps + 1))
+        }
+    elif [ ! -e "$dir/images" ]; then
+        ln -s "$SRC/build/images" "$dir/images"
     fi
     echo "== $name tests"
     make -C "$dir" -j2 check >"$dir/check.out" 2>&1

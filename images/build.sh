@@ -10,6 +10,8 @@
 # Docker daemon answers, it is also imported as hutch-LANG:VERSION (no
 # compression, no registry).  The Dockerfile next to this script builds the
 # same content from debian:bookworm-slim for users who have a registry.
+# HUTCH_REUSE_ROOTFS=1 keeps a rootfs directory already built for VERSION
+# and only imports it (contrib/test.sh: the images once per machine).
 set -eu
 OUT=${1:?usage: build.sh OUTDIR VERSION [python|node]...}
 VERSION=${2:?usage: build.sh OUTDIR VERSION [python|node]...}
@@ -26,6 +28,16 @@ command -v debootstrap >/dev/null || {
     echo "build.sh: debootstrap is missing: apt-get install -y debootstrap" >&2
     exit 1
 }
+docker_import() { # LANG DIR
+    if command -v docker >/dev/null && docker version >/dev/null 2>&1; then
+        echo "importing hutch-$1:$VERSION into Docker"
+        tar -C "$2" -c . | docker import --change 'USER 1000:1000' \
+            --change 'WORKDIR /work' - "hutch-$1:$VERSION" >/dev/null
+    else
+        echo "no Docker daemon: $2 is built, not imported (run make images again once dockerd runs)"
+    fi
+}
+
 mkdir -p "$OUT"
 for lang in "$@"; do
     case $lang in
@@ -38,6 +50,12 @@ for lang in "$@"; do
     esac
     dir="$OUT/rootfs-$lang"
     tmp="$dir.tmp"
+    if [ "${HUTCH_REUSE_ROOTFS:-0}" = 1 ] &&
+        [ "$(cat "$dir/etc/hutch-image" 2>/dev/null)" = "hutch-$lang:$VERSION" ]; then
+        echo "reusing $dir"
+        docker_import "$lang" "$dir"
+        continue
+    fi
     rm -rf "$tmp"
     echo "building $dir ($pkgs from $SUITE)"
     debootstrap --variant=minbase --include="$pkgs" "$SUITE" "$tmp" "$MIRROR" >"$tmp.log" 2>&1 || {
@@ -55,11 +73,5 @@ for lang in "$@"; do
     echo "hutch-$lang:$VERSION" >"$tmp/etc/hutch-image"
     rm -rf "$dir" "$tmp.log"
     mv "$tmp" "$dir"
-    if command -v docker >/dev/null && docker version >/dev/null 2>&1; then
-        echo "importing hutch-$lang:$VERSION into Docker"
-        tar -C "$dir" -c . | docker import --change 'USER 1000:1000' \
-            --change 'WORKDIR /work' - "hutch-$lang:$VERSION" >/dev/null
-    else
-        echo "no Docker daemon: $dir is built, not imported (run make images again once dockerd runs)"
-    fi
+    docker_import "$lang" "$dir"
 done
