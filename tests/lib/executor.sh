@@ -20,7 +20,8 @@ executor_require() {
     case "$line" in
     *" usable "*) ;;
     *)
-        why=$(echo "${line:-no $EXECUTOR plugin in $HUTCH_PLUGIN_DIR}" | sed 's/^ *//')
+        why=$(echo "${line:-no $EXECUTOR plugin in $HUTCH_PLUGIN_DIR}" |
+            sed 's/^ *[^ ]*  *unusable  *//')
         case "${CI:-}" in
         "" | false | 0) skip_all "the $EXECUTOR executor is not usable here: $why" ;;
         esac
