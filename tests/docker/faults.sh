@@ -25,6 +25,7 @@ if [ "$SYSTEMD" = 0 ]; then
     [ -n "$DPID" ] && [ -r "/proc/$DPID/cmdline" ] ||
         skip_all "dockerd runs, but not from $PIDFILE or systemd: cannot restart it"
     mapfile -d '' DARGV <"/proc/$DPID/cmdline"
+    DARGV[0]=$(readlink "/proc/$DPID/exe") # its PATH may not be ours
     mapfile -d '' DENV <"/proc/$DPID/environ"
     DLOG=$(readlink "/proc/$DPID/fd/1")
     [ -f "$DLOG" ] || DLOG=/var/log/hutch-test-dockerd.log
