@@ -800,8 +800,19 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         }
         if (fds[iev].revents & (POLLIN | POLLHUP | POLLERR)) {
             struct hutch_err rerr = {0};
-            if (rn.ex->reap(rn.state, rn.sb, &rn.exit, &rerr) == 0)
+            int rr = rn.ex->reap(rn.state, rn.sb, &rn.exit, &rerr);
+            if (rr == 0) {
                 rn.exited = 1;
+            } else if (rr != -EAGAIN) {
+                /* The sandbox is gone in a way the executor cannot explain
+                 * as the program's exit (its daemon restarted under it):
+                 * hutch's failure, and the event would stay readable. */
+                r = hutch_err_set(err, rr, "%s",
+                                  rerr.msg[0] ? rerr.msg
+                                              : "the sandbox ended abruptly");
+                rn.fail = 2;
+                break;
+            }
         }
     }
 

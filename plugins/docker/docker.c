@@ -664,37 +664,38 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
         return 0;
     }
     /* init is gone without a word: the container was killed from outside
-     * or the daemon restarted under it.  As when the local executor's init
-     * dies, the program was killed (the core knows only "ended" and "still
-     * running": an error here would have it poll again, spinning until the
-     * timeout); the log says why. */
+     * or the daemon restarted under it.  That is hutch's failure, not the
+     * program's: an error (the core ends the run with exit 125). */
     {
         struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
         struct hutch_err ierr = {0};
         char path[160];
-        int oom = 0;
         snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
         if (dk_json(&sb->st->api, "GET", path, NULL, NULL, &b, &ierr) == 0) {
             cJSON *j = cJSON_ParseWithLength(b.data, b.len);
             cJSON *s = cJSON_GetObjectItem(j, "State");
             const char *err_s = cJSON_GetStringValue(cJSON_GetObjectItem(s, "Error"));
-            oom = cJSON_IsTrue(cJSON_GetObjectItem(s, "OOMKilled"));
-            sb->st->host->log(HUTCH_LOG_WARN, "docker",
-                              "the container %.12s ended under the program%s%s%s: was "
-                              "it stopped from outside, or dockerd restarted?",
-                              sb->id, oom ? " (out of memory)" : "",
-                              err_s && *err_s ? ": " : "", err_s ? err_s : "");
+            int oom = cJSON_IsTrue(cJSON_GetObjectItem(s, "OOMKilled"));
+            if (oom) {
+                sbio_exit_from_status(SIGKILL, 1, ex);
+                r = 0;
+            } else {
+                r = hutch_err_set(
+                    err, -EIO,
+                    "the container %.12s ended under the program%s%s: was "
+                    "it stopped from outside, or dockerd restarted?",
+                    sb->id, err_s && *err_s ? ": " : "", err_s ? err_s : "");
+            }
             cJSON_Delete(j);
         } else {
-            sb->st->host->log(HUTCH_LOG_WARN, "docker",
+            r = hutch_err_set(err, -EIO,
                               "the container %.12s ended under the program and the "
                               "Docker daemon no longer answers (%s)",
                               sb->id, ierr.msg);
         }
         dk_buf_free(&b);
-        sbio_exit_from_status(SIGKILL, oom, ex);
     }
-    return 0;
+    return r;
 }
 
 static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_fn,

@@ -144,7 +144,7 @@ ok "restart: dockerd starts again" dockerd_start
 ok "restart: the run ends, no hang" ends_within "$HP" 30
 wait "$HP" 2>/dev/null
 RC=$?
-not_ok "restart: the run failed (exit $RC)" test "$RC" = 0
+is "restart: the run failed as hutch's failure" "$RC" 125
 like "restart: the failure is explained" "$(cat "$T/r.err")" "ended under the program"
 run_hutch run --lang javascript -e 'console.log("after restart")'
 is "restart: the next run works" "$OUT" "after restart"
