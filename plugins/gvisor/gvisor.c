@@ -39,6 +39,7 @@
 #define GV_CMD_MS    10000 /* one runsc kill/delete/list */
 #define GV_EXIT_MS   3000  /* sandbox gone after init was told to end */
 #define GV_MAX_FLAGS 16    /* words in HUTCH_RUNSC_FLAGS */
+#define GV_HOST_PIDS 512   /* host tasks of runsc itself, on top of the spec's */
 #define GV_BASE      "/run/hutch/gvisor"
 #define GV_LOG_TAIL  600
 
@@ -551,6 +552,14 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     cJSON_AddNumberToObject(r1, "hard", spec->open_files ? spec->open_files : 256);
     cJSON_AddNumberToObject(r1, "soft", spec->open_files ? spec->open_files : 256);
     cJSON_AddItemToArray(rl, r1);
+    /* The sandbox's own kernel counts its processes against RLIMIT_NPROC;
+     * the host cgroup's pids limit (below) counts the sentry's threads and
+     * ptrace stubs too, and hitting it kills the whole sandbox. */
+    r1 = cJSON_CreateObject();
+    cJSON_AddStringToObject(r1, "type", "RLIMIT_NPROC");
+    cJSON_AddNumberToObject(r1, "hard", spec->pids_max ? spec->pids_max : 128);
+    cJSON_AddNumberToObject(r1, "soft", spec->pids_max ? spec->pids_max : 128);
+    cJSON_AddItemToArray(rl, r1);
 
     root = cJSON_AddObjectToObject(c, "root");
     cJSON_AddStringToObject(root, "path", rootfs);
@@ -583,7 +592,8 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
         cJSON_AddNumberToObject(mem, "swap", (double)spec->memory_bytes);
     }
     pids = cJSON_AddObjectToObject(res, "pids");
-    cJSON_AddNumberToObject(pids, "limit", spec->pids_max ? spec->pids_max : 128);
+    cJSON_AddNumberToObject(pids, "limit",
+                            (spec->pids_max ? spec->pids_max : 128) + GV_HOST_PIDS);
     if (spec->cpu_millis) {
         cJSON *cpu = cJSON_AddObjectToObject(res, "cpu");
         cJSON_AddNumberToObject(cpu, "period", 100000);

@@ -4,6 +4,8 @@
 #   executor_require   the executor must be usable: skip_all when it is not,
 #                      but fail under CI (contrib/test.sh starts dockerd)
 #   is_local           true on the local executor
+# On the gvisor executor, it adds the check that no runsc process, state
+# directory or mount of a gone hutch is left.
 # On the docker executor, executor_require also takes the Docker test lock
 # (shared; faults.sh, which stops dockerd, sets DOCKER_LOCK_MODE=-x) and adds
 # the leftover checks (containers, volumes, socket directories) to the end
@@ -36,6 +38,39 @@ executor_require() {
         DOCKER_VOLUMES_BEFORE=$(docker_dangling_volumes)
         T_AT_END="$T_AT_END docker_assert_clean"
     fi
+    [ "$EXECUTOR" = gvisor ] && T_AT_END="$T_AT_END gvisor_assert_clean"
+    return 0
+}
+
+# --- gvisor ---------------------------------------------------------------
+
+GVISOR_DIR=/run/hutch/gvisor
+
+# What hutch processes that are gone left of the gVisor executor: state
+# directories (PID.START), runsc processes using their state root, mounts.
+# (Live runs of tests next to this one are not leftovers.)
+gvisor_leftovers() {
+    for d in "$GVISOR_DIR"/*; do
+        [ -d "$d" ] || continue
+        b=${d##*/}
+        case "$b" in [0-9]*.[0-9]*) ;; *) continue ;; esac
+        o_start=$(sed 's/.*) //' "/proc/${b%%.*}/stat" 2>/dev/null | awk '{ print $20 }')
+        [ "$o_start" = "${b#*.}" ] || echo "dir:$b"
+    done
+    for p in $(pgrep -f -- "--root=$GVISOR_DIR/"); do
+        b=$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | sed -n "s|^--root=$GVISOR_DIR/\([0-9]*\)\..*|\1|p" | head -1)
+        [ -n "$b" ] && ! kill -0 "$b" 2>/dev/null && echo "process:$p"
+    done
+    awk -v d="$GVISOR_DIR/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo |
+        while read -r m; do
+            b=${m#"$GVISOR_DIR/"}
+            kill -0 "${b%%.*}" 2>/dev/null || echo "mount:$m"
+        done
+}
+
+gvisor_assert_clean() {
+    is "gvisor: no sandbox, process, bundle or mount left behind" \
+        "$(gvisor_leftovers | tr '\n' ' ')" ""
 }
 
 # --- docker ---------------------------------------------------------------

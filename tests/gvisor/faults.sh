@@ -1,0 +1,88 @@
+#!/bin/bash
+# faults.sh — the gVisor executor when things go wrong: runsc missing, a
+# damaged root file system, hutch killed with -9 in the middle of a run.
+# Every failure must be a clear message with exit 125 and leave nothing:
+# no runsc process, no bundle directory, no mount.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+export HUTCH_EXECUTOR=gvisor
+. "$HUTCH_SRCDIR/tests/lib/executor.sh"
+executor_require
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+GV=/run/hutch/gvisor
+
+# This process's runsc processes and state directories would be those of
+# the hutch processes started below; none may outlive its run.
+gv_left() {
+    for d in "$GV"/*; do
+        [ -d "$d" ] || continue
+        pid=${d##*/}
+        pid=${pid%%.*}
+        case "$pid" in *[!0-9]*) continue ;; esac
+        kill -0 "$pid" 2>/dev/null || echo "dir:${d##*/}"
+    done
+    grep -F " $GV/" /proc/self/mountinfo | awk '{ print "mount:" $5 }'
+}
+runsc_procs() { # runsc processes whose state root is under $GV, by hutch pid
+    pgrep -af -- "--root=$GV/$1" 2>/dev/null | grep -v pgrep
+}
+
+# runsc missing: the probe says so, with the fix.
+HUTCH_RUNSC=/nonexistent/runsc run_hutch run --lang python -e 'print(1)'
+is "runsc missing: exit 125" "$RC" 125
+like "runsc missing: says it is not installed" "$ERR" "runsc is not installed"
+like "runsc missing: says how to install it" "$ERR" "apt-get install -y runsc"
+
+# No root file system at all.
+HUTCH_IMAGES_DIR=$T/none run_hutch run --lang python -e 'print(1)'
+is "rootfs missing: exit 125" "$RC" 125
+like "rootfs missing: points at make images" "$ERR" "make images"
+
+# A damaged rootfs: no interpreter.
+mkdir -p "$T/bad1/rootfs-python/usr/bin"
+HUTCH_IMAGES_DIR=$T/bad1 run_hutch run --lang python -e 'print(1)'
+is "rootfs without python: exit 125" "$RC" 125
+like "rootfs without python: says it is damaged" "$ERR" "is damaged"
+
+# A damaged rootfs: the interpreter is not a program.
+mkdir -p "$T/bad2/rootfs-python/usr/bin" "$T/bad2/rootfs-python/work" \
+    "$T/bad2/rootfs-python/tmp" "$T/bad2/rootfs-python/run/hutch"
+printf 'garbage\n' >"$T/bad2/rootfs-python/usr/bin/python3"
+chmod 755 "$T/bad2/rootfs-python/usr/bin/python3"
+HUTCH_IMAGES_DIR=$T/bad2 run_hutch run --lang python --timeout 5000 -e 'print(1)'
+is "rootfs with a broken python: exit 125" "$RC" 125
+like "rootfs with a broken python: says the runner failed" "$ERR" "failed to start"
+is "damaged rootfs: nothing left" "$(gv_left)" ""
+
+# kill -9 of hutch in the middle of a run: the sandbox ends by itself (its
+# init loses hutch's sockets), what it leaves on the host (state directory,
+# the /work tmpfs) the next start removes.
+"$HUTCH" run --lang python -e 'import time; print("up", flush=True); time.sleep(60)' \
+    >"$T/killed.out" 2>&1 &
+victim=$!
+for _ in $(seq 100); do
+    grep -q up "$T/killed.out" 2>/dev/null && break
+    sleep 0.1
+done
+like "kill -9: the run was under way" "$(cat "$T/killed.out")" "up"
+kill -9 "$victim"
+wait "$victim" 2>/dev/null
+left_dir=$(ls -d "$GV/$victim".* 2>/dev/null)
+ok "kill -9: the dead hutch left its state directory" test -n "$left_dir"
+ok "kill -9: and its /work mount" grep -qF " $left_dir/" /proc/self/mountinfo
+for _ in $(seq 50); do
+    [ -z "$(runsc_procs "$victim.")" ] && break
+    sleep 0.1
+done
+is "kill -9: the sandbox ended with hutch" "$(runsc_procs "$victim.")" ""
+run_hutch run --lang python -e 'print(2)'
+is "kill -9: the next run works" "$OUT" "2"
+ok "kill -9: and the state directory" test ! -e "$left_dir"
+is "kill -9: and its mounts" "$(grep -cF " $left_dir/" /proc/self/mountinfo)" 0
+
+# Timeout and cancellation leave nothing either.
+run_hutch run --lang python --timeout 800 -e 'while True: pass'
+is "timeout: exit 124" "$RC" 124
+is "after everything: nothing left" "$(gv_left)" ""
+
+done_testing
