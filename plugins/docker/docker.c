@@ -31,6 +31,7 @@
 #include <cjson/cJSON.h>
 
 #include "api.h"
+#include "box.h"
 #include "sbio.h"
 
 #define DK_READY_MS    20000 /* container start until init connected */
@@ -59,43 +60,6 @@ struct dk_sandbox {
 };
 
 /* --- where things are -------------------------------------------------- */
-
-/* hutch-init lives next to the plugin directory: lib/hutch/hutch-init for
- * lib/hutch/plugins/docker.so, and build/plugins/hutch-init for
- * build/plugins/.libs/docker.so.  HUTCH_INIT overrides. */
-static int find_init(char *out, size_t len, struct hutch_err *err)
-{
-    const char *env = getenv("HUTCH_INIT");
-    Dl_info info;
-    char *slash;
-
-    if (env && *env) {
-        snprintf(out, len, "%s", env);
-    } else {
-        if (!dladdr((void *)find_init, &info) || !info.dli_fname)
-            return hutch_err_set(err, -ENOENT, "cannot tell where docker.so lives");
-        snprintf(out, len, "%s", info.dli_fname);
-        for (int i = 0; i < 2; i++) {
-            slash = strrchr(out, '/');
-            if (!slash)
-                return hutch_err_set(err, -ENOENT, "cannot tell where docker.so lives");
-            *slash = '\0';
-        }
-        {
-            size_t n = strlen(out);
-            if (n + sizeof("/hutch-init") > len)
-                return hutch_err_set(err, -ENAMETOOLONG, "plugin path too long");
-            memcpy(out + n, "/hutch-init", sizeof("/hutch-init"));
-        }
-    }
-    if (access(out, X_OK) < 0)
-        return hutch_err_set(
-            err, -ENOENT,
-            "hutch-init is missing at %s (%s): reinstall hutch, or set "
-            "HUTCH_INIT to its path",
-            out, strerror(errno));
-    return 0;
-}
 
 /* Plugin state: root uses /run/hutch/docker, others their runtime dir. */
 static int state_dir(char *out, size_t len, struct hutch_err *err)
@@ -133,36 +97,11 @@ static const char *image_for(const struct dk_state *st, const char *lang, char *
 
 /* --- owners: is the hutch that made a container still alive? ----------- */
 
-static unsigned long long proc_start(pid_t pid)
-{
-    char path[64], buf[1024], *p;
-    unsigned long long start = 0;
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    /* field 22 (starttime); p points at field 2's end */
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    if (p)
-        sscanf(p + 1, "%llu", &start);
-    return start;
-}
-
 static void owner_of_self(char *out, size_t len)
 {
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
-    snprintf(out, len, "%s:%d:%llu", host, (int)getpid(), proc_start(getpid()));
+    snprintf(out, len, "%s:%d:%llu", host, (int)getpid(), box_proc_start(getpid()));
 }
 
 /* 1 when `owner` names a process of this host that no longer runs. */
@@ -187,7 +126,7 @@ static int owner_dead(const char *owner)
     gethostname(mine, sizeof(mine) - 1);
     if (strcmp(host, mine) != 0)
         return 0; /* another machine's hutch: not ours to judge */
-    return pid <= 0 || proc_start(pid) != start;
+    return pid <= 0 || box_proc_start(pid) != start;
 }
 
 static void remove_container(struct dk_state *st, const char *id)
@@ -284,7 +223,7 @@ static int docker_probe(const struct hutch_host *host, struct hutch_err *err)
     if (r == 0)
         r = dk_api_reachable(&api, err);
     if (r == 0)
-        r = find_init(init, sizeof(init), err);
+        r = box_find_init(init, sizeof(init), err);
     return r;
 }
 
@@ -313,7 +252,7 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
                           strerror(errno));
         goto fail;
     }
-    r = find_init(st->init_path, sizeof(st->init_path), err);
+    r = box_find_init(st->init_path, sizeof(st->init_path), err);
     if (r == 0)
         r = state_dir(st->dir, sizeof(st->dir), err);
     if (r == 0)
@@ -339,55 +278,18 @@ static void docker_close(void *state)
     free(st);
 }
 
-static cJSON *str_array(const char *const *v)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (; *v; v++)
-        cJSON_AddItemToArray(a, cJSON_CreateString(*v));
-    return a;
-}
-
 /* The container's definition (caller frees the string). */
 static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
                          const struct hutch_sandbox_spec *spec)
 {
-    char nofile[24], fsize[32], tmpopt[96], workopt[128], bind_init[PATH_MAX + 64],
-        bind_run[PATH_MAX + 64], bind_io[PATH_MAX + 64];
-    uint64_t work = spec->work_bytes ? spec->work_bytes : 256ull << 20;
-    uint64_t tmp = spec->tmp_bytes ? spec->tmp_bytes : 64ull << 20;
-    int py = strcmp(spec->language, "python") == 0;
-    const char *cmd_py[] = {"/run/hutch/init",
-                            nofile,
-                            fsize,
-                            "/usr/bin/python3",
-                            "-I",
-                            "-S",
-                            "/run/hutch/runner/runner.py",
-                            NULL};
-    const char *cmd_js[] = {"/run/hutch/init",
-                            nofile,
-                            fsize,
-                            "/usr/bin/node",
-                            "/run/hutch/runner/runner.js",
-                            NULL};
-    const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                         "HOME=/work",
-                         "LANG=C.UTF-8",
-                         "LC_ALL=C.UTF-8",
-                         "TMPDIR=/tmp",
-                         "USER=sandbox",
-                         "PYTHONDONTWRITEBYTECODE=1",
-                         "PYTHONIOENCODING=utf-8",
-                         NULL};
+    char tmpopt[96], workopt[128], bind_init[PATH_MAX + 64], bind_run[PATH_MAX + 64],
+        bind_io[PATH_MAX + 64];
+    unsigned long long work = box_work_bytes(spec), tmp = box_tmp_bytes(spec);
     const char *binds[] = {bind_init, bind_run, bind_io, NULL};
     cJSON *c = cJSON_CreateObject(), *hc, *labels, *mounts, *m, *vo, *dc, *opts, *tmpfs,
           *log;
     char *out;
 
-    snprintf(nofile, sizeof(nofile), "%u", spec->open_files ? spec->open_files : 256);
-    /* Above the tmpfs sizes, so a full /work says ENOSPC, not EFBIG. */
-    snprintf(fsize, sizeof(fsize), "%llu",
-             (unsigned long long)((work > tmp ? work : tmp) + (1u << 20)));
     snprintf(tmpopt, sizeof(tmpopt), "rw,nosuid,nodev,size=%llu,mode=1777",
              (unsigned long long)tmp);
     snprintf(workopt, sizeof(workopt),
@@ -399,8 +301,8 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     cJSON_AddStringToObject(c, "Image", sb->image);
     cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "Cmd", str_array(py ? cmd_py : cmd_js));
-    cJSON_AddItemToObject(c, "Env", str_array(env));
+    cJSON_AddItemToObject(c, "Cmd", box_command(spec));
+    cJSON_AddItemToObject(c, "Env", box_environment());
     cJSON_AddStringToObject(c, "User", "1000:1000");
     cJSON_AddStringToObject(c, "WorkingDir", "/work");
     cJSON_AddStringToObject(c, "Hostname", "hutch");
@@ -416,9 +318,9 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     hc = cJSON_AddObjectToObject(c, "HostConfig");
     cJSON_AddStringToObject(hc, "NetworkMode", "none");
     cJSON_AddBoolToObject(hc, "ReadonlyRootfs", 1);
-    cJSON_AddItemToObject(hc, "CapDrop", str_array((const char *[]){"ALL", NULL}));
+    cJSON_AddItemToObject(hc, "CapDrop", box_str_array((const char *[]){"ALL", NULL}));
     cJSON_AddItemToObject(hc, "SecurityOpt",
-                          str_array((const char *[]){"no-new-privileges", NULL}));
+                          box_str_array((const char *[]){"no-new-privileges", NULL}));
     cJSON_AddNumberToObject(hc, "PidsLimit", spec->pids_max ? spec->pids_max : 128);
     if (spec->memory_bytes) {
         cJSON_AddNumberToObject(hc, "Memory", (double)spec->memory_bytes);
@@ -434,7 +336,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
         if (parent && *parent)
             cJSON_AddStringToObject(hc, "CgroupParent", parent);
     }
-    cJSON_AddItemToObject(hc, "Binds", str_array(binds));
+    cJSON_AddItemToObject(hc, "Binds", box_str_array(binds));
     tmpfs = cJSON_AddObjectToObject(hc, "Tmpfs");
     cJSON_AddStringToObject(tmpfs, "/tmp", tmpopt);
     mounts = cJSON_AddArrayToObject(hc, "Mounts");
@@ -769,7 +671,7 @@ static void docker_doctor(const struct hutch_host *host,
     char detail[1200], engine[32], init[PATH_MAX];
     cJSON *j;
 
-    if (find_init(init, sizeof(init), &err) < 0)
+    if (box_find_init(init, sizeof(init), &err) < 0)
         report("FAIL", "docker init", err.msg);
     if (dk_api_init(&api, &err) < 0 ||
         dk_api_negotiate(&api, engine, sizeof(engine), &err) < 0) {

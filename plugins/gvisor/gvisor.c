@@ -32,6 +32,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "box.h"
 #include "sbio.h"
 
 #define GV_READY_MS  20000 /* runsc run until init connected */
@@ -99,38 +100,6 @@ static int find_exec(const char *name, char *out, size_t len)
     return -ENOENT;
 }
 
-/* hutch-init lives next to the plugin directory (see the Docker executor). */
-static int find_init(char *out, size_t len, struct hutch_err *err)
-{
-    const char *env = getenv("HUTCH_INIT");
-    Dl_info info;
-
-    if (env && *env) {
-        snprintf(out, len, "%s", env);
-    } else {
-        char *slash;
-        if (!dladdr((void *)find_init, &info) || !info.dli_fname)
-            return hutch_err_set(err, -ENOENT, "cannot tell where gvisor.so lives");
-        snprintf(out, len, "%s", info.dli_fname);
-        for (int i = 0; i < 2; i++) {
-            slash = strrchr(out, '/');
-            if (!slash)
-                return hutch_err_set(err, -ENOENT, "cannot tell where gvisor.so lives");
-            *slash = '\0';
-        }
-        if (strlen(out) + sizeof("/hutch-init") > len)
-            return hutch_err_set(err, -ENAMETOOLONG, "plugin path too long");
-        memcpy(out + strlen(out), "/hutch-init", sizeof("/hutch-init"));
-    }
-    if (access(out, X_OK) < 0)
-        return hutch_err_set(
-            err, -ENOENT,
-            "hutch-init is missing at %s (%s): reinstall hutch, or set "
-            "HUTCH_INIT to its path",
-            out, strerror(errno));
-    return 0;
-}
-
 /* $HUTCH_IMAGES_DIR, else the first of HUTCH_IMAGES_DIRS (the installed
  * place, then the build tree) that holds a rootfs; else the first. */
 static const char *images_dir(void)
@@ -159,30 +128,6 @@ static const char *images_dir(void)
 static const char *rootfs_name(const char *lang)
 {
     return strcmp(lang, "python") == 0 ? "rootfs-python" : "rootfs-node";
-}
-
-static unsigned long long proc_start(pid_t pid)
-{
-    char path[64], buf[1024], *p;
-    unsigned long long start = 0;
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    if (p)
-        sscanf(p + 1, "%llu", &start);
-    return start;
 }
 
 /* Removes a tree without following links or crossing mounts; mounts below
@@ -345,7 +290,7 @@ static void sweep(struct gv_state *st)
         int pid;
         if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2)
             continue;
-        if (pid > 0 && proc_start(pid) == start)
+        if (pid > 0 && box_proc_start(pid) == start)
             continue; /* that hutch still runs */
         snprintf(path, sizeof(path), GV_BASE "/%s", de->d_name);
         st->host->log(HUTCH_LOG_INFO, "gvisor", "removing what a gone hutch left in %s",
@@ -371,7 +316,7 @@ static int gv_probe(const struct hutch_host *host, struct hutch_err *err)
         return hutch_err_set(err, -EPERM,
                              "the gvisor executor needs root (runsc makes namespaces "
                              "and cgroups; rootless runsc is not supported)");
-    return find_init(init, sizeof(init), err);
+    return box_find_init(init, sizeof(init), err);
 }
 
 static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg,
@@ -433,7 +378,7 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
         goto fail;
     }
     snprintf(st->images, sizeof(st->images), "%s", images_dir());
-    r = find_init(st->init_path, sizeof(st->init_path), err);
+    r = box_find_init(st->init_path, sizeof(st->init_path), err);
     if (r < 0)
         goto fail;
     if ((mkdir("/run/hutch", 0711) < 0 && errno != EEXIST) ||
@@ -444,7 +389,7 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
     st->host = host;
     sweep(st);
     snprintf(st->dir, sizeof(st->dir), GV_BASE "/%d.%llu", (int)getpid(),
-             proc_start(getpid()));
+             box_proc_start(getpid()));
     snprintf(st->root, sizeof(st->root), "%s/root", st->dir);
     if ((mkdir(st->dir, 0711) < 0 && errno != EEXIST) ||
         (mkdir(st->root, 0700) < 0 && errno != EEXIST)) {
@@ -470,14 +415,6 @@ static void gv_close(void *state)
     free(st);
 }
 
-static cJSON *str_array(const char *const *v)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (; *v; v++)
-        cJSON_AddItemToArray(a, cJSON_CreateString(*v));
-    return a;
-}
-
 static void add_mount(cJSON *mounts, const char *dest, const char *type,
                       const char *source, const char *const *options)
 {
@@ -485,7 +422,7 @@ static void add_mount(cJSON *mounts, const char *dest, const char *type,
     cJSON_AddStringToObject(m, "destination", dest);
     cJSON_AddStringToObject(m, "type", type);
     cJSON_AddStringToObject(m, "source", source);
-    cJSON_AddItemToObject(m, "options", str_array(options));
+    cJSON_AddItemToObject(m, "options", box_str_array(options));
     cJSON_AddItemToArray(mounts, m);
 }
 
@@ -493,42 +430,13 @@ static void add_mount(cJSON *mounts, const char *dest, const char *type,
 static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
                       const struct hutch_sandbox_spec *spec, const char *rootfs)
 {
-    char nofile[24], fsize[32], tmpsize[48];
-    uint64_t work = spec->work_bytes ? spec->work_bytes : 256ull << 20;
-    uint64_t tmp = spec->tmp_bytes ? spec->tmp_bytes : 64ull << 20;
-    int py = strcmp(spec->language, "python") == 0;
-    const char *cmd_py[] = {"/run/hutch/init",
-                            nofile,
-                            fsize,
-                            "/usr/bin/python3",
-                            "-I",
-                            "-S",
-                            "/run/hutch/runner/runner.py",
-                            NULL};
-    const char *cmd_js[] = {"/run/hutch/init",
-                            nofile,
-                            fsize,
-                            "/usr/bin/node",
-                            "/run/hutch/runner/runner.js",
-                            NULL};
-    const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                         "HOME=/work",
-                         "LANG=C.UTF-8",
-                         "LC_ALL=C.UTF-8",
-                         "TMPDIR=/tmp",
-                         "USER=sandbox",
-                         "PYTHONDONTWRITEBYTECODE=1",
-                         "PYTHONIOENCODING=utf-8",
-                         NULL};
+    char tmpsize[48];
     static const char *const ns[] = {"pid", "network", "ipc", "uts", "mount", NULL};
     cJSON *c = cJSON_CreateObject(), *proc, *user, *caps, *root, *mounts, *lnx, *res,
           *mem, *pids, *nsa, *rl, *r1;
     char *out;
 
-    snprintf(nofile, sizeof(nofile), "%u", spec->open_files ? spec->open_files : 256);
-    snprintf(fsize, sizeof(fsize), "%llu",
-             (unsigned long long)((work > tmp ? work : tmp) + (1u << 20)));
-    snprintf(tmpsize, sizeof(tmpsize), "size=%llu", (unsigned long long)tmp);
+    snprintf(tmpsize, sizeof(tmpsize), "size=%llu", box_tmp_bytes(spec));
 
     cJSON_AddStringToObject(c, "ociVersion", "1.0.2");
     proc = cJSON_AddObjectToObject(c, "process");
@@ -536,8 +444,8 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     user = cJSON_AddObjectToObject(proc, "user");
     cJSON_AddNumberToObject(user, "uid", 1000);
     cJSON_AddNumberToObject(user, "gid", 1000);
-    cJSON_AddItemToObject(proc, "args", str_array(py ? cmd_py : cmd_js));
-    cJSON_AddItemToObject(proc, "env", str_array(env));
+    cJSON_AddItemToObject(proc, "args", box_command(spec));
+    cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");
     cJSON_AddArrayToObject(caps, "bounding");
@@ -760,7 +668,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     /* /work: a tmpfs of its own, so its size is capped and the host's disk
      * is never touched. */
     snprintf(sb->work, sizeof(sb->work), "%s/work", sb->bundle);
-    work = spec->work_bytes ? spec->work_bytes : 256ull << 20;
+    work = box_work_bytes(spec);
     snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=1000,gid=1000",
              (unsigned long long)work);
     if (mkdir(sb->work, 0755) < 0 ||
@@ -933,7 +841,7 @@ static int try_platform(struct gv_state *st, const char *platform, const char *r
         cJSON_AddNumberToObject(user, "uid", 1000);
         cJSON_AddNumberToObject(user, "gid", 1000);
         cJSON_AddItemToObject(proc, "args",
-                              str_array((const char *[]){"/bin/true", NULL}));
+                              box_str_array((const char *[]){"/bin/true", NULL}));
         cJSON_AddStringToObject(proc, "cwd", "/");
         cJSON_AddStringToObject(cJSON_AddObjectToObject(c, "root"), "path", rootfs);
         cJSON_AddBoolToObject(cJSON_GetObjectItem(c, "root"), "readonly", 1);
@@ -979,7 +887,7 @@ static void gv_doctor(const struct hutch_host *host,
         return;
     }
     find_exec(env && *env ? env : "runsc", st.runsc, sizeof(st.runsc));
-    find_init(st.init_path, sizeof(st.init_path), &err);
+    box_find_init(st.init_path, sizeof(st.init_path), &err);
     for (int i = 0; i < 2; i++) {
         const char *lang = i == 0 ? "python" : "javascript";
         struct stat s;

@@ -1,0 +1,124 @@
+/* box.c — see box.h. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "box.h"
+
+int box_find_init(char *out, size_t len, struct hutch_err *err)
+{
+    const char *env = getenv("HUTCH_INIT");
+    Dl_info info;
+
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+    } else {
+        char *slash;
+        size_t n;
+        if (!dladdr((void *)box_find_init, &info) || !info.dli_fname)
+            return hutch_err_set(err, -ENOENT, "cannot tell where the plugin lives");
+        snprintf(out, len, "%s", info.dli_fname);
+        for (int i = 0; i < 2; i++) {
+            slash = strrchr(out, '/');
+            if (!slash)
+                return hutch_err_set(err, -ENOENT,
+                                     "cannot tell where the plugin lives");
+            *slash = '\0';
+        }
+        n = strlen(out);
+        if (n + sizeof("/hutch-init") > len)
+            return hutch_err_set(err, -ENAMETOOLONG, "plugin path too long");
+        memcpy(out + n, "/hutch-init", sizeof("/hutch-init"));
+    }
+    if (access(out, X_OK) < 0)
+        return hutch_err_set(
+            err, -ENOENT,
+            "hutch-init is missing at %s (%s): reinstall hutch, or set "
+            "HUTCH_INIT to its path",
+            out, strerror(errno));
+    return 0;
+}
+
+unsigned long long box_proc_start(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start = 0;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: count fields from
+     * its closing parenthesis (field 2's end). */
+    p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        sscanf(p + 1, "%llu", &start);
+    return start;
+}
+
+cJSON *box_str_array(const char *const *v)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (; a && *v; v++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(*v));
+    return a;
+}
+
+unsigned long long box_work_bytes(const struct hutch_sandbox_spec *spec)
+{
+    return spec->work_bytes ? spec->work_bytes : 256ull << 20;
+}
+
+unsigned long long box_tmp_bytes(const struct hutch_sandbox_spec *spec)
+{
+    return spec->tmp_bytes ? spec->tmp_bytes : 64ull << 20;
+}
+
+cJSON *box_command(const struct hutch_sandbox_spec *spec)
+{
+    unsigned long long work = box_work_bytes(spec), tmp = box_tmp_bytes(spec);
+    char nofile[24], fsize[32];
+    const char *py[] = {BOX_INIT,
+                        nofile,
+                        fsize,
+                        "/usr/bin/python3",
+                        "-I",
+                        "-S",
+                        BOX_RUNNER "/runner.py",
+                        NULL};
+    const char *js[] = {
+        BOX_INIT, nofile, fsize, "/usr/bin/node", BOX_RUNNER "/runner.js", NULL};
+
+    snprintf(nofile, sizeof(nofile), "%u", spec->open_files ? spec->open_files : 256);
+    /* Above the tmpfs sizes, so a full /work says ENOSPC, not EFBIG. */
+    snprintf(fsize, sizeof(fsize), "%llu", (work > tmp ? work : tmp) + (1u << 20));
+    return box_str_array(strcmp(spec->language, "python") == 0 ? py : js);
+}
+
+cJSON *box_environment(void)
+{
+    /* Fixed and clean, as with the local executor: nothing of hutch's. */
+    static const char *const env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                                      "HOME=/work",
+                                      "LANG=C.UTF-8",
+                                      "LC_ALL=C.UTF-8",
+                                      "TMPDIR=/tmp",
+                                      "USER=sandbox",
+                                      "PYTHONDONTWRITEBYTECODE=1",
+                                      "PYTHONIOENCODING=utf-8",
+                                      NULL};
+    return box_str_array(env);
+}

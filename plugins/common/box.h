@@ -1,0 +1,41 @@
+/* box.h — what the Docker and gVisor executors share beyond the sockets
+ * (sbio.h): where hutch-init is, the runner's command line and environment
+ * inside the sandbox, and process start times (is a hutch still alive?). */
+#ifndef HUTCH_BOX_H
+#define HUTCH_BOX_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+
+#include "hutch-executor.h"
+
+/* Inside every sandbox: hutch-init, the runners, the sockets. */
+#define BOX_INIT   "/run/hutch/init"
+#define BOX_RUNNER "/run/hutch/runner"
+#define BOX_IO     "/run/hutch/io"
+#define BOX_UID    1000
+#define BOX_GID    1000
+
+/* hutch-init sits next to the plugin directory: lib/hutch/hutch-init for
+ * lib/hutch/plugins/X.so, build/plugins/hutch-init for
+ * build/plugins/.libs/X.so.  $HUTCH_INIT overrides.  0, or why not. */
+int box_find_init(char *out, size_t len, struct hutch_err *err);
+
+/* The start time of `pid` (field 22 of /proc/PID/stat), 0 when gone. */
+unsigned long long box_proc_start(pid_t pid);
+
+/* The sandbox's command (hutch-init, its limits, the runner) and
+ * environment, as JSON string arrays (caller frees). */
+cJSON *box_command(const struct hutch_sandbox_spec *spec);
+cJSON *box_environment(void);
+
+/* A JSON array of the NULL-terminated strings v (caller frees). */
+cJSON *box_str_array(const char *const *v);
+
+/* Default sizes when the spec says 0. */
+unsigned long long box_work_bytes(const struct hutch_sandbox_spec *spec);
+unsigned long long box_tmp_bytes(const struct hutch_sandbox_spec *spec);
+
+#endif
