@@ -63,6 +63,31 @@ run_suite() { # name builddir configure-args…
         echo "--- $log"
         grep -B2 -A6 -E '^(not ok|Bail out)' "$log" | head -60
     done
+    after_suite "$name"
+}
+
+# After a whole suite nothing of hutch's may be left: no container, no
+# volume, no socket or state directory, no runsc process, no mount.
+after_passed=0
+after_suite() {
+    left=""
+    if command -v docker >/dev/null && docker version >/dev/null 2>&1; then
+        left="$left$(docker ps -aq --filter label=hutch.owner | sed 's/^/container:/')"
+        left="$left$(docker volume ls -q --filter label=hutch.owner | sed 's/^/volume:/')"
+    fi
+    for d in /run/hutch/docker /run/hutch/gvisor; do
+        [ -d "$d" ] && left="$left$(ls -A "$d" | sed "s|^|$d/|")"
+    done
+    left="$left$(pgrep -af -- '--root=/run/hutch/gvisor/' | grep -v pgrep)"
+    left="$left$(grep -F ' /run/hutch/gvisor/' /proc/self/mountinfo)"
+    if [ -n "$left" ]; then
+        echo "after the $1 suite, hutch left:"
+        echo "$left" | head -20
+        failed_steps=$((failed_steps + 1))
+    else
+        echo "after the $1 suite: no container, volume, state directory, runsc process or mount left"
+        after_passed=$((after_passed + 1))
+    fi
 }
 
 run_suite plain "$SRC/build" --enable-werror
@@ -71,7 +96,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
     run_suite sanitizers "$SRC/build-asan" --enable-sanitizers --enable-werror
 
 # Count every TAP result of both runs.
-pass=0
+pass=$after_passed
 fail=$failed_steps
 skip=0
 for trs in "$SRC"/build/tests/*/*.trs "$SRC"/build-asan/tests/*/*.trs; do

@@ -344,6 +344,9 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddStringToObject(m, "Type", "volume");
     cJSON_AddStringToObject(m, "Target", "/work");
     vo = cJSON_AddObjectToObject(m, "VolumeOptions");
+    /* Labelled like its container, so that a leftover is recognisable. */
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(vo, "Labels"), DK_OWNER_LABEL,
+                            st->owner);
     dc = cJSON_AddObjectToObject(vo, "DriverConfig");
     cJSON_AddStringToObject(dc, "Name", "local");
     opts = cJSON_AddObjectToObject(dc, "Options");
