@@ -76,7 +76,10 @@ except FileNotFoundError:
 runtimes = conf.setdefault("runtimes", {})
 if "runsc" in runtimes:
     sys.exit(0)
-runtimes["runsc"] = {"path": sys.argv[1], "runtimeArgs": ["--network=none"]}
+# --host-uds=open: hutch-init reaches hutch's sockets bind-mounted into the
+# sandbox (executor_options.docker.runtime = "runsc").
+runtimes["runsc"] = {"path": sys.argv[1],
+                     "runtimeArgs": ["--network=none", "--host-uds=open"]}
 os.makedirs(os.path.dirname(path), exist_ok=True)
 with open(path + ".tmp", "w") as f:
     json.dump(conf, f, indent=2)

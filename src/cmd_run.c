@@ -359,6 +359,7 @@ int hutch_cmd_run(int argc, char **argv)
         if (!pids_set || pids > dec.limits.pids)
             pids = dec.limits.pids;
         req.cpu_millis = dec.limits.cpus_milli;
+        req.executor_options = hutch_policy_executor_options(policy, executor);
         req.output_bytes = dec.limits.output_bytes;
         req.files_bytes = dec.limits.files_bytes;
         if (req.tar_len > dec.limits.files_bytes) {

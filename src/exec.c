@@ -695,6 +695,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     spec.work_bytes = (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
     spec.tmp_bytes = (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
     spec.open_files = HUTCH_DEFAULT_OPEN_FILES;
+    spec.options = req->executor_options;
 
     r = rn.ex->start(rn.state, &spec, &rn.sb, err);
     if (r < 0)

@@ -32,9 +32,10 @@ struct hutch_exec_req {
     uint64_t timeout_ms;
     uint64_t memory_mb;
     uint32_t pids;
-    uint32_t cpu_millis;   /* 0: no CPU limit */
-    uint64_t output_bytes; /* kept per stream; 0: HUTCH_OUTPUT_MAX_BYTES */
-    uint64_t files_bytes;  /* /work/out cap; 0: HUTCH_TAR_OUT_MAX_BYTES */
+    uint32_t cpu_millis;          /* 0: no CPU limit */
+    const char *executor_options; /* the policy's, JSON; NULL: none */
+    uint64_t output_bytes;        /* kept per stream; 0: HUTCH_OUTPUT_MAX_BYTES */
+    uint64_t files_bytes;         /* /work/out cap; 0: HUTCH_TAR_OUT_MAX_BYTES */
     const char *label;
     const char *out_dir; /* unpack /work/out here; NULL: list only */
     int skip_files;      /* nobody looks at /work/out: do not fetch it */

@@ -129,6 +129,9 @@ struct hutch_sandbox_spec {
     uint32_t cpu_millis; /* 1000 = one CPU */
     uint32_t open_files;
     uint32_t reserved;
+    /* The policy's executor_options for this executor: a JSON object of
+     * strings, or NULL.  An executor refuses options it does not know. */
+    const char *options;
 };
 
 struct hutch_exit {

@@ -913,6 +913,7 @@ static cJSON *execute_code(struct job *j)
         req.memory_mb = d.limits.memory_mb ? d.limits.memory_mb : m->o.memory_mb;
         req.pids = d.limits.pids ? d.limits.pids : m->o.pids;
         req.cpu_millis = d.limits.cpus_milli;
+        req.executor_options = hutch_policy_executor_options(gx.policy, d.executor);
         req.output_bytes = d.limits.output_bytes;
         req.files_bytes = d.limits.files_bytes;
         req.label = label;

@@ -58,6 +58,10 @@
 #define HUTCH_POLICY_MAX_PIDS       65536
 #define HUTCH_POLICY_MAX_CPUS       1024
 #define HUTCH_POLICY_MAX_RATE       1000000 /* per minute */
+#define HUTCH_POLICY_MAX_EXECUTORS  8       /* tables in executor_options */
+#define HUTCH_POLICY_MAX_OPTIONS    16      /* options of one executor */
+#define HUTCH_POLICY_MAX_OPT_NAME   32
+#define HUTCH_POLICY_MAX_OPT_VALUE  256
 #endif
 
 /* C stack a Lua state may need: Lua allows 200 nested C calls (gsub with a
@@ -115,6 +119,13 @@ struct hutch_policy {
     char *text;
     size_t text_len;
     char executor[64];
+    /* executor_options: per executor name, its options as a JSON object of
+     * strings, handed to the plugin with every sandbox it starts. */
+    struct {
+        char name[64];
+        char *json;
+    } xopts[HUTCH_POLICY_MAX_EXECUTORS];
+    size_t nxopts;
     struct hutch_policy_limits limits;
     struct hutch_policy_rate rate;
     struct hutch_policy_path *paths;
@@ -755,8 +766,9 @@ verr(lua_State *L, struct vctx *vc, const char *key, const char *fmt, ...)
 }
 
 static const char *const top_fields[] = {
-    "executor", "limits", "tools",      "paths",        "principals",
-    "rate",     "audit",  "on_execute", "on_tool_call", NULL};
+    "executor",   "executor_options", "limits", "tools",
+    "paths",      "principals",       "rate",   "audit",
+    "on_execute", "on_tool_call",     NULL};
 static const char *const limit_fields[] = {
     "timeout_ms", "memory_mb", "cpus", "pids", "output_bytes", "files_bytes", NULL};
 static const char *const tools_fields[] = {"allow", "deny", NULL};
@@ -1257,6 +1269,86 @@ static int valid_executor(const char *s)
     return 1;
 }
 
+/* executor_options = { gvisor = { platform = "kvm" }, docker = {...} }:
+ * names of executors, each a table of string options.  Which options an
+ * executor knows is its own business: it refuses unknown ones when it
+ * starts a sandbox. */
+static void v_executor_options(lua_State *L, struct vctx *vc, int t)
+{
+    struct hutch_policy *p = vc->p;
+    v_table(L, vc, t, "executor_options", "executor_options");
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        int o = lua_gettop(L);
+        const char *name;
+        cJSON *obj;
+        size_t n = 0;
+        if (lua_type(L, -2) != LUA_TSTRING || !valid_executor(lua_tostring(L, -2)))
+            verr(L, vc, "executor_options",
+                 "executor_options: keys are executor names (lower-case letters, "
+                 "digits, _ and -), found %s",
+                 lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2)
+                                                : luaL_typename(L, -2));
+        name = lua_tostring(L, -2);
+        if (p->nxopts == HUTCH_POLICY_MAX_EXECUTORS)
+            verr(L, vc, "executor_options",
+                 "executor_options: options for more than %d executors",
+                 HUTCH_POLICY_MAX_EXECUTORS);
+        if (lua_type(L, o) != LUA_TTABLE)
+            verr(L, vc, name, "executor_options.%s: expected a table, got %s", name,
+                 type_of(L, o));
+        v_table(L, vc, o, "executor_options", name);
+        obj = cJSON_CreateObject();
+        if (!obj)
+            verr(L, vc, NULL, "out of memory");
+        lua_pushnil(L);
+        while (lua_next(L, o)) {
+            const char *k, *v;
+            size_t klen, vlen;
+            if (lua_type(L, -2) != LUA_TSTRING) {
+                cJSON_Delete(obj);
+                verr(L, vc, name, "executor_options.%s: option names are strings",
+                     name);
+            }
+            k = lua_tolstring(L, -2, &klen);
+            if (lua_type(L, -1) != LUA_TSTRING || klen == 0 ||
+                klen > HUTCH_POLICY_MAX_OPT_NAME || strlen(k) != klen ||
+                ++n > HUTCH_POLICY_MAX_OPTIONS) {
+                int type = lua_type(L, -1);
+                cJSON_Delete(obj);
+                if (n > HUTCH_POLICY_MAX_OPTIONS)
+                    verr(L, vc, name, "executor_options.%s: more than %d options", name,
+                         HUTCH_POLICY_MAX_OPTIONS);
+                if (type != LUA_TSTRING)
+                    verr(L, vc, name,
+                         "executor_options.%s.%s: expected a string, got %s", name, k,
+                         type_of(L, -1));
+                verr(L, vc, name,
+                     "executor_options.%s: an option name is empty, longer than %d "
+                     "bytes "
+                     "or holds a NUL byte",
+                     name, HUTCH_POLICY_MAX_OPT_NAME);
+            }
+            v = lua_tolstring(L, -1, &vlen);
+            if (vlen > HUTCH_POLICY_MAX_OPT_VALUE || strlen(v) != vlen) {
+                cJSON_Delete(obj);
+                verr(L, vc, name,
+                     "executor_options.%s.%s: longer than %d bytes or holds a NUL byte",
+                     name, k, HUTCH_POLICY_MAX_OPT_VALUE);
+            }
+            cJSON_AddStringToObject(obj, k, v);
+            lua_pop(L, 1);
+        }
+        snprintf(p->xopts[p->nxopts].name, sizeof(p->xopts[0].name), "%s", name);
+        p->xopts[p->nxopts].json = cJSON_PrintUnformatted(obj);
+        cJSON_Delete(obj);
+        if (!p->xopts[p->nxopts].json)
+            verr(L, vc, NULL, "out of memory");
+        p->nxopts++;
+        lua_pop(L, 1);
+    }
+}
+
 static void validate(lua_State *L, struct vctx *vc, int t)
 {
     struct hutch_policy *p = vc->p;
@@ -1276,6 +1368,9 @@ static void validate(lua_State *L, struct vctx *vc, int t)
                 s);
         snprintf(p->executor, sizeof(p->executor), "%s", s);
     }
+    lua_pop(L, 1);
+    if (rawget_field(L, t, "executor_options") != LUA_TNIL)
+        v_executor_options(L, vc, lua_gettop(L));
     lua_pop(L, 1);
     if (rawget_field(L, t, "limits") != LUA_TNIL)
         v_limits(L, vc, lua_gettop(L));
@@ -1470,6 +1565,8 @@ static void policy_free(struct hutch_policy *p)
         free((char *)p->paths[i].sandbox);
     }
     free(p->paths);
+    for (size_t i = 0; i < p->nxopts; i++)
+        free(p->xopts[i].json);
     for (size_t i = 0; i < p->nprincipals; i++) {
         free(p->principals[i].name);
         if (p->principals[i].token)
@@ -1610,6 +1707,15 @@ void hutch_policy_unref(struct hutch_policy *p)
 const char *hutch_policy_source(const struct hutch_policy *p)
 {
     return p->source;
+}
+
+const char *hutch_policy_executor_options(const struct hutch_policy *p,
+                                          const char *executor)
+{
+    for (size_t i = 0; p && executor && i < p->nxopts; i++)
+        if (strcmp(p->xopts[i].name, executor) == 0)
+            return p->xopts[i].json;
+    return NULL;
 }
 
 const char *hutch_policy_executor(const struct hutch_policy *p)

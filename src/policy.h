@@ -53,6 +53,10 @@ void hutch_policy_unref(struct hutch_policy *p);
 
 const char *hutch_policy_source(const struct hutch_policy *p); /* file or "built-in" */
 const char *hutch_policy_executor(const struct hutch_policy *p);
+/* executor_options for `executor`: a JSON object of strings owned by the
+ * policy (valid while a reference is held), or NULL. */
+const char *hutch_policy_executor_options(const struct hutch_policy *p,
+                                          const char *executor);
 const struct hutch_policy_limits *hutch_policy_limits(const struct hutch_policy *p);
 const struct hutch_policy_rate *hutch_policy_rate(const struct hutch_policy *p);
 size_t hutch_policy_npaths(const struct hutch_policy *p);

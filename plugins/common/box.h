@@ -34,6 +34,13 @@ cJSON *box_environment(void);
 /* A JSON array of the NULL-terminated strings v (caller frees). */
 cJSON *box_str_array(const char *const *v);
 
+/* The policy's executor_options for this sandbox (spec->options): every
+ * option must be in `known` (NULL-terminated), or an error names it; the
+ * value of `name` is copied to out ("" when absent). */
+int box_option(const struct hutch_sandbox_spec *spec, const char *executor,
+               const char *const *known, const char *name, char *out, size_t len,
+               struct hutch_err *err);
+
 /* Default sizes when the spec says 0. */
 unsigned long long box_work_bytes(const struct hutch_sandbox_spec *spec);
 unsigned long long box_tmp_bytes(const struct hutch_sandbox_spec *spec);

@@ -55,6 +55,7 @@ struct dk_sandbox {
     struct dk_state *st;
     char id[80];
     char image[256];
+    char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
     struct sbio io;
     int killed;
 };
@@ -317,6 +318,8 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     hc = cJSON_AddObjectToObject(c, "HostConfig");
     cJSON_AddStringToObject(hc, "NetworkMode", "none");
+    if (sb->runtime[0])
+        cJSON_AddStringToObject(hc, "Runtime", sb->runtime);
     cJSON_AddBoolToObject(hc, "ReadonlyRootfs", 1);
     cJSON_AddItemToObject(hc, "CapDrop", box_str_array((const char *[]){"ALL", NULL}));
     cJSON_AddItemToObject(hc, "SecurityOpt",
@@ -462,6 +465,22 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     image_for(st, spec->language, sb->image, sizeof(sb->image));
+    {
+        static const char *const known[] = {"runtime", NULL};
+        r = box_option(spec, "docker", known, "runtime", sb->runtime,
+                       sizeof(sb->runtime), err);
+        if (r == 0 && strspn(sb->runtime, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
+                          strlen(sb->runtime))
+            r = hutch_err_set(
+                err, -EINVAL,
+                "the policy's executor_options.docker.runtime \"%s\" is not "
+                "a runtime name (see 'hutch doctor' for the daemon's)",
+                sb->runtime);
+        if (r < 0) {
+            free(sb);
+            return r;
+        }
+    }
     n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
     {
         unsigned long long start;

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,10 @@ struct gv_state {
     char *flags_buf; /* HUTCH_RUNSC_FLAGS, split in place */
     const char *flags[GV_MAX_FLAGS + 1];
     unsigned long seq;
+    /* Does kvm work here?  Tried once, when a policy first asks for it. */
+    pthread_mutex_t kvm_mu;
+    int kvm; /* 0 not tried, 1 works, -1 does not */
+    char kvm_why[160];
 };
 
 struct gv_sandbox {
@@ -69,6 +74,7 @@ struct gv_sandbox {
     char bundle[PATH_MAX];
     char work[PATH_MAX + 8];
     char cgroup[PATH_MAX]; /* cgroupsPath given to runsc */
+    char platform[16];     /* ptrace or kvm, for every runsc call about it */
     int work_mounted;
     pid_t runsc_pid; /* `runsc run`, our child */
     struct sbio io;
@@ -152,13 +158,13 @@ static void rm_tree(const char *dir)
 
 /* argv for runsc: the global flags (identical on every subcommand, or
  * runsc refuses), then `tail`.  Returns the count. */
-static int runsc_argv(const struct gv_state *st, const char **argv, size_t max,
-                      char *rootflag, size_t rootlen, char *platflag, size_t platlen,
-                      const char *const *tail)
+static int runsc_argv(const struct gv_state *st, const char *platform,
+                      const char **argv, size_t max, char *rootflag, size_t rootlen,
+                      char *platflag, size_t platlen, const char *const *tail)
 {
     size_t n = 0;
     snprintf(rootflag, rootlen, "--root=%s", st->root);
-    snprintf(platflag, platlen, "--platform=%s", st->platform);
+    snprintf(platflag, platlen, "--platform=%s", platform ? platform : st->platform);
     argv[n++] = st->runsc;
     argv[n++] = rootflag;
     argv[n++] = "--network=none";
@@ -176,14 +182,15 @@ static int runsc_argv(const struct gv_state *st, const char **argv, size_t max,
 /* fork/exec runsc with stdio on /dev/null but stderr on `log_fd` (-1:
  * /dev/null).  The child dies with hutch's thread that made it only if
  * asked: `runsc run` must not (it is killed explicitly). */
-static pid_t runsc_spawn(const struct gv_state *st, const char *const *tail, int log_fd)
+static pid_t runsc_spawn(const struct gv_state *st, const char *platform,
+                         const char *const *tail, int log_fd)
 {
     const char *argv[GV_MAX_FLAGS + 24];
     char rootflag[PATH_MAX + 16], platflag[32];
     pid_t pid;
 
-    runsc_argv(st, argv, sizeof(argv) / sizeof(argv[0]), rootflag, sizeof(rootflag),
-               platflag, sizeof(platflag), tail);
+    runsc_argv(st, platform, argv, sizeof(argv) / sizeof(argv[0]), rootflag,
+               sizeof(rootflag), platflag, sizeof(platflag), tail);
     pid = fork();
     if (pid == 0) {
         sigset_t none;
@@ -224,9 +231,10 @@ static int wait_for(pid_t pid, int ms)
 }
 
 /* A runsc subcommand run to completion.  Its exit status, or -1. */
-static int runsc_cmd(const struct gv_state *st, const char *const *tail, int ms)
+static int runsc_cmd(const struct gv_state *st, const char *platform,
+                     const char *const *tail, int ms)
 {
-    pid_t pid = runsc_spawn(st, tail, -1);
+    pid_t pid = runsc_spawn(st, platform, tail, -1);
     return pid < 0 ? -1 : wait_for(pid, ms);
 }
 
@@ -270,7 +278,7 @@ static void clean_dir(const struct gv_state *st, const char *dir)
             /* bundle N holds sandbox hutch-PID.START.N */
             snprintf(id, sizeof(id), "hutch-%s.%s", strrchr(dir, '/') + 1, de->d_name);
             tail[2] = id;
-            runsc_cmd(&tmp, tail, GV_CMD_MS);
+            runsc_cmd(&tmp, NULL, tail, GV_CMD_MS);
             snprintf(sub, sizeof(sub), "%s/%s/work", dir, de->d_name);
             umount2(sub, MNT_DETACH);
         }
@@ -298,6 +306,55 @@ static void sweep(struct gv_state *st)
         clean_dir(st, path);
     }
     closedir(d);
+}
+
+static int try_platform(const struct gv_state *orig, const char *platform,
+                        const char *rootfs, char *why, size_t whylen);
+
+/* The platform a sandbox runs on: the policy's executor_options.gvisor
+ * .platform, else HUTCH_GVISOR_PLATFORM, else ptrace.  kvm is tried once
+ * per process (on VMs without nested virtualisation it hangs): when it
+ * does not work, ptrace, with a warning. */
+static int pick_platform(struct gv_state *st, const struct hutch_sandbox_spec *spec,
+                         const char *rootfs, char *out, size_t len,
+                         struct hutch_err *err)
+{
+    static const char *const known[] = {"platform", NULL};
+    char want[32];
+    int r = box_option(spec, "gvisor", known, "platform", want, sizeof(want), err);
+
+    if (r < 0)
+        return r;
+    if (!want[0])
+        snprintf(want, sizeof(want), "%s", st->platform);
+    if (strcmp(want, "ptrace") != 0 && strcmp(want, "kvm") != 0)
+        return hutch_err_set(err, -EINVAL,
+                             "the policy's executor_options.gvisor.platform is \"%s\": "
+                             "choose ptrace or kvm",
+                             want);
+    if (strcmp(want, "kvm") == 0) {
+        pthread_mutex_lock(&st->kvm_mu);
+        if (st->kvm == 0) {
+            if (access("/dev/kvm", R_OK | W_OK) < 0)
+                snprintf(st->kvm_why, sizeof(st->kvm_why), "/dev/kvm: %s",
+                         strerror(errno));
+            st->kvm =
+                st->kvm_why[0] == '\0' && try_platform(st, "kvm", rootfs, st->kvm_why,
+                                                       sizeof(st->kvm_why)) == 0
+                    ? 1
+                    : -1;
+        }
+        if (st->kvm < 0) {
+            st->host->log(HUTCH_LOG_WARN, "gvisor",
+                          "the policy asks for the kvm platform, but it does not work "
+                          "here (%s): using ptrace",
+                          st->kvm_why);
+            snprintf(want, sizeof(want), "ptrace");
+        }
+        pthread_mutex_unlock(&st->kvm_mu);
+    }
+    snprintf(out, len, "%s", want);
+    return 0;
 }
 
 /* --- executor ---------------------------------------------------------- */
@@ -387,6 +444,7 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
         goto fail;
     }
     st->host = host;
+    pthread_mutex_init(&st->kvm_mu, NULL);
     sweep(st);
     snprintf(st->dir, sizeof(st->dir), GV_BASE "/%d.%llu", (int)getpid(),
              box_proc_start(getpid()));
@@ -597,7 +655,7 @@ static void sandbox_free(struct gv_sandbox *sb)
                       sb->id);
     if (sb->runsc_pid > 0 || sb->killed) {
         const char *tail[] = {"delete", "--force", sb->id, NULL};
-        runsc_cmd(st, tail, GV_CMD_MS);
+        runsc_cmd(st, sb->platform, tail, GV_CMD_MS);
     }
     if (sb->work_mounted)
         umount2(sb->work, MNT_DETACH);
@@ -652,6 +710,13 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     for (int i = 0; i < SBIO_NSOCK; i++)
         sb->io.fd[i] = sb->io.lfd[i] = -1;
+    r = pick_platform(st, spec, real_rootfs, sb->platform, sizeof(sb->platform), err);
+    if (r < 0) {
+        free(sb);
+        return r;
+    }
+    st->host->log(HUTCH_LOG_DEBUG, "gvisor", "sandbox on platform %s over %s",
+                  sb->platform, real_rootfs);
     n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
     snprintf(sb->id, sizeof(sb->id), "hutch-%s.%lu", strrchr(st->dir, '/') + 1, n);
     snprintf(sb->bundle, sizeof(sb->bundle), "%s/%lu", st->dir, n);
@@ -695,7 +760,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     {
         const char *tail[] = {"run", "--bundle", sb->bundle, sb->id, NULL};
-        sb->runsc_pid = runsc_spawn(st, tail, log_fd);
+        sb->runsc_pid = runsc_spawn(st, sb->platform, tail, log_fd);
     }
     if (log_fd >= 0)
         close(log_fd);
@@ -805,7 +870,7 @@ static void gv_kill(void *state, struct hutch_sandbox *pub)
     if (sb->killed)
         return;
     sb->killed = 1;
-    runsc_cmd(sb->st, tail, GV_CMD_MS);
+    runsc_cmd(sb->st, sb->platform, tail, GV_CMD_MS);
 }
 
 static void gv_destroy(void *state, struct hutch_sandbox *pub)
@@ -816,20 +881,27 @@ static void gv_destroy(void *state, struct hutch_sandbox *pub)
 /* --- doctor ------------------------------------------------------------ */
 
 /* Runs /bin/true in a throwaway sandbox on `platform`: 0 when it works. */
-static int try_platform(struct gv_state *st, const char *platform, const char *rootfs,
-                        char *why, size_t whylen)
+static int try_platform(const struct gv_state *orig, const char *platform,
+                        const char *rootfs, char *why, size_t whylen)
 {
-    char dir[] = "/run/hutch/gvisor/doctor.XXXXXX", path[PATH_MAX], id[64];
+    char dir[] = "/run/hutch/gvisor/try.XXXXXX", path[PATH_MAX], id[64];
     const char *tail[] = {"run", "--bundle", dir, id, NULL};
+    struct gv_state *st = malloc(sizeof(*st));
     char *json;
     cJSON *c;
     int r;
 
-    if (!mkdtemp(dir)) {
-        snprintf(why, whylen, "mkdtemp: %s", strerror(errno));
+    if (!st) {
+        snprintf(why, whylen, "out of memory");
         return -1;
     }
-    snprintf(id, sizeof(id), "hutch-doctor-%d", (int)getpid());
+    *st = *orig;
+    if (!mkdtemp(dir)) {
+        snprintf(why, whylen, "mkdtemp: %s", strerror(errno));
+        free(st);
+        return -1;
+    }
+    snprintf(id, sizeof(id), "hutch-try-%d-%s", (int)getpid(), dir + sizeof(dir) - 7);
     snprintf(st->root, sizeof(st->root), "%s/root", dir);
     mkdir(st->root, 0700);
     snprintf(st->platform, sizeof(st->platform), "%s", platform);
@@ -855,7 +927,7 @@ static int try_platform(struct gv_state *st, const char *platform, const char *r
     }
     free(json);
     if (r == 0) {
-        pid_t pid = runsc_spawn(st, tail, -1);
+        pid_t pid = runsc_spawn(st, NULL, tail, -1);
         r = pid < 0 ? -1 : wait_for(pid, 5000);
         if (r != 0)
             snprintf(
@@ -863,12 +935,13 @@ static int try_platform(struct gv_state *st, const char *platform, const char *r
                 r < 0 ? "did not finish within 5 s (hangs here)" : "exit status %d", r);
         if (r != 0) {
             const char *del[] = {"delete", "--force", id, NULL};
-            runsc_cmd(st, del, GV_CMD_MS);
+            runsc_cmd(st, NULL, del, GV_CMD_MS);
         }
     } else {
         snprintf(why, whylen, "cannot write the bundle");
     }
     rm_tree(dir);
+    free(st);
     return r;
 }
 

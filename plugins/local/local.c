@@ -724,6 +724,11 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     char *payload = NULL, map[128];
     int r;
 
+    if (HUTCH_HAS_MEMBER(spec, struct hutch_sandbox_spec, options) && spec->options &&
+        strcmp(spec->options, "{}") != 0)
+        return hutch_err_set(err, -EINVAL,
+                             "the policy's executor_options.local: the local executor "
+                             "has no options");
     memset(&p, 0, sizeof(p));
     sb = calloc(1, sizeof(*sb));
     if (!sb)

@@ -5,24 +5,16 @@
 # no runsc process, no bundle directory, no mount.
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 export HUTCH_EXECUTOR=gvisor
+GVISOR_LOCK_MODE=-x # alone among the gvisor tests (see executor.sh)
 . "$HUTCH_SRCDIR/tests/lib/executor.sh"
 executor_require
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 GV=/run/hutch/gvisor
 
-# This process's runsc processes and state directories would be those of
-# the hutch processes started below; none may outlive its run.
-gv_left() {
-    for d in "$GV"/*; do
-        [ -d "$d" ] || continue
-        pid=${d##*/}
-        pid=${pid%%.*}
-        case "$pid" in *[!0-9]*) continue ;; esac
-        kill -0 "$pid" 2>/dev/null || echo "dir:${d##*/}"
-    done
-    grep -F " $GV/" /proc/self/mountinfo | awk '{ print "mount:" $5 }'
-}
+# What gone hutch processes left: gvisor_leftovers (tests/lib/executor.sh;
+# live runs of tests next to this one are not leftovers).
+gv_left() { gvisor_leftovers; }
 runsc_procs() { # runsc processes whose state root is under $GV, by hutch pid
     pgrep -af -- "--root=$GV/$1" 2>/dev/null | grep -v pgrep
 }

@@ -38,7 +38,13 @@ executor_require() {
         DOCKER_VOLUMES_BEFORE=$(docker_dangling_volumes)
         T_AT_END="$T_AT_END docker_assert_clean"
     fi
-    [ "$EXECUTOR" = gvisor ] && T_AT_END="$T_AT_END gvisor_assert_clean"
+    if [ "$EXECUTOR" = gvisor ]; then
+        # faults.sh kills a hutch and checks what the next start removes:
+        # no other gvisor test may start one in between.
+        exec 8>>/tmp/hutch-gvisor-tests.lock
+        flock "${GVISOR_LOCK_MODE:--s}" 8
+        T_AT_END="$T_AT_END gvisor_assert_clean"
+    fi
     return 0
 }
 

@@ -316,6 +316,42 @@ static void test_validation(void)
                "executor not a string");
     load_fails("return { executor = '../x' }", "is not an executor name",
                "executor name");
+    load_fails("return { executor_options = 'kvm' }",
+               "executor_options: expected a table, got a string",
+               "executor_options not a table");
+    load_fails("return { executor_options = { ['Bad/Name'] = {} } }",
+               "keys are executor names", "executor_options with a bad executor name");
+    load_fails("return { executor_options = { gvisor = 'kvm' } }",
+               "executor_options.gvisor: expected a table, got a string",
+               "executor_options entry not a table");
+    load_fails("return { executor_options = { gvisor = { platform = 5 } } }",
+               "executor_options.gvisor.platform: expected a string, got a number",
+               "executor option not a string");
+    load_fails("return { executor_options = { gvisor = { 'kvm' } } }",
+               "option names are strings", "executor option without a name");
+    load_fails(
+        "return { executor_options = { gvisor = { platform = string.rep('x', 257) "
+        "} } }",
+        "longer than 256 bytes", "executor option value too long");
+    load_fails("return { executor_options = { a = {}, b = {}, c = {}, d = {}, e = {}, "
+               "f = {}, g = {}, h = {}, i = {} } }",
+               "more than 8 executors", "options for too many executors");
+    load_fails("return { executor_option = {} }", "did you mean \"executor_options\"",
+               "executor_options misspelt");
+    {
+        struct hutch_policy *xp =
+            must_load("return { executor_options = { gvisor = { platform = 'kvm' }, "
+                      "docker = { runtime = 'runsc' } } }");
+        const char *g = hutch_policy_executor_options(xp, "gvisor");
+        const char *d = hutch_policy_executor_options(xp, "docker");
+        ok(g && strcmp(g, "{\"platform\":\"kvm\"}") == 0,
+           "executor_options for gvisor as JSON (got %s)", g ? g : "NULL");
+        ok(d && strcmp(d, "{\"runtime\":\"runsc\"}") == 0,
+           "executor_options for docker as JSON (got %s)", d ? d : "NULL");
+        ok(hutch_policy_executor_options(xp, "local") == NULL,
+           "no executor_options for local");
+        hutch_policy_unref(xp);
+    }
     load_fails("return { tools = { allow = 'fs.*' } }",
                "tools.allow: expected a table, got a string", "allow as a string");
     load_fails("return { tools = { allow = { 'a', x = 'b' } } }",
