@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 
 #include "api.h"
 #include "box.h"
+#include "caps.h"
 #include "sbio.h"
 
 #define DK_READY_MS    20000 /* container start until init connected */
@@ -486,7 +488,15 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
         unsigned long long start;
         char *colon = strrchr(st->owner, ':');
         start = colon ? strtoull(colon + 1, NULL, 10) : 0;
-        snprintf(dir, sizeof(dir), "%s/%d.%llu.%lu", st->dir, (int)getpid(), start, n);
+        uint64_t rnd = 0;
+        /* Unguessable: until init connects, anyone who can name a socket
+         * could connect to it instead (the parent directory is 0711). */
+        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+            free(sb);
+            return hutch_err_set(err, -EIO, "getrandom: %s", strerror(errno));
+        }
+        snprintf(dir, sizeof(dir), "%s/%d.%llu.%lu.%016llx", st->dir, (int)getpid(),
+                 start, n, (unsigned long long)rnd);
     }
     r = sbio_open(&sb->io, dir, err);
     if (r < 0) {
@@ -559,8 +569,14 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
      * tar with the sandbox user as owner (copyUIDGID would look the user up
      * on the host).  Uncompressed only: a compressed upload makes the
      * daemon run a decompressor as host root (GHSA-x86f-5xw2-fm2r). */
-    r = sb->st->host->archive_filter(tar, len, dk_buf_write, &owned, NULL, 1000, 1000,
-                                     err);
+    struct hutch_archive_limits lim = {
+        .max_bytes = len, /* file data cannot exceed the tar holding it */
+        .max_entries = HUTCH_TAR_MAX_ENTRIES,
+        .max_path = HUTCH_TAR_MAX_PATH,
+        .max_depth = HUTCH_TAR_MAX_DEPTH,
+    };
+    r = sb->st->host->archive_filter(tar, len, dk_buf_write, &owned, &lim, BOX_UID,
+                                     BOX_GID, err);
     if (r == 0) {
         snprintf(path, sizeof(path), "/containers/%s/archive?path=/work", sb->id);
         r = dk_call(&sb->st->api, "PUT", path, "application/x-tar", owned.data,
@@ -628,9 +644,9 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
     struct dk_sandbox *sb = (struct dk_sandbox *)pub;
     struct hutch_archive_limits lim = {
         .max_bytes = max_bytes,
-        .max_entries = 10000,
-        .max_path = 1024,
-        .max_depth = 32,
+        .max_entries = HUTCH_TAR_MAX_ENTRIES,
+        .max_path = HUTCH_TAR_MAX_PATH,
+        .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
     /* Tar headers and padding on top of the file data. */
     struct dk_buf b = {NULL, 0, (size_t)max_bytes + (max_bytes >> 3) + (16u << 20)};

@@ -34,6 +34,7 @@
 #include <cjson/cJSON.h>
 
 #include "box.h"
+#include "caps.h"
 #include "sbio.h"
 
 #define GV_READY_MS  20000 /* runsc run until init connected */
@@ -844,9 +845,9 @@ static int gv_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_f
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
     struct hutch_archive_limits lim = {
         .max_bytes = max_bytes,
-        .max_entries = 10000,
-        .max_path = 1024,
-        .max_depth = 32,
+        .max_entries = HUTCH_TAR_MAX_ENTRIES,
+        .max_path = HUTCH_TAR_MAX_PATH,
+        .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
     char out[PATH_MAX + 8];
     int r = sbio_stop(&sb->io, GV_STOP_MS);
