@@ -202,6 +202,7 @@ static void call_free(struct call *c)
     cJSON_Delete(c->args);
     cJSON_Delete(c->reply.result);
     free(c->reply.message);
+    free(c->reply.tool);
     free(c);
 }
 
@@ -233,7 +234,8 @@ static void reply_call(struct run *rn, int64_t id, const char *tool, int r,
         cJSON_AddItemToObject(msg, "result",
                               reply->result ? reply->result : cJSON_CreateNull());
         reply->result = NULL;
-        record_call(rn, id, tool, 1, NULL, NULL, hutch_now_us() - t0);
+        record_call(rn, id, reply->tool ? reply->tool : tool, 1, NULL, NULL,
+                    hutch_now_us() - t0);
     } else {
         char text[1024];
         cJSON *e = cJSON_AddObjectToObject(msg, "error");
@@ -253,7 +255,8 @@ static void reply_call(struct run *rn, int64_t id, const char *tool, int r,
         cJSON_AddFalseToObject(msg, "ok");
         cJSON_AddStringToObject(e, "code", code);
         cJSON_AddStringToObject(e, "message", text);
-        record_call(rn, id, tool, 0, code, text, hutch_now_us() - t0);
+        record_call(rn, id, reply->tool ? reply->tool : tool, 0, code, text,
+                    hutch_now_us() - t0);
     }
     if (queue(rn, msg) < 0) {
         note(rn, "the runner does not read its tool results; stopping it");
@@ -381,6 +384,7 @@ answer:
     reply_call(rn, m->id, m->tool, r, &reply, t0);
     cJSON_Delete(reply.result);
     free(reply.message);
+    free(reply.tool);
 }
 
 static void take_calls(struct run *rn)

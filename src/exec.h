@@ -20,6 +20,7 @@ struct hutch_tool_reply {
     cJSON *result;
     const char *code; /* static string */
     char *message;
+    char *tool; /* malloc'd: "server.tool" the call resolved to, or NULL */
 };
 typedef int (*hutch_tool_fn)(void *arg, const char *tool, const cJSON *args,
                              int timeout_ms, struct hutch_tool_reply *reply);

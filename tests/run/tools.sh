@@ -31,6 +31,9 @@ is "python: the tools' answers come back as values" "$(echo "$OUT" | json result
 is "python: tool_calls has each call's outcome" \
     "$(echo "$OUT" | $PY -c 'import json,sys; print([c["outcome"] for c in json.load(sys.stdin)["tool_calls"]])')" \
     "['ok', 'ok', 'invalid_args']"
+is "python: tool_calls names the upstream's tools (get_sum is get-sum)" \
+    "$(echo "$OUT" | $PY -c 'import json,sys; print([c["tool"] for c in json.load(sys.stdin)["tool_calls"]])')" \
+    "['everything.echo', 'everything.get-sum', 'everything.echo']"
 
 run_hutch run $S --lang javascript --json -e '
 const [r, s] = await Promise.all([tools.everything.echo({message: "hello from node"}),
