@@ -17,7 +17,18 @@ OUT=${1:?usage: build.sh OUTDIR VERSION [python|node]...}
 VERSION=${2:?usage: build.sh OUTDIR VERSION [python|node]...}
 shift 2
 [ $# -gt 0 ] || set -- python node
-MIRROR=${HUTCH_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The mirror apt already uses (a machine may reach no other), unless told.
+apt_mirror() {
+    for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
+        [ -f "$f" ] || continue
+        m=$(awk '$1 == "URIs:" && $2 !~ /security/ { print $2; exit }
+                 $1 == "deb" && $2 !~ /security/ && $2 ~ /^http/ { print $2; exit }
+                 $1 == "deb" && $3 !~ /security/ && $3 ~ /^http/ { print $3; exit }' "$f")
+        [ -n "$m" ] && echo "$m" && return
+    done
+    echo http://deb.debian.org/debian
+}
+MIRROR=${HUTCH_DEBIAN_MIRROR:-$(apt_mirror)}
 SUITE=${HUTCH_DEBIAN_SUITE:-bookworm}
 
 if [ "$(id -u)" != 0 ]; then
