@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "box.h"
+#include "env.h"
 
 int box_find_init(char *out, size_t len, struct hutch_err *err)
 {
@@ -43,22 +45,41 @@ int box_find_init(char *out, size_t len, struct hutch_err *err)
     return 0;
 }
 
+ssize_t box_read_file(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
+uint64_t box_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int box_process_gone(pid_t pid, unsigned long long start)
+{
+    return pid <= 0 || box_proc_start(pid) != start;
+}
+
 unsigned long long box_proc_start(pid_t pid)
 {
     char path[64], buf[1024], *p;
     unsigned long long start = 0;
-    ssize_t n;
-    int fd;
 
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (box_read_file(path, buf, sizeof(buf)) <= 0)
         return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     /* The command name may hold spaces and parentheses: count fields from
      * its closing parenthesis (field 2's end). */
     p = strrchr(buf, ')');
@@ -158,15 +179,5 @@ cJSON *box_command(const struct hutch_sandbox_spec *spec)
 
 cJSON *box_environment(void)
 {
-    /* Fixed and clean, as with the local executor: nothing of hutch's. */
-    static const char *const env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                                      "HOME=/work",
-                                      "LANG=C.UTF-8",
-                                      "LC_ALL=C.UTF-8",
-                                      "TMPDIR=/tmp",
-                                      "USER=sandbox",
-                                      "PYTHONDONTWRITEBYTECODE=1",
-                                      "PYTHONIOENCODING=utf-8",
-                                      NULL};
-    return box_str_array(env);
+    return box_str_array(hutch_sandbox_env);
 }

@@ -5,6 +5,7 @@
 #define HUTCH_BOX_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <cjson/cJSON.h>
@@ -25,6 +26,15 @@ int box_find_init(char *out, size_t len, struct hutch_err *err);
 
 /* The start time of `pid` (field 22 of /proc/PID/stat), 0 when gone. */
 unsigned long long box_proc_start(pid_t pid);
+/* 1 when the process pid, started at `start`, no longer runs (its pid may
+ * have been reused since). */
+int box_process_gone(pid_t pid, unsigned long long start);
+
+/* Up to len-1 bytes of a small file, NUL-terminated: the count, or -1. */
+ssize_t box_read_file(const char *path, char *buf, size_t len);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t box_now_ms(void);
 
 /* The sandbox's command (hutch-init, its limits, the runner) and
  * environment, as JSON string arrays (caller frees). */

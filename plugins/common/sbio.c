@@ -9,19 +9,12 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "box.h"
 #include "sbio.h"
 
 static const char *const names[SBIO_NSOCK] = {"ctl", "chan", "out", "err"};
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int sock_path(const struct sbio *io, int i, char *buf, size_t len)
 {
@@ -82,14 +75,14 @@ int sbio_accept(struct sbio *io, int timeout_ms,
                 int (*alive)(void *arg, struct hutch_err *err), void *arg,
                 struct hutch_err *err)
 {
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = box_now_ms() + (uint64_t)timeout_ms;
     char path[PATH_MAX];
     int r = 0, left = SBIO_NSOCK;
 
     while (left > 0) {
         struct pollfd p[SBIO_NSOCK];
         int idx[SBIO_NSOCK], n = 0;
-        uint64_t now = now_ms();
+        uint64_t now = box_now_ms();
         if (now >= deadline) {
             r = hutch_err_set(err, -ETIMEDOUT,
                               "the sandbox's init did not connect within %d ms",
@@ -182,7 +175,7 @@ int sbio_poll_exit(struct sbio *io)
 
 int sbio_stop(struct sbio *io, int timeout_ms)
 {
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = box_now_ms() + (uint64_t)timeout_ms;
     static const char cmd[] = "stop\n";
 
     io->stopped = 0;
@@ -192,7 +185,7 @@ int sbio_stop(struct sbio *io, int timeout_ms)
         return -EPIPE;
     for (;;) {
         struct pollfd p = {io->fd[SBIO_CTL], POLLIN, 0};
-        uint64_t now = now_ms();
+        uint64_t now = box_now_ms();
         read_ctl(io);
         if (io->stopped)
             return 0;
@@ -217,6 +210,16 @@ void sbio_close(struct sbio *io)
         rmdir(io->dir);
         io->dir[0] = '\0';
     }
+}
+
+void sbio_remove_leftover(const char *dir)
+{
+    char path[PATH_MAX + 8];
+    for (int i = 0; i < SBIO_NSOCK; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
 }
 
 void sbio_exit_from_status(int status, int oom, struct hutch_exit *ex)

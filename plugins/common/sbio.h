@@ -51,6 +51,9 @@ int sbio_stop(struct sbio *io, int timeout_ms);
  * with it the sandbox. */
 void sbio_close(struct sbio *io);
 
+/* Remove a socket directory a gone hutch process left. */
+void sbio_remove_leftover(const char *dir);
+
 /* Fill *ex from a wait status. */
 void sbio_exit_from_status(int status, int oom, struct hutch_exit *ex);
 

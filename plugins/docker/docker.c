@@ -44,7 +44,8 @@ struct dk_state {
     const struct hutch_host *host;
     struct dk_api api;
     char instance[64];
-    char owner[320]; /* hostname:pid:starttime */
+    char owner[320];          /* hostname:pid:starttime */
+    unsigned long long start; /* this process's start time, as in owner */
     char dir[PATH_MAX];
     char init_path[PATH_MAX];
     char runner_dir[PATH_MAX];
@@ -100,13 +101,6 @@ static const char *image_for(const struct dk_state *st, const char *lang, char *
 
 /* --- owners: is the hutch that made a container still alive? ----------- */
 
-static void owner_of_self(char *out, size_t len)
-{
-    char host[256] = "";
-    gethostname(host, sizeof(host) - 1);
-    snprintf(out, len, "%s:%d:%llu", host, (int)getpid(), box_proc_start(getpid()));
-}
-
 /* 1 when `owner` names a process of this host that no longer runs. */
 static int owner_dead(const char *owner)
 {
@@ -129,7 +123,7 @@ static int owner_dead(const char *owner)
     gethostname(mine, sizeof(mine) - 1);
     if (strcmp(host, mine) != 0)
         return 0; /* another machine's hutch: not ours to judge */
-    return pid <= 0 || box_proc_start(pid) != start;
+    return box_process_gone(pid, start);
 }
 
 static void remove_container(struct dk_state *st, const char *id)
@@ -188,29 +182,18 @@ static void sweep(struct dk_state *st, int mine_only)
 
     /* Socket directories of dead hutch processes: named PID.START.N. */
     if (!mine_only) {
-        char host[256] = "";
-        DIR *d;
-        gethostname(host, sizeof(host) - 1);
-        d = opendir(st->dir);
+        DIR *d = opendir(st->dir);
         if (!d)
             return;
         for (struct dirent *de; (de = readdir(d));) {
-            char owner[400], sub[PATH_MAX];
+            char sub[PATH_MAX];
             int pid;
             unsigned long long start;
-            if (sscanf(de->d_name, "%d.%llu.", &pid, &start) != 2)
-                continue;
-            snprintf(owner, sizeof(owner), "%s:%d:%llu", host, pid, start);
-            if (!owner_dead(owner))
+            if (sscanf(de->d_name, "%d.%llu.", &pid, &start) != 2 ||
+                !box_process_gone(pid, start))
                 continue;
             snprintf(sub, sizeof(sub), "%s/%s", st->dir, de->d_name);
-            for (int i = 0; i < SBIO_NSOCK; i++) {
-                static const char *const n[] = {"ctl", "chan", "out", "err"};
-                char s[PATH_MAX + 8];
-                snprintf(s, sizeof(s), "%s/%s", sub, n[i]);
-                unlink(s);
-            }
-            rmdir(sub);
+            sbio_remove_leftover(sub);
         }
         closedir(d);
     }
@@ -248,7 +231,13 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
     }
     snprintf(st->instance, sizeof(st->instance), "%s",
              cfg && cfg->instance_id ? cfg->instance_id : "hutch");
-    owner_of_self(st->owner, sizeof(st->owner));
+    {
+        char hostname[256] = "";
+        gethostname(hostname, sizeof(hostname) - 1);
+        st->start = box_proc_start(getpid());
+        snprintf(st->owner, sizeof(st->owner), "%s:%d:%llu", hostname, (int)getpid(),
+                 st->start);
+    }
     snprintf(st->runner_dir, sizeof(st->runner_dir), "%s", host->runner_dir);
     if (!realpath(host->runner_dir, st->runner_dir)) {
         r = hutch_err_set(err, -errno, "runner directory %s: %s", host->runner_dir,
@@ -485,9 +474,6 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
     }
     n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
     {
-        unsigned long long start;
-        char *colon = strrchr(st->owner, ':');
-        start = colon ? strtoull(colon + 1, NULL, 10) : 0;
         uint64_t rnd = 0;
         /* Unguessable: until init connects, anyone who can name a socket
          * could connect to it instead (the parent directory is 0711). */
@@ -496,7 +482,7 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
             return hutch_err_set(err, -EIO, "getrandom: %s", strerror(errno));
         }
         snprintf(dir, sizeof(dir), "%s/%d.%llu.%lu.%016llx", st->dir, (int)getpid(),
-                 start, n, (unsigned long long)rnd);
+                 st->start, n, (unsigned long long)rnd);
     }
     r = sbio_open(&sb->io, dir, err);
     if (r < 0) {

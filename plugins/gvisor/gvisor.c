@@ -28,7 +28,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -83,13 +82,6 @@ struct gv_sandbox {
 };
 
 /* --- small helpers ----------------------------------------------------- */
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int find_exec(const char *name, char *out, size_t len)
 {
@@ -159,12 +151,12 @@ static void rm_tree(const char *dir)
 
 /* argv for runsc: the global flags (identical on every subcommand, or
  * runsc refuses), then `tail`.  Returns the count. */
-static int runsc_argv(const struct gv_state *st, const char *platform,
+static int runsc_argv(const struct gv_state *st, const char *root, const char *platform,
                       const char **argv, size_t max, char *rootflag, size_t rootlen,
                       char *platflag, size_t platlen, const char *const *tail)
 {
     size_t n = 0;
-    snprintf(rootflag, rootlen, "--root=%s", st->root);
+    snprintf(rootflag, rootlen, "--root=%s", root ? root : st->root);
     snprintf(platflag, platlen, "--platform=%s", platform ? platform : st->platform);
     argv[n++] = st->runsc;
     argv[n++] = rootflag;
@@ -181,16 +173,15 @@ static int runsc_argv(const struct gv_state *st, const char *platform,
 }
 
 /* fork/exec runsc with stdio on /dev/null but stderr on `log_fd` (-1:
- * /dev/null).  The child dies with hutch's thread that made it only if
- * asked: `runsc run` must not (it is killed explicitly). */
-static pid_t runsc_spawn(const struct gv_state *st, const char *platform,
-                         const char *const *tail, int log_fd)
+ * /dev/null).  root and platform: NULL for the state's own. */
+static pid_t runsc_spawn(const struct gv_state *st, const char *root,
+                         const char *platform, const char *const *tail, int log_fd)
 {
     const char *argv[GV_MAX_FLAGS + 24];
     char rootflag[PATH_MAX + 16], platflag[32];
     pid_t pid;
 
-    runsc_argv(st, platform, argv, sizeof(argv) / sizeof(argv[0]), rootflag,
+    runsc_argv(st, root, platform, argv, sizeof(argv) / sizeof(argv[0]), rootflag,
                sizeof(rootflag), platflag, sizeof(platflag), tail);
     pid = fork();
     if (pid == 0) {
@@ -214,7 +205,7 @@ static pid_t runsc_spawn(const struct gv_state *st, const char *platform,
 /* Wait for `pid` at most ms; kill it past that.  Exit status, or -1. */
 static int wait_for(pid_t pid, int ms)
 {
-    uint64_t deadline = now_ms() + (uint64_t)ms;
+    uint64_t deadline = box_now_ms() + (uint64_t)ms;
     int status;
     for (;;) {
         pid_t r = waitpid(pid, &status, WNOHANG);
@@ -222,7 +213,7 @@ static int wait_for(pid_t pid, int ms)
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (r < 0 && errno != EINTR)
             return -1;
-        if (now_ms() >= deadline) {
+        if (box_now_ms() >= deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             return -1;
@@ -232,10 +223,10 @@ static int wait_for(pid_t pid, int ms)
 }
 
 /* A runsc subcommand run to completion.  Its exit status, or -1. */
-static int runsc_cmd(const struct gv_state *st, const char *platform,
+static int runsc_cmd(const struct gv_state *st, const char *root, const char *platform,
                      const char *const *tail, int ms)
 {
-    pid_t pid = runsc_spawn(st, platform, tail, -1);
+    pid_t pid = runsc_spawn(st, root, platform, tail, -1);
     return pid < 0 ? -1 : wait_for(pid, ms);
 }
 
@@ -264,11 +255,10 @@ static void read_tail(const char *path, char *out, size_t len)
 /* Everything a gone hutch process left in `dir` (GV_BASE/PID.START). */
 static void clean_dir(const struct gv_state *st, const char *dir)
 {
-    struct gv_state tmp = *st;
-    char sub[PATH_MAX + 300];
+    char sub[PATH_MAX + 300], root[PATH_MAX + 8];
     DIR *d;
 
-    snprintf(tmp.root, sizeof(tmp.root), "%s/root", dir);
+    snprintf(root, sizeof(root), "%s/root", dir);
     d = opendir(dir);
     if (d) {
         for (struct dirent *de; (de = readdir(d));) {
@@ -279,7 +269,7 @@ static void clean_dir(const struct gv_state *st, const char *dir)
             /* bundle N holds sandbox hutch-PID.START.N */
             snprintf(id, sizeof(id), "hutch-%s.%s", strrchr(dir, '/') + 1, de->d_name);
             tail[2] = id;
-            runsc_cmd(&tmp, NULL, tail, GV_CMD_MS);
+            runsc_cmd(st, root, NULL, tail, GV_CMD_MS);
             snprintf(sub, sizeof(sub), "%s/%s/work", dir, de->d_name);
             umount2(sub, MNT_DETACH);
         }
@@ -299,7 +289,7 @@ static void sweep(struct gv_state *st)
         int pid;
         if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2)
             continue;
-        if (pid > 0 && box_proc_start(pid) == start)
+        if (!box_process_gone(pid, start))
             continue; /* that hutch still runs */
         snprintf(path, sizeof(path), GV_BASE "/%s", de->d_name);
         st->host->log(HUTCH_LOG_INFO, "gvisor", "removing what a gone hutch left in %s",
@@ -309,7 +299,7 @@ static void sweep(struct gv_state *st)
     closedir(d);
 }
 
-static int try_platform(const struct gv_state *orig, const char *platform,
+static int try_platform(const struct gv_state *st, const char *platform,
                         const char *rootfs, char *why, size_t whylen);
 
 /* The platform a sandbox runs on: the policy's executor_options.gvisor
@@ -617,27 +607,18 @@ static int still_running(void *arg, struct hutch_err *err)
         tail[0] ? ": " : "", tail);
 }
 
-/* The memory cgroup of the sandbox counted an OOM kill (cgroup v1). */
+/* The memory cgroup of the sandbox counted an OOM kill (v1, else v2). */
 static int cgroup_oom(const struct gv_sandbox *sb)
 {
     char path[PATH_MAX + 64], buf[512], *p;
-    ssize_t n;
-    int fd;
 
     snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.oom_control",
              sb->cgroup);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    if (box_read_file(path, buf, sizeof(buf)) <= 0) {
         snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.events", sb->cgroup);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (box_read_file(path, buf, sizeof(buf)) <= 0)
+            return 0;
     }
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     p = strstr(buf, "oom_kill ");
     return p && strtol(p + 9, NULL, 10) > 0;
 }
@@ -656,7 +637,7 @@ static void sandbox_free(struct gv_sandbox *sb)
                       sb->id);
     if (sb->runsc_pid > 0 || sb->killed) {
         const char *tail[] = {"delete", "--force", sb->id, NULL};
-        runsc_cmd(st, sb->platform, tail, GV_CMD_MS);
+        runsc_cmd(st, NULL, sb->platform, tail, GV_CMD_MS);
     }
     if (sb->work_mounted)
         umount2(sb->work, MNT_DETACH);
@@ -761,7 +742,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     {
         const char *tail[] = {"run", "--bundle", sb->bundle, sb->id, NULL};
-        sb->runsc_pid = runsc_spawn(st, sb->platform, tail, log_fd);
+        sb->runsc_pid = runsc_spawn(st, NULL, sb->platform, tail, log_fd);
     }
     if (log_fd >= 0)
         close(log_fd);
@@ -871,7 +852,7 @@ static void gv_kill(void *state, struct hutch_sandbox *pub)
     if (sb->killed)
         return;
     sb->killed = 1;
-    runsc_cmd(sb->st, sb->platform, tail, GV_CMD_MS);
+    runsc_cmd(sb->st, NULL, sb->platform, tail, GV_CMD_MS);
 }
 
 static void gv_destroy(void *state, struct hutch_sandbox *pub)
@@ -881,31 +862,25 @@ static void gv_destroy(void *state, struct hutch_sandbox *pub)
 
 /* --- doctor ------------------------------------------------------------ */
 
-/* Runs /bin/true in a throwaway sandbox on `platform`: 0 when it works. */
-static int try_platform(const struct gv_state *orig, const char *platform,
+/* Runs /bin/true in a throwaway sandbox on `platform`, with a state root
+ * of its own: 0 when it works, else why not. */
+static int try_platform(const struct gv_state *st, const char *platform,
                         const char *rootfs, char *why, size_t whylen)
 {
-    char dir[] = "/run/hutch/gvisor/try.XXXXXX", path[PATH_MAX], id[64];
+    char dir[] = "/run/hutch/gvisor/try.XXXXXX", path[PATH_MAX], id[64],
+         root[sizeof(dir) + 8];
     const char *tail[] = {"run", "--bundle", dir, id, NULL};
-    struct gv_state *st = malloc(sizeof(*st));
     char *json;
     cJSON *c;
     int r;
 
-    if (!st) {
-        snprintf(why, whylen, "out of memory");
-        return -1;
-    }
-    *st = *orig;
     if (!mkdtemp(dir)) {
         snprintf(why, whylen, "mkdtemp: %s", strerror(errno));
-        free(st);
         return -1;
     }
     snprintf(id, sizeof(id), "hutch-try-%d-%s", (int)getpid(), dir + sizeof(dir) - 7);
-    snprintf(st->root, sizeof(st->root), "%s/root", dir);
-    mkdir(st->root, 0700);
-    snprintf(st->platform, sizeof(st->platform), "%s", platform);
+    snprintf(root, sizeof(root), "%s/root", dir);
+    mkdir(root, 0700);
     c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "ociVersion", "1.0.2");
     {
@@ -928,7 +903,7 @@ static int try_platform(const struct gv_state *orig, const char *platform,
     }
     free(json);
     if (r == 0) {
-        pid_t pid = runsc_spawn(st, NULL, tail, -1);
+        pid_t pid = runsc_spawn(st, root, platform, tail, -1);
         r = pid < 0 ? -1 : wait_for(pid, 5000);
         if (r != 0)
             snprintf(
@@ -936,13 +911,12 @@ static int try_platform(const struct gv_state *orig, const char *platform,
                 r < 0 ? "did not finish within 5 s (hangs here)" : "exit status %d", r);
         if (r != 0) {
             const char *del[] = {"delete", "--force", id, NULL};
-            runsc_cmd(st, NULL, del, GV_CMD_MS);
+            runsc_cmd(st, root, platform, del, GV_CMD_MS);
         }
     } else {
         snprintf(why, whylen, "cannot write the bundle");
     }
     rm_tree(dir);
-    free(st);
     return r;
 }
 

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "env.h"
 #include "sandbox.h"
 
 /* The new root is assembled on a tmpfs mounted over this directory, which
@@ -355,16 +356,6 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
 {
     char script[128], errbuf[256];
     char *argv[6];
-    char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                    "HOME=/work",
-                    "LANG=C.UTF-8",
-                    "LC_ALL=C.UTF-8",
-                    "TMPDIR=/tmp",
-                    "USER=sandbox",
-                    "PYTHONDONTWRITEBYTECODE=1",
-                    "PYTHONIOENCODING=utf-8",
-                    "NODE_OPTIONS=",
-                    NULL};
     int argc = 0, r;
 
     if (dup2(devnull, 0) < 0 || dup2(p->out_fd, 1) < 0 || dup2(p->err_fd, 2) < 0 ||
@@ -410,7 +401,7 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
     argv[argc] = NULL;
     if (chdir("/work") < 0)
         _exit(127);
-    execve(p->interp, argv, envp);
+    execve(p->interp, argv, (char *const *)hutch_sandbox_env);
     dprintf(2, "hutch sandbox: cannot start %s: %s\n", p->interp, strerror(errno));
     _exit(127);
 }

@@ -1,0 +1,18 @@
+/* env.h — the environment of every sandbox's runner, whatever the executor
+ * (local, docker, gvisor): fixed and clean, nothing of hutch's own.  An
+ * inherited NODE_EXTRA_CA_CERTS alone triples Node's start-up. */
+#ifndef HUTCH_SANDBOX_ENV_H
+#define HUTCH_SANDBOX_ENV_H
+
+static const char *const hutch_sandbox_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                                                "HOME=/work",
+                                                "LANG=C.UTF-8",
+                                                "LC_ALL=C.UTF-8",
+                                                "TMPDIR=/tmp",
+                                                "USER=sandbox",
+                                                "PYTHONDONTWRITEBYTECODE=1",
+                                                "PYTHONIOENCODING=utf-8",
+                                                "NODE_OPTIONS=",
+                                                NULL};
+
+#endif
