@@ -14,10 +14,12 @@
 # limits, a tmpfs volume for /work, its init and runner).
 RUNS=${1:-20}
 : "${HUTCH:=hutch}"
-exec /usr/bin/python3 - "$RUNS" "$HUTCH" <<'PY'
-import os, statistics, subprocess, sys, time
+exec /usr/bin/python3 - "$RUNS" "$HUTCH" "$(dirname "$0")" <<'PY'
+import os, subprocess, sys
 
 runs, hutch = int(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+from interleave import measure, report
 env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
        "LANG": "C.UTF-8"}
 for k in ("HUTCH_PLUGIN_DIR", "HUTCH_RUNNER_DIR", "DOCKER_HOST"):
@@ -36,30 +38,8 @@ cases = [
                                         image, "python3", "-c", "print(1)"]),
 ]
 
-def once(argv):
-    t0 = time.perf_counter()
-    p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    dt = time.perf_counter() - t0
-    if p.returncode != 0 or p.stdout.strip() != b"1":
-        sys.exit(f"benchmark command failed: {' '.join(argv[:3])}: rc={p.returncode} "
-                 f"{p.stderr.decode()[:300]}")
-    return dt * 1000
-
-times = {name: [] for name, _ in cases}
-for _, argv in cases:          # warm-up: page cache, first-run costs
-    for _ in range(2):
-        once(argv)
-for _ in range(runs):
-    for name, argv in cases:
-        times[name].append(once(argv))
-
-med = {n: statistics.median(v) for n, v in times.items()}
-print(f"docker executor cold start, {image}, median of {runs} interleaved runs (ms)")
-print(f"{'command':32} {'median':>8} {'p90':>8}")
-for name, v in times.items():
-    v = sorted(v)
-    p90 = v[max(0, int(len(v) * 0.9) - 1)]
-    print(f"{name:32} {med[name]:8.1f} {p90:8.1f}")
+times = measure(cases, runs, env)
+med = report(f"docker executor cold start, {image}", times, runs)
 ratio = med[cases[0][0]] / med[cases[1][0]]
 print(f"hutch / docker CLI: {ratio:.2f}x (goal <= 1.0)")
 PY

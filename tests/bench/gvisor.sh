@@ -15,10 +15,12 @@ RUNS=${1:-15}
 : "${HUTCH:=hutch}"
 : "${HUTCH_IMAGES_DIR:?set HUTCH_IMAGES_DIR to the directory of rootfs-python}"
 VERSION=$("$HUTCH" --version | awk '{print $2}')
-exec /usr/bin/python3 - "$RUNS" "$HUTCH" "$HUTCH_IMAGES_DIR" "$VERSION" <<'PY'
-import json, os, shutil, statistics, subprocess, sys, tempfile, time
+exec /usr/bin/python3 - "$RUNS" "$HUTCH" "$HUTCH_IMAGES_DIR" "$VERSION" "$(dirname "$0")" <<'PY'
+import json, os, shutil, subprocess, sys, tempfile
 
 runs, hutch, images, version = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+sys.path.insert(0, sys.argv[5])
+from interleave import measure, report
 env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
        "HUTCH_IMAGES_DIR": images}
 for k in ("HUTCH_PLUGIN_DIR", "HUTCH_RUNNER_DIR", "HUTCH_INIT"):
@@ -80,32 +82,9 @@ if docker and subprocess.run([docker, "image", "inspect", image], stdout=subproc
 else:
     print(f"(no Docker daemon with {image}: docker run --runtime=runsc is not measured)")
 
-def once(argv):
-    t0 = time.perf_counter()
-    p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    dt = time.perf_counter() - t0
-    if p.returncode != 0 or p.stdout.strip() != b"1":
-        sys.exit(f"benchmark command failed: {' '.join(argv[:3])}: rc={p.returncode} "
-                 f"{p.stderr.decode()[:400]}")
-    return dt * 1000
-
 try:
-    times = {name: [] for name, _ in cases}
-    for _, mk in cases:          # warm-up: page cache, first-run costs
-        for _ in range(2):
-            once(mk())
-    for _ in range(runs):
-        for name, mk in cases:
-            times[name].append(once(mk()))
+    times = measure(cases, runs, env)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
-
-med = {n: statistics.median(v) for n, v in times.items()}
-base = med["hutch run --executor gvisor"]
-print(f"gVisor cold start, median of {runs} interleaved runs (ms)")
-print(f"{'command':34} {'median':>8} {'p90':>8}  {'hutch / this':>12}")
-for name, v in times.items():
-    v = sorted(v)
-    p90 = v[max(0, int(len(v) * 0.9) - 1)]
-    print(f"{name:34} {med[name]:8.2f} {p90:8.2f}  {base / med[name]:11.2f}x")
+report("gVisor cold start", times, runs)
 PY
