@@ -85,7 +85,9 @@ static int state_dir(char *out, size_t len, struct hutch_err *err)
     return 0;
 }
 
-static const char *image_for(const struct dk_state *st, const char *lang, char *buf,
+/* The image of a language: hutch-LANG:VERSION (`version` is hutch's), or
+ * the one HUTCH_DOCKER_IMAGE_* names. */
+static const char *image_for(const char *version, const char *lang, char *buf,
                              size_t len)
 {
     const char *env =
@@ -95,7 +97,7 @@ static const char *image_for(const struct dk_state *st, const char *lang, char *
         snprintf(buf, len, "%s", env);
     else
         snprintf(buf, len, "hutch-%s:%s",
-                 strcmp(lang, "python") == 0 ? "python" : "node", st->host->version);
+                 strcmp(lang, "python") == 0 ? "python" : "node", version);
     return buf;
 }
 
@@ -455,7 +457,7 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
     sb->st = st;
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
-    image_for(st, spec->language, sb->image, sizeof(sb->image));
+    image_for(st->host->version, spec->language, sb->image, sizeof(sb->image));
     {
         static const char *const known[] = {"runtime", NULL};
         r = box_option(spec, "docker", known, "runtime", sb->runtime,
@@ -727,10 +729,9 @@ static void docker_doctor(const struct hutch_host *host,
 
     for (int i = 0; i < 2; i++) {
         static const char *const langs[] = {"python", "javascript"};
-        struct dk_state st = {.host = host};
         char image[256], path[320];
         long status = 0;
-        image_for(&st, langs[i], image, sizeof(image));
+        image_for(host->version, langs[i], image, sizeof(image));
         snprintf(path, sizeof(path), "/images/%s/json", image);
         if (dk_json(&api, "GET", path, NULL, &status, NULL, &err) == 0)
             report("ok", "docker image", image);
