@@ -176,13 +176,34 @@ int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
             goto fail;
         }
     } else if (strcmp(t->valuestring, "done") == 0) {
-        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(m->root, "ok");
+        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(m->root, "ok"), *status,
+                    *files;
         m->type = HUTCH_MSG_DONE;
         if (!cJSON_IsBool(ok)) {
             r = hutch_err_set(err, -EBADMSG, "done needs a boolean \"ok\"");
             goto fail;
         }
         m->ok = cJSON_IsTrue(ok);
+        m->status = -1;
+        status = cJSON_GetObjectItemCaseSensitive(m->root, "status");
+        if (status) {
+            if (!cJSON_IsNumber(status) || status->valuedouble < 0 ||
+                status->valuedouble > 255 ||
+                status->valuedouble != (double)(int)status->valuedouble ||
+                (status->valueint == 0) != m->ok) {
+                r = hutch_err_set(err, -EBADMSG,
+                                  "done \"status\" must be an exit status from 0 to "
+                                  "255, 0 exactly when ok");
+                goto fail;
+            }
+            m->status = status->valueint;
+        }
+        files = cJSON_GetObjectItemCaseSensitive(m->root, "files");
+        if (files && !cJSON_IsBool(files)) {
+            r = hutch_err_set(err, -EBADMSG, "done \"files\" must be a boolean");
+            goto fail;
+        }
+        m->files = files ? cJSON_IsTrue(files) : -1;
         m->result = cJSON_GetObjectItemCaseSensitive(m->root, "result");
         m->error = cJSON_GetObjectItemCaseSensitive(m->root, "error");
         if (!m->ok && !cJSON_IsObject(m->error)) {

@@ -41,6 +41,8 @@ struct hutch_msg {
     cJSON *args; /* borrowed from root; an object */
     /* done */
     int ok;
+    int status;    /* the exit status the runner will exit with; -1: not said */
+    int files;     /* /work/out holds something: 1, 0, or -1 not said */
     cJSON *result; /* borrowed; NULL when absent */
     cJSON *error;  /* borrowed; an object when !ok */
 };

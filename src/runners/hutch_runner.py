@@ -31,6 +31,7 @@ _pending = {}                   # tool call id -> _Call
 _last_id = 0
 _reading = False                # some thread is reading the channel for all
 _pid = None                     # the process the tools belong to
+_out = '/work/out'              # what comes back (cwd/out)
 
 
 # --- JSON without the json package -----------------------------------------
@@ -382,25 +383,42 @@ def _finish(status, result=None, error=None):
     except BaseException:
         pass
     _flush()  # the output is complete before `done` says so
+    # The program's output ends here: closing stdout and stderr lets the
+    # core see both end (unless a process the program started holds them)
+    # and answer at `done` without waiting for this process to exit.
+    for fd in (1, 2):
+        try:
+            posix.close(fd)
+        except OSError:
+            pass
+    # Whether /work/out holds anything: when it does not, the core need not
+    # fetch it (a hint; the core's own checks decide what comes back).
+    try:
+        files = bool(posix.listdir(_out))
+    except OSError:
+        files = False
     if error is not None:
-        data = _line({'t': 'done', 'ok': False, 'error': error}, None)
+        data = _line({'t': 'done', 'ok': False, 'status': status, 'files': files,
+                      'error': error}, None)
     else:
         try:
-            data = _line({'t': 'done', 'ok': True, 'result': result}, result)
+            data = _line({'t': 'done', 'ok': True, 'status': status, 'files': files,
+                          'result': result}, result)
         except Exception:
             try:
                 text = repr(result)
             except Exception:
                 text = object.__repr__(result)
             try:
-                data = _line({'t': 'done', 'ok': True, 'result': text}, text)
+                data = _line({'t': 'done', 'ok': True, 'status': status, 'files': files,
+                              'result': text}, text)
             except ValueError as e:
                 status = 1
-                data = _line({'t': 'done', 'ok': False, 'error': {
-                    'type': 'ValueError', 'message': 'result too large: %s' % e,
-                    'traceback': ''}}, None)
+                data = _line({'t': 'done', 'ok': False, 'status': 1, 'files': files,
+                              'error': {'type': 'ValueError',
+                                        'message': 'result too large: %s' % e,
+                                        'traceback': ''}}, None)
     _send(data)
-    _flush()
     posix._exit(status)  # do not wait for threads the program left running
 
 
@@ -445,6 +463,14 @@ def main():
     except OSError:
         _protocol_error('fd 3 (the channel to the core) is not open')
     _send(b'{"t":"ready","lang":"python","version":"%d.%d.%d"}\n' % sys.version_info[:3])
+    # What every job needs, done while the core has no job for us yet (a warm
+    # pool's sandbox waits here; a cold one has its job queued already, so
+    # this costs it nothing it would not pay in _run): the AST types and the
+    # compiler's first use.
+    import _ast
+    import atexit  # noqa: F401
+    compile(compile('x', 'main.py', 'exec', _ast.PyCF_ONLY_AST, True), 'main.py', 'exec',
+            0, True)
 
     job = _recv()
     if job['t'] != 'run':
@@ -456,6 +482,8 @@ def main():
         posix.chdir(cwd)
     except OSError as e:
         _protocol_error('cannot enter %s: %s' % (cwd, e.strerror))
+    global _out
+    _out = cwd.rstrip('/') + '/out'
     _pid = posix.getpid()
     # -I -S drops what `python3 main.py` would have: the script's directory,
     # the host's packages, and the exit()/quit() builtins from site.

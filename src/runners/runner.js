@@ -215,9 +215,31 @@ function cut(text, limit = 1 << 16) {
   return text.length <= limit ? text : `${text.slice(0, limit)}\n[... truncated]`;
 }
 
+// The program's output ends before `done`: closing stdout and stderr lets
+// the core see both end (unless a process the program started holds them)
+// and answer at `done` without waiting for this process to exit.
+function closeOutput() {
+  for (const fd of [1, 2]) {
+    try {
+      fs.closeSync(fd);
+    } catch (e) { /* already closed */ }
+  }
+}
+
+// Whether /work/out holds anything: when it does not, the core need not
+// fetch it (a hint; the core's own checks decide what comes back).
+function outFiles() {
+  try {
+    return fs.readdirSync(path.join(process.cwd(), 'out')).length > 0;
+  } catch (e) {
+    return false;
+  }
+}
+
 function finish(status, done) {
   finished = true;
-  send(JSON.stringify({ t: 'done', ...done }));
+  closeOutput();
+  send(JSON.stringify({ t: 'done', status, files: outFiles(), ...done }));
   realExit(status); // stdout and stderr are blocking (see start)
 }
 
@@ -251,13 +273,31 @@ function succeed(value) {
     const text = typeof value === 'object' && value !== null ? require('util').inspect(value) : String(value);
     json = JSON.stringify(text);
   }
-  const line = `{"t":"done","ok":true,"result":${json}}`;
+  const line = `{"t":"done","ok":true,"status":0,"files":${outFiles()},"result":${json}}`;
   if (Buffer.byteLength(line) >= MAX_LINE) {
     return finish(1, { ok: false, error: { type: 'RangeError', message: 'result over the 8 MiB limit', traceback: '' } });
   }
   finished = true;
+  closeOutput();
   send(line);
   realExit(0);
+}
+
+let options;
+function scriptOptions() {
+  if (options) return options;
+  options = { filename: 'main.js' };
+  if (vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER) {
+    // import() in the program; node flags the option as experimental on
+    // first use, a warning that would only puzzle the program's author.
+    options.importModuleDynamically = vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER;
+    const emitWarning = process.emitWarning;
+    process.emitWarning = function (warning, ...rest) {
+      if (String(warning).includes('USE_MAIN_CONTEXT_DEFAULT_LOADER')) return;
+      return emitWarning.call(this, warning, ...rest);
+    };
+  }
+  return options;
 }
 
 function start(job) {
@@ -291,20 +331,9 @@ function start(job) {
   process.on('beforeExit', () => fail(new Error('the program never finished: it awaits a promise that nothing will settle'), false));
   chan.unref();
 
-  const options = { filename: 'main.js' };
-  if (vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER) {
-    // import() in the program; node flags the option as experimental on
-    // first use, a warning that would only puzzle the program's author.
-    options.importModuleDynamically = vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER;
-    const emitWarning = process.emitWarning;
-    process.emitWarning = function (warning, ...rest) {
-      if (String(warning).includes('USE_MAIN_CONTEXT_DEFAULT_LOADER')) return;
-      return emitWarning.call(this, warning, ...rest);
-    };
-  }
   let body;
   try {
-    body = new vm.Script(`${PREFIX}${job.code}\n})`, options).runInThisContext();
+    body = new vm.Script(`${PREFIX}${job.code}\n})`, scriptOptions()).runInThisContext();
   } catch (err) {
     return fail(err, false);
   }
@@ -313,3 +342,13 @@ function start(job) {
 }
 
 send(JSON.stringify({ t: 'ready', lang: 'javascript', version: process.versions.node }));
+// What every job needs, done while the core has no job for us yet (a warm
+// pool's sandbox waits here; a cold one has its job queued already, so this
+// costs it nothing it would not pay in start()): the stdio streams, which
+// node builds on first use, the module loader and the compiler.
+for (const stream of [process.stdout, process.stderr]) {
+  if (stream._handle && typeof stream._handle.setBlocking === 'function') stream._handle.setBlocking(true);
+}
+createRequire(path.join(process.cwd(), 'main.js'));
+new vm.Script('(async function () {})', scriptOptions()).runInThisContext();
+void console.log;

@@ -159,9 +159,10 @@ def check(condition, what, out=None):
         raise AssertionError(what)
 
 
-def expect_ok(out, result, stdout=None):
-    check(out.done == {'t': 'done', 'ok': True, 'result': result},
-          'expected done ok with result %r' % (result,), out)
+def expect_ok(out, result, stdout=None, files=False):
+    check(out.done == {'t': 'done', 'ok': True, 'status': 0, 'files': files,
+                       'result': result},
+          'expected done ok, status 0, files %r, with result %r' % (files, result), out)
     check(out.status == 0, 'expected exit status 0', out)
     if stdout is not None:
         check(out.stdout == stdout, 'expected stdout %r' % stdout, out)
@@ -172,6 +173,7 @@ def expect_error(out, type_, status=1):
           'expected done ok:false', out)
     check(out.done['error']['type'] == type_, 'expected error type %s' % type_, out)
     check(out.status == status, 'expected exit status %d' % status, out)
+    check(out.done.get('status') == status, 'expected done.status %d' % status, out)
 
 
 # --- tool answers ---------------------------------------------------------
