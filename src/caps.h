@@ -54,6 +54,17 @@
 #define HUTCH_UPSTREAM_MAX_SERVERS    64
 #define HUTCH_SEARCH_MAX_RESULTS      100
 
+/* Warm pools (src/pool.c). */
+#define HUTCH_POOL_MAX_SIZE        64     /* sandboxes of one class */
+#define HUTCH_POOL_MAX_CLASSES     16     /* classes kept warm at once */
+#define HUTCH_POOL_REFILL_THREADS  2      /* sandboxes started at once */
+#define HUTCH_POOL_MAX_IDLE_MS     300000 /* an idle sandbox is replaced */
+#define HUTCH_POOL_CLASS_IDLE_MS   600000 /* an unused on-demand class ends */
+#define HUTCH_POOL_REFILL_DEFER_MS 250    /* a refill waits for running jobs */
+#define HUTCH_POOL_BACKOFF_MIN_MS  500    /* after a failed refill */
+#define HUTCH_POOL_BACKOFF_MAX_MS  30000
+#define HUTCH_POOL_DEFAULT_SIZE    2 /* hutch serve, per language */
+
 /* Plugins. */
 #define HUTCH_MAX_PLUGINS 64
 

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +16,16 @@
 #include "cli.h"
 #include "exec.h"
 #include "govern.h"
+#include "job.h"
 #include "log.h"
 #include "upstream.h"
 #include "util.h"
 
-static volatile int cancelled;
+static atomic_int cancelled;
 
 static void on_signal(int sig)
 {
-    cancelled = sig;
+    atomic_store(&cancelled, sig);
 }
 
 static void usage(FILE *f)
@@ -56,38 +58,24 @@ static void usage(FILE *f)
         HUTCH_DEFAULT_MEMORY_MB, HUTCH_DEFAULT_PIDS);
 }
 
-/* "--file SRC[:DEST]": DEST after the last ':' when there is one. */
-/* With a policy file, a host input must lie in one of its `paths`; the
- * resolved path (not the string given) is what gets read. */
-static int add_file_arg(struct hutch_tar *tar, const char *arg,
-                        struct hutch_policy *policy, struct hutch_err *err)
+/* "--file SRC[:DEST]": DEST after the last ':' when there is one, else
+ * SRC's base name. */
+static int file_arg(char *arg, struct hutch_job_input *in)
 {
-    char resolved[PATH_MAX], dest_unused[PATH_MAX], reason[600];
-    _cleanup_free_ char *src = strdup(arg);
-    const char *dest;
-    char *colon;
-
-    if (!src)
-        return hutch_err_set(err, -ENOMEM, "out of memory");
-    colon = strrchr(src, ':');
+    char *colon = strrchr(arg, ':'), *base;
+    in->src = arg;
     if (colon && colon[1]) {
         *colon = '\0';
-        dest = colon + 1;
-    } else {
-        if (colon)
-            *colon = '\0';
-        dest = strrchr(src, '/');
-        dest = dest ? dest + 1 : src;
-        while (*dest == '\0' && dest > src) /* "dir/" */
-            dest = "input";
+        in->dest = colon + 1;
+        return *in->src ? 0 : -EINVAL;
     }
-    if (policy) {
-        if (hutch_gov_input(policy, src, resolved, sizeof(resolved), dest_unused,
-                            sizeof(dest_unused), reason, sizeof(reason)) < 0)
-            return hutch_err_set(err, -EPERM, "refused by the policy: %s", reason);
-        return hutch_tar_add_path(tar, resolved, dest, err);
-    }
-    return hutch_tar_add_path(tar, src, dest, err);
+    if (colon)
+        *colon = '\0';
+    base = strrchr(arg, '/');
+    in->dest = base ? base + 1 : arg;
+    if (!*in->dest) /* "dir/" */
+        in->dest = "input";
+    return *in->src ? 0 : -EINVAL;
 }
 
 static const char *lang_from_path(const char *path)
@@ -139,36 +127,27 @@ int hutch_cmd_run(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct hutch_err err = {0};
-    struct hutch_exec_req req = {0};
+    struct hutch_jobs_opts jo = {0};
+    struct hutch_job job = {0};
     struct hutch_exec_result res;
-    struct hutch_host host;
-    struct hutch_plugins *ps = NULL;
-    struct hutch_plugin *plugin = NULL;
-    struct hutch_tar *tar = NULL;
-    const char *lang = NULL, *eval = NULL, *out_dir = NULL, *executor = NULL;
-    const char *plugin_dir = NULL, *path = NULL, *servers = NULL, *policy_file = NULL,
-               *audit_file = NULL;
+    struct hutch_jobs *jobs = NULL;
+    struct hutch_job_input *inputs = NULL;
+    const char *lang = NULL, *eval = NULL, *path = NULL, *servers = NULL,
+               *policy_file = NULL, *audit_file = NULL;
     struct hutch_gov *gov = NULL;
-    struct hutch_policy *policy = NULL;
-    static char out_resolved[PATH_MAX];
-    struct hutch_gov_exec gx = {0};
-    struct hutch_policy_decision dec;
-    int governed = 0, timeout_set = 0, memory_set = 0, pids_set = 0;
     struct hutch_upstreams *ups = NULL;
     struct hutch_bridge *bridge = NULL;
     cJSON *config = NULL;
-    const char **files = NULL;
-    size_t nfiles = 0;
-    uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
-             pids = HUTCH_DEFAULT_PIDS;
+    size_t ninputs = 0;
+    uint64_t v;
     int json = 0, c, rc = HUTCH_EXIT_ERROR, r;
     char *code = NULL;
     size_t code_len = 0;
     struct sigaction sa;
 
     hutch_exec_result_init(&res);
-    files = calloc((size_t)argc, sizeof(*files));
-    if (!files) {
+    inputs = calloc((size_t)argc, sizeof(*inputs));
+    if (!inputs) {
         fprintf(stderr, "hutch run: out of memory\n");
         goto out;
     }
@@ -182,16 +161,21 @@ int hutch_cmd_run(int argc, char **argv)
             eval = optarg;
             break;
         case 'f':
-            files[nfiles++] = optarg;
+            if (file_arg(optarg, &inputs[ninputs++]) < 0) {
+                fprintf(stderr, "hutch run: --file wants SRC[:DEST]\n");
+                rc = 2;
+                goto out;
+            }
             break;
         case 'o':
-            out_dir = optarg;
+            job.output_dir = optarg;
             break;
         case 'x':
-            executor = optarg;
+            jo.executor = optarg;
+            jo.executor_from = "--executor";
             break;
         case OPT_PLUGINS:
-            plugin_dir = optarg;
+            jo.plugin_dir = optarg;
             break;
         case 's':
             servers = optarg;
@@ -203,25 +187,23 @@ int hutch_cmd_run(int argc, char **argv)
             audit_file = optarg;
             break;
         case 't':
-            timeout_set = 1;
-            if (hutch_cli_limit("hutch run", "timeout", optarg, &timeout) < 0) {
+            if (hutch_cli_limit("hutch run", "timeout", optarg, &jo.timeout_ms) < 0) {
                 rc = 2;
                 goto out;
             }
             break;
         case 'm':
-            memory_set = 1;
-            if (hutch_cli_limit("hutch run", "memory", optarg, &memory) < 0) {
+            if (hutch_cli_limit("hutch run", "memory", optarg, &jo.memory_mb) < 0) {
                 rc = 2;
                 goto out;
             }
             break;
         case OPT_PIDS:
-            pids_set = 1;
-            if (hutch_cli_limit("hutch run", "pids", optarg, &pids) < 0) {
+            if (hutch_cli_limit("hutch run", "pids", optarg, &v) < 0) {
                 rc = 2;
                 goto out;
             }
+            jo.pids = (uint32_t)v;
             break;
         case OPT_JSON:
             json = 1;
@@ -284,95 +266,30 @@ int hutch_cmd_run(int argc, char **argv)
         fprintf(stderr, "hutch run: the program contains a NUL byte\n");
         goto out;
     }
-    if (policy_file || audit_file) {
-        if (hutch_gov_new(policy_file, audit_file ? audit_file : "/dev/null", &gov,
-                          &err) < 0) {
-            fprintf(stderr, "hutch run: policy: %s\n", err.msg);
-            goto out;
-        }
-        if (policy_file)
-            policy = hutch_gov_policy(gov);
+    if (!jo.executor && getenv("HUTCH_EXECUTOR") && *getenv("HUTCH_EXECUTOR")) {
+        jo.executor = getenv("HUTCH_EXECUTOR");
+        jo.executor_from = "HUTCH_EXECUTOR";
     }
-    if (nfiles) {
-        r = hutch_tar_new(&tar, HUTCH_TAR_IN_MAX_BYTES, &err);
-        for (size_t i = 0; r == 0 && i < nfiles; i++)
-            r = add_file_arg(tar, files[i], policy, &err);
-        if (r == 0)
-            r = hutch_tar_finish(tar, &req.tar, &req.tar_len, &err);
-        if (r < 0) {
-            fprintf(stderr, "hutch run: --file: %s\n", err.msg);
-            goto out;
-        }
+    /* Without --audit the decisions go nowhere: a one-shot run on the
+     * shell is not a deployment. */
+    if (hutch_gov_new(policy_file, audit_file ? audit_file : "/dev/null", &gov, &err) <
+        0) {
+        fprintf(stderr, "hutch run: policy: %s\n", err.msg);
+        goto out;
     }
-    if (out_dir && policy) {
-        char reason[600];
-        if (hutch_gov_output(policy, out_dir, out_resolved, sizeof(out_resolved),
-                             reason, sizeof(reason)) < 0) {
-            fprintf(stderr, "hutch run: --out: refused by the policy: %s\n", reason);
-            goto out;
-        }
-        out_dir = out_resolved;
+    if (servers &&
+        hutch_cli_start_upstreams(servers, "hutch run", &config, &ups, &err) < 0) {
+        fprintf(stderr, "hutch run: --servers: %s\n", err.msg);
+        goto out;
     }
-    if (out_dir) {
-        struct stat st;
-        if (mkdir(out_dir, 0755) < 0 && errno != EEXIST) {
-            fprintf(stderr, "hutch run: --out %s: %s\n", out_dir, strerror(errno));
-            goto out;
-        }
-        if (lstat(out_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "hutch run: --out %s is not a directory\n", out_dir);
-            goto out;
-        }
+    if (hutch_bridge_new(ups, &bridge, &err) < 0) {
+        fprintf(stderr, "hutch run: %s\n", err.msg);
+        goto out;
     }
-
-    if (servers) {
-        if (hutch_cli_start_upstreams(servers, "hutch run", &config, &ups, &err) < 0 ||
-            hutch_bridge_new(ups, &bridge, &err) < 0) {
-            fprintf(stderr, "hutch run: --servers: %s\n", err.msg);
-            goto out;
-        }
-        if (!governed) {
-            req.tool = hutch_bridge_tool;
-            req.tool_arg = bridge;
-        }
-    }
-
-    if (gov) {
-        char reason[600];
-        if (!bridge && hutch_bridge_new(NULL, &bridge, &err) < 0) {
-            fprintf(stderr, "hutch run: %s\n", err.msg);
-            goto out;
-        }
-        if (hutch_gov_begin(gov, &gx, bridge, "local", lang, code_len, nfiles, &dec,
-                            reason, sizeof(reason)) < 0) {
-            fprintf(stderr, "hutch run: refused by the policy: %s\n", reason);
-            goto out;
-        }
-        governed = 1;
-        if (!executor)
-            executor = dec.executor;
-        /* The policy's limits are ceilings: flags may only tighten them. */
-        if (!timeout_set || timeout > dec.limits.timeout_ms)
-            timeout = dec.limits.timeout_ms;
-        if (!memory_set || memory > dec.limits.memory_mb)
-            memory = dec.limits.memory_mb;
-        if (!pids_set || pids > dec.limits.pids)
-            pids = dec.limits.pids;
-        req.cpu_millis = dec.limits.cpus_milli;
-        req.executor_options = hutch_policy_executor_options(policy, executor);
-        req.output_bytes = dec.limits.output_bytes;
-        req.files_bytes = dec.limits.files_bytes;
-        if (req.tar_len > dec.limits.files_bytes) {
-            fprintf(stderr,
-                    "hutch run: --file inputs exceed the policy's files_bytes (%llu)\n",
-                    (unsigned long long)dec.limits.files_bytes);
-            goto out;
-        }
-        req.tool = hutch_gov_tool;
-        req.tool_arg = &gx;
-    }
-    r = hutch_cli_open_executor(plugin_dir, executor, &host, &ps, &plugin, &err);
-    if (r < 0) {
+    jo.gov = gov;
+    jo.bridge = bridge;
+    jo.pools = 0; /* one-shot: a warm sandbox would only cost */
+    if (hutch_jobs_new(&jo, &jobs, &err) < 0) {
         fprintf(stderr, "hutch run: %s\n", err.msg);
         goto out;
     }
@@ -383,31 +300,29 @@ int hutch_cmd_run(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    req.language = lang;
-    req.code = code;
-    req.timeout_ms = timeout;
-    req.memory_mb = memory;
-    req.pids = (uint32_t)pids;
-    req.label = "cli";
-    req.out_dir = out_dir;
+    job.principal = "local";
+    job.language = lang;
+    job.code = code;
+    job.inputs = inputs;
+    job.ninputs = ninputs;
+    job.nfiles = ninputs;
+    /* Without a policy file, hutch run reads and writes as the invoking
+     * user, like any command. */
+    job.host_paths_trusted = policy_file == NULL;
     /* Plain output without --out shows no files: save the round trip. */
-    req.skip_files = !out_dir && !json;
-    req.stream_fd_out = json ? -1 : STDOUT_FILENO;
-    req.stream_fd_err = json ? -1 : STDERR_FILENO;
-    req.cancel = &cancelled;
+    job.skip_files = !job.output_dir && !json;
+    job.stream_fd_out = json ? -1 : STDOUT_FILENO;
+    job.stream_fd_err = json ? -1 : STDERR_FILENO;
+    job.cancel = &cancelled;
 
-    r = hutch_exec_run(plugin, &req, &res, &err);
-    if (governed) {
-        hutch_gov_end(&gx, r < 0 ? NULL : &res, r < 0 ? err.msg : NULL);
-        governed = 0;
-    }
+    r = hutch_job_run(jobs, &job, &res, &err);
     if (r < 0) {
         fprintf(stderr, "hutch run: %s\n", err.msg);
         goto out;
     }
-    if (cancelled) {
+    if (atomic_load(&cancelled)) {
         fprintf(stderr, "hutch run: interrupted; the sandbox was killed\n");
-        rc = 128 + cancelled;
+        rc = 128 + atomic_load(&cancelled);
         goto out;
     }
     if (json) {
@@ -426,17 +341,15 @@ int hutch_cmd_run(int argc, char **argv)
     rc = res.exit_code;
 out:
     fflush(stdout);
+    if (jobs)
+        hutch_job_release(jobs, &job);
     hutch_exec_result_free(&res);
-    hutch_tar_free(tar);
-    hutch_plugins_free(ps);
-    if (governed)
-        hutch_gov_end(&gx, NULL, "not run");
-    hutch_policy_unref(policy);
+    hutch_jobs_free(jobs);
     hutch_gov_free(gov);
     hutch_bridge_free(bridge);
     hutch_upstreams_free(ups);
     cJSON_Delete(config);
     free(code);
-    free(files);
+    free(inputs);
     return rc;
 }

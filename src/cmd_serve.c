@@ -10,18 +10,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bridge.h"
 #include "caps.h"
 #include "cli.h"
 #include "govern.h"
 #include "http.h"
+#include "job.h"
 #include "log.h"
 #include "mcp_server.h"
 #include "policy.h"
 #include "upstream.h"
 #include "util.h"
 
-static volatile int stopping;
+static volatile sig_atomic_t stopping;
 static struct hutch_gov *gov;
+static struct hutch_jobs *jobs; /* set before the reload thread can act */
 
 /* SIGHUP reloads the policy: a thread waits for it with sigwait, so that
  * reloading (Lua, files, allocation) never runs in a signal handler. */
@@ -35,11 +38,16 @@ static void *reload_thread(void *arg)
         struct hutch_err err = {0};
         if (sigwait(&set, &sig) != 0)
             continue;
-        if (hutch_gov_reload(gov, &err) < 0)
+        if (hutch_gov_reload(gov, &err) < 0) {
             hutch_error("policy reload failed, keeping the current policy: %s",
                         err.msg);
-        else
+        } else if (jobs && hutch_jobs_policy_changed(jobs, &err) < 0) {
+            hutch_error("the reloaded policy cannot be served, every execution is "
+                        "refused until it is fixed: %s",
+                        err.msg);
+        } else {
             hutch_warn("policy reloaded");
+        }
     }
     return NULL;
 }
@@ -75,8 +83,13 @@ static void usage(FILE *f)
         "      --http ADDR:PORT   serve streamable HTTP instead of stdio\n"
         "      --token-file FILE  bearer token for HTTP (else $HUTCH_TOKEN); required\n"
         "                         on a non-loopback address\n"
-        "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR or local)\n"
+        "  -p, --policy FILE      the deployment's policy (Lua; see hutch-policy(5))\n"
+        "      --audit FILE       audit log, JSON lines (default: stderr)\n"
+        "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR, else the\n"
+        "                         policy's, else local; the two must agree)\n"
         "      --plugins DIR      plugin directory\n"
+        "      --pool N|LANG=N,…  warm sandboxes kept per language (python=N,\n"
+        "                         javascript=N; default %d each, 0: none)\n"
         "  -t, --timeout MS       default and maximum time per execution (default %d)\n"
         "  -m, --memory MB        memory limit per execution (default %d)\n"
         "      --pids N           process limit per execution (default %d)\n"
@@ -84,7 +97,44 @@ static void usage(FILE *f)
         "tags\n"
         "  -v, --verbose          log more on stderr (repeat for debug)\n"
         "  -h, --help             this text\n",
-        HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_DEFAULT_MEMORY_MB, HUTCH_DEFAULT_PIDS);
+        HUTCH_POOL_DEFAULT_SIZE, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_DEFAULT_MEMORY_MB,
+        HUTCH_DEFAULT_PIDS);
+}
+
+/* --pool N, or python=N,javascript=N (either may be left out). */
+static int parse_pool(const char *arg, int size[2])
+{
+    static const char *const names[] = {"python", "javascript"};
+    char buf[128], *save = NULL, *tok;
+    uint64_t v;
+    if (hutch_parse_u64(arg, 0, HUTCH_POOL_MAX_SIZE, &v) == 0 || !strcmp(arg, "0")) {
+        size[0] = size[1] = (int)v;
+        if (!strcmp(arg, "0"))
+            size[0] = size[1] = 0;
+        return 0;
+    }
+    if (strlen(arg) >= sizeof(buf))
+        return -EINVAL;
+    snprintf(buf, sizeof(buf), "%s", arg);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        int found = 0;
+        if (!eq)
+            return -EINVAL;
+        *eq = '\0';
+        for (int i = 0; i < 2; i++)
+            if (!strcmp(tok, names[i])) {
+                if (!strcmp(eq + 1, "0"))
+                    v = 0;
+                else if (hutch_parse_u64(eq + 1, 0, HUTCH_POOL_MAX_SIZE, &v) < 0)
+                    return -EINVAL;
+                size[i] = (int)v;
+                found = 1;
+            }
+        if (!found)
+            return -EINVAL;
+    }
+    return 0;
 }
 
 /* --- stdio transport ----------------------------------------------------------- */
@@ -221,7 +271,8 @@ int hutch_cmd_serve(int argc, char **argv)
         OPT_TOKEN_FILE,
         OPT_PIDS,
         OPT_NO_ENVELOPE,
-        OPT_AUDIT
+        OPT_AUDIT,
+        OPT_POOL
     };
     static const struct option opts[] = {
         {"servers", required_argument, NULL, 's'},
@@ -235,16 +286,16 @@ int hutch_cmd_serve(int argc, char **argv)
         {"memory", required_argument, NULL, 'm'},
         {"pids", required_argument, NULL, OPT_PIDS},
         {"no-envelope", no_argument, NULL, OPT_NO_ENVELOPE},
+        {"pool", required_argument, NULL, OPT_POOL},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct hutch_mcp_opts mo = {0};
     struct hutch_http_opts ho = {0};
+    struct hutch_jobs_opts jo = {.pools = 1, .pool_size = {-1, -1}};
     struct hutch_err err = {0};
-    struct hutch_host host;
-    struct hutch_plugins *ps = NULL;
-    struct hutch_plugin *plugin = NULL;
+    struct hutch_bridge *bridge = NULL;
     struct hutch_upstreams *ups = NULL;
     struct hutch_mcp *m = NULL;
     cJSON *config = NULL;
@@ -255,7 +306,8 @@ int hutch_cmd_serve(int argc, char **argv)
     char addr[256] = "", *token = NULL;
     uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
              pids = HUTCH_DEFAULT_PIDS;
-    int c, rc = HUTCH_EXIT_ERROR, envelope = 1;
+    int c, rc = HUTCH_EXIT_ERROR, envelope = 1, timeout_set = 0, memory_set = 0,
+           pids_set = 0;
     struct sigaction sa;
 
     hutch_log_set_level(HUTCH_LOG_WARN);
@@ -286,17 +338,29 @@ int hutch_cmd_serve(int argc, char **argv)
         case 't':
             if (hutch_cli_limit("hutch serve", "timeout", optarg, &timeout) < 0)
                 return 2;
+            timeout_set = 1;
             break;
         case 'm':
             if (hutch_cli_limit("hutch serve", "memory", optarg, &memory) < 0)
                 return 2;
+            memory_set = 1;
             break;
         case OPT_PIDS:
             if (hutch_cli_limit("hutch serve", "pids", optarg, &pids) < 0)
                 return 2;
+            pids_set = 1;
             break;
         case OPT_NO_ENVELOPE:
             envelope = 0;
+            break;
+        case OPT_POOL:
+            if (parse_pool(optarg, jo.pool_size) < 0) {
+                fprintf(stderr,
+                        "hutch serve: --pool wants N or python=N,javascript=N (0 to "
+                        "%d)\n",
+                        HUTCH_POOL_MAX_SIZE);
+                return 2;
+            }
             break;
         case 'v':
             hutch_log_more();
@@ -341,30 +405,35 @@ int hutch_cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &hup, NULL);
     if (pthread_create(&reloader, NULL, reload_thread, NULL) == 0)
         pthread_detach(reloader);
-    if (!executor) {
-        struct hutch_policy *pol = hutch_gov_policy(gov);
-        static char name[64];
-        snprintf(name, sizeof(name), "%s", hutch_policy_executor(pol));
-        hutch_policy_unref(pol);
-        executor = getenv("HUTCH_EXECUTOR") && !policy_file ? NULL : name;
-    }
-    if (hutch_cli_open_executor(plugin_dir, executor, &host, &ps, &plugin, &err) < 0) {
-        fprintf(stderr, "hutch serve: %s\n", err.msg);
-        goto out;
-    }
     if (servers &&
         hutch_cli_start_upstreams(servers, "hutch serve", &config, &ups, &err) < 0) {
         fprintf(stderr, "hutch serve: %s\n", err.msg);
         goto out;
     }
-    mo.executor = plugin;
-    mo.plugins = ps;
-    mo.host = &host;
-    mo.gov = gov;
+    if (hutch_bridge_new(ups, &bridge, &err) < 0) {
+        fprintf(stderr, "hutch serve: %s\n", err.msg);
+        goto out;
+    }
+    jo.plugin_dir = plugin_dir;
+    jo.executor = executor;
+    jo.executor_from = "--executor";
+    if (!executor && getenv("HUTCH_EXECUTOR") && *getenv("HUTCH_EXECUTOR")) {
+        jo.executor = getenv("HUTCH_EXECUTOR");
+        jo.executor_from = "HUTCH_EXECUTOR";
+    }
+    jo.gov = gov;
+    jo.bridge = bridge;
+    jo.timeout_ms = timeout_set ? timeout : 0;
+    jo.memory_mb = memory_set ? memory : 0;
+    jo.pids = pids_set ? (uint32_t)pids : 0;
+    if (hutch_jobs_new(&jo, &jobs, &err) < 0) {
+        fprintf(stderr, "hutch serve: %s\n", err.msg);
+        goto out;
+    }
+    mo.jobs = jobs;
+    mo.bridge = bridge;
     mo.upstreams = ups;
     mo.timeout_ms = timeout;
-    mo.memory_mb = memory;
-    mo.pids = (uint32_t)pids;
     mo.untrusted_envelope = envelope;
     if (hutch_mcp_new(&mo, &m, &err) < 0) {
         fprintf(stderr, "hutch serve: %s\n", err.msg);
@@ -396,9 +465,14 @@ int hutch_cmd_serve(int argc, char **argv)
     }
 out:
     hutch_mcp_free(m);
+    {
+        struct hutch_jobs *jb = jobs;
+        jobs = NULL; /* the reload thread must not see it go */
+        hutch_jobs_free(jb);
+    }
+    hutch_bridge_free(bridge);
     hutch_upstreams_free(ups);
     cJSON_Delete(config);
-    hutch_plugins_free(ps);
     /* gov stays: the reload thread may still be waiting on SIGHUP. */
     free(token);
     return rc;

@@ -1,8 +1,14 @@
-/* exec.c — one execution, end to end.
+/* exec.c — the core's side of one sandbox (see exec.h).
  *
- * The core's side of a sandbox: a single poll loop over the runner's wire
- * channel, the program's stdout and stderr, and the plugin's exit event,
- * bounded by a deadline.  Everything read here is untrusted and capped. */
+ * Two steps.  hutch_box_start: start() a sandbox and wait for its runner's
+ * "ready" (a pool does this long before a job; a cold job just before it).
+ * hutch_exec_run: one job on a ready box — a single poll loop over the
+ * runner's wire channel, the program's stdout and stderr, and the plugin's
+ * exit event, bounded by a deadline — then /work/out and destroy.
+ * Everything read from a sandbox is untrusted and capped.
+ *
+ * Threads: a box belongs to one thread at a time (the pool's, then the
+ * job's); tool calls run on worker threads and come back through `calls`. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,7 +30,7 @@
 #define READ_CHUNK  65536
 #define PENDING_MAX (64u << 20) /* unsent tool results before we give up */
 
-enum phase { WAIT_READY, RUNNING, DONE };
+enum phase { RUNNING, DONE };
 
 struct run {
     const struct hutch_exec_req *req;
@@ -32,12 +38,15 @@ struct run {
     const struct hutch_executor *ex;
     void *state;
     struct hutch_sandbox *sb;
-    struct hutch_wire_reader rd;
+    struct hutch_box *box;
+    struct hutch_wire_reader *rd;
     struct hutch_buf pending; /* bytes queued for the runner */
     size_t pending_off;
     enum phase phase;
     int got_done, exited, chan_eof, out_eof, err_eof;
-    int fail; /* protocol error or hutch error: kill */
+    int done_status; /* from done; -1 when it did not say */
+    int done_files;  /* from done: /work/out holds something (1, 0, -1) */
+    int fail;        /* protocol error or hutch error: kill */
     int out_cut_noted, err_cut_noted;
     uint64_t ntool;
     uint64_t deadline;   /* ms, once the job runs */
@@ -49,7 +58,7 @@ struct run {
     } * open;
     size_t nopen, capopen;
     struct hutch_exit exit;
-    uint64_t t_started, t_ready, t_done; /* µs, for the debug log */
+    uint64_t t_done; /* µs, for the debug log */
 };
 
 void hutch_exec_result_init(struct hutch_exec_result *res)
@@ -497,7 +506,7 @@ static int start_job(struct run *rn, struct hutch_err *err)
     return 0;
 }
 
-static void on_line(struct run *rn, const char *line, size_t len, struct hutch_err *err)
+static void on_line(struct run *rn, const char *line, size_t len)
 {
     struct hutch_msg m;
     struct hutch_err perr = {0};
@@ -510,12 +519,8 @@ static void on_line(struct run *rn, const char *line, size_t len, struct hutch_e
     }
     switch (m.type) {
     case HUTCH_MSG_READY:
-        if (rn->phase != WAIT_READY) {
-            note(rn, "the sandbox sent a second ready message; execution stopped");
-            rn->fail = 1;
-        } else if ((rn->t_ready = hutch_now_us()), start_job(rn, err) < 0) {
-            rn->fail = 2;
-        }
+        note(rn, "the sandbox sent a second ready message; execution stopped");
+        rn->fail = 1;
         break;
     case HUTCH_MSG_TOOL_CALL:
         if (rn->phase != RUNNING) {
@@ -532,6 +537,8 @@ static void on_line(struct run *rn, const char *line, size_t len, struct hutch_e
             break;
         }
         rn->got_done = 1;
+        rn->done_status = m.status;
+        rn->done_files = m.files;
         rn->t_done = hutch_now_us();
         rn->phase = DONE;
         rn->res->ok = m.ok;
@@ -545,7 +552,7 @@ static void on_line(struct run *rn, const char *line, size_t len, struct hutch_e
     hutch_msg_free(&m);
 }
 
-static void read_chan(struct run *rn, struct hutch_err *err)
+static void read_chan(struct run *rn)
 {
     char buf[READ_CHUNK];
     ssize_t n = read(rn->sb->chan_fd, buf, sizeof(buf));
@@ -561,14 +568,14 @@ static void read_chan(struct run *rn, struct hutch_err *err)
         rn->chan_eof = 1;
         return;
     }
-    if (hutch_wire_feed(&rn->rd, buf, (size_t)n) < 0) {
+    if (hutch_wire_feed(rn->rd, buf, (size_t)n) < 0) {
         note(rn, "the sandbox sent a protocol message over %u bytes; execution stopped",
              HUTCH_WIRE_MAX_LINE);
         rn->fail = 1;
         return;
     }
-    while (!rn->fail && hutch_wire_next(&rn->rd, &line, &len) == 1)
-        on_line(rn, line, len, err);
+    while (!rn->fail && hutch_wire_next(rn->rd, &line, &len) == 1)
+        on_line(rn, line, len);
 }
 
 /* Lists the regular files of an untrusted tar, checking every entry the way
@@ -666,96 +673,267 @@ static void finish_files(struct run *rn)
     }
 }
 
-int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req,
+/* --- boxes: a sandbox until its runner is ready ------------------------------ */
+
+int hutch_class_equal(const struct hutch_sandbox_spec *a,
+                      const struct hutch_sandbox_spec *b)
+{
+    return strcmp(a->language, b->language) == 0 &&
+           a->memory_bytes == b->memory_bytes && a->work_bytes == b->work_bytes &&
+           a->tmp_bytes == b->tmp_bytes && a->pids_max == b->pids_max &&
+           a->cpu_millis == b->cpu_millis && a->open_files == b->open_files &&
+           strcmp(a->options ? a->options : "", b->options ? b->options : "") == 0;
+}
+
+static void box_free(struct hutch_box *b)
+{
+    hutch_wire_reader_free(&b->rd);
+    free(b->options);
+    free(b);
+}
+
+void hutch_box_destroy(struct hutch_box *b)
+{
+    if (!b)
+        return;
+    b->plugin->ex->destroy(b->plugin->state, b->sb);
+    box_free(b);
+}
+
+/* Reads what is there without blocking; 1 when the fd has data or ended. */
+static int drain_some(int fd, char *keep, size_t keep_max, size_t *kept)
+{
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0 && keep && *kept < keep_max) {
+        size_t take = (size_t)n < keep_max - *kept ? (size_t)n : keep_max - *kept;
+        memcpy(keep + *kept, buf, take);
+        *kept += take;
+    }
+    return n > 0 || n == 0 ||
+           (errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK);
+}
+
+int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_spec *cls,
+                    const char *label, int pooled, int (*cancelled)(void *), void *arg,
+                    struct hutch_box **out, struct hutch_err *err)
+{
+    const struct hutch_executor *ex = p->ex;
+    struct hutch_box *b = calloc(1, sizeof(*b));
+    struct hutch_sandbox_spec spec;
+    char errtext[601];
+    size_t errlen = 0;
+    uint64_t deadline;
+    int r, ready = 0, gone = 0;
+
+    if (!b)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    b->plugin = p;
+    b->pooled = pooled;
+    b->cls = *cls;
+    if (cls->options && !(b->options = strdup(cls->options))) {
+        free(b);
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
+    b->cls.options = b->options;
+    hutch_wire_reader_init(&b->rd, HUTCH_WIRE_MAX_LINE);
+    b->t_begin_us = hutch_now_us();
+    spec = b->cls;
+    spec.struct_size = sizeof(spec);
+    spec.label = label;
+    r = ex->start(p->state, &spec, &b->sb, err);
+    if (r < 0) {
+        box_free(b);
+        return r;
+    }
+    b->t_started_us = hutch_now_us();
+    hutch_set_nonblock(b->sb->chan_fd);
+    hutch_set_nonblock(b->sb->stdout_fd);
+    hutch_set_nonblock(b->sb->stderr_fd);
+
+    /* Until "ready": the channel, stderr (kept for the message when the
+     * runner fails), stdout (drained), the exit event, the deadline. */
+    deadline = hutch_now_ms() + HUTCH_WIRE_READY_MS;
+    while (!ready && !gone) {
+        struct pollfd fds[4] = {
+            {b->sb->chan_fd, POLLIN, 0},
+            {b->sb->stderr_fd, POLLIN, 0},
+            {b->sb->stdout_fd, POLLIN, 0},
+            {b->sb->event_fd, POLLIN, 0},
+        };
+        uint64_t now = hutch_now_ms();
+        int timeout;
+        if (now >= deadline) {
+            r = hutch_err_set(err, -ETIMEDOUT,
+                              "the %s runner did not start within %d ms", cls->language,
+                              HUTCH_WIRE_READY_MS);
+            goto fail;
+        }
+        if (cancelled && cancelled(arg)) {
+            r = hutch_err_set(err, -ECANCELED, "cancelled while the sandbox started");
+            goto fail;
+        }
+        timeout = (int)(deadline - now);
+        if (cancelled && timeout > 50)
+            timeout = 50;
+        if (poll(fds, 4, timeout) < 0) {
+            if (errno == EINTR)
+                continue;
+            r = hutch_err_set(err, -errno, "poll: %s", strerror(errno));
+            goto fail;
+        }
+        if (fds[1].revents)
+            drain_some(b->sb->stderr_fd, errtext, sizeof(errtext) - 1, &errlen);
+        if (fds[2].revents)
+            drain_some(b->sb->stdout_fd, NULL, 0, NULL);
+        if (fds[0].revents) {
+            char buf[4096];
+            ssize_t n = read(b->sb->chan_fd, buf, sizeof(buf));
+            const char *line;
+            size_t len;
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                gone = 1;
+            } else if (n > 0) {
+                struct hutch_msg m;
+                struct hutch_err perr = {0};
+                if (hutch_wire_feed(&b->rd, buf, (size_t)n) < 0) {
+                    r = hutch_err_set(err, -EPROTO,
+                                      "the %s runner sent an over-long first message",
+                                      cls->language);
+                    goto fail;
+                }
+                if (hutch_wire_next(&b->rd, &line, &len) == 1) {
+                    if (hutch_wire_parse(line, len, &m, &perr) < 0 ||
+                        m.type != HUTCH_MSG_READY) {
+                        if (perr.msg[0] == '\0')
+                            hutch_msg_free(&m);
+                        r = hutch_err_set(err, -EPROTO,
+                                          "the %s runner's first message is not "
+                                          "\"ready\"%s%s",
+                                          cls->language, perr.msg[0] ? ": " : "",
+                                          perr.msg);
+                        goto fail;
+                    }
+                    hutch_msg_free(&m);
+                    ready = 1;
+                }
+            }
+        }
+        if (!ready && (fds[3].revents & (POLLIN | POLLHUP | POLLERR)))
+            gone = 1;
+    }
+    if (!ready) {
+        /* What it printed on its way out says why. */
+        while (errlen < sizeof(errtext) - 1 &&
+               drain_some(b->sb->stderr_fd, errtext, sizeof(errtext) - 1, &errlen) &&
+               errlen > 0 && errlen < sizeof(errtext) - 1)
+            ;
+        r = hutch_err_set(err, -EIO, "the %s runner failed to start%s%.*s",
+                          cls->language, errlen ? ": " : " (no output)", (int)errlen,
+                          errtext);
+        goto fail;
+    }
+    b->t_ready_us = hutch_now_us();
+    hutch_debug("%s sandbox for %s ready (ms): start %.2f, runner %.2f%s", p->name,
+                cls->language, (b->t_started_us - b->t_begin_us) / 1000.0,
+                (b->t_ready_us - b->t_started_us) / 1000.0, pooled ? " (pooled)" : "");
+    *out = b;
+    return 0;
+fail:
+    hutch_box_destroy(b);
+    return r;
+}
+
+int hutch_box_idle_ok(struct hutch_box *b)
+{
+    struct pollfd fds[4] = {
+        {b->sb->chan_fd, POLLIN, 0},
+        {b->sb->stderr_fd, POLLIN, 0},
+        {b->sb->stdout_fd, POLLIN, 0},
+        {b->sb->event_fd, POLLIN, 0},
+    };
+    return poll(fds, 4, 0) == 0;
+}
+
+/* --- one job on a ready box ------------------------------------------------------ */
+
+int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
                    struct hutch_exec_result *res, struct hutch_err *err)
 {
-    struct hutch_sandbox_spec spec = {0};
     struct run rn;
-    uint64_t t0 = hutch_now_ms(), ready_deadline, t_destroy, next_tick = 0;
+    uint64_t t0 = hutch_now_ms(), next_tick = 0, timeout_ms;
     int r;
 
     memset(&rn, 0, sizeof(rn));
     rn.req = req;
     rn.res = res;
-    rn.ex = plugin->ex;
-    rn.state = plugin->state;
-    if (!res->files || !res->tool_calls)
-        return hutch_err_set(err, -ENOMEM, "out of memory");
-    if (strlen(req->code) > HUTCH_MAX_CODE_BYTES)
-        return hutch_err_set(err, -E2BIG, "code is larger than %u bytes",
-                             HUTCH_MAX_CODE_BYTES);
-
-    spec.struct_size = sizeof(spec);
-    spec.language = req->language;
-    spec.label = req->label ? req->label : "run";
-    spec.memory_bytes = (req->memory_mb ? req->memory_mb : HUTCH_DEFAULT_MEMORY_MB)
-                        << 20;
-    spec.pids_max = req->pids ? req->pids : HUTCH_DEFAULT_PIDS;
-    spec.cpu_millis = req->cpu_millis;
+    rn.box = b;
+    rn.ex = b->plugin->ex;
+    rn.state = b->plugin->state;
+    rn.sb = b->sb;
+    rn.rd = &b->rd;
+    rn.done_status = -1;
+    snprintf(res->executor, sizeof(res->executor), "%s", b->plugin->name);
+    res->warm = b->pooled;
+    res->memory_mb = b->cls.memory_bytes >> 20;
+    res->pids = b->cls.pids_max;
+    timeout_ms = req->timeout_ms ? req->timeout_ms : HUTCH_DEFAULT_TIMEOUT_MS;
+    res->timeout_ms = timeout_ms;
+    hutch_buf_init(&rn.pending, PENDING_MAX);
+    if (!res->files || !res->tool_calls) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if (strlen(req->code) > HUTCH_MAX_CODE_BYTES) {
+        r = hutch_err_set(err, -E2BIG, "code is larger than %u bytes",
+                          HUTCH_MAX_CODE_BYTES);
+        goto out;
+    }
     if (req->output_bytes && req->output_bytes < res->out.max) {
         res->out.max = (size_t)req->output_bytes;
         res->err.max = (size_t)req->output_bytes;
     }
-    spec.work_bytes = (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
-    spec.tmp_bytes = (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
-    spec.open_files = HUTCH_DEFAULT_OPEN_FILES;
-    spec.options = req->executor_options;
-
-    r = rn.ex->start(rn.state, &spec, &rn.sb, err);
-    if (r < 0)
-        return r;
-    rn.t_started = hutch_now_us();
     if (req->tool) {
         rn.calls = calls_new(req->tool, req->tool_arg);
         if (!rn.calls) {
-            rn.ex->destroy(rn.state, rn.sb);
-            return hutch_err_set(err, -ENOMEM, "out of memory");
+            r = hutch_err_set(err, -ENOMEM, "out of memory");
+            goto out;
         }
     }
-    hutch_wire_reader_init(&rn.rd, HUTCH_WIRE_MAX_LINE);
-    hutch_buf_init(&rn.pending, PENDING_MAX);
-    hutch_set_nonblock(rn.sb->chan_fd);
-    hutch_set_nonblock(rn.sb->stdout_fd);
-    hutch_set_nonblock(rn.sb->stderr_fd);
-    ready_deadline = hutch_now_ms() + HUTCH_WIRE_READY_MS;
+    rn.deadline = hutch_now_ms() + timeout_ms;
+    r = start_job(&rn, err);
+    if (r < 0)
+        goto out;
 
-    while (!rn.exited) {
+    /* The outcome is complete when the runner exited, or when it said
+     * done with its exit status and closed stdout and stderr (PROTOCOL.md):
+     * then nobody waits for a process to exit. */
+    while (!rn.exited &&
+           !(rn.got_done && rn.done_status >= 0 && rn.out_eof && rn.err_eof)) {
         struct pollfd fds[5];
         int nfds = 0, ichan = -1, iout = -1, ierr = -1, iev = -1, icalls = -1, timeout;
-        uint64_t now = hutch_now_ms(), until;
+        uint64_t now = hutch_now_ms();
 
         if (rn.fail)
             break;
-        if (req->cancel && *req->cancel) {
+        if (req->cancel && atomic_load(req->cancel)) {
             note(&rn, "execution cancelled");
             rn.fail = 3;
             break;
         }
-        if (rn.phase != WAIT_READY && !rn.deadline)
-            rn.deadline =
-                now + (req->timeout_ms ? req->timeout_ms : HUTCH_DEFAULT_TIMEOUT_MS);
-        until = rn.phase == WAIT_READY ? ready_deadline : rn.deadline;
-        if (now >= until) {
-            if (rn.phase == WAIT_READY) {
-                r = hutch_err_set(err, -ETIMEDOUT,
-                                  "the %s runner did not start within %d ms",
-                                  req->language, HUTCH_WIRE_READY_MS);
-                rn.fail = 2;
-            } else {
-                res->timed_out = 1;
-                note(&rn,
-                     "timed out after %llu ms; every process of the sandbox was killed",
-                     (unsigned long long)(req->timeout_ms ? req->timeout_ms
-                                                          : HUTCH_DEFAULT_TIMEOUT_MS));
-            }
+        if (now >= rn.deadline) {
+            res->timed_out = 1;
+            note(&rn,
+                 "timed out after %llu ms; every process of the sandbox was killed",
+                 (unsigned long long)timeout_ms);
             break;
         }
-        if (req->tick && rn.phase != WAIT_READY && now >= next_tick) {
+        if (req->tick && now >= next_tick) {
             if (next_tick)
                 req->tick(req->tick_arg, now - t0);
             next_tick = now + 1000;
         }
-        timeout = (int)(until - now);
+        timeout = (int)(rn.deadline - now);
         if ((req->cancel || req->tick) && timeout > 50)
             timeout = 50;
         if (!rn.chan_eof) {
@@ -788,11 +966,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         if (ichan >= 0 && (fds[ichan].revents & POLLOUT))
             flush_pending(&rn);
         if (ichan >= 0 && (fds[ichan].revents & (POLLIN | POLLHUP | POLLERR)))
-            read_chan(&rn, err);
-        if (rn.fail == 2) {
-            r = err->code ? err->code : -EIO;
-            break;
-        }
+            read_chan(&rn);
         if (iout >= 0 && (fds[iout].revents & (POLLIN | POLLHUP | POLLERR)))
             take_output(&rn, rn.sb->stdout_fd, &res->out, &res->out_total,
                         req->stream_fd_out, &rn.out_cut_noted, &rn.out_eof, "stdout");
@@ -840,23 +1014,22 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         }
         /* The runner may have sent done just before it exited. */
         if (!rn.chan_eof && !rn.got_done)
-            read_chan(&rn, err);
+            read_chan(&rn);
     }
 
-    if (rn.fail == 2 || (rn.phase == WAIT_READY && !rn.fail && !res->timed_out)) {
-        /* The runner never took the job: that is hutch's failure. */
-        if (!err->msg[0] || rn.fail != 2) {
-            size_t n = res->err.len > 600 ? 600 : res->err.len;
-            r = hutch_err_set(err, -EIO, "the %s runner failed to start%s%.*s",
-                              req->language, n ? ": " : " (no output)", (int)n,
-                              res->err.data ? res->err.data : "");
-        }
-        rn.ex->kill(rn.state, rn.sb);
+    if (rn.fail == 2)
+        goto out;
+    if (!rn.exited && !rn.fail && !res->timed_out &&
+        !(req->cancel && atomic_load(req->cancel))) {
+        /* Done, output closed: the exit status is the one done gave. */
+        res->exit_code = rn.done_status;
+        if (!req->skip_files && rn.done_files != 0)
+            finish_files(&rn);
+        r = 0;
         goto out;
     }
     if (!rn.exited || rn.fail)
         rn.ex->kill(rn.state, rn.sb);
-
     if (res->timed_out) {
         res->exit_code = HUTCH_EXIT_TIMEOUT;
     } else if (rn.fail) {
@@ -867,7 +1040,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         if (rn.exit.oom) {
             res->exit_code = HUTCH_EXIT_OOM;
             note(&rn, "killed: the program exceeded its memory limit of %llu MB",
-                 (unsigned long long)(spec.memory_bytes >> 20));
+                 (unsigned long long)res->memory_mb);
         } else if (rn.exit.signal) {
             note(&rn, "the program was killed by signal %d (%s)", rn.exit.signal,
                  strsignal(rn.exit.signal));
@@ -880,24 +1053,14 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     r = 0;
 out:
     res->duration_ms = hutch_now_ms() - t0;
-    {
-        uint64_t t_end = hutch_now_us(), t_begin = t0 * 1000;
-        hutch_debug(
-            "timing (ms): sandbox start %.2f, runner ready %.2f, job done %.2f, "
-            "collected %.2f",
-            (rn.t_started - t_begin) / 1000.0,
-            rn.t_ready ? (rn.t_ready - t_begin) / 1000.0 : -1.0,
-            rn.t_done ? (rn.t_done - t_begin) / 1000.0 : -1.0,
-            (t_end - t_begin) / 1000.0);
-    }
+    hutch_debug("timing (ms): %s job done %.2f, collected %.2f",
+                b->pooled ? "warm" : "cold",
+                rn.t_done ? (rn.t_done - t0 * 1000) / 1000.0 : -1.0,
+                (hutch_now_us() - t0 * 1000) / 1000.0);
     if (!res->result)
         res->result = cJSON_CreateNull();
-    t_destroy = hutch_now_us();
-    rn.ex->destroy(rn.state, rn.sb);
-    hutch_debug("timing (ms): destroy %.2f", (hutch_now_us() - t_destroy) / 1000.0);
     open_finish(&rn);
     calls_free(rn.calls);
-    hutch_wire_reader_free(&rn.rd);
     hutch_buf_free(&rn.pending);
     return r;
 }
@@ -956,6 +1119,8 @@ cJSON *hutch_exec_result_json(const struct hutch_exec_result *res)
     cJSON_AddNumberToObject(o, "duration_ms", (double)res->duration_ms);
     cJSON_AddBoolToObject(o, "timed_out", res->timed_out);
     cJSON_AddBoolToObject(o, "oom", res->oom);
+    cJSON_AddStringToObject(o, "executor", res->executor);
+    cJSON_AddBoolToObject(o, "warm", res->warm);
     cJSON_AddItemToObject(o, "tool_calls", cJSON_Duplicate(res->tool_calls, 1));
     cJSON_AddBoolToObject(o, "stdout_truncated", res->out_total > res->out.len);
     cJSON_AddBoolToObject(o, "stderr_truncated", res->err_total > res->err.len);

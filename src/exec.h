@@ -1,15 +1,22 @@
-/* exec.h — one execution, end to end: start a sandbox with a plugin, send
- * files and code, serve the runner's tool calls, collect output, the result
- * and /work/out, and destroy the sandbox. */
+/* exec.h — the core's side of one sandbox: start it until its runner is
+ * ready (a "box", which a warm pool may hold long before a job exists), then
+ * run one job on it: send files and code, serve the runner's tool calls,
+ * collect output, the result and /work/out, and destroy the sandbox.
+ *
+ * What does not live here: deciding which executor, which limits, which
+ * policy, and where the box comes from (src/job.c); keeping boxes warm
+ * (src/pool.c). */
 #ifndef HUTCH_EXEC_H
 #define HUTCH_EXEC_H
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "archive.h"
 #include "hutch-executor.h"
 #include "plugin.h"
+#include "wire.h"
 
 /* Answers one tool call, on a worker thread (several run at once), within
  * timeout_ms.  Return 0 with reply->result set, or a negative code with
@@ -25,18 +32,43 @@ struct hutch_tool_reply {
 typedef int (*hutch_tool_fn)(void *arg, const char *tool, const cJSON *args,
                              int timeout_ms, struct hutch_tool_reply *reply);
 
+/* A started sandbox whose runner has said "ready" and waits for its one job.
+ * Owned by whoever holds it (a pool, or a job); hutch_exec_run consumes it. */
+struct hutch_box {
+    struct hutch_plugin *plugin;
+    struct hutch_sandbox *sb;
+    struct hutch_sandbox_spec cls; /* the class it was started for */
+    char *options;                 /* cls.options, owned */
+    struct hutch_wire_reader rd;   /* "ready" consumed; the rest is the job's */
+    int pooled;                    /* started ahead of any job */
+    struct hutch_box *next;        /* the pool's lists */
+    uint64_t t_begin_us, t_started_us, t_ready_us;
+};
+
+/* Start a sandbox of class `cls` with `p` and wait until its runner is
+ * ready (at most HUTCH_WIRE_READY_MS).  `cancelled` (may be NULL) is polled
+ * while waiting: non-zero gives up with -ECANCELED.  On failure nothing of
+ * the sandbox is left and err says why (with what the runner printed). */
+int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_spec *cls,
+                    const char *label, int pooled, int (*cancelled)(void *), void *arg,
+                    struct hutch_box **out, struct hutch_err *err);
+/* Destroy a box that will not run a job (a pool drained or recycled). */
+void hutch_box_destroy(struct hutch_box *b);
+/* 1 when an idle box is still as it was made: nothing arrived on its
+ * channel, stdout or stderr and its runner has not ended.  Doesn't block. */
+int hutch_box_idle_ok(struct hutch_box *b);
+/* Two classes are the same class (every limit and the options). */
+int hutch_class_equal(const struct hutch_sandbox_spec *a,
+                      const struct hutch_sandbox_spec *b);
+
 struct hutch_exec_req {
     const char *language;
     const char *code;
     const void *tar; /* files for /work, may be NULL */
     size_t tar_len;
     uint64_t timeout_ms;
-    uint64_t memory_mb;
-    uint32_t pids;
-    uint32_t cpu_millis;          /* 0: no CPU limit */
-    const char *executor_options; /* the policy's, JSON; NULL: none */
-    uint64_t output_bytes;        /* kept per stream; 0: HUTCH_OUTPUT_MAX_BYTES */
-    uint64_t files_bytes;         /* /work/out cap; 0: HUTCH_TAR_OUT_MAX_BYTES */
+    uint64_t output_bytes; /* kept per stream; 0: HUTCH_OUTPUT_MAX_BYTES */
+    uint64_t files_bytes;  /* /work/out cap; 0: HUTCH_TAR_OUT_MAX_BYTES */
     const char *label;
     const char *out_dir; /* unpack /work/out here; NULL: list only */
     int skip_files;      /* nobody looks at /work/out: do not fetch it */
@@ -44,7 +76,7 @@ struct hutch_exec_req {
     int stream_fd_err;
     hutch_tool_fn tool; /* NULL: every tool is unknown */
     void *tool_arg;
-    volatile int *cancel; /* set to non-zero to kill the run */
+    const atomic_int *cancel; /* set to non-zero to kill the run */
     /* Called about once a second while the job runs (progress). */
     void (*tick)(void *arg, uint64_t elapsed_ms);
     void *tick_arg;
@@ -64,15 +96,24 @@ struct hutch_exec_result {
     cJSON *tool_calls;             /* owned array */
     struct hutch_buf out_tar;      /* raw tar of /work/out (validated) */
     char message[HUTCH_ERR_MSG];   /* hutch's note (timeout, protocol error…) */
+    char executor[64];             /* the executor that ran it */
+    int warm;                      /* its sandbox came from a warm pool */
+    uint64_t memory_mb;            /* the limits it ran under */
+    uint32_t pids;
+    uint64_t timeout_ms;
 };
 
 void hutch_exec_result_init(struct hutch_exec_result *res);
 void hutch_exec_result_free(struct hutch_exec_result *res);
 
-/* Runs one execution.  Returns 0 when the program ran (whatever its exit
- * status; see res), or a negative code when hutch could not run it (err
- * says why and what to do). */
-int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req,
+/* Runs one job on box `b`.  The box is spent, whatever happens: the caller
+ * destroys it afterwards (hutch_box_destroy, or hutch_pool_discard, which
+ * does so off the caller's thread).  A program that ran over its time or
+ * failed is killed before this returns; one that finished may have left
+ * processes that live until the box is destroyed.  Returns 0 when the
+ * program ran (whatever its exit status; see res), or a negative code when
+ * hutch could not run it (err says why and what to do). */
+int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
                    struct hutch_exec_result *res, struct hutch_err *err);
 
 /* The result as the JSON object of `hutch run --json`; caller frees. */

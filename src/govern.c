@@ -169,6 +169,10 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
                    const char *error)
 {
     cJSON *extra = cJSON_CreateObject();
+    if (x->executor[0]) {
+        cJSON_AddStringToObject(extra, "executor", x->executor);
+        cJSON_AddBoolToObject(extra, "warm", x->warm);
+    }
     if (res) {
         cJSON_AddNumberToObject(extra, "exit_code", res->exit_code);
         cJSON_AddBoolToObject(extra, "timed_out", res->timed_out);

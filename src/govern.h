@@ -38,6 +38,8 @@ struct hutch_gov_exec {
     struct hutch_bridge *bridge;
     char principal[64];
     char execution[40];
+    char executor[64]; /* set by the job once decided: audited */
+    int warm;          /* its sandbox came from a pool: audited */
     uint64_t t0_ms;
 };
 

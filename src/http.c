@@ -1249,7 +1249,7 @@ bad:
 }
 
 int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
-                     volatile int *stop, struct hutch_err *err)
+                     volatile sig_atomic_t *stop, struct hutch_err *err)
 {
     const char *addr = opts->addr ? opts->addr : "127.0.0.1";
     const struct timespec tick = {0, 50 * 1000000L};

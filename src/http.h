@@ -4,6 +4,7 @@
 #ifndef HUTCH_HTTP_H
 #define HUTCH_HTTP_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "hutch-executor.h"
@@ -27,6 +28,6 @@ struct hutch_http_opts {
  * a non-loopback address.  Every session is freed before this returns.
  * Returns 0 or a negative errno-style code with err set. */
 int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
-                     volatile int *stop, struct hutch_err *err);
+                     volatile sig_atomic_t *stop, struct hutch_err *err);
 
 #endif

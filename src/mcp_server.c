@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "caps.h"
 #include "exec.h"
 #include "govern.h"
+#include "job.h"
 #include "log.h"
 #include "mcp_server.h"
 #include "plugin.h"
@@ -37,43 +39,12 @@ static const char *const protocols[] = {"2025-11-25", "2025-06-18", NULL};
 struct hutch_mcp {
     struct hutch_mcp_opts o;
     struct hutch_bridge *bridge;
-    pthread_mutex_t mu; /* seq, opening plugins */
-    uint64_t seq;
 };
-
-/* The executor the policy picked: the default one, or another plugin
- * opened on first use. */
-static struct hutch_plugin *pick_executor(struct hutch_mcp *m, const char *name,
-                                          struct hutch_err *err)
-{
-    struct hutch_plugin *p;
-    /* Unique per process, like the default executor's: the plugin names
-     * its leftovers (cgroups, containers) after it. */
-    static char instance[17];
-    struct hutch_config cfg = {.struct_size = sizeof(cfg), .instance_id = instance};
-    int r;
-    if (!name || !*name || (m->o.executor && !strcmp(m->o.executor->name, name)))
-        return m->o.executor;
-    p = m->o.plugins ? hutch_plugins_find(m->o.plugins, name) : NULL;
-    if (!p) {
-        hutch_err_set(err, -ENOENT,
-                      "the policy asks for executor \"%s\", which is not "
-                      "installed (see hutch plugins)",
-                      name);
-        return NULL;
-    }
-    pthread_mutex_lock(&m->mu);
-    if (!instance[0])
-        hutch_random_id(instance);
-    r = hutch_plugin_open(p, m->o.host, &cfg, err);
-    pthread_mutex_unlock(&m->mu);
-    return r < 0 ? NULL : p;
-}
 
 struct inflight {
     struct inflight *next;
     char *key; /* the request id as JSON text */
-    volatile int cancel;
+    atomic_int cancel;
 };
 
 struct hutch_mcp_session {
@@ -103,26 +74,16 @@ int hutch_mcp_new(const struct hutch_mcp_opts *opts, struct hutch_mcp **out,
                   struct hutch_err *err)
 {
     struct hutch_mcp *m = calloc(1, sizeof(*m));
-    int r;
     if (!m)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     m->o = *opts;
-    r = hutch_bridge_new(opts->upstreams, &m->bridge, err);
-    if (r < 0) {
-        free(m);
-        return r;
-    }
-    pthread_mutex_init(&m->mu, NULL);
+    m->bridge = opts->bridge;
     *out = m;
     return 0;
 }
 
 void hutch_mcp_free(struct hutch_mcp *m)
 {
-    if (!m)
-        return;
-    hutch_bridge_free(m->bridge);
-    pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
@@ -153,7 +114,7 @@ void hutch_mcp_session_free(struct hutch_mcp_session *s)
         return;
     pthread_mutex_lock(&s->mu);
     for (struct inflight *f = s->inflight; f; f = f->next)
-        f->cancel = 1;
+        atomic_store(&f->cancel, 1);
     while (s->workers > 0)
         pthread_cond_wait(&s->idle, &s->mu);
     pthread_mutex_unlock(&s->mu);
@@ -356,11 +317,14 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
     it = cJSON_AddObjectToObject(p, "items");
     cJSON_AddStringToObject(it, "type", "object");
     prop(oprops, "timed_out", "boolean", NULL);
+    prop(oprops, "executor", "string", "the executor that ran the code");
+    prop(oprops, "warm", "boolean",
+         "the sandbox was started ahead of the request (a warm pool)");
     {
-        const char *required[] = {"exit_code",  "result",   "stdout",
-                                  "stderr",     "files",    "duration_ms",
-                                  "tool_calls", "timed_out"};
-        cJSON_AddItemToObject(out, "required", cJSON_CreateStringArray(required, 8));
+        const char *required[] = {"exit_code", "result",      "stdout",     "stderr",
+                                  "files",     "duration_ms", "tool_calls", "timed_out",
+                                  "executor",  "warm"};
+        cJSON_AddItemToObject(out, "required", cJSON_CreateStringArray(required, 10));
     }
     ann = cJSON_AddObjectToObject(t, "annotations");
     cJSON_AddStringToObject(ann, "title", "Run code in a sandbox");
@@ -669,6 +633,7 @@ struct job {
     cJSON *progress_token;
     cJSON *args;
     struct inflight fl;
+    struct hutch_job hj; /* released after the response is sent */
 };
 
 static void tick(void *arg, uint64_t elapsed_ms)
@@ -757,54 +722,33 @@ static int build_files(const cJSON *files, struct hutch_tar **tar, char *msg,
     return 0;
 }
 
-/* inputs and output_dir: host paths, only where the policy allows. */
-static int host_paths(const cJSON *args, struct hutch_policy *p, struct hutch_tar **tar,
-                      char *out_dir, size_t out_len, char *msg, size_t len)
+/* inputs: host paths, copied in where the policy's paths say. */
+static int parse_inputs(const cJSON *inputs, struct hutch_job_input **out, size_t *n,
+                        char *msg, size_t len)
 {
-    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(args, "inputs");
-    const cJSON *output = cJSON_GetObjectItemCaseSensitive(args, "output_dir");
-    char resolved[PATH_MAX], dest[PATH_MAX], reason[600];
-    struct hutch_err err = {0};
     const cJSON *it;
-
-    if (inputs && !cJSON_IsNull(inputs)) {
-        if (!cJSON_IsArray(inputs) ||
-            cJSON_GetArraySize(inputs) > HUTCH_MAX_INPUT_FILES) {
-            snprintf(msg, len,
-                     "execute_code: \"inputs\" must be an array of host paths");
+    size_t i = 0;
+    if (!inputs || cJSON_IsNull(inputs))
+        return 0;
+    if (!cJSON_IsArray(inputs) || cJSON_GetArraySize(inputs) > HUTCH_MAX_INPUT_FILES) {
+        snprintf(msg, len, "\"inputs\" must be an array of at most %d host paths",
+                 HUTCH_MAX_INPUT_FILES);
+        return -EINVAL;
+    }
+    *out = calloc((size_t)cJSON_GetArraySize(inputs) + 1, sizeof(**out));
+    if (!*out) {
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    cJSON_ArrayForEach(it, inputs)
+    {
+        if (!cJSON_IsString(it)) {
+            snprintf(msg, len, "\"inputs\" must hold strings (host paths)");
             return -EINVAL;
         }
-        cJSON_ArrayForEach(it, inputs)
-        {
-            if (!cJSON_IsString(it)) {
-                snprintf(msg, len, "execute_code: \"inputs\" must hold strings");
-                return -EINVAL;
-            }
-            if (hutch_gov_input(p, it->valuestring, resolved, sizeof(resolved), dest,
-                                sizeof(dest), reason, sizeof(reason)) < 0) {
-                snprintf(msg, len, "execute_code refused by the policy: %s", reason);
-                return -EPERM;
-            }
-            if ((!*tar && hutch_tar_new(tar, HUTCH_TAR_IN_MAX_BYTES, &err) < 0) ||
-                hutch_tar_add_path(*tar, resolved, dest, &err) < 0) {
-                snprintf(msg, len, "execute_code: input %s: %s", it->valuestring,
-                         err.msg);
-                return -EINVAL;
-            }
-        }
+        (*out)[i++].src = it->valuestring;
     }
-    if (output && !cJSON_IsNull(output)) {
-        if (!cJSON_IsString(output)) {
-            snprintf(msg, len, "execute_code: \"output_dir\" must be a host path");
-            return -EINVAL;
-        }
-        if (hutch_gov_output(p, output->valuestring, resolved, sizeof(resolved), reason,
-                             sizeof(reason)) < 0) {
-            snprintf(msg, len, "execute_code refused by the policy: %s", reason);
-            return -EPERM;
-        }
-        snprintf(out_dir, out_len, "%s", resolved);
-    }
+    *n = i;
     return 0;
 }
 
@@ -814,13 +758,16 @@ static cJSON *execute_code(struct job *j)
     const cJSON *lang = cJSON_GetObjectItemCaseSensitive(j->args, "language");
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(j->args, "code");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(j->args, "timeout_ms");
-    struct hutch_exec_req req = {0};
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->args, "files");
+    const cJSON *output = cJSON_GetObjectItemCaseSensitive(j->args, "output_dir");
+    struct hutch_job *job = &j->hj;
     struct hutch_exec_result res;
-    struct hutch_tar *tar = NULL;
+    struct hutch_job_input *inputs = NULL;
     struct hutch_err err = {0};
-    char msg[1200], label[40], out_dir[PATH_MAX] = "";
+    char msg[1200];
     cJSON *out = NULL;
     const cJSON *it;
+    int r;
 
     cJSON_ArrayForEach(it, j->args)
     {
@@ -840,105 +787,60 @@ static cJSON *execute_code(struct job *j)
         return text_result("execute_code: \"code\" must be a string", 1);
     if (strlen(code->valuestring) > HUTCH_MAX_CODE_BYTES)
         return text_result("execute_code: \"code\" is larger than 1 MiB", 1);
-    req.timeout_ms = m->o.timeout_ms;
     if (timeout && !cJSON_IsNull(timeout)) {
-        if (!cJSON_IsNumber(timeout) || timeout->valuedouble < 1 ||
-            timeout->valuedouble != (double)(uint64_t)timeout->valuedouble) {
+        double v = timeout->valuedouble;
+        if (!cJSON_IsNumber(timeout) || v < 1 ||
+            (v < (double)HUTCH_MAX_TIMEOUT_MS && v != (double)(uint64_t)v)) {
             return text_result(
                 "execute_code: \"timeout_ms\" must be a positive integer", 1);
         }
-        if ((uint64_t)timeout->valuedouble < req.timeout_ms)
-            req.timeout_ms = (uint64_t)timeout->valuedouble;
+        /* A ceiling like the others: more than allowed is the most allowed. */
+        job->timeout_ms =
+            v > (double)HUTCH_MAX_TIMEOUT_MS ? HUTCH_MAX_TIMEOUT_MS : (uint64_t)v;
     }
-    if (build_files(cJSON_GetObjectItemCaseSensitive(j->args, "files"), &tar, msg,
-                    sizeof(msg)) < 0) {
+    if (output && !cJSON_IsNull(output)) {
+        if (!cJSON_IsString(output))
+            return text_result("execute_code: \"output_dir\" must be a host path", 1);
+        job->output_dir = output->valuestring;
+    }
+    if (build_files(files, &job->files, msg, sizeof(msg)) < 0 ||
+        parse_inputs(cJSON_GetObjectItemCaseSensitive(j->args, "inputs"), &inputs,
+                     &job->ninputs, msg, sizeof(msg)) < 0) {
         char full[1300];
-        hutch_tar_free(tar);
+        hutch_tar_free(job->files);
+        free(inputs);
         snprintf(full, sizeof(full), "execute_code: %s", msg);
         return text_result(full, 1);
     }
+    job->principal = j->s->principal;
+    job->language = lang->valuestring;
+    job->code = code->valuestring;
+    job->nfiles = cJSON_IsArray(files) ? (size_t)cJSON_GetArraySize(files) : 0;
+    job->inputs = inputs;
+    job->stream_fd_out = job->stream_fd_err = -1;
+    job->cancel = &j->fl.cancel;
+    job->tick = tick;
+    job->tick_arg = j;
 
-    {
-        struct hutch_policy_decision d;
-        struct hutch_gov_exec gx;
-        struct hutch_plugin *plugin;
-        char reason[600];
-        size_t nfiles = 0;
-        const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->args, "files");
-        if (cJSON_IsArray(files))
-            nfiles = (size_t)cJSON_GetArraySize(files);
-        if (hutch_gov_begin(m->o.gov, &gx, m->bridge, j->s->principal,
-                            lang->valuestring, strlen(code->valuestring), nfiles, &d,
-                            reason, sizeof(reason)) < 0) {
-            snprintf(msg, sizeof(msg), "execute_code refused by the policy: %s",
-                     reason);
-            hutch_tar_free(tar);
-            return text_result(msg, 1);
-        }
-        if (host_paths(j->args, gx.policy, &tar, out_dir, sizeof(out_dir), msg,
-                       sizeof(msg)) < 0) {
-            hutch_gov_end(&gx, NULL, msg);
-            hutch_tar_free(tar);
-            return text_result(msg, 1);
-        }
-        if (tar && hutch_tar_finish(tar, &req.tar, &req.tar_len, &err) < 0) {
-            snprintf(msg, sizeof(msg), "execute_code: files: %s", err.msg);
-            hutch_gov_end(&gx, NULL, msg);
-            hutch_tar_free(tar);
-            return text_result(msg, 1);
-        }
-        if (out_dir[0])
-            req.out_dir = out_dir;
-        if (req.tar_len > d.limits.files_bytes) {
-            snprintf(msg, sizeof(msg),
-                     "execute_code: files of %zu bytes exceed the policy's files_bytes "
-                     "(%llu)",
-                     req.tar_len, (unsigned long long)d.limits.files_bytes);
-            hutch_gov_end(&gx, NULL, msg);
-            hutch_tar_free(tar);
-            return text_result(msg, 1);
-        }
-        plugin = pick_executor(m, d.executor, &err);
-        if (!plugin) {
-            snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
-            hutch_gov_end(&gx, NULL, msg);
-            hutch_tar_free(tar);
-            return text_result(msg, 1);
-        }
-        snprintf(label, sizeof(label), "%s", gx.execution);
-        if (d.limits.timeout_ms && d.limits.timeout_ms < req.timeout_ms)
-            req.timeout_ms = d.limits.timeout_ms;
-        req.language = lang->valuestring;
-        req.code = code->valuestring;
-        req.memory_mb = d.limits.memory_mb ? d.limits.memory_mb : m->o.memory_mb;
-        req.pids = d.limits.pids ? d.limits.pids : m->o.pids;
-        req.cpu_millis = d.limits.cpus_milli;
-        req.executor_options = hutch_policy_executor_options(gx.policy, d.executor);
-        req.output_bytes = d.limits.output_bytes;
-        req.files_bytes = d.limits.files_bytes;
-        req.label = label;
-        req.stream_fd_out = req.stream_fd_err = -1;
-        req.tool = hutch_gov_tool;
-        req.tool_arg = &gx;
-        req.cancel = &j->fl.cancel;
-        req.tick = tick;
-        req.tick_arg = j;
-
-        hutch_exec_result_init(&res);
-        if (hutch_exec_run(plugin, &req, &res, &err) < 0) {
-            snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
-            out = text_result(msg, 1);
-            hutch_gov_end(&gx, NULL, msg);
-        } else {
-            out = exec_result(m, &res);
-            hutch_gov_end(&gx, &res, NULL);
-        }
+    hutch_exec_result_init(&res);
+    r = hutch_job_run(m->o.jobs, job, &res, &err);
+    if (r == -EPERM || r == -EAGAIN) {
+        snprintf(msg, sizeof(msg), "execute_code %s", err.msg);
+        out = text_result(msg, 1);
+    } else if (r < 0) {
+        snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
+        out = text_result(msg, 1);
+    } else {
+        out = exec_result(m, &res);
+        hutch_info("execution %s (%s, %s on %s%s): exit %d in %llu ms, %d tool calls",
+                   job->execution, j->s->principal, lang->valuestring, res.executor,
+                   res.warm ? ", warm" : "", res.exit_code,
+                   (unsigned long long)res.duration_ms,
+                   cJSON_GetArraySize(res.tool_calls));
     }
-    hutch_info("execution %s (%s, %s): exit %d in %llu ms, %d tool calls", label,
-               j->s->principal, lang->valuestring, res.exit_code,
-               (unsigned long long)res.duration_ms, cJSON_GetArraySize(res.tool_calls));
     hutch_exec_result_free(&res);
-    hutch_tar_free(tar);
+    hutch_tar_free(job->files);
+    free(inputs);
     return out;
 }
 
@@ -964,13 +866,14 @@ static void *job_main(void *p)
             break;
         }
     pthread_mutex_unlock(&s->mu);
-    if (j->fl.cancel) {
+    if (atomic_load(&j->fl.cancel)) {
         /* The client gave up on it; the response only closes the stream. */
         cJSON_Delete(result);
         send_error(s, j->stream, j->id, E_CANCELLED, "request cancelled");
     } else {
         send_result(s, j->stream, j->id, result);
     }
+    hutch_job_release(s->m->o.jobs, &j->hj);
     job_free(j);
     pthread_mutex_lock(&s->mu);
     s->workers--;
@@ -1119,7 +1022,7 @@ static void on_cancelled(struct hutch_mcp_session *s, const cJSON *params)
     pthread_mutex_lock(&s->mu);
     for (struct inflight *f = s->inflight; f; f = f->next)
         if (strcmp(f->key, key) == 0)
-            f->cancel = 1;
+            atomic_store(&f->cancel, 1);
     pthread_mutex_unlock(&s->mu);
     free(key);
 }

@@ -1,11 +1,12 @@
 /* mcp_server.h — hutch as an MCP server, independent of the transport.
  *
- * The server holds what every session shares (executor, upstreams,
- * catalog, limits).  A session is one client: the single client of stdio, or
- * one Mcp-Session-Id of streamable HTTP.  A transport hands each message it
- * reads to hutch_mcp_session_receive() and delivers what the session sends
- * back through its hutch_mcp_send_fn.  Requests run concurrently: tools/call
- * runs on a worker thread, so one slow execution never blocks another. */
+ * The server holds what every session shares (the jobs that run
+ * executions, the upstreams' catalog).  It parses requests and renders
+ * results; an execution itself is put together in job.c.  A session is one client: the
+ * single client of stdio, or one Mcp-Session-Id of streamable HTTP.  A transport hands
+ * each message it reads to hutch_mcp_session_receive() and delivers what the session
+ * sends back through its hutch_mcp_send_fn.  Requests run concurrently: tools/call runs
+ * on a worker thread, so one slow execution never blocks another. */
 #ifndef HUTCH_MCP_SERVER_H
 #define HUTCH_MCP_SERVER_H
 
@@ -20,19 +21,15 @@ struct hutch_mcp_session;
 struct hutch_plugin;
 struct hutch_upstreams;
 
-struct hutch_gov;
-struct hutch_plugins;
+struct hutch_jobs;
+struct hutch_bridge;
 
 struct hutch_mcp_opts {
-    struct hutch_plugin *executor; /* opened executor plugin (the default) */
-    struct hutch_plugins *plugins; /* all plugins, for the policy's choice */
-    const struct hutch_host *host;
-    struct hutch_gov *gov;             /* policy, audit, rate limits */
+    struct hutch_jobs *jobs;           /* runs execute_code (job.h) */
+    struct hutch_bridge *bridge;       /* the upstream tools' catalog */
     struct hutch_upstreams *upstreams; /* may be NULL: no upstream tools */
-    uint64_t timeout_ms;               /* default and maximum per execution */
-    uint64_t memory_mb;
-    uint32_t pids;
-    int untrusted_envelope; /* wrap sandbox output (default on) */
+    uint64_t timeout_ms;               /* the most execute_code may ask for */
+    int untrusted_envelope;            /* wrap sandbox output (default on) */
 };
 
 /* Caller frees with hutch_mcp_free after every session is gone. */

@@ -119,6 +119,16 @@ struct hutch_policy {
     char *text;
     size_t text_len;
     char executor[64];
+    int executor_explicit; /* the file names `executor` */
+    int builtin;           /* the built-in default, not a file */
+    /* pool sizes per language ([0] python, [1] javascript; -1: not said),
+     * for any executor, and per executor name. */
+    int pool_any[2];
+    struct {
+        char name[64];
+        int size[2];
+    } pools[HUTCH_POLICY_MAX_EXECUTORS];
+    size_t npools;
     /* executor_options: per executor name, its options as a JSON object of
      * strings, handed to the plugin with every sandbox it starts. */
     struct {
@@ -768,7 +778,7 @@ verr(lua_State *L, struct vctx *vc, const char *key, const char *fmt, ...)
 static const char *const top_fields[] = {
     "executor",   "executor_options", "limits", "tools",
     "paths",      "principals",       "rate",   "audit",
-    "on_execute", "on_tool_call",     NULL};
+    "on_execute", "on_tool_call",     "pool",   NULL};
 static const char *const limit_fields[] = {
     "timeout_ms", "memory_mb", "cpus", "pids", "output_bytes", "files_bytes", NULL};
 static const char *const tools_fields[] = {"allow", "deny", NULL};
@@ -1349,6 +1359,63 @@ static void v_executor_options(lua_State *L, struct vctx *vc, int t)
     }
 }
 
+/* pool = { python = N, javascript = N, docker = { python = N, ... } }. */
+static const char *const pool_langs[] = {"python", "javascript", NULL};
+
+static int v_pool_size(lua_State *L, struct vctx *vc, int idx, const char *where)
+{
+    if (!lua_isinteger(L, idx) || lua_tointeger(L, idx) < 0 ||
+        lua_tointeger(L, idx) > HUTCH_POOL_MAX_SIZE)
+        verr(L, vc, NULL, "%s: expected a whole number from 0 to %d, got %s", where,
+             HUTCH_POOL_MAX_SIZE,
+             lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : type_of(L, idx));
+    return (int)lua_tointeger(L, idx);
+}
+
+static void v_pool(lua_State *L, struct vctx *vc, int t)
+{
+    struct hutch_policy *p = vc->p;
+    char where[160];
+    v_table(L, vc, t, "pool", "pool");
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        int lang = -1;
+        for (int i = 0; k && pool_langs[i]; i++)
+            if (!strcmp(k, pool_langs[i]))
+                lang = i;
+        if (!k)
+            verr(L, vc, NULL, "pool: keys are languages or executor names");
+        if (lang >= 0) {
+            snprintf(where, sizeof(where), "pool.%s", k);
+            p->pool_any[lang] = v_pool_size(L, vc, -1, where);
+        } else if (lua_type(L, -1) == LUA_TTABLE && valid_executor(k)) {
+            int e = lua_gettop(L);
+            if (p->npools == HUTCH_POLICY_MAX_EXECUTORS)
+                verr(L, vc, NULL, "pool: sizes for more than %d executors",
+                     HUTCH_POLICY_MAX_EXECUTORS);
+            snprintf(p->pools[p->npools].name, sizeof(p->pools[0].name), "%s", k);
+            p->pools[p->npools].size[0] = p->pools[p->npools].size[1] = -1;
+            snprintf(where, sizeof(where), "pool.%s", k);
+            v_fields(L, vc, e, where, pool_langs);
+            for (int i = 0; pool_langs[i]; i++) {
+                if (rawget_field(L, e, pool_langs[i]) != LUA_TNIL) {
+                    snprintf(where, sizeof(where), "pool.%s.%s", k, pool_langs[i]);
+                    p->pools[p->npools].size[i] = v_pool_size(L, vc, -1, where);
+                }
+                lua_pop(L, 1);
+            }
+            p->npools++;
+        } else {
+            verr(L, vc, NULL,
+                 "pool.%s: expected python = N, javascript = N, or an executor name "
+                 "with a table of those",
+                 k);
+        }
+        lua_pop(L, 1);
+    }
+}
+
 static void validate(lua_State *L, struct vctx *vc, int t)
 {
     struct hutch_policy *p = vc->p;
@@ -1367,7 +1434,11 @@ static void validate(lua_State *L, struct vctx *vc, int t)
                 "_ and -; see hutch plugins)",
                 s);
         snprintf(p->executor, sizeof(p->executor), "%s", s);
+        p->executor_explicit = 1;
     }
+    lua_pop(L, 1);
+    if (rawget_field(L, t, "pool") != LUA_TNIL)
+        v_pool(L, vc, lua_gettop(L));
     lua_pop(L, 1);
     if (rawget_field(L, t, "executor_options") != LUA_TNIL)
         v_executor_options(L, vc, lua_gettop(L));
@@ -1607,6 +1678,7 @@ static struct hutch_policy *policy_new(const char *source)
     pthread_cond_init(&p->cv, &ca);
     pthread_condattr_destroy(&ca);
     snprintf(p->executor, sizeof(p->executor), "local");
+    p->pool_any[0] = p->pool_any[1] = -1;
     p->limits = default_limits;
     p->source = strdup(source);
     while (default_secrets[n])
@@ -1634,6 +1706,7 @@ int hutch_policy_default(struct hutch_policy **out, struct hutch_err *err)
     if (!p)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     p->allow_all = 1;
+    p->builtin = 1;
     *out = p;
     return 0;
 }
@@ -1721,6 +1794,31 @@ const char *hutch_policy_executor_options(const struct hutch_policy *p,
 const char *hutch_policy_executor(const struct hutch_policy *p)
 {
     return p->executor;
+}
+
+int hutch_policy_builtin(const struct hutch_policy *p)
+{
+    return p->builtin;
+}
+
+int hutch_policy_executor_explicit(const struct hutch_policy *p)
+{
+    return p->executor_explicit;
+}
+
+int hutch_policy_pool_size(const struct hutch_policy *p, const char *executor,
+                           const char *language)
+{
+    int lang = -1;
+    for (int i = 0; pool_langs[i]; i++)
+        if (!strcmp(language, pool_langs[i]))
+            lang = i;
+    if (lang < 0)
+        return -1;
+    for (size_t i = 0; i < p->npools; i++)
+        if (!strcmp(p->pools[i].name, executor) && p->pools[i].size[lang] >= 0)
+            return p->pools[i].size[lang];
+    return p->pool_any[lang];
 }
 
 const struct hutch_policy_limits *hutch_policy_limits(const struct hutch_policy *p)

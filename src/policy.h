@@ -53,6 +53,16 @@ void hutch_policy_unref(struct hutch_policy *p);
 
 const char *hutch_policy_source(const struct hutch_policy *p); /* file or "built-in" */
 const char *hutch_policy_executor(const struct hutch_policy *p);
+/* 1 for the built-in default policy (its limits are defaults, not
+ * ceilings: see job.c). */
+int hutch_policy_builtin(const struct hutch_policy *p);
+/* 1 when the policy file names its executor (the built-in default does not). */
+int hutch_policy_executor_explicit(const struct hutch_policy *p);
+/* The warm pool size the policy sets for `language` on `executor` (the
+ * per-executor table first, then the plain one), or -1 when it says
+ * nothing. */
+int hutch_policy_pool_size(const struct hutch_policy *p, const char *executor,
+                           const char *language);
 /* executor_options for `executor`: a JSON object of strings owned by the
  * policy (valid while a reference is held), or NULL. */
 const char *hutch_policy_executor_options(const struct hutch_policy *p,

@@ -1,0 +1,469 @@
+/* job.c — one execution, end to end (see job.h for the order of things).
+ *
+ * The two rules the rest of hutch relies on live here and nowhere else:
+ *
+ * Executor.  The default executor is the operator's (--executor, else
+ * $HUTCH_EXECUTOR), else the one the policy file names, else "local".  An
+ * operator's choice and a policy file's that differ are an error (at
+ * start-up, and for every execution after a reload brings one in).  The
+ * policy's on_execute hook may pick another executor for one execution,
+ * but only one that isolates at least as well (local < docker < gvisor);
+ * a weaker pick refuses the execution, saying so.  Never silently less.
+ *
+ * Limits.  Every source is a ceiling and the lowest wins: hutch's defaults
+ * (caps.h), the operator's flags, the policy file's limits (the built-in
+ * policy only supplies defaults), its on_execute hook, and the request's
+ * timeout_ms.
+ *
+ * Threads: struct hutch_jobs is shared by every execution; `mu` guards
+ * opening plugins and the policy the pools were configured for. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bridge.h"
+#include "caps.h"
+#include "govern.h"
+#include "job.h"
+#include "log.h"
+#include "plugin.h"
+#include "policy.h"
+#include "pool.h"
+#include "util.h"
+
+static const char *const langs[] = {"python", "javascript"};
+
+struct hutch_jobs {
+    struct hutch_jobs_opts o;
+    char *executor_flag; /* o.executor, owned */
+    struct hutch_host host;
+    struct hutch_plugins *ps;
+    struct hutch_plugin *dflt; /* the default executor, opened */
+    struct hutch_pool *pool;   /* NULL: every sandbox cold */
+    pthread_mutex_t mu;
+    struct hutch_policy *configured; /* the policy the pools were set up for */
+    char conflict[HUTCH_ERR_MSG];    /* non-empty: refuse every execution */
+    char instance[17];               /* names the plugins' leftovers */
+};
+
+/* How well an executor isolates; -1: not known to hutch. */
+static int strength(const char *name)
+{
+    static const char *const order[] = {"local", "docker", "gvisor"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, order[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The default executor under policy `p`, or -EINVAL when the operator's
+ * and the policy file's differ. */
+static int default_executor(const struct hutch_jobs *j, struct hutch_policy *p,
+                            const char **name, struct hutch_err *err)
+{
+    const char *pol =
+        hutch_policy_executor_explicit(p) ? hutch_policy_executor(p) : NULL;
+    if (j->executor_flag && pol && strcmp(j->executor_flag, pol) != 0)
+        return hutch_err_set(err, -EINVAL,
+                             "%s asks for executor \"%s\" but the policy %s says "
+                             "executor = \"%s\": make them agree (or drop one)",
+                             j->o.executor_from ? j->o.executor_from : "--executor",
+                             j->executor_flag, hutch_policy_source(p), pol);
+    *name = j->executor_flag ? j->executor_flag : pol ? pol : "local";
+    return 0;
+}
+
+/* The plugin named `name`, opened (once, under mu). */
+static struct hutch_plugin *open_executor(struct hutch_jobs *j, const char *name,
+                                          struct hutch_err *err)
+{
+    struct hutch_plugin *p = hutch_plugins_find(j->ps, name);
+    int r;
+    if (!p) {
+        hutch_err_set(err, -ENOENT,
+                      "no executor named \"%s\" in %s (run 'hutch plugins' to see what "
+                      "is there)",
+                      name, j->ps->dir);
+        return NULL;
+    }
+    if (!p->usable) {
+        hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", name,
+                      p->reason);
+        return NULL;
+    }
+    pthread_mutex_lock(&j->mu);
+    if (!j->instance[0])
+        hutch_random_id(j->instance);
+    {
+        struct hutch_config cfg = {.struct_size = sizeof(cfg),
+                                   .instance_id = j->instance};
+        r = hutch_plugin_open(p, &j->host, &cfg, err);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return r < 0 ? NULL : p;
+}
+
+/* The lowest of the ceilings that are set (non-zero), else `dflt`. */
+static uint64_t lowest(uint64_t dflt, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t v = 0, in[3] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        if (in[i] && (!v || in[i] < v))
+            v = in[i];
+    return v ? v : dflt;
+}
+
+/* The class a job gets under decision `d` (the policy's limits, already
+ * tightened by its hook) on executor `name`. */
+static void make_class(const struct hutch_jobs *j, struct hutch_policy *p,
+                       const struct hutch_policy_limits *lim, const char *language,
+                       const char *executor, struct hutch_sandbox_spec *cls)
+{
+    int from_file = !hutch_policy_builtin(p);
+    memset(cls, 0, sizeof(*cls));
+    cls->struct_size = sizeof(*cls);
+    cls->language = language;
+    cls->memory_bytes = lowest(HUTCH_DEFAULT_MEMORY_MB, j->o.memory_mb,
+                               from_file ? lim->memory_mb : 0, 0)
+                        << 20;
+    cls->pids_max =
+        (uint32_t)lowest(HUTCH_DEFAULT_PIDS, j->o.pids, from_file ? lim->pids : 0, 0);
+    cls->cpu_millis = lim->cpus_milli;
+    cls->work_bytes = (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
+    cls->tmp_bytes = (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
+    cls->open_files = HUTCH_DEFAULT_OPEN_FILES;
+    cls->options = hutch_policy_executor_options(p, executor);
+}
+
+/* How many sandboxes of `language` on `executor` to keep warm. */
+static int pool_size(const struct hutch_jobs *j, struct hutch_policy *p,
+                     const char *executor, int lang, int is_default)
+{
+    int n = hutch_policy_pool_size(p, executor, langs[lang]);
+    if (is_default && j->o.pool_size[lang] >= 0)
+        return j->o.pool_size[lang]; /* the flag overrides the policy */
+    if (n >= 0)
+        return n;
+    return is_default ? HUTCH_POOL_DEFAULT_SIZE : 0;
+}
+
+/* Set the pools up for policy `p` (start-up, reload).  Called under mu. */
+static int configure(struct hutch_jobs *j, struct hutch_policy *p,
+                     struct hutch_err *err)
+{
+    const char *name;
+    struct hutch_plugin *pl;
+    int r = default_executor(j, p, &name, err);
+
+    if (r < 0) {
+        snprintf(j->conflict, sizeof(j->conflict), "%s", err->msg);
+        return r;
+    }
+    j->conflict[0] = '\0';
+    hutch_policy_unref(j->configured);
+    j->configured = hutch_policy_ref(p);
+    if (!j->pool)
+        return 0;
+    hutch_pool_begin(j->pool);
+    pl = hutch_plugins_find(j->ps, name);
+    if (pl && pl->opened && (pl->ex->caps & HUTCH_CAP_PRESTART))
+        for (int l = 0; l < 2; l++) {
+            struct hutch_sandbox_spec cls;
+            int n = pool_size(j, p, name, l, 1);
+            make_class(j, p, hutch_policy_limits(p), langs[l], name, &cls);
+            if (n > 0)
+                hutch_pool_want(j->pool, pl, &cls, n);
+        }
+    hutch_pool_commit(j->pool);
+    return 0;
+}
+
+int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
+                   struct hutch_err *err)
+{
+    struct hutch_jobs *j = calloc(1, sizeof(*j));
+    struct hutch_policy *p = NULL;
+    const char *name;
+    int r;
+
+    if (!j)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    pthread_mutex_init(&j->mu, NULL);
+    j->o = *opts;
+    if (opts->executor && *opts->executor &&
+        !(j->executor_flag = strdup(opts->executor))) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    hutch_host_init(&j->host, hutch_runner_dir());
+    r = hutch_plugins_load(hutch_plugin_dir(opts->plugin_dir), &j->host, &j->ps, err);
+    if (r < 0)
+        goto fail;
+    p = hutch_gov_policy(opts->gov);
+    r = default_executor(j, p, &name, err);
+    if (r < 0)
+        goto fail;
+    j->dflt = open_executor(j, name, err);
+    if (!j->dflt) {
+        r = err->code ? err->code : -ENOENT;
+        goto fail;
+    }
+    if (opts->pools && (j->dflt->ex->caps & HUTCH_CAP_PRESTART)) {
+        r = hutch_pool_new(&j->pool, err);
+        if (r < 0)
+            goto fail;
+    }
+    pthread_mutex_lock(&j->mu);
+    r = configure(j, p, err);
+    pthread_mutex_unlock(&j->mu);
+    if (r < 0)
+        goto fail;
+    hutch_policy_unref(p);
+    *out = j;
+    return 0;
+fail:
+    hutch_policy_unref(p);
+    hutch_jobs_free(j);
+    return r;
+}
+
+void hutch_jobs_free(struct hutch_jobs *j)
+{
+    if (!j)
+        return;
+    hutch_pool_free(j->pool); /* before the plugins it uses close */
+    hutch_plugins_free(j->ps);
+    hutch_policy_unref(j->configured);
+    free(j->executor_flag);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err)
+{
+    struct hutch_policy *p = hutch_gov_policy(j->o.gov);
+    int r;
+    pthread_mutex_lock(&j->mu);
+    r = configure(j, p, err);
+    pthread_mutex_unlock(&j->mu);
+    hutch_policy_unref(p);
+    return r;
+}
+
+const char *hutch_jobs_executor(const struct hutch_jobs *j)
+{
+    return j->dflt->name;
+}
+
+cJSON *hutch_jobs_pool_status(struct hutch_jobs *j)
+{
+    return j->pool ? hutch_pool_status(j->pool) : cJSON_CreateArray();
+}
+
+/* The executor for one execution: the default under the policy it started
+ * with, or what its on_execute hook picked if that isolates no less. */
+static int choose_executor(struct hutch_jobs *j, struct hutch_policy *p,
+                           const struct hutch_policy_decision *d, const char **name,
+                           struct hutch_err *err)
+{
+    const char *base;
+    int r;
+
+    pthread_mutex_lock(&j->mu);
+    if (j->configured != p) {
+        /* A reload this job is the first to see: set the pools up for it. */
+        struct hutch_err cerr = {0};
+        if (configure(j, p, &cerr) < 0)
+            hutch_error("policy %s: %s", hutch_policy_source(p), cerr.msg);
+    }
+    pthread_mutex_unlock(&j->mu);
+    r = default_executor(j, p, &base, err);
+    if (r < 0)
+        return r;
+    *name = base;
+    if (strcmp(d->executor, hutch_policy_executor(p)) == 0 ||
+        strcmp(d->executor, base) == 0)
+        return 0; /* the hook picked nothing of its own */
+    if (strength(d->executor) < 0 || strength(d->executor) < strength(base))
+        return hutch_err_set(
+            err, -EPERM,
+            "the policy's on_execute picked executor \"%s\", which "
+            "does not isolate as well as \"%s\" (%s); hutch never "
+            "runs code on a weaker executor than it was asked for",
+            d->executor, base,
+            j->executor_flag ? (j->o.executor_from ? j->o.executor_from : "--executor")
+                             : "the policy's executor");
+    *name = d->executor;
+    return 0;
+}
+
+/* inputs and output_dir: host paths, only where the policy allows (unless
+ * they are the invoking user's own). */
+static int host_paths(struct hutch_job *job, struct hutch_policy *p,
+                      struct hutch_tar **tar, char *out_dir, size_t out_len,
+                      struct hutch_err *err)
+{
+    char resolved[PATH_MAX], dest[PATH_MAX], reason[600];
+    int r;
+
+    for (size_t i = 0; i < job->ninputs; i++) {
+        const struct hutch_job_input *in = &job->inputs[i];
+        const char *src = in->src, *to = in->dest;
+        if (!job->host_paths_trusted) {
+            if (hutch_gov_input(p, in->src, resolved, sizeof(resolved), dest,
+                                sizeof(dest), reason, sizeof(reason)) < 0)
+                return hutch_err_set(err, -EPERM, "refused by the policy: %s", reason);
+            src = resolved;
+            if (!to)
+                to = dest;
+        }
+        if (!to) {
+            to = strrchr(src, '/');
+            to = to && to[1] ? to + 1 : "input";
+        }
+        if (!*tar && (r = hutch_tar_new(tar, HUTCH_TAR_IN_MAX_BYTES, err)) < 0)
+            return r;
+        r = hutch_tar_add_path(*tar, src, to, err);
+        if (r < 0) {
+            char msg[HUTCH_ERR_MSG];
+            snprintf(msg, sizeof(msg), "%s", err->msg);
+            return hutch_err_set(err, r, "input %s: %s", in->src, msg);
+        }
+    }
+    if (job->output_dir) {
+        struct stat st;
+        if (job->host_paths_trusted) {
+            snprintf(out_dir, out_len, "%s", job->output_dir);
+        } else {
+            if (hutch_gov_output(p, job->output_dir, resolved, sizeof(resolved), reason,
+                                 sizeof(reason)) < 0)
+                return hutch_err_set(err, -EPERM, "refused by the policy: %s", reason);
+            snprintf(out_dir, out_len, "%s", resolved);
+        }
+        if (mkdir(out_dir, 0755) < 0 && errno != EEXIST)
+            return hutch_err_set(err, -errno, "output folder %s: %s", out_dir,
+                                 strerror(errno));
+        if (lstat(out_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+            return hutch_err_set(err, -ENOTDIR, "output folder %s is not a directory",
+                                 out_dir);
+    }
+    return 0;
+}
+
+void hutch_job_release(struct hutch_jobs *j, struct hutch_job *job)
+{
+    if (job->pooled)
+        hutch_pool_discard(j->pool, hutch_steal(&job->spent));
+    else
+        hutch_box_destroy(hutch_steal(&job->spent));
+    job->pooled = 0;
+}
+
+static int cancelled(void *arg)
+{
+    const atomic_int *c = arg;
+    return c && atomic_load(c);
+}
+
+int hutch_job_run(struct hutch_jobs *j, struct hutch_job *job,
+                  struct hutch_exec_result *res, struct hutch_err *err)
+{
+    struct hutch_policy_decision d;
+    struct hutch_gov_exec gx;
+    struct hutch_sandbox_spec cls;
+    struct hutch_exec_req req = {0};
+    struct hutch_plugin *pl;
+    struct hutch_box *box = NULL;
+    struct hutch_tar *own = NULL, **tar = job->files ? &job->files : &own;
+    char reason[600], out_dir[PATH_MAX] = "";
+    const char *executor;
+    int r;
+
+    r = hutch_gov_begin(j->o.gov, &gx, j->o.bridge, job->principal, job->language,
+                        strlen(job->code), job->nfiles, &d, reason, sizeof(reason));
+    snprintf(job->execution, sizeof(job->execution), "%s", gx.execution);
+    if (r < 0)
+        return hutch_err_set(err, r, "refused by the policy: %s", reason);
+
+    if (j->conflict[0]) {
+        r = hutch_err_set(err, -EPERM, "%s", j->conflict);
+        goto fail;
+    }
+    r = choose_executor(j, gx.policy, &d, &executor, err);
+    if (r < 0)
+        goto fail;
+    snprintf(gx.executor, sizeof(gx.executor), "%s", executor);
+    pl = strcmp(executor, j->dflt->name) == 0 ? j->dflt
+                                              : open_executor(j, executor, err);
+    if (!pl) {
+        r = err->code ? err->code : -ENOENT;
+        goto fail;
+    }
+
+    r = host_paths(job, gx.policy, tar, out_dir, sizeof(out_dir), err);
+    if (r < 0)
+        goto fail;
+    if (*tar && (r = hutch_tar_finish(*tar, &req.tar, &req.tar_len, err)) < 0)
+        goto fail;
+    if (req.tar_len > d.limits.files_bytes) {
+        r = hutch_err_set(err, -E2BIG,
+                          "files of %zu bytes exceed the policy's files_bytes (%llu)",
+                          req.tar_len, (unsigned long long)d.limits.files_bytes);
+        goto fail;
+    }
+
+    make_class(j, gx.policy, &d.limits, job->language, executor, &cls);
+    job->pooled = j->pool && (pl->ex->caps & HUTCH_CAP_PRESTART);
+    if (job->pooled) {
+        box = hutch_pool_take(j->pool, pl, &cls);
+        if (!box) {
+            /* A miss: keep this class warm from now on, when the policy
+             * pools its language on this executor. */
+            int l = strcmp(job->language, "python") == 0 ? 0 : 1;
+            int n = pool_size(j, gx.policy, executor, l, pl == j->dflt);
+            if (n > 0)
+                hutch_pool_want(j->pool, pl, &cls, n);
+        }
+    }
+    if (!box) {
+        r = hutch_box_start(pl, &cls, gx.execution, 0, job->cancel ? cancelled : NULL,
+                            (void *)job->cancel, &box, err);
+        if (r < 0)
+            goto fail;
+    }
+    gx.warm = box->pooled;
+
+    req.language = job->language;
+    req.code = job->code;
+    req.timeout_ms = lowest(HUTCH_DEFAULT_TIMEOUT_MS, j->o.timeout_ms,
+                            hutch_policy_builtin(gx.policy) ? 0 : d.limits.timeout_ms,
+                            job->timeout_ms);
+    req.output_bytes = d.limits.output_bytes;
+    req.files_bytes = d.limits.files_bytes;
+    req.label = gx.execution;
+    req.out_dir = out_dir[0] ? out_dir : NULL;
+    req.skip_files = job->skip_files;
+    req.stream_fd_out = job->stream_fd_out;
+    req.stream_fd_err = job->stream_fd_err;
+    req.tool = hutch_gov_tool;
+    req.tool_arg = &gx;
+    req.cancel = job->cancel;
+    req.tick = job->tick;
+    req.tick_arg = job->tick_arg;
+    r = hutch_exec_run(box, &req, res, err);
+    job->spent = hutch_steal(&box);
+    if (r < 0)
+        goto fail;
+    hutch_gov_end(&gx, res, NULL);
+    hutch_tar_free(own);
+    return 0;
+fail:
+    job->spent = hutch_steal(&box);
+    hutch_gov_end(&gx, NULL, err->msg);
+    hutch_tar_free(own);
+    return r;
+}

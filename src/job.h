@@ -1,0 +1,118 @@
+/* job.h — one execution, end to end: the only place one is put together.
+ *
+ * `hutch run` and `execute_code` parse their input into a struct hutch_job
+ * and render the struct hutch_exec_result they get back; everything in
+ * between happens here, in this order:
+ *   1. the policy gate and the rate limit (govern.c), audited;
+ *   2. the executor (one rule, see hutch_jobs_new and README "Which
+ *      executor runs the code");
+ *   3. the host paths the job reads and writes, checked against the policy;
+ *   4. the limits (one rule: every source is a ceiling, the lowest wins);
+ *   5. the sandbox: a warm one from the pool when its class is kept warm,
+ *      else a cold one;
+ *   6. the run (exec.c), and the audit record of its outcome, which names
+ *      the executor and whether the sandbox came warm.
+ *
+ * Threads: hutch_job_run may be called from many threads at once; the
+ * struct hutch_jobs is shared and thread-safe. */
+#ifndef HUTCH_JOB_H
+#define HUTCH_JOB_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "archive.h"
+#include "exec.h"
+#include "hutch-executor.h"
+
+struct hutch_jobs;
+struct hutch_gov;
+struct hutch_bridge;
+
+struct hutch_jobs_opts {
+    const char *plugin_dir; /* NULL: $HUTCH_PLUGIN_DIR or the install dir */
+    /* The operator's executor: --executor, else $HUTCH_EXECUTOR; NULL for
+     * none.  `executor_from` names where it came from, for messages. */
+    const char *executor;
+    const char *executor_from;
+    struct hutch_gov *gov;       /* policy, audit, rate limits (required) */
+    struct hutch_bridge *bridge; /* upstream tools; NULL: none */
+    /* The operator's limits (--timeout, --memory, --pids): ceilings; 0 when
+     * not given. */
+    uint64_t timeout_ms;
+    uint64_t memory_mb;
+    uint32_t pids;
+    /* Warm pools: 0 keeps every sandbox cold (hutch run).  pool_size[0]
+     * python, [1] javascript: the --pool flag, -1 when not given. */
+    int pools;
+    int pool_size[2];
+};
+
+/* Loads the plugins and decides the default executor: the operator's, else
+ * the policy's when its file names one, else "local".  An operator's choice
+ * and a policy file's that differ are an error naming both; an executor
+ * that is missing or unusable is an error saying why.  With pools, starts
+ * filling them in the background. */
+int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
+                   struct hutch_err *err);
+/* Drains the pools (nothing of them is left) and closes the plugins. */
+void hutch_jobs_free(struct hutch_jobs *j);
+/* After a policy reload: the pools' classes that changed are drained and the
+ * new ones filled.  0, or the reason the new policy cannot be served (its
+ * executor conflicts with the operator's): it is logged, and every execution
+ * is refused with it until the policy agrees again. */
+int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err);
+/* The default executor's name. */
+const char *hutch_jobs_executor(const struct hutch_jobs *j);
+/* The pools' state as JSON (per class: executor, language, size, idle,
+ * starting, hits, misses, last failure); caller frees. */
+cJSON *hutch_jobs_pool_status(struct hutch_jobs *j);
+
+/* A host file or folder copied into /work. */
+struct hutch_job_input {
+    const char *src;  /* host path */
+    const char *dest; /* relative to /work; NULL: where the policy's paths say */
+};
+
+struct hutch_job {
+    const char *principal; /* NULL: "local" */
+    const char *language;  /* "python" | "javascript" */
+    const char *code;
+    /* Files for /work the caller already packed (the agent's `files`), or
+     * NULL; inputs are added to it.  Owned by the caller. */
+    struct hutch_tar *files;
+    size_t nfiles; /* how many the agent sent, for on_execute */
+    const struct hutch_job_input *inputs;
+    size_t ninputs;
+    const char *output_dir; /* host folder receiving /work/out, or NULL */
+    /* The host paths are the invoking user's own (hutch run without a
+     * policy file): not checked against the policy's paths. */
+    int host_paths_trusted;
+    uint64_t timeout_ms; /* the request's ceiling; 0: none */
+    int skip_files;      /* nobody looks at /work/out */
+    int stream_fd_out, stream_fd_err;
+    const atomic_int *cancel;
+    void (*tick)(void *arg, uint64_t elapsed_ms);
+    void *tick_arg;
+    /* Out: the execution id (also in the audit log). */
+    char execution[40];
+    /* Private: the spent sandbox, until hutch_job_release. */
+    struct hutch_box *spent;
+    int pooled;
+};
+
+/* Call once the result of hutch_job_run has been rendered and sent (also
+ * after a failure): the spent sandbox is destroyed, off this thread when
+ * there is a pool, and the pool may start refilling (a refill started
+ * while the result is rendered would compete with it for the CPU). */
+void hutch_job_release(struct hutch_jobs *j, struct hutch_job *job);
+
+/* Runs one execution.  0 when the program ran, whatever its exit status
+ * (res has it, and res->executor, res->warm); -EPERM or -EAGAIN when the
+ * policy, its rate limit or its paths refused it; another negative code
+ * when hutch could not run it.  err says why, without a prefix. */
+int hutch_job_run(struct hutch_jobs *j, struct hutch_job *job,
+                  struct hutch_exec_result *res, struct hutch_err *err);
+
+#endif

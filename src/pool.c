@@ -1,0 +1,466 @@
+/* pool.c — warm pools of single-use sandboxes (see pool.h).
+ *
+ * A class is a (plugin, sandbox class) with a target size and a FIFO of
+ * idle boxes, oldest first.  HUTCH_POOL_REFILL_THREADS threads do all the
+ * work: each loops over the classes under the mutex, takes out what must be
+ * destroyed (boxes too old or no longer pristine, classes drained), picks a
+ * class below its size, and starts one sandbox for it outside the mutex.
+ * They wake on a condition variable (a take, a want, a commit) and at least
+ * once a second to look at the idle boxes.
+ *
+ * A start under way is cancelled (start() polls cancelled()) when its class
+ * is drained or the pool is freed.  A class is freed only when it has no
+ * idle box and no start under way.
+ *
+ * Threads and locks: `mu` guards the class list and everything in a class
+ * except `draining` (atomic: read by cancelled() without the lock).  Boxes
+ * are started and destroyed without `mu` held. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "caps.h"
+#include "log.h"
+#include "pool.h"
+#include "util.h"
+
+struct klass {
+    struct klass *next;
+    struct hutch_pool *pool;
+    struct hutch_plugin *pl;
+    struct hutch_sandbox_spec cls; /* language and options point below */
+    char language[16];
+    char *options;
+    int size;      /* target; 0: drain */
+    int wanted;    /* named in the current configuration round */
+    int on_demand; /* added by a miss, not by the configuration */
+    atomic_int draining;
+    struct hutch_box *idle[HUTCH_POOL_MAX_SIZE];
+    int nidle;
+    int starting;
+    uint64_t hits, misses, failures, recycled;
+    uint64_t last_take_ms, backoff_until_ms, backoff_ms;
+    uint64_t short_since_ms; /* below its size since (0: full) */
+    int failing;             /* the last refill failed: logged once until it recovers */
+    char last_error[300];
+};
+
+struct hutch_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct klass *classes;
+    int nclasses;
+    int in_round;
+    int busy;                /* jobs between take and discard */
+    struct hutch_box *spent; /* discarded boxes to destroy */
+    atomic_int stopping;
+    uint64_t seq;
+    pthread_t th[HUTCH_POOL_REFILL_THREADS];
+    int nth;
+};
+
+/* A batch of boxes to destroy once the mutex is released. */
+struct doomed {
+    struct hutch_box *v[HUTCH_POOL_MAX_SIZE * 2];
+    int n;
+};
+
+static void doom(struct doomed *d, struct hutch_box *b)
+{
+    if (d->n < (int)(sizeof(d->v) / sizeof(d->v[0])))
+        d->v[d->n++] = b;
+    else
+        hutch_box_destroy(b); /* never happens: the batch holds a class */
+}
+
+static void destroy_doomed(struct doomed *d)
+{
+    for (int i = 0; i < d->n; i++)
+        hutch_box_destroy(d->v[i]);
+    d->n = 0;
+}
+
+static struct klass *find(struct hutch_pool *p, struct hutch_plugin *pl,
+                          const struct hutch_sandbox_spec *cls)
+{
+    for (struct klass *k = p->classes; k; k = k->next)
+        if (k->pl == pl && hutch_class_equal(&k->cls, cls))
+            return k;
+    return NULL;
+}
+
+static void klass_free(struct klass *k)
+{
+    free(k->options);
+    free(k);
+}
+
+static int start_cancelled(void *arg)
+{
+    struct klass *k = arg;
+    return atomic_load(&k->draining) || atomic_load(&k->pool->stopping);
+}
+
+/* Under mu: take the idle boxes out of `k` (all, or only the stale ones). */
+static void take_idle(struct klass *k, int all, uint64_t now, struct doomed *d)
+{
+    int keep = 0;
+    for (int i = 0; i < k->nidle; i++) {
+        struct hutch_box *b = k->idle[i];
+        int stale = now - b->t_ready_us / 1000 > HUTCH_POOL_MAX_IDLE_MS;
+        if (all || stale || !hutch_box_idle_ok(b)) {
+            if (!all) {
+                k->recycled++;
+                hutch_debug("pool: %s %s sandbox replaced (%s)", k->pl->name,
+                            k->language,
+                            stale ? "idle too long" : "changed while idle");
+            }
+            doom(d, b);
+        } else {
+            k->idle[keep++] = b;
+        }
+    }
+    k->nidle = keep;
+}
+
+/* Under mu: housekeeping, then the class most in need of a sandbox (or
+ * NULL).  Boxes to destroy go to `d`. */
+static struct klass *next_job(struct hutch_pool *p, struct doomed *d, int *deferred)
+{
+    uint64_t now = hutch_now_ms();
+    struct klass *best = NULL, **kp = &p->classes;
+    int best_gap = 0;
+
+    while (*kp) {
+        struct klass *k = *kp;
+        if (k->on_demand && k->size > 0 &&
+            now - k->last_take_ms > HUTCH_POOL_CLASS_IDLE_MS) {
+            k->size = 0;
+            atomic_store(&k->draining, 1);
+        }
+        if (d->n + k->nidle <= (int)(sizeof(d->v) / sizeof(d->v[0])))
+            take_idle(k, k->size == 0, now, d);
+        if (k->size == 0 && k->nidle == 0 && k->starting == 0) {
+            *kp = k->next;
+            p->nclasses--;
+            klass_free(k);
+            continue;
+        }
+        if (k->size > 0 && now >= k->backoff_until_ms) {
+            int gap = k->size - k->nidle - k->starting;
+            if (gap <= 0)
+                k->short_since_ms = 0;
+            else if (!k->short_since_ms)
+                k->short_since_ms = now;
+            /* A start competes for the CPU with the jobs running: while a
+             * class still has a sandbox idle, its refill waits for them
+             * (at most HUTCH_POOL_REFILL_DEFER_MS). */
+            if (gap > 0 && p->busy > 0 && k->nidle > 0 &&
+                now - k->short_since_ms < HUTCH_POOL_REFILL_DEFER_MS) {
+                *deferred = 1;
+            } else if (gap > best_gap) {
+                best = k;
+                best_gap = gap;
+            }
+        }
+        kp = &k->next;
+    }
+    return best;
+}
+
+static void refill_one(struct hutch_pool *p, struct klass *k, struct doomed *d)
+{
+    struct hutch_err err = {0};
+    struct hutch_box *b = NULL;
+    char label[32];
+    int r;
+
+    snprintf(label, sizeof(label), "pool-%llu", (unsigned long long)++p->seq);
+    k->starting++;
+    pthread_mutex_unlock(&p->mu);
+    r = hutch_box_start(k->pl, &k->cls, label, 1, start_cancelled, k, &b, &err);
+    pthread_mutex_lock(&p->mu);
+    k->starting--;
+    if (r == 0) {
+        if (k->failing)
+            hutch_warn("pool: %s %s sandboxes start again; executions are warm again",
+                       k->pl->name, k->language);
+        k->failing = 0;
+        k->backoff_ms = 0;
+        if (!atomic_load(&p->stopping) && !atomic_load(&k->draining) &&
+            k->nidle + k->starting < k->size)
+            k->idle[k->nidle++] = b;
+        else
+            doom(d, b);
+        return;
+    }
+    if (r == -ECANCELED)
+        return;
+    k->failures++;
+    k->backoff_ms = k->backoff_ms ? k->backoff_ms * 2 : HUTCH_POOL_BACKOFF_MIN_MS;
+    if (k->backoff_ms > HUTCH_POOL_BACKOFF_MAX_MS)
+        k->backoff_ms = HUTCH_POOL_BACKOFF_MAX_MS;
+    k->backoff_until_ms = hutch_now_ms() + k->backoff_ms;
+    snprintf(k->last_error, sizeof(k->last_error), "%s", err.msg);
+    if (!k->failing)
+        hutch_warn("pool: starting a %s %s sandbox failed, executions start cold until "
+                   "it works again (retrying with backoff): %s",
+                   k->pl->name, k->language, err.msg);
+    k->failing = 1;
+}
+
+static void *refill_main(void *arg)
+{
+    struct hutch_pool *p = arg;
+    struct doomed d = {.n = 0};
+
+    pthread_mutex_lock(&p->mu);
+    while (!atomic_load(&p->stopping)) {
+        struct klass *k;
+        int deferred = 0;
+        if (p->spent) {
+            /* Spent boxes first: they hold what new ones need. */
+            struct hutch_box *list = p->spent;
+            p->spent = NULL;
+            pthread_mutex_unlock(&p->mu);
+            while (list) {
+                struct hutch_box *b = list;
+                list = b->next;
+                hutch_box_destroy(b);
+            }
+            pthread_mutex_lock(&p->mu);
+            continue;
+        }
+        k = next_job(p, &d, &deferred);
+        if (d.n) {
+            pthread_mutex_unlock(&p->mu);
+            destroy_doomed(&d);
+            pthread_mutex_lock(&p->mu);
+            continue;
+        }
+        if (k) {
+            refill_one(p, k, &d);
+            continue;
+        }
+        {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            if (deferred) {
+                ts.tv_nsec += 20 * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+            } else {
+                ts.tv_sec += 1;
+            }
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    destroy_doomed(&d);
+    return NULL;
+}
+
+int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
+{
+    struct hutch_pool *p = calloc(1, sizeof(*p));
+    pthread_condattr_t ca;
+    if (!p)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    for (int i = 0; i < HUTCH_POOL_REFILL_THREADS; i++) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        /* A local start forks from this thread: room for the child's
+         * set-up code. */
+        pthread_attr_setstacksize(&attr, 1u << 20);
+        if (pthread_create(&p->th[p->nth], &attr, refill_main, p) == 0)
+            p->nth++;
+        pthread_attr_destroy(&attr);
+    }
+    if (p->nth == 0) {
+        hutch_pool_free(p);
+        return hutch_err_set(err, -EAGAIN, "cannot start the pool's threads");
+    }
+    *out = p;
+    return 0;
+}
+
+void hutch_pool_free(struct hutch_pool *p)
+{
+    struct klass *k;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stopping, 1);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->nth; i++)
+        pthread_join(p->th[i], NULL);
+    while (p->spent) {
+        struct hutch_box *b = p->spent;
+        p->spent = b->next;
+        hutch_box_destroy(b);
+    }
+    while ((k = p->classes)) {
+        p->classes = k->next;
+        for (int i = 0; i < k->nidle; i++)
+            hutch_box_destroy(k->idle[i]);
+        klass_free(k);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}
+
+void hutch_pool_begin(struct hutch_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->in_round = 1;
+    for (struct klass *k = p->classes; k; k = k->next)
+        k->wanted = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void hutch_pool_commit(struct hutch_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->in_round = 0;
+    for (struct klass *k = p->classes; k; k = k->next)
+        if (!k->wanted) {
+            k->size = 0;
+            atomic_store(&k->draining, 1);
+        }
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
+                     const struct hutch_sandbox_spec *cls, int size)
+{
+    struct klass *k;
+    if (size > HUTCH_POOL_MAX_SIZE)
+        size = HUTCH_POOL_MAX_SIZE;
+    pthread_mutex_lock(&p->mu);
+    k = find(p, pl, cls);
+    if (!k) {
+        if (p->nclasses >= HUTCH_POOL_MAX_CLASSES || size <= 0 ||
+            strlen(cls->language) >= sizeof(k->language) ||
+            !(k = calloc(1, sizeof(*k)))) {
+            pthread_mutex_unlock(&p->mu);
+            return;
+        }
+        k->pool = p;
+        k->pl = pl;
+        k->cls = *cls;
+        k->cls.struct_size = sizeof(k->cls);
+        k->cls.label = NULL;
+        snprintf(k->language, sizeof(k->language), "%s", cls->language);
+        k->cls.language = k->language;
+        if (cls->options && !(k->options = strdup(cls->options))) {
+            free(k);
+            pthread_mutex_unlock(&p->mu);
+            return;
+        }
+        k->cls.options = k->options;
+        k->on_demand = !p->in_round;
+        k->last_take_ms = hutch_now_ms();
+        k->next = p->classes;
+        p->classes = k;
+        p->nclasses++;
+        hutch_debug("pool: keeping %d %s %s sandbox(es) warm (%llu MB, %u pids)%s",
+                    size, pl->name, k->language,
+                    (unsigned long long)(cls->memory_bytes >> 20), cls->pids_max,
+                    k->on_demand ? " on demand" : "");
+    }
+    if (p->in_round) {
+        k->wanted = 1;
+        k->on_demand = 0;
+    }
+    k->size = size;
+    atomic_store(&k->draining, size == 0);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
+                                  const struct hutch_sandbox_spec *cls)
+{
+    struct doomed d = {.n = 0};
+    struct hutch_box *b = NULL;
+    struct klass *k;
+
+    pthread_mutex_lock(&p->mu);
+    p->busy++;
+    k = find(p, pl, cls);
+    if (k) {
+        k->last_take_ms = hutch_now_ms();
+        while (!b && k->nidle > 0) {
+            struct hutch_box *c = k->idle[0];
+            memmove(&k->idle[0], &k->idle[1], (size_t)(k->nidle - 1) * sizeof(c));
+            k->nidle--;
+            if (hutch_box_idle_ok(c)) {
+                b = c;
+            } else {
+                k->recycled++;
+                doom(&d, c);
+            }
+        }
+        if (b)
+            k->hits++;
+        else
+            k->misses++;
+        pthread_cond_broadcast(&p->cv); /* refill what was taken */
+    }
+    pthread_mutex_unlock(&p->mu);
+    destroy_doomed(&d);
+    return b;
+}
+
+void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->busy > 0)
+        p->busy--;
+    if (b) {
+        b->next = p->spent;
+        p->spent = b;
+    }
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+cJSON *hutch_pool_status(struct hutch_pool *p)
+{
+    cJSON *a = cJSON_CreateArray();
+    pthread_mutex_lock(&p->mu);
+    for (struct klass *k = p->classes; k; k = k->next) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "executor", k->pl->name);
+        cJSON_AddStringToObject(o, "language", k->language);
+        cJSON_AddNumberToObject(o, "memory_mb", (double)(k->cls.memory_bytes >> 20));
+        cJSON_AddNumberToObject(o, "pids", k->cls.pids_max);
+        cJSON_AddNumberToObject(o, "size", k->size);
+        cJSON_AddNumberToObject(o, "idle", k->nidle);
+        cJSON_AddNumberToObject(o, "starting", k->starting);
+        cJSON_AddNumberToObject(o, "hits", (double)k->hits);
+        cJSON_AddNumberToObject(o, "misses", (double)k->misses);
+        cJSON_AddNumberToObject(o, "failures", (double)k->failures);
+        cJSON_AddNumberToObject(o, "recycled", (double)k->recycled);
+        cJSON_AddBoolToObject(o, "on_demand", k->on_demand);
+        if (k->failing)
+            cJSON_AddStringToObject(o, "last_error", k->last_error);
+        cJSON_AddItemToArray(a, o);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return a;
+}

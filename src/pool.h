@@ -1,0 +1,57 @@
+/* pool.h — warm pools of single-use sandboxes (DESIGN §7).
+ *
+ * For each class in use (executor, language, limits, options) a bounded
+ * queue of boxes: sandboxes started ahead of any job whose runner has said
+ * "ready".  A job takes one, runs on it, and the sandbox is destroyed
+ * afterwards (exec.c): a box is never used twice.  Refill threads keep each
+ * class at its size with bounded parallelism; an idle box that is older
+ * than HUTCH_POOL_MAX_IDLE_MS, or whose runner stirred or died while idle,
+ * is destroyed and replaced.  A class whose refills fail backs off (the
+ * reason is logged once, jobs start cold) and recovers by itself.
+ *
+ * What does not live here: which classes are wanted and how big (job.c
+ * decides from the policy and the flags), starting a sandbox (exec.c).
+ *
+ * Threads: every function is thread-safe.  One mutex guards the classes;
+ * sandboxes are started and destroyed outside it. */
+#ifndef HUTCH_POOL_H
+#define HUTCH_POOL_H
+
+#include <cjson/cJSON.h>
+
+#include "exec.h"
+
+struct hutch_pool;
+
+int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err);
+/* Stops the refills (starts under way are cancelled) and destroys every
+ * idle sandbox: nothing of the pool is left when it returns. */
+void hutch_pool_free(struct hutch_pool *p);
+
+/* A configuration round: hutch_pool_begin, then hutch_pool_want for each
+ * class the configuration keeps warm, then hutch_pool_commit, which drains
+ * every class not wanted in the round (configured or on demand). */
+void hutch_pool_begin(struct hutch_pool *p);
+void hutch_pool_commit(struct hutch_pool *p);
+/* Keep `size` sandboxes of class `cls` on `pl` warm (0: none).  Outside a
+ * round, adds a class on demand (a job missed it); an on-demand class that
+ * nobody takes from for HUTCH_POOL_CLASS_IDLE_MS is drained.  At most
+ * HUTCH_POOL_MAX_CLASSES classes; past that, on-demand wants are ignored. */
+void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
+                     const struct hutch_sandbox_spec *cls, int size);
+
+/* A warm box of exactly this class, or NULL (a miss: start cold).  The
+ * caller owns the box, and ends its job with hutch_pool_discard (with the
+ * box it ran on, warm or cold, or NULL when it got none): refills wait
+ * while jobs run, unless a class ran dry. */
+struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
+                                  const struct hutch_sandbox_spec *cls);
+/* The job that called take is over: `b` (may be NULL) is destroyed by the
+ * pool's threads, off the caller's path. */
+void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b);
+
+/* Per class: executor, language, memory_mb, pids, size, idle, starting,
+ * hits, misses, failures, last_error; caller frees. */
+cJSON *hutch_pool_status(struct hutch_pool *p);
+
+#endif
