@@ -100,17 +100,19 @@ static int find_exec(const char *name, char *out, size_t len)
 }
 
 /* $HUTCH_IMAGES_DIR, else the first of HUTCH_IMAGES_DIRS (the installed
- * place, then the build tree) that holds a rootfs; else the first. */
-static const char *images_dir(void)
+ * place, then the build tree) that holds a rootfs; else the first.  Into
+ * the caller's buffer (found, PATH_MAX bytes): no static state. */
+static const char *images_dir(char found[PATH_MAX])
 {
-    static char found[PATH_MAX];
     const char *env = getenv("HUTCH_IMAGES_DIR"), *p = HUTCH_IMAGES_DIRS;
-    if (env && *env)
-        return env;
+    if (env && *env) {
+        snprintf(found, PATH_MAX, "%s", env);
+        return found;
+    }
     while (*p) {
         size_t n = strcspn(p, ":");
         char probe[PATH_MAX + 32];
-        snprintf(found, sizeof(found), "%.*s", (int)n, p);
+        snprintf(found, PATH_MAX, "%.*s", (int)n, p);
         snprintf(probe, sizeof(probe), "%s/rootfs-python", found);
         if (access(probe, F_OK) == 0)
             return found;
@@ -119,7 +121,7 @@ static const char *images_dir(void)
             return found;
         p += n + (p[n] == ':');
     }
-    snprintf(found, sizeof(found), "%.*s", (int)strcspn(HUTCH_IMAGES_DIRS, ":"),
+    snprintf(found, PATH_MAX, "%.*s", (int)strcspn(HUTCH_IMAGES_DIRS, ":"),
              HUTCH_IMAGES_DIRS);
     return found;
 }
@@ -425,7 +427,7 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
                           strerror(errno));
         goto fail;
     }
-    snprintf(st->images, sizeof(st->images), "%s", images_dir());
+    images_dir(st->images);
     r = box_find_init(st->init_path, sizeof(st->init_path), err);
     if (r < 0)
         goto fail;
@@ -926,7 +928,7 @@ static void gv_doctor(const struct hutch_host *host,
 {
     struct gv_state st = {.host = host};
     struct hutch_err err = {0};
-    char detail[PATH_MAX + 256], rootfs[PATH_MAX], why[160];
+    char detail[PATH_MAX + 256], rootfs[PATH_MAX + 32], images[PATH_MAX], why[160];
     const char *env = getenv("HUTCH_RUNSC");
     int have_rootfs = 0;
 
@@ -935,11 +937,12 @@ static void gv_doctor(const struct hutch_host *host,
         return;
     }
     find_exec(env && *env ? env : "runsc", st.runsc, sizeof(st.runsc));
+    images_dir(images);
     box_find_init(st.init_path, sizeof(st.init_path), &err);
     for (int i = 0; i < 2; i++) {
         const char *lang = i == 0 ? "python" : "javascript";
         struct stat s;
-        snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name(lang));
+        snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name(lang));
         if (stat(rootfs, &s) == 0 && S_ISDIR(s.st_mode)) {
             report("ok", "gvisor rootfs", rootfs);
             have_rootfs = 1;
@@ -953,9 +956,9 @@ static void gv_doctor(const struct hutch_host *host,
     }
     if (!have_rootfs)
         return;
-    snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name("python"));
+    snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name("python"));
     if (access(rootfs, F_OK) < 0)
-        snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name("js"));
+        snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name("js"));
     mkdir("/run/hutch", 0711);
     mkdir(GV_BASE, 0700);
     for (int i = 0; i < 2; i++) {
