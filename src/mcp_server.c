@@ -47,10 +47,6 @@ static struct hutch_plugin *pick_executor(struct hutch_mcp *m, const char *name,
                                           struct hutch_err *err)
 {
     struct hutch_plugin *p;
-    /* Unique per process, like the default executor's: the plugin names
-     * its leftovers (cgroups, containers) after it. */
-    static char instance[17];
-    struct hutch_config cfg = {.struct_size = sizeof(cfg), .instance_id = instance};
     int r;
     if (!name || !*name || (m->o.executor && !strcmp(m->o.executor->name, name)))
         return m->o.executor;
@@ -63,9 +59,7 @@ static struct hutch_plugin *pick_executor(struct hutch_mcp *m, const char *name,
         return NULL;
     }
     pthread_mutex_lock(&m->mu);
-    if (!instance[0])
-        hutch_random_id(instance);
-    r = hutch_plugin_open(p, m->o.host, &cfg, err);
+    r = hutch_plugin_open(p, m->o.host, err);
     pthread_mutex_unlock(&m->mu);
     return r < 0 ? NULL : p;
 }

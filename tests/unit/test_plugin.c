@@ -85,7 +85,7 @@ int main(void)
 
     memset(&err, 0, sizeof(err));
     p = hutch_plugins_find(ps, "probefail");
-    r = hutch_plugin_open(p, &host, NULL, &err);
+    r = hutch_plugin_open(p, &host, &err);
     ok(r < 0 && strstr(err.msg, "not usable"), "opening an unusable plugin fails: %s",
        err.msg);
     ok(hutch_plugins_find(ps, "nothere") == NULL, "an absent executor is not found");
