@@ -46,7 +46,8 @@ struct dk_state {
     char instance[64];
     char owner[320];          /* hostname:pid:starttime */
     unsigned long long start; /* this process's start time, as in owner */
-    char dir[PATH_MAX];
+    char dir[PATH_MAX];       /* cfg->state_dir: this process's socket dirs */
+    char parent[PATH_MAX];    /* where the state dirs of other hutch processes are */
     char init_path[PATH_MAX];
     char runner_dir[PATH_MAX];
     char engine[32];
@@ -64,26 +65,6 @@ struct dk_sandbox {
 };
 
 /* --- where things are -------------------------------------------------- */
-
-/* Plugin state: root uses /run/hutch/docker, others their runtime dir. */
-static int state_dir(char *out, size_t len, struct hutch_err *err)
-{
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    char parent[PATH_MAX];
-
-    if (geteuid() == 0)
-        snprintf(parent, sizeof(parent), "/run/hutch");
-    else if (xdg && *xdg)
-        snprintf(parent, sizeof(parent), "%s/hutch", xdg);
-    else
-        snprintf(parent, sizeof(parent), "/tmp/hutch-%u", (unsigned)geteuid());
-    if (mkdir(parent, 0711) < 0 && errno != EEXIST)
-        return hutch_err_set(err, -errno, "creating %s: %s", parent, strerror(errno));
-    snprintf(out, len, "%s/docker", parent);
-    if (mkdir(out, 0711) < 0 && errno != EEXIST)
-        return hutch_err_set(err, -errno, "creating %s: %s", out, strerror(errno));
-    return 0;
-}
 
 /* The image of a language: hutch-LANG:VERSION (`version` is hutch's), or
  * the one HUTCH_DOCKER_IMAGE_* names. */
@@ -182,19 +163,33 @@ static void sweep(struct dk_state *st, int mine_only)
     cJSON_Delete(list);
     dk_buf_free(&b);
 
-    /* Socket directories of dead hutch processes: named PID.START.N. */
+    /* Socket directories of dead hutch processes: the state directory of
+     * each (PID.START, beside ours) holds one per sandbox.  Older hutch
+     * versions put the socket directories there directly (PID.START.N.X):
+     * removed the same way. */
     if (!mine_only) {
-        DIR *d = opendir(st->dir);
+        DIR *d = opendir(st->parent);
         if (!d)
             return;
         for (struct dirent *de; (de = readdir(d));) {
-            char sub[PATH_MAX];
+            char sub[PATH_MAX * 2];
             int pid;
             unsigned long long start;
-            if (sscanf(de->d_name, "%d.%llu.", &pid, &start) != 2 ||
+            DIR *sd;
+            if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2 ||
                 !box_process_gone(pid, start))
                 continue;
-            snprintf(sub, sizeof(sub), "%s/%s", st->dir, de->d_name);
+            snprintf(sub, sizeof(sub), "%s/%s", st->parent, de->d_name);
+            sd = opendir(sub);
+            for (struct dirent *se; sd && (se = readdir(sd));) {
+                char sock[PATH_MAX * 3];
+                if (se->d_name[0] == '.' || se->d_type != DT_DIR)
+                    continue;
+                snprintf(sock, sizeof(sock), "%s/%s", sub, se->d_name);
+                sbio_remove_leftover(sock);
+            }
+            if (sd)
+                closedir(sd);
             sbio_remove_leftover(sub);
         }
         closedir(d);
@@ -246,9 +241,18 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
                           strerror(errno));
         goto fail;
     }
+    if (!cfg || !HUTCH_HAS_MEMBER(cfg, struct hutch_config, state_dir) ||
+        !cfg->state_dir || cfg->state_dir[0] != '/' ||
+        strlen(cfg->state_dir) >= sizeof(st->dir)) {
+        r = hutch_err_set(err, -EINVAL,
+                          "this hutch gives the docker executor no state directory: "
+                          "install matching versions");
+        goto fail;
+    }
+    snprintf(st->dir, sizeof(st->dir), "%s", cfg->state_dir);
+    snprintf(st->parent, sizeof(st->parent), "%s", st->dir);
+    *strrchr(st->parent, '/') = '\0';
     r = box_find_init(st->init_path, sizeof(st->init_path), err);
-    if (r == 0)
-        r = state_dir(st->dir, sizeof(st->dir), err);
     if (r == 0)
         r = dk_api_init(&st->api, err);
     if (r == 0)
@@ -478,13 +482,14 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
     {
         uint64_t rnd = 0;
         /* Unguessable: until init connects, anyone who can name a socket
-         * could connect to it instead (the parent directory is 0711). */
+         * could connect to it instead (the state directory is 0700: this
+         * is defence in depth). */
         if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
             free(sb);
             return hutch_err_set(err, -EIO, "getrandom: %s", strerror(errno));
         }
-        snprintf(dir, sizeof(dir), "%s/%d.%llu.%lu.%016llx", st->dir, (int)getpid(),
-                 st->start, n, (unsigned long long)rnd);
+        snprintf(dir, sizeof(dir), "%s/%lu.%016llx", st->dir, n,
+                 (unsigned long long)rnd);
     }
     r = sbio_open(&sb->io, dir, err);
     if (r < 0) {

@@ -10,9 +10,10 @@
  * core's tar code on the host side.  The rootfs is read-only and wrapped in
  * an in-memory overlay (--overlay2=root:memory), so it stays untouched.
  *
- * Each hutch process keeps its runsc state root and bundles in
- * /run/hutch/gvisor/PID.START/; open() removes those of hutch processes that
- * are gone (runsc delete --force, unmount, remove). */
+ * Each hutch process keeps its runsc state root and bundles in the state
+ * directory the core gives it (/run/hutch/gvisor/PID.START/); open() removes
+ * what hutch processes that are gone left beside it (runsc delete --force,
+ * unmount, remove). */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -51,7 +52,8 @@
 
 struct gv_state {
     const struct hutch_host *host;
-    char dir[PATH_MAX]; /* GV_BASE/PID.START: this process's everything */
+    char dir[PATH_MAX];    /* cfg->state_dir (PID.START): this process's everything */
+    char parent[PATH_MAX]; /* where the state dirs of other hutch processes are */
     char root[PATH_MAX + 8];
     char runsc[PATH_MAX];
     char init_path[PATH_MAX];
@@ -254,7 +256,8 @@ static void read_tail(const char *path, char *out, size_t len)
 
 /* --- leftovers ----------------------------------------------------------- */
 
-/* Everything a gone hutch process left in `dir` (GV_BASE/PID.START). */
+/* Everything a gone hutch process left in `dir` (its state directory,
+ * PID.START), or this one's at close. */
 static void clean_dir(const struct gv_state *st, const char *dir)
 {
     char sub[PATH_MAX + 300], root[PATH_MAX + 8];
@@ -282,18 +285,18 @@ static void clean_dir(const struct gv_state *st, const char *dir)
 
 static void sweep(struct gv_state *st)
 {
-    DIR *d = opendir(GV_BASE);
+    DIR *d = opendir(st->parent);
     if (!d)
         return;
     for (struct dirent *de; (de = readdir(d));) {
-        char path[PATH_MAX];
+        char path[PATH_MAX * 2];
         unsigned long long start;
         int pid;
         if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2)
             continue;
         if (!box_process_gone(pid, start))
             continue; /* that hutch still runs */
-        snprintf(path, sizeof(path), GV_BASE "/%s", de->d_name);
+        snprintf(path, sizeof(path), "%s/%s", st->parent, de->d_name);
         st->host->log(HUTCH_LOG_INFO, "gvisor", "removing what a gone hutch left in %s",
                       path);
         clean_dir(st, path);
@@ -377,7 +380,6 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
                *plat = getenv("HUTCH_GVISOR_PLATFORM");
     int r;
 
-    (void)cfg;
     if (!st)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     st->host = host;
@@ -431,19 +433,24 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
     r = box_find_init(st->init_path, sizeof(st->init_path), err);
     if (r < 0)
         goto fail;
-    if ((mkdir("/run/hutch", 0711) < 0 && errno != EEXIST) ||
-        (mkdir(GV_BASE, 0700) < 0 && errno != EEXIST)) {
-        r = hutch_err_set(err, -errno, "creating " GV_BASE ": %s", strerror(errno));
+    if (!cfg || !HUTCH_HAS_MEMBER(cfg, struct hutch_config, state_dir) ||
+        !cfg->state_dir || cfg->state_dir[0] != '/' ||
+        strlen(cfg->state_dir) >= sizeof(st->dir)) {
+        r = hutch_err_set(err, -EINVAL,
+                          "this hutch gives the gvisor executor no state directory: "
+                          "install matching versions");
         goto fail;
     }
+    /* Sandbox ids are hutch-<its name>.N, and clean_dir() finds them from
+     * it: a gone hutch's sandboxes are found from its directory alone. */
+    snprintf(st->dir, sizeof(st->dir), "%s", cfg->state_dir);
+    snprintf(st->parent, sizeof(st->parent), "%s", st->dir);
+    *strrchr(st->parent, '/') = '\0';
     st->host = host;
     pthread_mutex_init(&st->kvm_mu, NULL);
     sweep(st);
-    snprintf(st->dir, sizeof(st->dir), GV_BASE "/%d.%llu", (int)getpid(),
-             box_proc_start(getpid()));
     snprintf(st->root, sizeof(st->root), "%s/root", st->dir);
-    if ((mkdir(st->dir, 0711) < 0 && errno != EEXIST) ||
-        (mkdir(st->root, 0700) < 0 && errno != EEXIST)) {
+    if (mkdir(st->root, 0700) < 0 && errno != EEXIST) {
         r = hutch_err_set(err, -errno, "creating %s: %s", st->root, strerror(errno));
         goto fail;
     }
@@ -869,18 +876,19 @@ static void gv_destroy(void *state, struct hutch_sandbox *pub)
 static int try_platform(const struct gv_state *st, const char *platform,
                         const char *rootfs, char *why, size_t whylen)
 {
-    char dir[] = "/run/hutch/gvisor/try.XXXXXX", path[PATH_MAX], id[64],
-         root[sizeof(dir) + 8];
+    char dir[PATH_MAX], path[PATH_MAX + 16], id[64], root[PATH_MAX + 8];
     const char *tail[] = {"run", "--bundle", dir, id, NULL};
     char *json;
     cJSON *c;
     int r;
 
+    /* In the state directory when there is one (`hutch doctor` has none). */
+    snprintf(dir, sizeof(dir), "%s/try.XXXXXX", st->dir[0] ? st->dir : GV_BASE);
     if (!mkdtemp(dir)) {
         snprintf(why, whylen, "mkdtemp: %s", strerror(errno));
         return -1;
     }
-    snprintf(id, sizeof(id), "hutch-try-%d-%s", (int)getpid(), dir + sizeof(dir) - 7);
+    snprintf(id, sizeof(id), "hutch-try-%d-%s", (int)getpid(), dir + strlen(dir) - 6);
     snprintf(root, sizeof(root), "%s/root", dir);
     mkdir(root, 0700);
     c = cJSON_CreateObject();
