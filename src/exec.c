@@ -477,8 +477,16 @@ static void calls_free(struct calls *q)
 
 static int start_job(struct run *rn, struct hutch_err *err)
 {
+    struct hutch_job job = {.struct_size = sizeof(job),
+                            .label = rn->req->label ? rn->req->label : "run",
+                            .deadline_ms =
+                                hutch_now_ms() + (rn->req->timeout_ms
+                                                      ? rn->req->timeout_ms
+                                                      : HUTCH_DEFAULT_TIMEOUT_MS)};
     cJSON *msg;
-    int r;
+    int r = rn->ex->assign(rn->state, rn->sb, &job, err);
+    if (r < 0)
+        return r;
     if (rn->req->tar && rn->req->tar_len) {
         r = rn->ex->put_archive(rn->state, rn->sb, rn->req->tar, rn->req->tar_len, err);
         if (r < 0)
@@ -666,10 +674,20 @@ static void finish_files(struct run *rn)
     }
 }
 
+/* hutch_start's cancelled(): the run's cancel flag. */
+static int start_cancelled(void *arg)
+{
+    return *(volatile int *)arg != 0;
+}
+
 int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req,
                    struct hutch_exec_result *res, struct hutch_err *err)
 {
-    struct hutch_sandbox_spec spec = {0};
+    struct hutch_sandbox_class spec = {0};
+    struct hutch_start how = {.struct_size = sizeof(how),
+                              .label = req->label ? req->label : "run",
+                              .cancelled = req->cancel ? start_cancelled : NULL,
+                              .cancel_arg = (void *)req->cancel};
     struct run rn;
     uint64_t t0 = hutch_now_ms(), ready_deadline, t_destroy, next_tick = 0;
     int r;
@@ -679,6 +697,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     rn.res = res;
     rn.ex = plugin->ex;
     rn.state = plugin->state;
+    rn.exit.struct_size = sizeof(rn.exit);
     if (!res->files || !res->tool_calls)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     if (strlen(req->code) > HUTCH_MAX_CODE_BYTES)
@@ -687,7 +706,6 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
 
     spec.struct_size = sizeof(spec);
     spec.language = req->language;
-    spec.label = req->label ? req->label : "run";
     spec.memory_bytes = (req->memory_mb ? req->memory_mb : HUTCH_DEFAULT_MEMORY_MB)
                         << 20;
     spec.pids_max = req->pids ? req->pids : HUTCH_DEFAULT_PIDS;
@@ -701,7 +719,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
     spec.open_files = HUTCH_DEFAULT_OPEN_FILES;
     spec.options = req->executor_options;
 
-    r = rn.ex->start(rn.state, &spec, &rn.sb, err);
+    r = rn.ex->start(rn.state, &spec, &how, &rn.sb, err);
     if (r < 0)
         return r;
     rn.t_started = hutch_now_us();

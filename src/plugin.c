@@ -63,11 +63,20 @@ static int has_suffix(const char *s, const char *suffix)
     return n > m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Everything a struct hutch_executor of ABI 1 must have, checked without
- * calling anything. */
+/* Everything a struct hutch_executor of this ABI must have, checked without
+ * calling anything.  Only `abi` is read before it is known to match: the
+ * rest of an ABI 1 struct is laid out differently. */
 static int check_executor(const struct hutch_executor *ex, char *reason, size_t len)
 {
     size_t need = offsetof(struct hutch_executor, close) + sizeof(ex->close);
+    if (ex->abi == 1) {
+        snprintf(reason, len,
+                 "built for executor ABI 1: ABI 1 is no longer loaded (this hutch "
+                 "speaks ABI %u); rebuild the plugin against this hutch's "
+                 "hutch-executor.h",
+                 HUTCH_EXECUTOR_ABI);
+        return -EPROTO;
+    }
     if (ex->abi != HUTCH_EXECUTOR_ABI) {
         snprintf(reason, len,
                  "built for executor ABI %u, this hutch speaks ABI %u: rebuild the "
@@ -88,8 +97,8 @@ static int check_executor(const struct hutch_executor *ex, char *reason, size_t 
         snprintf(reason, len, "the executor has no valid name");
         return -EPROTO;
     }
-    if (!ex->probe || !ex->open || !ex->start || !ex->put_archive || !ex->reap ||
-        !ex->get_archive || !ex->kill || !ex->destroy || !ex->close) {
+    if (!ex->probe || !ex->open || !ex->start || !ex->assign || !ex->put_archive ||
+        !ex->reap || !ex->get_archive || !ex->kill || !ex->destroy || !ex->close) {
         snprintf(reason, len, "the executor leaves a required operation NULL");
         return -EPROTO;
     }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "box.h"
+#include "exit.h"
 #include "sbio.h"
 
 static const char *const names[SBIO_NSOCK] = {"ctl", "chan", "out", "err"};
@@ -224,12 +225,5 @@ void sbio_remove_leftover(const char *dir)
 
 void sbio_exit_from_status(int status, int oom, struct hutch_exit *ex)
 {
-    memset(ex, 0, sizeof(*ex));
-    if (WIFSIGNALED(status)) {
-        ex->signal = WTERMSIG(status);
-        ex->exit_code = 128 + ex->signal;
-    } else {
-        ex->exit_code = WEXITSTATUS(status);
-    }
-    ex->oom = oom;
+    plugin_exit_from_status(ex, status, oom);
 }

@@ -54,7 +54,7 @@ void sbio_close(struct sbio *io);
 /* Remove a socket directory a gone hutch process left. */
 void sbio_remove_leftover(const char *dir);
 
-/* Fill *ex from a wait status. */
+/* Fill *ex from a wait status (only what the core's struct_size covers). */
 void sbio_exit_from_status(int status, int oom, struct hutch_exit *ex);
 
 #endif

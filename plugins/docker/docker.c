@@ -5,7 +5,7 @@
  * bind-mounted read-only with the runners); it connects to the sockets of
  * a per-sandbox directory (sbio.c) and starts the runner on them, so the
  * runner's channel and the program's output work as with the local
- * executor.  /work is a volume backed by a tmpfs of the spec's size: capped
+ * executor.  /work is a volume backed by a tmpfs of the class's size: capped
  * (a full /work says ENOSPC, the host's disk is never touched), charged to
  * the container's memory, and — being a volume — reachable by Docker's
  * archive endpoints while the container runs.  Files go in with
@@ -62,6 +62,7 @@ struct dk_sandbox {
     char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
     struct sbio io;
     int killed;
+    char label[64]; /* how->label, then the job's: for log lines */
 };
 
 /* --- where things are -------------------------------------------------- */
@@ -278,11 +279,11 @@ static void docker_close(void *state)
 
 /* The container's definition (caller frees the string). */
 static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
-                         const struct hutch_sandbox_spec *spec)
+                         const struct hutch_sandbox_class *cls)
 {
     char tmpopt[96], workopt[128], bind_init[PATH_MAX + 64], bind_run[PATH_MAX + 64],
         bind_io[PATH_MAX + 64];
-    unsigned long long work = box_work_bytes(spec), tmp = box_tmp_bytes(spec);
+    unsigned long long work = box_work_bytes(cls), tmp = box_tmp_bytes(cls);
     const char *binds[] = {bind_init, bind_run, bind_io, NULL};
     cJSON *c = cJSON_CreateObject(), *hc, *labels, *mounts, *m, *vo, *dc, *opts, *tmpfs,
           *log;
@@ -299,7 +300,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     cJSON_AddStringToObject(c, "Image", sb->image);
     cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "Cmd", box_command(spec));
+    cJSON_AddItemToObject(c, "Cmd", box_command(cls));
     cJSON_AddItemToObject(c, "Env", box_environment());
     cJSON_AddStringToObject(c, "User", "1000:1000");
     cJSON_AddStringToObject(c, "WorkingDir", "/work");
@@ -310,7 +311,8 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddBoolToObject(c, "AttachStderr", 0);
     labels = cJSON_AddObjectToObject(c, "Labels");
     cJSON_AddStringToObject(labels, "hutch.instance", st->instance);
-    cJSON_AddStringToObject(labels, "hutch.execution", spec->label ? spec->label : "");
+    /* The label start() was given: a pooled sandbox's job comes later. */
+    cJSON_AddStringToObject(labels, "hutch.execution", sb->label);
     cJSON_AddStringToObject(labels, DK_OWNER_LABEL, st->owner);
 
     hc = cJSON_AddObjectToObject(c, "HostConfig");
@@ -321,13 +323,13 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddItemToObject(hc, "CapDrop", box_str_array((const char *[]){"ALL", NULL}));
     cJSON_AddItemToObject(hc, "SecurityOpt",
                           box_str_array((const char *[]){"no-new-privileges", NULL}));
-    cJSON_AddNumberToObject(hc, "PidsLimit", spec->pids_max ? spec->pids_max : 128);
-    if (spec->memory_bytes) {
-        cJSON_AddNumberToObject(hc, "Memory", (double)spec->memory_bytes);
-        cJSON_AddNumberToObject(hc, "MemorySwap", (double)spec->memory_bytes);
+    cJSON_AddNumberToObject(hc, "PidsLimit", cls->pids_max ? cls->pids_max : 128);
+    if (cls->memory_bytes) {
+        cJSON_AddNumberToObject(hc, "Memory", (double)cls->memory_bytes);
+        cJSON_AddNumberToObject(hc, "MemorySwap", (double)cls->memory_bytes);
     }
-    if (spec->cpu_millis)
-        cJSON_AddNumberToObject(hc, "NanoCpus", (double)spec->cpu_millis * 1e6);
+    if (cls->cpu_millis)
+        cJSON_AddNumberToObject(hc, "NanoCpus", (double)cls->cpu_millis * 1e6);
     cJSON_AddNumberToObject(hc, "ShmSize", 16 << 20);
     {
         /* Deployments (and the hostile tests' outer guard) may want every
@@ -435,8 +437,9 @@ static void sandbox_free(struct dk_sandbox *sb)
     free(sb);
 }
 
-static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
-                        struct hutch_sandbox **out, struct hutch_err *err)
+static int docker_start(void *state, const struct hutch_sandbox_class *cls,
+                        const struct hutch_start *how, struct hutch_sandbox **out,
+                        struct hutch_err *err)
 {
     struct dk_state *st = state;
     struct dk_sandbox *sb;
@@ -449,22 +452,25 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
     int r;
 
     *out = NULL;
-    if (strcmp(spec->language, "python") != 0 &&
-        strcmp(spec->language, "javascript") != 0)
+    if (strcmp(cls->language, "python") != 0 &&
+        strcmp(cls->language, "javascript") != 0)
         return hutch_err_set(err, -EINVAL,
                              "the docker executor runs python and "
                              "javascript, not %s",
-                             spec->language);
+                             cls->language);
     sb = calloc(1, sizeof(*sb));
     if (!sb)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     sb->st = st;
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
-    image_for(st->host->version, spec->language, sb->image, sizeof(sb->image));
+    snprintf(sb->label, sizeof(sb->label), "%s",
+             HUTCH_HAS_MEMBER(how, struct hutch_start, label) && how->label ? how->label
+                                                                            : "");
+    image_for(st->host->version, cls->language, sb->image, sizeof(sb->image));
     {
         static const char *const known[] = {"runtime", NULL};
-        r = box_option(spec, "docker", known, "runtime", sb->runtime,
+        r = box_option(cls, "docker", known, "runtime", sb->runtime,
                        sizeof(sb->runtime), err);
         if (r == 0 && strspn(sb->runtime, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
                           strlen(sb->runtime))
@@ -496,7 +502,7 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
         free(sb);
         return r;
     }
-    body = create_body(st, sb, spec);
+    body = create_body(st, sb, cls);
     if (!body) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto fail;
@@ -510,7 +516,7 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
                           "(as root, offline), or 'docker build --build-arg RUNTIME=%s "
                           "-t %s images/' from hutch's source",
                           sb->image,
-                          strcmp(spec->language, "python") == 0 ? "python3" : "nodejs",
+                          strcmp(cls->language, "python") == 0 ? "python3" : "nodejs",
                           sb->image);
         goto fail;
     }
@@ -550,6 +556,21 @@ fail:
     return r;
 }
 
+/* Nothing in the container depends on the job: only the log lines do. */
+static int docker_assign(void *state, struct hutch_sandbox *pub,
+                         const struct hutch_job *job, struct hutch_err *err)
+{
+    struct dk_sandbox *sb = (struct dk_sandbox *)pub;
+    const char *label =
+        HUTCH_HAS_MEMBER(job, struct hutch_job, label) && job->label ? job->label : "-";
+    if (strcmp(label, sb->label) != 0)
+        sb->st->host->log(HUTCH_LOG_DEBUG, "docker",
+                          "%s (container %.12s): runs job %s", sb->label, sb->id,
+                          label);
+    snprintf(sb->label, sizeof(sb->label), "%s", label);
+    return 0;
+}
+
 static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
                       size_t len, struct hutch_err *err)
 {
@@ -563,6 +584,7 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
      * on the host).  Uncompressed only: a compressed upload makes the
      * daemon run a decompressor as host root (GHSA-x86f-5xw2-fm2r). */
     struct hutch_archive_limits lim = {
+        .struct_size = sizeof(lim),
         .max_bytes = len, /* file data cannot exceed the tar holding it */
         .max_entries = HUTCH_TAR_MAX_ENTRIES,
         .max_path = HUTCH_TAR_MAX_PATH,
@@ -636,6 +658,7 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
 {
     struct dk_sandbox *sb = (struct dk_sandbox *)pub;
     struct hutch_archive_limits lim = {
+        .struct_size = sizeof(lim),
         .max_bytes = max_bytes,
         .max_entries = HUTCH_TAR_MAX_ENTRIES,
         .max_path = HUTCH_TAR_MAX_PATH,
@@ -692,9 +715,9 @@ static void docker_destroy(void *state, struct hutch_sandbox *pub)
 
 /* --- doctor ------------------------------------------------------------ */
 
-static void docker_doctor(const struct hutch_host *host,
-                          void (*report)(const char *status, const char *what,
-                                         const char *detail))
+static void docker_doctor(const struct hutch_host *host, void *ctx,
+                          void (*report)(void *ctx, const char *status,
+                                         const char *what, const char *detail))
 {
     struct dk_api api;
     struct hutch_err err = {0};
@@ -703,15 +726,15 @@ static void docker_doctor(const struct hutch_host *host,
     cJSON *j;
 
     if (box_find_init(init, sizeof(init), &err) < 0)
-        report("FAIL", "docker init", err.msg);
+        report(ctx, "FAIL", "docker init", err.msg);
     if (dk_api_init(&api, &err) < 0 ||
         dk_api_negotiate(&api, engine, sizeof(engine), &err) < 0) {
-        report("FAIL", "docker daemon", err.msg);
+        report(ctx, "FAIL", "docker daemon", err.msg);
         return;
     }
     snprintf(detail, sizeof(detail), "%s: Engine %s, API %s", api.where, engine,
              api.version);
-    report("ok", "docker daemon", detail);
+    report(ctx, "ok", "docker daemon", detail);
 
     if (dk_json(&api, "GET", "/info", NULL, NULL, &b, &err) == 0) {
         cJSON *rt, *it;
@@ -727,7 +750,7 @@ static void docker_doctor(const struct hutch_host *host,
                 break;
             o += (size_t)n;
         }
-        report("ok", "docker runtimes", detail);
+        report(ctx, "ok", "docker runtimes", detail);
         cJSON_Delete(j);
     }
     dk_buf_free(&b);
@@ -739,13 +762,13 @@ static void docker_doctor(const struct hutch_host *host,
         image_for(host->version, langs[i], image, sizeof(image));
         snprintf(path, sizeof(path), "/images/%s/json", image);
         if (dk_json(&api, "GET", path, NULL, &status, NULL, &err) == 0)
-            report("ok", "docker image", image);
+            report(ctx, "ok", "docker image", image);
         else {
             snprintf(detail, sizeof(detail),
                      "%s is missing: build it with 'make images' (root, no registry "
                      "needed) or 'docker build --build-arg RUNTIME=%s -t %s images/'",
                      image, i == 0 ? "python3" : "nodejs", image);
-            report("FAIL", "docker image", status == 404 ? detail : err.msg);
+            report(ctx, "FAIL", "docker image", status == 404 ? detail : err.msg);
         }
     }
 }
@@ -756,10 +779,12 @@ static const struct hutch_executor docker_executor = {
     .name = "docker",
     .summary =
         "a fresh hardened container per execution, through the Docker Engine API",
+    .version = PACKAGE_VERSION,
     .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
     .probe = docker_probe,
     .open = docker_open,
     .start = docker_start,
+    .assign = docker_assign,
     .put_archive = docker_put,
     .reap = docker_reap,
     .get_archive = docker_get,
@@ -769,8 +794,7 @@ static const struct hutch_executor docker_executor = {
     .doctor = docker_doctor,
 };
 
-__attribute__((visibility("default"))) const struct hutch_executor *
-hutch_executor_entry(void)
+HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)
 {
     return &docker_executor;
 }

@@ -5,7 +5,7 @@
  * As with the Docker executor, pid 1 is hutch-init (plugins/init/init.c)
  * talking to hutch over unix sockets bind-mounted at /run/hutch/io, which
  * runsc lets it reach with --host-uds=open.  /work is a host directory on a
- * tmpfs hutch mounts with the spec's size (capped; the host's disk is never
+ * tmpfs hutch mounts with the class's size (capped; the host's disk is never
  * touched), bind-mounted into the sandbox; files go in and out through the
  * core's tar code on the host side.  The rootfs is read-only and wrapped in
  * an in-memory overlay (--overlay2=root:memory), so it stays untouched.
@@ -42,7 +42,7 @@
 #define GV_CMD_MS    10000 /* one runsc kill/delete/list */
 #define GV_EXIT_MS   3000  /* sandbox gone after init was told to end */
 #define GV_MAX_FLAGS 16    /* words in HUTCH_RUNSC_FLAGS */
-#define GV_HOST_PIDS 512   /* host tasks of runsc itself, on top of the spec's */
+#define GV_HOST_PIDS 512   /* host tasks of runsc itself, on top of the class's */
 #define GV_BASE      "/run/hutch/gvisor"
 #define GV_LOG_TAIL  600
 
@@ -81,6 +81,7 @@ struct gv_sandbox {
     pid_t runsc_pid; /* `runsc run`, our child */
     struct sbio io;
     int killed;
+    char label[64]; /* how->label, then the job's: for log lines */
 };
 
 /* --- small helpers ----------------------------------------------------- */
@@ -311,13 +312,13 @@ static int try_platform(const struct gv_state *st, const char *platform,
  * .platform, else HUTCH_GVISOR_PLATFORM, else ptrace.  kvm is tried once
  * per process (on VMs without nested virtualisation it hangs): when it
  * does not work, ptrace, with a warning. */
-static int pick_platform(struct gv_state *st, const struct hutch_sandbox_spec *spec,
+static int pick_platform(struct gv_state *st, const struct hutch_sandbox_class *cls,
                          const char *rootfs, char *out, size_t len,
                          struct hutch_err *err)
 {
     static const char *const known[] = {"platform", NULL};
     char want[32];
-    int r = box_option(spec, "gvisor", known, "platform", want, sizeof(want), err);
+    int r = box_option(cls, "gvisor", known, "platform", want, sizeof(want), err);
 
     if (r < 0)
         return r;
@@ -486,7 +487,7 @@ static void add_mount(cJSON *mounts, const char *dest, const char *type,
 
 /* The OCI runtime spec of one sandbox (caller frees). */
 static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
-                      const struct hutch_sandbox_spec *spec, const char *rootfs)
+                      const struct hutch_sandbox_class *cls, const char *rootfs)
 {
     char tmpsize[48];
     static const char *const ns[] = {"pid", "network", "ipc", "uts", "mount", NULL};
@@ -494,7 +495,7 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
           *mem, *pids, *nsa, *rl, *r1;
     char *out;
 
-    snprintf(tmpsize, sizeof(tmpsize), "size=%llu", box_tmp_bytes(spec));
+    snprintf(tmpsize, sizeof(tmpsize), "size=%llu", box_tmp_bytes(cls));
 
     cJSON_AddStringToObject(c, "ociVersion", "1.0.2");
     proc = cJSON_AddObjectToObject(c, "process");
@@ -502,7 +503,7 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     user = cJSON_AddObjectToObject(proc, "user");
     cJSON_AddNumberToObject(user, "uid", 1000);
     cJSON_AddNumberToObject(user, "gid", 1000);
-    cJSON_AddItemToObject(proc, "args", box_command(spec));
+    cJSON_AddItemToObject(proc, "args", box_command(cls));
     cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");
@@ -515,16 +516,16 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     rl = cJSON_AddArrayToObject(proc, "rlimits");
     r1 = cJSON_CreateObject();
     cJSON_AddStringToObject(r1, "type", "RLIMIT_NOFILE");
-    cJSON_AddNumberToObject(r1, "hard", spec->open_files ? spec->open_files : 256);
-    cJSON_AddNumberToObject(r1, "soft", spec->open_files ? spec->open_files : 256);
+    cJSON_AddNumberToObject(r1, "hard", cls->open_files ? cls->open_files : 256);
+    cJSON_AddNumberToObject(r1, "soft", cls->open_files ? cls->open_files : 256);
     cJSON_AddItemToArray(rl, r1);
     /* The sandbox's own kernel counts its processes against RLIMIT_NPROC;
      * the host cgroup's pids limit (below) counts the sentry's threads and
      * ptrace stubs too, and hitting it kills the whole sandbox. */
     r1 = cJSON_CreateObject();
     cJSON_AddStringToObject(r1, "type", "RLIMIT_NPROC");
-    cJSON_AddNumberToObject(r1, "hard", spec->pids_max ? spec->pids_max : 128);
-    cJSON_AddNumberToObject(r1, "soft", spec->pids_max ? spec->pids_max : 128);
+    cJSON_AddNumberToObject(r1, "hard", cls->pids_max ? cls->pids_max : 128);
+    cJSON_AddNumberToObject(r1, "soft", cls->pids_max ? cls->pids_max : 128);
     cJSON_AddItemToArray(rl, r1);
 
     root = cJSON_AddObjectToObject(c, "root");
@@ -552,18 +553,18 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     lnx = cJSON_AddObjectToObject(c, "linux");
     cJSON_AddStringToObject(lnx, "cgroupsPath", sb->cgroup);
     res = cJSON_AddObjectToObject(lnx, "resources");
-    if (spec->memory_bytes) {
+    if (cls->memory_bytes) {
         mem = cJSON_AddObjectToObject(res, "memory");
-        cJSON_AddNumberToObject(mem, "limit", (double)spec->memory_bytes);
-        cJSON_AddNumberToObject(mem, "swap", (double)spec->memory_bytes);
+        cJSON_AddNumberToObject(mem, "limit", (double)cls->memory_bytes);
+        cJSON_AddNumberToObject(mem, "swap", (double)cls->memory_bytes);
     }
     pids = cJSON_AddObjectToObject(res, "pids");
     cJSON_AddNumberToObject(pids, "limit",
-                            (spec->pids_max ? spec->pids_max : 128) + GV_HOST_PIDS);
-    if (spec->cpu_millis) {
+                            (cls->pids_max ? cls->pids_max : 128) + GV_HOST_PIDS);
+    if (cls->cpu_millis) {
         cJSON *cpu = cJSON_AddObjectToObject(res, "cpu");
         cJSON_AddNumberToObject(cpu, "period", 100000);
-        cJSON_AddNumberToObject(cpu, "quota", (double)spec->cpu_millis * 100);
+        cJSON_AddNumberToObject(cpu, "quota", (double)cls->cpu_millis * 100);
     }
     nsa = cJSON_AddArrayToObject(lnx, "namespaces");
     for (size_t i = 0; ns[i]; i++) {
@@ -655,8 +656,9 @@ static void sandbox_free(struct gv_sandbox *sb)
     free(sb);
 }
 
-static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
-                    struct hutch_sandbox **out, struct hutch_err *err)
+static int gv_start(void *state, const struct hutch_sandbox_class *cls,
+                    const struct hutch_start *how, struct hutch_sandbox **out,
+                    struct hutch_err *err)
 {
     struct gv_state *st = state;
     struct gv_sandbox *sb;
@@ -668,12 +670,12 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     struct stat sst;
 
     *out = NULL;
-    if (strcmp(spec->language, "python") != 0 &&
-        strcmp(spec->language, "javascript") != 0)
+    if (strcmp(cls->language, "python") != 0 &&
+        strcmp(cls->language, "javascript") != 0)
         return hutch_err_set(err, -EINVAL,
                              "the gvisor executor runs python and javascript, not %s",
-                             spec->language);
-    snprintf(rootfs, sizeof(rootfs), "%s/%s", st->images, rootfs_name(spec->language));
+                             cls->language);
+    snprintf(rootfs, sizeof(rootfs), "%s/%s", st->images, rootfs_name(cls->language));
     if (!realpath(rootfs, real_rootfs) || stat(real_rootfs, &sst) < 0 ||
         !S_ISDIR(sst.st_mode))
         return hutch_err_set(err, -ENOENT,
@@ -684,7 +686,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
                              rootfs);
     {
         const char *interp =
-            strcmp(spec->language, "python") == 0 ? "usr/bin/python3" : "usr/bin/node";
+            strcmp(cls->language, "python") == 0 ? "usr/bin/python3" : "usr/bin/node";
         snprintf(path, sizeof(path), "%s/%s", real_rootfs, interp);
         if (access(path, X_OK) < 0)
             return hutch_err_set(err, -ENOEXEC,
@@ -701,13 +703,16 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     for (int i = 0; i < SBIO_NSOCK; i++)
         sb->io.fd[i] = sb->io.lfd[i] = -1;
-    r = pick_platform(st, spec, real_rootfs, sb->platform, sizeof(sb->platform), err);
+    snprintf(sb->label, sizeof(sb->label), "%s",
+             HUTCH_HAS_MEMBER(how, struct hutch_start, label) && how->label ? how->label
+                                                                            : "-");
+    r = pick_platform(st, cls, real_rootfs, sb->platform, sizeof(sb->platform), err);
     if (r < 0) {
         free(sb);
         return r;
     }
-    st->host->log(HUTCH_LOG_DEBUG, "gvisor", "sandbox on platform %s over %s",
-                  sb->platform, real_rootfs);
+    st->host->log(HUTCH_LOG_DEBUG, "gvisor", "%s: sandbox on platform %s over %s",
+                  sb->label, sb->platform, real_rootfs);
     n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
     snprintf(sb->id, sizeof(sb->id), "hutch-%s.%lu", strrchr(st->dir, '/') + 1, n);
     snprintf(sb->bundle, sizeof(sb->bundle), "%s/%lu", st->dir, n);
@@ -724,7 +729,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     /* /work: a tmpfs of its own, so its size is capped and the host's disk
      * is never touched. */
     snprintf(sb->work, sizeof(sb->work), "%s/work", sb->bundle);
-    work = box_work_bytes(spec);
+    work = box_work_bytes(cls);
     snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=1000,gid=1000",
              (unsigned long long)work);
     if (mkdir(sb->work, 0755) < 0 ||
@@ -738,7 +743,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     r = sbio_open(&sb->io, path, err);
     if (r < 0)
         goto fail;
-    json = oci_spec(st, sb, spec, real_rootfs);
+    json = oci_spec(st, sb, cls, real_rootfs);
     if (!json) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto fail;
@@ -776,6 +781,20 @@ fail:
         kill(sb->runsc_pid, SIGTERM);
     sandbox_free(sb);
     return r;
+}
+
+/* Nothing in the sandbox depends on the job: only the log lines do. */
+static int gv_assign(void *state, struct hutch_sandbox *pub,
+                     const struct hutch_job *job, struct hutch_err *err)
+{
+    struct gv_sandbox *sb = (struct gv_sandbox *)pub;
+    const char *label =
+        HUTCH_HAS_MEMBER(job, struct hutch_job, label) && job->label ? job->label : "-";
+    if (strcmp(label, sb->label) != 0)
+        sb->st->host->log(HUTCH_LOG_DEBUG, "gvisor", "%s (%s): runs job %s", sb->label,
+                          sb->id, label);
+    snprintf(sb->label, sizeof(sb->label), "%s", label);
+    return 0;
 }
 
 /* Gives what extract made to the sandbox user (extract writes as root). */
@@ -834,6 +853,7 @@ static int gv_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_f
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
     struct hutch_archive_limits lim = {
+        .struct_size = sizeof(lim),
         .max_bytes = max_bytes,
         .max_entries = HUTCH_TAR_MAX_ENTRIES,
         .max_path = HUTCH_TAR_MAX_PATH,
@@ -930,8 +950,8 @@ static int try_platform(const struct gv_state *st, const char *platform,
     return r;
 }
 
-static void gv_doctor(const struct hutch_host *host,
-                      void (*report)(const char *status, const char *what,
+static void gv_doctor(const struct hutch_host *host, void *ctx,
+                      void (*report)(void *ctx, const char *status, const char *what,
                                      const char *detail))
 {
     struct gv_state st = {.host = host};
@@ -941,7 +961,7 @@ static void gv_doctor(const struct hutch_host *host,
     int have_rootfs = 0;
 
     if (gv_probe(host, &err) < 0) {
-        report("FAIL", "gvisor", err.msg);
+        report(ctx, "FAIL", "gvisor", err.msg);
         return;
     }
     find_exec(env && *env ? env : "runsc", st.runsc, sizeof(st.runsc));
@@ -952,14 +972,14 @@ static void gv_doctor(const struct hutch_host *host,
         struct stat s;
         snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name(lang));
         if (stat(rootfs, &s) == 0 && S_ISDIR(s.st_mode)) {
-            report("ok", "gvisor rootfs", rootfs);
+            report(ctx, "ok", "gvisor rootfs", rootfs);
             have_rootfs = 1;
         } else {
             snprintf(detail, sizeof(detail),
                      "%s is missing: build it with 'make images' (root), or set "
                      "HUTCH_IMAGES_DIR",
                      rootfs);
-            report("FAIL", "gvisor rootfs", detail);
+            report(ctx, "FAIL", "gvisor rootfs", detail);
         }
     }
     if (!have_rootfs)
@@ -972,16 +992,16 @@ static void gv_doctor(const struct hutch_host *host,
     for (int i = 0; i < 2; i++) {
         const char *plat = i == 0 ? "ptrace" : "kvm";
         if (i == 1 && access("/dev/kvm", R_OK | W_OK) < 0) {
-            report("warn", "gvisor platform kvm", "/dev/kvm is not usable here");
+            report(ctx, "warn", "gvisor platform kvm", "/dev/kvm is not usable here");
             continue;
         }
         snprintf(detail, sizeof(detail), "gvisor platform %s", plat);
         if (try_platform(&st, plat, rootfs, why, sizeof(why)) == 0)
-            report("ok", detail,
+            report(ctx, "ok", detail,
                    i == 0 ? "works (the default)"
                           : "works (HUTCH_GVISOR_PLATFORM=kvm)");
         else
-            report(i == 0 ? "FAIL" : "warn", detail, why);
+            report(ctx, i == 0 ? "FAIL" : "warn", detail, why);
     }
 }
 
@@ -990,10 +1010,12 @@ static const struct hutch_executor gvisor_executor = {
     .struct_size = sizeof(struct hutch_executor),
     .name = "gvisor",
     .summary = "a gVisor sandbox (runsc, user-space kernel) per execution; needs root",
+    .version = PACKAGE_VERSION,
     .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
     .probe = gv_probe,
     .open = gv_open,
     .start = gv_start,
+    .assign = gv_assign,
     .put_archive = gv_put,
     .reap = gv_reap,
     .get_archive = gv_get,
@@ -1003,8 +1025,7 @@ static const struct hutch_executor gvisor_executor = {
     .doctor = gv_doctor,
 };
 
-__attribute__((visibility("default"))) const struct hutch_executor *
-hutch_executor_entry(void)
+HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)
 {
     return &gvisor_executor;
 }

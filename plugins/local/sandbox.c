@@ -512,12 +512,13 @@ static void reap(pid_t runner, int ctrl, int *runner_done)
 __attribute__((noreturn)) static void init_main(struct lsb_params *p)
 {
     struct hutch_archive_limits lim_in = {
+        .struct_size = sizeof(lim_in),
         .max_bytes = HUTCH_TAR_IN_MAX_BYTES,
         .max_entries = HUTCH_TAR_MAX_ENTRIES,
         .max_path = HUTCH_TAR_MAX_PATH,
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
-    struct hutch_err err;
+    struct hutch_err err = HUTCH_ERR_INIT;
     int ctrl = p->ctrl_fd, devnull, sfd, runner_fd, runner_done = 0;
     sigset_t mask;
     pid_t runner;
@@ -593,7 +594,7 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
         r = recv_mapped(ctrl, &h, &payload);
         if (r < 0)
             _exit(0); /* host went away: the sandbox goes with it */
-        memset(&err, 0, sizeof(err));
+        err = (struct hutch_err)HUTCH_ERR_INIT;
         switch (h.type) {
         case LSB_PUT:
             r = p->host->archive_extract(payload, h.len, "/work", &lim_in, &err);
@@ -604,6 +605,7 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
             break;
         case LSB_PACK: {
             struct hutch_archive_limits lim_out = {
+                .struct_size = sizeof(lim_out),
                 .max_bytes = HUTCH_TAR_OUT_MAX_BYTES,
                 .max_entries = HUTCH_TAR_MAX_ENTRIES,
                 .max_path = HUTCH_TAR_MAX_PATH,
