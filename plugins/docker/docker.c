@@ -31,6 +31,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "abi.h"
 #include "api.h"
 #include "box.h"
 #include "caps.h"
@@ -464,9 +465,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     sb->st = st;
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
-    snprintf(sb->label, sizeof(sb->label), "%s",
-             HUTCH_HAS_MEMBER(how, struct hutch_start, label) && how->label ? how->label
-                                                                            : "");
+    snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, ""));
     image_for(st->host->version, cls->language, sb->image, sizeof(sb->image));
     {
         static const char *const known[] = {"runtime", NULL};
@@ -507,6 +506,9 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto fail;
     }
+    /* Between API calls: has the core given up on this start? */
+    if (plugin_start_cancelled(how))
+        goto cancelled;
     snprintf(path, sizeof(path), "/containers/create?name=hutch-%s-%lu", st->instance,
              n);
     r = dk_json(&st->api, "POST", path, body, &status, &b, err);
@@ -534,11 +536,13 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
         r = hutch_err_set(err, -EPROTO, "Docker created a container without an Id");
         goto fail;
     }
+    if (plugin_start_cancelled(how))
+        goto cancelled;
     snprintf(path, sizeof(path), "/containers/%s/start", sb->id);
     r = dk_json(&st->api, "POST", path, NULL, NULL, NULL, err);
     if (r < 0)
         goto fail;
-    r = sbio_accept(&sb->io, DK_READY_MS, still_running, sb, err);
+    r = sbio_accept(&sb->io, DK_READY_MS, still_running, sb, how, err);
     if (r < 0)
         goto fail;
     sb->pub.chan_fd = sb->io.fd[SBIO_CHAN];
@@ -549,7 +553,11 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     dk_buf_free(&b);
     *out = &sb->pub;
     return 0;
+cancelled:
+    r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
 fail:
+    /* sandbox_free() removes the container (with its volume) and the
+     * socket directory: nothing of this start is left. */
     free(body);
     dk_buf_free(&b);
     sandbox_free(sb);
@@ -561,8 +569,7 @@ static int docker_assign(void *state, struct hutch_sandbox *pub,
                          const struct hutch_job *job, struct hutch_err *err)
 {
     struct dk_sandbox *sb = (struct dk_sandbox *)pub;
-    const char *label =
-        HUTCH_HAS_MEMBER(job, struct hutch_job, label) && job->label ? job->label : "-";
+    const char *label = plugin_job_label(job, "-");
     if (strcmp(label, sb->label) != 0)
         sb->st->host->log(HUTCH_LOG_DEBUG, "docker",
                           "%s (container %.12s): runs job %s", sb->label, sb->id,

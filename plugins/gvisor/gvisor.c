@@ -33,6 +33,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "abi.h"
 #include "box.h"
 #include "caps.h"
 #include "sbio.h"
@@ -703,9 +704,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     for (int i = 0; i < SBIO_NSOCK; i++)
         sb->io.fd[i] = sb->io.lfd[i] = -1;
-    snprintf(sb->label, sizeof(sb->label), "%s",
-             HUTCH_HAS_MEMBER(how, struct hutch_start, label) && how->label ? how->label
-                                                                            : "-");
+    snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, "-"));
     r = pick_platform(st, cls, real_rootfs, sb->platform, sizeof(sb->platform), err);
     if (r < 0) {
         free(sb);
@@ -752,6 +751,10 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     r = write_file(path, json, err);
     if (r < 0)
         goto fail;
+    if (plugin_start_cancelled(how)) {
+        r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
+        goto fail;
+    }
     snprintf(path, sizeof(path), "%s/runsc.log", sb->bundle);
     log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     {
@@ -765,7 +768,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
         sb->runsc_pid = 0;
         goto fail;
     }
-    r = sbio_accept(&sb->io, GV_READY_MS, still_running, sb, err);
+    r = sbio_accept(&sb->io, GV_READY_MS, still_running, sb, how, err);
     if (r < 0)
         goto fail;
     sb->pub.chan_fd = sb->io.fd[SBIO_CHAN];
@@ -776,6 +779,9 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     *out = &sb->pub;
     return 0;
 fail:
+    /* Cancelled or failed: `runsc run` is told to end, then sandbox_free()
+     * waits for it (killing it past GV_EXIT_MS), runs `runsc delete
+     * --force`, unmounts /work and removes the bundle: nothing is left. */
     free(json);
     if (sb->runsc_pid > 0)
         kill(sb->runsc_pid, SIGTERM);
@@ -788,8 +794,7 @@ static int gv_assign(void *state, struct hutch_sandbox *pub,
                      const struct hutch_job *job, struct hutch_err *err)
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
-    const char *label =
-        HUTCH_HAS_MEMBER(job, struct hutch_job, label) && job->label ? job->label : "-";
+    const char *label = plugin_job_label(job, "-");
     if (strcmp(label, sb->label) != 0)
         sb->st->host->log(HUTCH_LOG_DEBUG, "gvisor", "%s (%s): runs job %s", sb->label,
                           sb->id, label);

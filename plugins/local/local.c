@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "caps.h"
-#include "exit.h"
 #include "hutch-executor.h"
 #include "sandbox.h"
 
@@ -673,6 +673,25 @@ static int wait_readable(int fd, int ms)
     return r;
 }
 
+/* wait_readable() for start(), in slices, asking how->cancelled() between
+ * them: 1 readable, 0 not within ms (or poll failed), -ECANCELED. */
+static int wait_start(int fd, int ms, const struct hutch_start *how)
+{
+    uint64_t deadline = mono_us() + (uint64_t)ms * 1000u;
+    for (;;) {
+        uint64_t now = mono_us();
+        int r;
+        if (plugin_start_cancelled(how))
+            return -ECANCELED;
+        if (now >= deadline)
+            return 0;
+        r = wait_readable(fd,
+                          deadline - now > 50000 ? 50 : (int)((deadline - now) / 1000));
+        if (r != 0)
+            return r > 0 ? 1 : 0;
+    }
+}
+
 static void local_kill(void *state, struct hutch_sandbox *pub)
 {
     struct local_sandbox *sb = (struct local_sandbox *)pub;
@@ -739,9 +758,7 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     sb->ctrl_fd = sb->init_pidfd = -1;
-    snprintf(sb->label, sizeof(sb->label), "%s",
-             HUTCH_HAS_MEMBER(how, struct hutch_start, label) && how->label ? how->label
-                                                                            : "-");
+    snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, "-"));
 
     p.host = st->host;
     p.language = cls->language;
@@ -798,6 +815,8 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     p.out_fd = opipe[1];
     p.err_fd = epipe[1];
 
+    if (plugin_start_cancelled(how))
+        goto cancelled;
     sb->c1 = fork();
     if (sb->c1 < 0) {
         r = hutch_err_set(err, -errno, "fork: %s", strerror(errno));
@@ -819,8 +838,9 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     close_fd(&epipe[1]);
 
     /* C1 has unshared: give it its ids and its cgroups, then let it go. */
-    if (wait_readable(sync[0], START_TIMEOUT_MS) <= 0 ||
-        lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
+    if ((r = wait_start(sync[0], START_TIMEOUT_MS, how)) == -ECANCELED)
+        goto cancelled;
+    if (r <= 0 || lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
         r = hutch_err_set(err, -EIO,
                           "sandbox did not start (no answer from its helper)");
         goto fail;
@@ -853,9 +873,10 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
         r = hutch_err_set(err, -EIO, "sandbox helper went away during start");
         goto fail;
     }
-    if (wait_readable(sync[0], START_TIMEOUT_MS) <= 0 ||
-        lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0 || h.type != LSB_READY ||
-        h.len != sizeof(int32_t)) {
+    if ((r = wait_start(sync[0], START_TIMEOUT_MS, how)) == -ECANCELED)
+        goto cancelled;
+    if (r <= 0 || lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0 ||
+        h.type != LSB_READY || h.len != sizeof(int32_t)) {
         r = hutch_err_set(err, -EIO, "sandbox did not start (%s)",
                           payload && h.type == LSB_FAIL ? payload : "no init process");
         goto fail;
@@ -871,8 +892,9 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     close_fd(&sync[0]);
     t_sync = mono_us();
 
-    if (wait_readable(ctrl[0], START_TIMEOUT_MS) <= 0 ||
-        lsb_recv(ctrl[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
+    if ((r = wait_start(ctrl[0], START_TIMEOUT_MS, how)) == -ECANCELED)
+        goto cancelled;
+    if (r <= 0 || lsb_recv(ctrl[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
         r = hutch_err_set(err, -EIO, "sandbox did not report ready within %d ms",
                           START_TIMEOUT_MS);
         goto fail;
@@ -907,7 +929,11 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     *out = &sb->pub;
     return 0;
 
+cancelled:
+    r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
 fail:
+    /* local_destroy() kills C1 (and with it the whole sandbox), waits for
+     * it and removes the cgroups: nothing of this start is left. */
     free(payload);
     close_fd(&ctrl[0]);
     close_fd(&ctrl[1]);
@@ -929,8 +955,7 @@ static int local_assign(void *state, struct hutch_sandbox *pub,
 {
     struct local_state *st = state;
     struct local_sandbox *sb = (struct local_sandbox *)pub;
-    const char *label =
-        HUTCH_HAS_MEMBER(job, struct hutch_job, label) && job->label ? job->label : "-";
+    const char *label = plugin_job_label(job, "-");
     if (strcmp(label, sb->label) != 0)
         st->host->log(HUTCH_LOG_DEBUG, "local", "%s: runs job %s", sb->label, label);
     snprintf(sb->label, sizeof(sb->label), "%s", label);
