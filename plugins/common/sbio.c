@@ -86,7 +86,8 @@ int sbio_accept(struct sbio *io, int timeout_ms,
         int idx[SBIO_NSOCK], n = 0, slice;
         uint64_t now = box_now_ms();
         if (plugin_start_cancelled(how)) {
-            r = hutch_err_set(err, -ECANCELED, "sandbox start cancelled");
+            r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled",
+                              plugin_start_label(how, "-"));
             break;
         }
         if (now >= deadline) {
