@@ -97,6 +97,7 @@ int hutch_buf_write(void *arg, const void *p, size_t n)
 
 void hutch_archive_limits_in(struct hutch_archive_limits *lim)
 {
+    lim->struct_size = sizeof(*lim);
     lim->max_bytes = HUTCH_TAR_IN_MAX_BYTES;
     lim->max_entries = HUTCH_TAR_MAX_ENTRIES;
     lim->max_path = HUTCH_TAR_MAX_PATH;
@@ -105,6 +106,7 @@ void hutch_archive_limits_in(struct hutch_archive_limits *lim)
 
 void hutch_archive_limits_out(struct hutch_archive_limits *lim)
 {
+    lim->struct_size = sizeof(*lim);
     lim->max_bytes = HUTCH_TAR_OUT_MAX_BYTES;
     lim->max_entries = HUTCH_TAR_MAX_ENTRIES;
     lim->max_path = HUTCH_TAR_MAX_PATH;
@@ -120,6 +122,22 @@ limits_or_default(const struct hutch_archive_limits *lim,
         return lim;
     hutch_archive_limits_out(tmp);
     return tmp;
+}
+
+/* Limits come from plugins too: they must cover every member ABI 2 has (a
+ * struct_size left 0 does not); a later, larger struct is read as far as
+ * this one goes. */
+static bool limits_ok(const struct hutch_archive_limits *lim)
+{
+    return !lim || HUTCH_HAS_MEMBER(lim, struct hutch_archive_limits, max_depth);
+}
+
+static int limits_refused(const struct hutch_archive_limits *lim, struct hutch_err *err)
+{
+    return hutch_err_set(err, -EINVAL,
+                         "tar limits with struct_size %u: set it to "
+                         "sizeof(struct hutch_archive_limits)",
+                         lim->struct_size);
 }
 
 /* Paths in error messages come from untrusted tars: keep them printable and
@@ -213,6 +231,8 @@ int hutch_archive_check_relpath(const char *path,
 
     if (!path)
         return hutch_err_set(err, -EINVAL, "no path given");
+    if (!limits_ok(lim))
+        return limits_refused(lim, err);
     lim = limits_or_default(lim, &dl);
     bad = relpath_problem(path, strlen(path), lim, why, sizeof(why));
     if (bad)
@@ -1267,6 +1287,8 @@ int hutch_archive_extract(const void *tar, size_t len, const char *dest_dir,
 
     if (!dest_dir || !*dest_dir || (!tar && len))
         return hutch_err_set(err, -EINVAL, "extract: no tar or no destination given");
+    if (!limits_ok(lim))
+        return limits_refused(lim, err);
     lim = limits_or_default(lim, &dl);
     if (len == 0)
         return hutch_err_set(
@@ -1754,6 +1776,8 @@ int hutch_archive_pack_dir(const char *dir, hutch_write_fn write, void *arg,
         return r;
     if (!dir || !*dir || !write)
         return hutch_err_set(err, -EINVAL, "pack: no directory or no writer given");
+    if (!limits_ok(lim))
+        return limits_refused(lim, err);
     lim = limits_or_default(lim, &dl);
     fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno != ENOENT) {
@@ -1810,6 +1834,8 @@ int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void
     r = hutch_libarchive_load(err);
     if (r < 0)
         return r;
+    if (!limits_ok(lim))
+        return limits_refused(lim, err);
     lim = limits_or_default(lim, &dl);
     r = reader_open(&in, tar, len, err);
     if (r < 0)

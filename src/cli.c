@@ -14,8 +14,6 @@ int hutch_cli_open_executor(const char *plugin_dir, const char *name,
                             struct hutch_host *host, struct hutch_plugins **ps,
                             struct hutch_plugin **p, struct hutch_err *err)
 {
-    struct hutch_config cfg = {0};
-    static char instance[17];
     int r;
 
     if (!name || !*name)
@@ -40,11 +38,7 @@ int hutch_cli_open_executor(const char *plugin_dir, const char *name,
                           (*p)->reason);
         goto fail;
     }
-    hutch_random_id(instance);
-    cfg.struct_size = sizeof(cfg);
-    cfg.instance_id = instance;
-    cfg.state_dir = NULL;
-    r = hutch_plugin_open(*p, host, &cfg, err);
+    r = hutch_plugin_open(*p, host, err);
     if (r < 0)
         goto fail;
     return 0;

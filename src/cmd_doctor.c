@@ -21,16 +21,20 @@
 
 extern char **environ;
 
-static int failures;
+/* One run of the checks: what failed, counted for the exit status. */
+struct doctor {
+    int failures;
+};
 
-static void report(const char *status, const char *what, const char *detail)
+static void report(struct doctor *d, const char *status, const char *what,
+                   const char *detail)
 {
     printf("%-5s %-22s %s\n", status, what, detail);
     if (!strcmp(status, "FAIL"))
-        failures++;
+        d->failures++;
 }
 
-static void check_userns(void)
+static void check_userns(struct doctor *d)
 {
     pid_t pid = fork();
     int status = 0;
@@ -41,14 +45,14 @@ static void check_userns(void)
                   : 0);
     if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
         WEXITSTATUS(status) != 0)
-        report("FAIL", "namespaces",
+        report(d, "FAIL", "namespaces",
                "cannot create user/pid/mount/net/ipc/uts namespaces: run 'sysctl -w "
                "kernel.unprivileged_userns_clone=1 user.max_user_namespaces=15000'");
     else
-        report("ok", "namespaces", "user, pid, mount, net, ipc, uts");
+        report(d, "ok", "namespaces", "user, pid, mount, net, ipc, uts");
 }
 
-static void check_seccomp(void)
+static void check_seccomp(struct doctor *d)
 {
     char buf[256] = "";
     int fd = open("/proc/sys/kernel/seccomp/actions_avail", O_RDONLY | O_CLOEXEC);
@@ -59,13 +63,13 @@ static void check_seccomp(void)
         close(fd);
     }
     if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 && errno == EINVAL)
-        report("FAIL", "seccomp",
+        report(d, "FAIL", "seccomp",
                "the kernel has no seccomp: build it with CONFIG_SECCOMP_FILTER");
     else
-        report("ok", "seccomp", buf[0] ? buf : "filter mode available");
+        report(d, "ok", "seccomp", buf[0] ? buf : "filter mode available");
 }
 
-static void check_cgroups(void)
+static void check_cgroups(struct doctor *d)
 {
     struct stat st;
     char detail[512];
@@ -76,7 +80,8 @@ static void check_cgroups(void)
                 ? ", writable: memory and pids limits apply"
                 : "; not writable: limits fall back to rlimits (run as root or in a "
                   "delegated cgroup: systemd-run --user -p Delegate=yes)");
-        report(access("/sys/fs/cgroup", W_OK) == 0 ? "ok" : "warn", "cgroups", detail);
+        report(d, access("/sys/fs/cgroup", W_OK) == 0 ? "ok" : "warn", "cgroups",
+               detail);
     } else if (stat("/sys/fs/cgroup/memory", &st) == 0 &&
                stat("/sys/fs/cgroup/pids", &st) == 0) {
         int w = access("/sys/fs/cgroup/memory", W_OK) == 0 &&
@@ -84,9 +89,9 @@ static void check_cgroups(void)
         snprintf(detail, sizeof(detail), "v1 (memory, pids)%s",
                  w ? ", writable: memory and pids limits apply"
                    : "; not writable: limits fall back to rlimits (run hutch as root)");
-        report(w ? "ok" : "warn", "cgroups", detail);
+        report(d, w ? "ok" : "warn", "cgroups", detail);
     } else {
-        report("warn", "cgroups",
+        report(d, "warn", "cgroups",
                "no memory/pids controllers mounted: limits fall back to rlimits");
     }
 }
@@ -123,7 +128,8 @@ static int version_of(const char *bin, char *out, size_t len)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
 
-static void check_runtime(const char *lang, const char *const *cands, const char *pkg)
+static void check_runtime(struct doctor *d, const char *lang, const char *const *cands,
+                          const char *pkg)
 {
     char real[PATH_MAX], ver[128], detail[PATH_MAX + 256];
     for (; *cands; cands++) {
@@ -132,38 +138,48 @@ static void check_runtime(const char *lang, const char *const *cands, const char
         if (version_of(real, ver, sizeof(ver)) < 0)
             continue;
         snprintf(detail, sizeof(detail), "%s (%s)", real, ver);
-        report("ok", lang, detail);
+        report(d, "ok", lang, detail);
         return;
     }
     snprintf(detail, sizeof(detail),
              "no interpreter under /usr: install it with 'apt-get install -y %s'", pkg);
-    report("FAIL", lang, detail);
+    report(d, "FAIL", lang, detail);
 }
 
-static void check_runners(void)
+static void check_runners(struct doctor *d)
 {
     const char *dir = hutch_runner_dir();
     char p1[PATH_MAX], p2[PATH_MAX], detail[PATH_MAX + 128];
     snprintf(p1, sizeof(p1), "%s/runner.py", dir);
     snprintf(p2, sizeof(p2), "%s/runner.js", dir);
     if (access(p1, R_OK) == 0 && access(p2, R_OK) == 0) {
-        report("ok", "runners", dir);
+        report(d, "ok", "runners", dir);
     } else {
         snprintf(detail, sizeof(detail),
                  "runner.py or runner.js missing in %s: reinstall hutch or set "
                  "HUTCH_RUNNER_DIR",
                  dir);
-        report("FAIL", "runners", detail);
+        report(d, "FAIL", "runners", detail);
     }
 }
 
-/* An executor other than local failing is worth saying, not an exit 1. */
-static void report_plugin(const char *status, const char *what, const char *detail)
+/* What a plugin's doctor says, about one executor: only the default
+ * executor is essential, so a FAIL of another is worth saying, not an exit 1. */
+struct plugin_report {
+    struct doctor *d;
+    int essential;
+};
+
+static void report_plugin(void *ctx, const char *status, const char *what,
+                          const char *detail)
 {
+    struct plugin_report *pr = ctx;
     printf("%-5s %-22s %s\n", status, what, detail);
+    if (pr->essential && !strcmp(status, "FAIL"))
+        pr->d->failures++;
 }
 
-static void check_plugins(const char *dir)
+static void check_plugins(struct doctor *d, const char *dir)
 {
     struct hutch_host host;
     struct hutch_plugins *ps = NULL;
@@ -172,7 +188,7 @@ static void check_plugins(const char *dir)
 
     hutch_host_init(&host, hutch_runner_dir());
     if (hutch_plugins_load(hutch_plugin_dir(dir), &host, &ps, &err) < 0) {
-        report("FAIL", "plugins", err.msg);
+        report(d, "FAIL", "plugins", err.msg);
         return;
     }
     for (size_t i = 0; i < ps->n; i++) {
@@ -181,14 +197,16 @@ static void check_plugins(const char *dir)
         snprintf(what, sizeof(what), "executor %s", p->name);
         snprintf(detail, sizeof(detail), "%s", p->usable ? p->path : p->reason);
         /* Only the default executor is essential. */
-        report(p->usable ? "ok" : (strcmp(p->name, "local") == 0 ? "FAIL" : "warn"),
+        report(d, p->usable ? "ok" : (strcmp(p->name, "local") == 0 ? "FAIL" : "warn"),
                what, detail);
         if (p->ex && HUTCH_HAS_MEMBER(p->ex, struct hutch_executor, doctor) &&
-            p->ex->doctor)
-            p->ex->doctor(&host, report_plugin);
+            p->ex->doctor) {
+            struct plugin_report pr = {d, strcmp(p->name, "local") == 0};
+            p->ex->doctor(&host, &pr, report_plugin);
+        }
     }
     if (!hutch_plugins_find(ps, "local"))
-        report("FAIL", "executor local",
+        report(d, "FAIL", "executor local",
                "local.so not found in the plugin directory: reinstall hutch");
     hutch_plugins_free(ps);
 }
@@ -205,6 +223,7 @@ int hutch_cmd_doctor(int argc, char **argv)
     static const char *const js[] = {"/usr/bin/node", "/usr/local/bin/node",
                                      "/usr/bin/nodejs", NULL};
     const char *dir = NULL;
+    struct doctor d = {0};
     int c;
 
     optind = 1;
@@ -223,15 +242,14 @@ int hutch_cmd_doctor(int argc, char **argv)
             return 2;
         }
     }
-    failures = 0;
-    check_userns();
-    check_seccomp();
-    check_cgroups();
-    check_runtime("python", py, "python3");
-    check_runtime("javascript", js, "nodejs");
-    check_runners();
-    check_plugins(dir);
-    printf("%s\n", failures ? "some checks failed: see the lines marked FAIL"
-                            : "the local executor can run here");
-    return failures ? 1 : 0;
+    check_userns(&d);
+    check_seccomp(&d);
+    check_cgroups(&d);
+    check_runtime(&d, "python", py, "python3");
+    check_runtime(&d, "javascript", js, "nodejs");
+    check_runners(&d);
+    check_plugins(&d, dir);
+    printf("%s\n", d.failures ? "some checks failed: see the lines marked FAIL"
+                              : "the local executor can run here");
+    return d.failures ? 1 : 0;
 }

@@ -47,11 +47,13 @@ int hutch_cmd_plugins(int argc, char **argv)
     for (size_t i = 0; i < ps->n; i++) {
         struct hutch_plugin *p = &ps->v[i];
         const char *file = strrchr(p->path, '/') ? strrchr(p->path, '/') + 1 : p->path;
+        /* The version of a plugin whose ABI checked out, else "-". */
+        const char *version = p->ex && p->ex->version ? p->ex->version : "-";
         if (p->usable)
-            printf("  %-10s usable    %s — %s\n", p->name, file,
+            printf("  %-10s usable    %s %s — %s\n", p->name, file, version,
                    p->ex->summary ? p->ex->summary : "");
         else
-            printf("  %-10s unusable  %s — %s\n", p->name, file, p->reason);
+            printf("  %-10s unusable  %s %s — %s\n", p->name, file, version, p->reason);
     }
     hutch_plugins_free(ps);
     return 0;

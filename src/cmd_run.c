@@ -128,7 +128,7 @@ int hutch_cmd_run(int argc, char **argv)
     };
     struct hutch_err err = {0};
     struct hutch_jobs_opts jo = {0};
-    struct hutch_job job = {0};
+    struct hutch_job_req job = {0};
     struct hutch_exec_result res;
     struct hutch_jobs *jobs = NULL;
     struct hutch_job_input *inputs = NULL;

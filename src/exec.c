@@ -486,8 +486,13 @@ static void calls_free(struct calls *q)
 
 static int start_job(struct run *rn, struct hutch_err *err)
 {
+    struct hutch_job job = {.struct_size = sizeof(job),
+                            .label = rn->req->label ? rn->req->label : "run",
+                            .deadline_ms = rn->deadline};
     cJSON *msg;
-    int r;
+    int r = rn->ex->assign(rn->state, rn->sb, &job, err);
+    if (r < 0)
+        return r;
     if (rn->req->tar && rn->req->tar_len) {
         r = rn->ex->put_archive(rn->state, rn->sb, rn->req->tar, rn->req->tar_len, err);
         if (r < 0)
@@ -675,8 +680,8 @@ static void finish_files(struct run *rn)
 
 /* --- boxes: a sandbox until its runner is ready ------------------------------ */
 
-int hutch_class_equal(const struct hutch_sandbox_spec *a,
-                      const struct hutch_sandbox_spec *b)
+int hutch_class_equal(const struct hutch_sandbox_class *a,
+                      const struct hutch_sandbox_class *b)
 {
     return strcmp(a->language, b->language) == 0 &&
            a->memory_bytes == b->memory_bytes && a->work_bytes == b->work_bytes &&
@@ -714,13 +719,17 @@ static int drain_some(int fd, char *keep, size_t keep_max, size_t *kept)
            (errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK);
 }
 
-int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_spec *cls,
+int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cls,
                     const char *label, int pooled, int (*cancelled)(void *), void *arg,
                     struct hutch_box **out, struct hutch_err *err)
 {
     const struct hutch_executor *ex = p->ex;
     struct hutch_box *b = calloc(1, sizeof(*b));
-    struct hutch_sandbox_spec spec;
+    struct hutch_start how = {.struct_size = sizeof(how),
+                              .pooled = (uint32_t)pooled,
+                              .label = label,
+                              .cancelled = cancelled,
+                              .cancel_arg = arg};
     char errtext[601];
     size_t errlen = 0;
     uint64_t deadline;
@@ -738,10 +747,8 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_spec *cls
     b->cls.options = b->options;
     hutch_wire_reader_init(&b->rd, HUTCH_WIRE_MAX_LINE);
     b->t_begin_us = hutch_now_us();
-    spec = b->cls;
-    spec.struct_size = sizeof(spec);
-    spec.label = label;
-    r = ex->start(p->state, &spec, &b->sb, err);
+    b->cls.struct_size = sizeof(b->cls);
+    r = ex->start(p->state, &b->cls, &how, &b->sb, err);
     if (r < 0) {
         box_free(b);
         return r;
@@ -873,6 +880,7 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     rn.sb = b->sb;
     rn.rd = &b->rd;
     rn.done_status = -1;
+    rn.exit.struct_size = sizeof(rn.exit);
     snprintf(res->executor, sizeof(res->executor), "%s", b->plugin->name);
     res->warm = b->pooled;
     res->memory_mb = b->cls.memory_bytes >> 20;

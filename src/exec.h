@@ -37,11 +37,11 @@ typedef int (*hutch_tool_fn)(void *arg, const char *tool, const cJSON *args,
 struct hutch_box {
     struct hutch_plugin *plugin;
     struct hutch_sandbox *sb;
-    struct hutch_sandbox_spec cls; /* the class it was started for */
-    char *options;                 /* cls.options, owned */
-    struct hutch_wire_reader rd;   /* "ready" consumed; the rest is the job's */
-    int pooled;                    /* started ahead of any job */
-    struct hutch_box *next;        /* the pool's lists */
+    struct hutch_sandbox_class cls; /* the class it was started for */
+    char *options;                  /* cls.options, owned */
+    struct hutch_wire_reader rd;    /* "ready" consumed; the rest is the job's */
+    int pooled;                     /* started ahead of any job */
+    struct hutch_box *next;         /* the pool's lists */
     uint64_t t_begin_us, t_started_us, t_ready_us;
 };
 
@@ -49,7 +49,7 @@ struct hutch_box {
  * ready (at most HUTCH_WIRE_READY_MS).  `cancelled` (may be NULL) is polled
  * while waiting: non-zero gives up with -ECANCELED.  On failure nothing of
  * the sandbox is left and err says why (with what the runner printed). */
-int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_spec *cls,
+int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cls,
                     const char *label, int pooled, int (*cancelled)(void *), void *arg,
                     struct hutch_box **out, struct hutch_err *err);
 /* Destroy a box that will not run a job (a pool drained or recycled). */
@@ -58,8 +58,8 @@ void hutch_box_destroy(struct hutch_box *b);
  * channel, stdout or stderr and its runner has not ended.  Doesn't block. */
 int hutch_box_idle_ok(struct hutch_box *b);
 /* Two classes are the same class (every limit and the options). */
-int hutch_class_equal(const struct hutch_sandbox_spec *a,
-                      const struct hutch_sandbox_spec *b);
+int hutch_class_equal(const struct hutch_sandbox_class *a,
+                      const struct hutch_sandbox_class *b);
 
 struct hutch_exec_req {
     const char *language;

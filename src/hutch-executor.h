@@ -1,26 +1,50 @@
 /* hutch-executor.h — the executor plugin ABI (installed; the only header a
  * plugin needs).
  *
- * A plugin is a shared object exporting one symbol, hutch_executor_entry(),
- * which returns a static struct hutch_executor.  The core checks `abi` and
- * `struct_size` before touching anything else.  Plugins never call the core by
- * symbol: everything the core offers arrives in struct hutch_host, so a plugin
- * built against ABI 1 keeps loading as the core grows.
+ * A plugin is a shared object exporting one symbol, hutch_executor_entry()
+ * (declare it with HUTCH_EXECUTOR_EXPORT, see the end of this file), which
+ * returns a static struct hutch_executor.  The core checks `abi` and
+ * `struct_size` before touching anything else; a plugin of another ABI is
+ * listed by `hutch plugins` with the reason and never called.  Plugins never
+ * call the core by symbol: everything the core offers arrives in struct
+ * hutch_host.
  *
- * Compatibility rules: every struct starts with its size (or abi+size) and
- * only ever grows at the end; a reader looks at a member only when the
- * producer's struct_size covers it (HUTCH_HAS_MEMBER).
+ * Compatibility rules: every struct that crosses the boundary starts with its
+ * size (struct_size, after abi where there is one) and only ever grows at the
+ * end; a reader looks at a member only when the producer's struct_size covers
+ * it (HUTCH_HAS_MEMBER), and a writer writes a member only when the owner's
+ * struct_size covers it.
+ *
+ * ABI 2 (this header) changed from ABI 1: the sandbox spec is split into the
+ * class (known before a job exists) and the job (given at assign()); start()
+ * takes a cancellation callback; assign() is new; hutch_err, hutch_exit and
+ * hutch_archive_limits start with struct_size; doctor's report callback gets
+ * a context pointer; hutch_executor has a `version`.
  *
  * Life of a sandbox (a sandbox is single use):
- *   start()        sandbox exists, runner started, waiting for a job on chan_fd
- *                  (this can happen long before a job exists: warm pools)
+ *   start()        the sandbox of a class exists, its runner started and will
+ *                  send "ready" on chan_fd, then wait for one job.  This may
+ *                  happen long before a job exists (warm pools): nothing in
+ *                  the class names a job.
+ *   assign()       the one job of this sandbox (its label and deadline) is
+ *                  known; called once, before put_archive().
  *   put_archive()  uncompressed tar unpacked under /work
  *   ...            the core speaks the wire protocol on chan_fd and reads
  *                  stdout_fd/stderr_fd until event_fd is readable
  *   reap()         exit status of the runner
  *   get_archive()  uncompressed tar of /work/out (untrusted: the core unpacks it)
  *   destroy()      everything of the sandbox is gone when this returns
- * kill() may be called at any point after start() (timeout, cancellation).
+ * kill() may be called at any point after start() (timeout, cancellation); a
+ * sandbox may also be destroyed without ever being assigned (a pool drained).
+ *
+ * Threads.  The core never makes two calls on one sandbox at the same time:
+ * kill() does not overlap reap(), put_archive() or get_archive() of the same
+ * sandbox, and nothing is called on a sandbox after destroy() began.  With
+ * HUTCH_CAP_CONCURRENT, calls on *different* sandboxes (start() included) may
+ * come from different threads at once, so the plugin's state must be
+ * thread-safe.  start() calls cancelled(cancel_arg) (when not NULL) while it
+ * waits, and when it returns non-zero gives up: everything it made is removed
+ * and it returns -ECANCELED.
  */
 #ifndef HUTCH_EXECUTOR_H
 #define HUTCH_EXECUTOR_H
@@ -34,28 +58,44 @@
 extern "C" {
 #endif
 
-#define HUTCH_EXECUTOR_ABI   1
+#define HUTCH_EXECUTOR_ABI   2
 #define HUTCH_EXECUTOR_ENTRY "hutch_executor_entry"
 
 #define HUTCH_HAS_MEMBER(ptr, type, member)                                            \
     ((ptr)->struct_size >= offsetof(type, member) + sizeof((ptr)->member))
 
 /* Errors: functions return 0 or a negative errno-style code and fill the
- * caller-owned struct hutch_err with what failed, on what, and what to do. */
+ * caller-owned struct hutch_err with what failed, on what, and what to do.
+ * The owner sets struct_size (HUTCH_ERR_INIT); the message is cut to the room
+ * the owner's struct has.  A struct_size of 0 stands for ABI 2's struct (code
+ * and msg[1024]; the core's own errors, zero-initialised): a member added
+ * later is never written into such an error. */
 #define HUTCH_ERR_MSG 1024
 struct hutch_err {
+    uint32_t struct_size;
     int code; /* negative errno-style code, 0 when unset */
     char msg[HUTCH_ERR_MSG];
 };
+/* clang-format off */
+#define HUTCH_ERR_INIT {.struct_size = sizeof(struct hutch_err)}
+/* clang-format on */
 
 __attribute__((format(printf, 3, 4))) static inline int
 hutch_err_set(struct hutch_err *err, int code, const char *fmt, ...)
 {
     if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
+        size_t room = sizeof(err->msg);
+        if (err->struct_size &&
+            err->struct_size < offsetof(struct hutch_err, msg) + room)
+            room = err->struct_size > offsetof(struct hutch_err, msg)
+                       ? err->struct_size - offsetof(struct hutch_err, msg)
+                       : 0;
+        if (room) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(err->msg, room, fmt, ap);
+            va_end(ap);
+        }
         err->code = code;
     }
     return code;
@@ -63,8 +103,9 @@ hutch_err_set(struct hutch_err *err, int code, const char *fmt, ...)
 
 /* Caps applied when a tar stream is unpacked or packed. */
 struct hutch_archive_limits {
-    uint64_t max_bytes; /* sum of regular file sizes */
+    uint32_t struct_size;
     uint32_t max_entries;
+    uint64_t max_bytes; /* sum of regular file sizes */
     uint32_t max_path;  /* bytes in one path */
     uint32_t max_depth; /* path components */
 };
@@ -89,14 +130,14 @@ struct hutch_host {
         __attribute__((format(printf, 3, 4)));
     /* Safe unpack: rejects absolute paths, "..", links, devices, fifos,
      * setuid/setgid bits; enforces `lim`; never follows a symlink; on error
-     * nothing is left at dest_dir.  Single-threaded callers only (it is
-     * called in sandbox helpers after fork). */
+     * nothing is left at dest_dir.  Thread-safe (it never touches the umask
+     * or the working directory), and usable in a forked sandbox helper. */
     int (*archive_extract)(const void *tar, size_t len, const char *dest_dir,
                            const struct hutch_archive_limits *lim,
                            struct hutch_err *err);
     /* Pack a directory into an uncompressed tar written to `write`; regular
      * files and directories only, other entries are skipped; never follows
-     * a symlink; enforces `lim`. */
+     * a symlink; enforces `lim`.  Thread-safe. */
     int (*archive_pack_dir)(const char *dir, hutch_write_fn write, void *arg,
                             const struct hutch_archive_limits *lim,
                             struct hutch_err *err);
@@ -110,35 +151,64 @@ struct hutch_host {
                           uint32_t gid, struct hutch_err *err);
 };
 
-/* Per-deployment configuration handed to open(). */
+/* Per-deployment configuration handed to open().  Its strings stay valid
+ * until close() returns. */
 struct hutch_config {
     uint32_t struct_size;
     const char *instance_id; /* unique per hutch process: label leftovers */
-    const char *state_dir;   /* private, writable directory for the plugin */
+    /* A private directory of this plugin in this hutch process, created by
+     * the core (mode 0700) and removed, with what is left in it (without
+     * crossing mounts), when the core closes the plugin.  Its name is
+     * PID.START (this process's pid and start time, field 22 of
+     * /proc/PID/stat), possibly followed by ".N"; its parent holds the
+     * state directories of the same executor in other hutch processes.  A
+     * hutch that died left its directory: the plugin may clean the ones
+     * whose process is gone (the core only removes empty ones), as only
+     * the plugin knows what they hold (mounts, a runtime's state). */
+    const char *state_dir;
 };
 
-/* What one sandbox must look like.  Zero means "the executor's default". */
-struct hutch_sandbox_spec {
+/* The class of a sandbox: everything that must be fixed when it starts,
+ * before any job exists.  Two sandboxes of equal classes are
+ * interchangeable.  Zero means "the executor's default". */
+struct hutch_sandbox_class {
     uint32_t struct_size;
+    uint32_t pids_max;
     const char *language; /* "python" | "javascript" */
-    const char *label;    /* execution id, for names and logs */
     uint64_t memory_bytes;
     uint64_t work_bytes; /* size cap of /work */
     uint64_t tmp_bytes;  /* size cap of /tmp */
-    uint32_t pids_max;
     uint32_t cpu_millis; /* 1000 = one CPU */
     uint32_t open_files;
-    uint32_t reserved;
     /* The policy's executor_options for this executor: a JSON object of
      * strings, or NULL.  An executor refuses options it does not know. */
     const char *options;
 };
 
+/* How one start() is made (not part of the class). */
+struct hutch_start {
+    uint32_t struct_size;
+    uint32_t pooled;   /* 1: started ahead of any job, for a warm pool */
+    const char *label; /* for names and logs: the execution id, or "pool-N" */
+    /* Polled while start() waits; non-zero: give up with -ECANCELED. */
+    int (*cancelled)(void *cancel_arg);
+    void *cancel_arg;
+};
+
+/* The one job of a sandbox, given to assign(). */
+struct hutch_job {
+    uint32_t struct_size;
+    uint32_t reserved;
+    const char *label;    /* execution id, for logs */
+    uint64_t deadline_ms; /* CLOCK_MONOTONIC ms: the core kills the job then */
+};
+
+/* Written by reap() into the core's struct: check HUTCH_HAS_MEMBER. */
 struct hutch_exit {
+    uint32_t struct_size;
     int exit_code; /* the runner's exit status, or 128+signal */
     int signal;    /* terminating signal, 0 when it exited */
     int oom;       /* killed by the memory limit */
-    int reserved;
 };
 
 /* Filled by the plugin.  Plugins embed it first in their own struct. */
@@ -160,15 +230,21 @@ struct hutch_executor {
     uint32_t struct_size; /* sizeof(struct hutch_executor) when built */
     const char *name;     /* "local", "docker", "gvisor" */
     const char *summary;
+    const char *version; /* the plugin's own version, shown by hutch plugins */
     uint64_t caps;
 
     /* Is this executor usable on this machine?  0, or why not (+ the fix). */
     int (*probe)(const struct hutch_host *host, struct hutch_err *err);
     int (*open)(const struct hutch_host *host, const struct hutch_config *cfg,
                 void **state, struct hutch_err *err);
-    /* Start a fresh sandbox whose runner waits for a job on chan_fd. */
-    int (*start)(void *state, const struct hutch_sandbox_spec *spec,
-                 struct hutch_sandbox **sb, struct hutch_err *err);
+    /* Start a fresh sandbox of class `cls` whose runner sends "ready" on
+     * chan_fd and waits for a job.  -ECANCELED when cancelled (see Threads). */
+    int (*start)(void *state, const struct hutch_sandbox_class *cls,
+                 const struct hutch_start *how, struct hutch_sandbox **sb,
+                 struct hutch_err *err);
+    /* The sandbox's one job is known (called once, before put_archive). */
+    int (*assign)(void *state, struct hutch_sandbox *sb, const struct hutch_job *job,
+                  struct hutch_err *err);
     int (*put_archive)(void *state, struct hutch_sandbox *sb, const void *tar,
                        size_t len, struct hutch_err *err);
     /* 0 and *ex filled once the runner ended; -EAGAIN while it runs. */
@@ -184,15 +260,23 @@ struct hutch_executor {
     void (*destroy)(void *state, struct hutch_sandbox *sb);
     void (*close)(void *state);
 
-    /* Optional (check HUTCH_HAS_MEMBER): what `hutch doctor` should say
-     * about this executor, one report() per check; status is "ok", "warn"
-     * or "FAIL", detail says how to fix what fails. */
-    void (*doctor)(const struct hutch_host *host,
-                   void (*report)(const char *status, const char *what,
+    /* Optional (NULL allowed; past the required part, so check
+     * HUTCH_HAS_MEMBER): what `hutch doctor` should say about this
+     * executor, one report(ctx, …) per check; status is "ok", "warn" or
+     * "FAIL", detail says how to fix what fails. */
+    void (*doctor)(const struct hutch_host *host, void *ctx,
+                   void (*report)(void *ctx, const char *status, const char *what,
                                   const char *detail));
 };
 
 typedef const struct hutch_executor *(*hutch_executor_entry_fn)(void);
+
+/* The entry point, the only symbol a plugin exports (build with
+ * -fvisibility=hidden):
+ *     HUTCH_EXECUTOR_EXPORT const struct hutch_executor *
+ *     hutch_executor_entry(void) { return &my_executor; } */
+#define HUTCH_EXECUTOR_EXPORT __attribute__((visibility("default")))
+HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void);
 
 #ifdef __cplusplus
 }

@@ -47,7 +47,6 @@ struct hutch_jobs {
     pthread_mutex_t mu;
     struct hutch_policy *configured; /* the policy the pools were set up for */
     char conflict[HUTCH_ERR_MSG];    /* non-empty: refuse every execution */
-    char instance[17];               /* names the plugins' leftovers */
 };
 
 /* How well an executor isolates; -1: not known to hutch. */
@@ -96,13 +95,7 @@ static struct hutch_plugin *open_executor(struct hutch_jobs *j, const char *name
         return NULL;
     }
     pthread_mutex_lock(&j->mu);
-    if (!j->instance[0])
-        hutch_random_id(j->instance);
-    {
-        struct hutch_config cfg = {.struct_size = sizeof(cfg),
-                                   .instance_id = j->instance};
-        r = hutch_plugin_open(p, &j->host, &cfg, err);
-    }
+    r = hutch_plugin_open(p, &j->host, err);
     pthread_mutex_unlock(&j->mu);
     return r < 0 ? NULL : p;
 }
@@ -121,7 +114,7 @@ static uint64_t lowest(uint64_t dflt, uint64_t a, uint64_t b, uint64_t c)
  * tightened by its hook) on executor `name`. */
 static void make_class(const struct hutch_jobs *j, struct hutch_policy *p,
                        const struct hutch_policy_limits *lim, const char *language,
-                       const char *executor, struct hutch_sandbox_spec *cls)
+                       const char *executor, struct hutch_sandbox_class *cls)
 {
     int from_file = !hutch_policy_builtin(p);
     memset(cls, 0, sizeof(*cls));
@@ -172,7 +165,7 @@ static int configure(struct hutch_jobs *j, struct hutch_policy *p,
     pl = hutch_plugins_find(j->ps, name);
     if (pl && pl->opened && (pl->ex->caps & HUTCH_CAP_PRESTART))
         for (int l = 0; l < 2; l++) {
-            struct hutch_sandbox_spec cls;
+            struct hutch_sandbox_class cls;
             int n = pool_size(j, p, name, l, 1);
             make_class(j, p, hutch_policy_limits(p), langs[l], name, &cls);
             if (n > 0)
@@ -303,7 +296,7 @@ static int choose_executor(struct hutch_jobs *j, struct hutch_policy *p,
 
 /* inputs and output_dir: host paths, only where the policy allows (unless
  * they are the invoking user's own). */
-static int host_paths(struct hutch_job *job, struct hutch_policy *p,
+static int host_paths(struct hutch_job_req *job, struct hutch_policy *p,
                       struct hutch_tar **tar, char *out_dir, size_t out_len,
                       struct hutch_err *err)
 {
@@ -354,7 +347,7 @@ static int host_paths(struct hutch_job *job, struct hutch_policy *p,
     return 0;
 }
 
-void hutch_job_release(struct hutch_jobs *j, struct hutch_job *job)
+void hutch_job_release(struct hutch_jobs *j, struct hutch_job_req *job)
 {
     if (job->pooled)
         hutch_pool_discard(j->pool, hutch_steal(&job->spent));
@@ -369,12 +362,12 @@ static int cancelled(void *arg)
     return c && atomic_load(c);
 }
 
-int hutch_job_run(struct hutch_jobs *j, struct hutch_job *job,
+int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
                   struct hutch_exec_result *res, struct hutch_err *err)
 {
     struct hutch_policy_decision d;
     struct hutch_gov_exec gx;
-    struct hutch_sandbox_spec cls;
+    struct hutch_sandbox_class cls;
     struct hutch_exec_req req = {0};
     struct hutch_plugin *pl;
     struct hutch_box *box = NULL;

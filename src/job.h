@@ -1,6 +1,6 @@
 /* job.h — one execution, end to end: the only place one is put together.
  *
- * `hutch run` and `execute_code` parse their input into a struct hutch_job
+ * `hutch run` and `execute_code` parse their input into a struct hutch_job_req
  * and render the struct hutch_exec_result they get back; everything in
  * between happens here, in this order:
  *   1. the policy gate and the rate limit (govern.c), audited;
@@ -75,7 +75,7 @@ struct hutch_job_input {
     const char *dest; /* relative to /work; NULL: where the policy's paths say */
 };
 
-struct hutch_job {
+struct hutch_job_req {
     const char *principal; /* NULL: "local" */
     const char *language;  /* "python" | "javascript" */
     const char *code;
@@ -106,13 +106,13 @@ struct hutch_job {
  * after a failure): the spent sandbox is destroyed, off this thread when
  * there is a pool, and the pool may start refilling (a refill started
  * while the result is rendered would compete with it for the CPU). */
-void hutch_job_release(struct hutch_jobs *j, struct hutch_job *job);
+void hutch_job_release(struct hutch_jobs *j, struct hutch_job_req *job);
 
 /* Runs one execution.  0 when the program ran, whatever its exit status
  * (res has it, and res->executor, res->warm); -EPERM or -EAGAIN when the
  * policy, its rate limit or its paths refused it; another negative code
  * when hutch could not run it.  err says why, without a prefix. */
-int hutch_job_run(struct hutch_jobs *j, struct hutch_job *job,
+int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
                   struct hutch_exec_result *res, struct hutch_err *err);
 
 #endif

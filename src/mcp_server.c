@@ -633,7 +633,7 @@ struct job {
     cJSON *progress_token;
     cJSON *args;
     struct inflight fl;
-    struct hutch_job hj; /* released after the response is sent */
+    struct hutch_job_req hj; /* released after the response is sent */
 };
 
 static void tick(void *arg, uint64_t elapsed_ms)
@@ -760,7 +760,7 @@ static cJSON *execute_code(struct job *j)
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(j->args, "timeout_ms");
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->args, "files");
     const cJSON *output = cJSON_GetObjectItemCaseSensitive(j->args, "output_dir");
-    struct hutch_job *job = &j->hj;
+    struct hutch_job_req *job = &j->hj;
     struct hutch_exec_result res;
     struct hutch_job_input *inputs = NULL;
     struct hutch_err err = {0};

@@ -7,10 +7,15 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "archive.h"
 #include "caps.h"
@@ -58,11 +63,20 @@ static int has_suffix(const char *s, const char *suffix)
     return n > m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Everything a struct hutch_executor of ABI 1 must have, checked without
- * calling anything. */
+/* Everything a struct hutch_executor of this ABI must have, checked without
+ * calling anything.  Only `abi` is read before it is known to match: the
+ * rest of an ABI 1 struct is laid out differently. */
 static int check_executor(const struct hutch_executor *ex, char *reason, size_t len)
 {
     size_t need = offsetof(struct hutch_executor, close) + sizeof(ex->close);
+    if (ex->abi == 1) {
+        snprintf(reason, len,
+                 "built for executor ABI 1: ABI 1 is no longer loaded (this hutch "
+                 "speaks ABI %u); rebuild the plugin against this hutch's "
+                 "hutch-executor.h",
+                 HUTCH_EXECUTOR_ABI);
+        return -EPROTO;
+    }
     if (ex->abi != HUTCH_EXECUTOR_ABI) {
         snprintf(reason, len,
                  "built for executor ABI %u, this hutch speaks ABI %u: rebuild the "
@@ -75,12 +89,16 @@ static int check_executor(const struct hutch_executor *ex, char *reason, size_t 
                  ex->struct_size, HUTCH_EXECUTOR_ABI, need);
         return -EPROTO;
     }
-    if (!ex->name || !*ex->name || strlen(ex->name) > 64) {
+    if (!ex->name || !*ex->name || strlen(ex->name) > 64 ||
+        strspn(ex->name,
+               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+            strlen(ex->name)) {
+        /* It names the plugin's state directory: no '/', no "..". */
         snprintf(reason, len, "the executor has no valid name");
         return -EPROTO;
     }
-    if (!ex->probe || !ex->open || !ex->start || !ex->put_archive || !ex->reap ||
-        !ex->get_archive || !ex->kill || !ex->destroy || !ex->close) {
+    if (!ex->probe || !ex->open || !ex->start || !ex->assign || !ex->put_archive ||
+        !ex->reap || !ex->get_archive || !ex->kill || !ex->destroy || !ex->close) {
         snprintf(reason, len, "the executor leaves a required operation NULL");
         return -EPROTO;
     }
@@ -226,19 +244,176 @@ struct hutch_plugin *hutch_plugins_find(struct hutch_plugins *ps, const char *na
     return NULL;
 }
 
-int hutch_plugin_open(struct hutch_plugin *p, const struct hutch_host *host,
-                      const struct hutch_config *cfg, struct hutch_err *err)
+/* --- the configuration open() gets ----------------------------------------- */
+
+static pthread_once_t instance_once = PTHREAD_ONCE_INIT;
+static char instance[17];
+
+static void instance_init(void)
 {
+    hutch_random_id(instance);
+}
+
+const char *hutch_instance_id(void)
+{
+    pthread_once(&instance_once, instance_init);
+    return instance;
+}
+
+/* The start time of `pid` (field 22 of /proc/PID/stat), 0 when it is gone:
+ * with the pid, it names one process even after the pid is reused. */
+static unsigned long long proc_start(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start = 0;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* the command name may hold anything */
+    if (!p)
+        return 0;
+    /* After ") ": state is field 3, starttime field 22. */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        sscanf(p + 1, "%llu", &start);
+    return start;
+}
+
+/* mkdir if needed; then it must be a real directory of ours (or root's)
+ * that nobody else can write: /tmp/hutch-UID could have been made by
+ * another user first. */
+static int own_dir(const char *path, mode_t mode, struct hutch_err *err)
+{
+    struct stat st;
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return hutch_err_set(err, -errno, "creating %s: %s", path, strerror(errno));
+    if (lstat(path, &st) < 0)
+        return hutch_err_set(err, -errno, "%s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0) ||
+        (st.st_mode & 022))
+        return hutch_err_set(err, -EPERM,
+                             "%s is not a directory that only this user can write: "
+                             "remove it (or set XDG_RUNTIME_DIR)",
+                             path);
+    return 0;
+}
+
+/* State directories of hutch processes that are gone and left them empty.
+ * Non-empty ones are the plugin's to clean (it knows what is in them). */
+static void remove_empty_leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    if (!d)
+        return;
+    while ((de = readdir(d))) {
+        unsigned long long start;
+        int pid;
+        if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2 || pid <= 0)
+            continue;
+        if (proc_start(pid) != start)
+            (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP || flag == FTW_DNR)
+        (void)rmdir(path);
+    else
+        (void)unlink(path);
+    return 0;
+}
+
+/* Everything under `dir` and `dir`: never following a symlink, never
+ * crossing into another file system (a mount left there stays). */
+static void remove_tree(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    if (access(dir, F_OK) == 0)
+        hutch_warn("could not remove all of %s", dir);
+}
+
+/* BASE/EXECUTOR/PID.START (see plugin.h), or PID.START.N when the same
+ * executor is opened twice in one process. */
+static int make_state_dir(struct hutch_plugin *p, struct hutch_err *err)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    char base[PATH_MAX], exdir[PATH_MAX + 80], path[PATH_MAX + 160];
+    unsigned long long start = proc_start(getpid());
+    int r;
+
+    if (geteuid() == 0)
+        snprintf(base, sizeof(base), "/run/hutch");
+    else if (xdg && xdg[0] == '/' && strlen(xdg) < sizeof(base) - 8)
+        snprintf(base, sizeof(base), "%s/hutch", xdg);
+    else
+        snprintf(base, sizeof(base), "/tmp/hutch-%u", (unsigned)geteuid());
+    snprintf(exdir, sizeof(exdir), "%s/%s", base, p->ex->name);
+    r = own_dir(base, 0711, err);
+    if (r == 0)
+        r = own_dir(exdir, 0700, err);
+    if (r < 0)
+        return r;
+    remove_empty_leftovers(exdir);
+    for (unsigned n = 1;; n++) {
+        if (n == 1)
+            snprintf(path, sizeof(path), "%s/%d.%llu", exdir, (int)getpid(), start);
+        else
+            snprintf(path, sizeof(path), "%s/%d.%llu.%u", exdir, (int)getpid(), start,
+                     n);
+        if (mkdir(path, 0700) == 0)
+            break;
+        if (errno != EEXIST || n == 1000)
+            return hutch_err_set(err, -errno, "creating %s: %s", path, strerror(errno));
+    }
+    p->state_dir = strdup(path);
+    if (!p->state_dir) {
+        (void)rmdir(path);
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int hutch_plugin_open(struct hutch_plugin *p, const struct hutch_host *host,
+                      struct hutch_err *err)
+{
+    struct hutch_config cfg = {.struct_size = sizeof(cfg)};
     int r;
     if (!p->usable)
         return hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", p->name,
                              p->reason);
     if (p->opened)
         return 0;
-    r = p->ex->open(host, cfg, &p->state, err);
+    r = make_state_dir(p, err);
+    if (r < 0) {
+        char why[HUTCH_ERR_MSG];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        return hutch_err_set(err, r, "executor \"%s\": its state directory: %s",
+                             p->name, why);
+    }
+    cfg.instance_id = hutch_instance_id();
+    cfg.state_dir = p->state_dir;
+    r = p->ex->open(host, &cfg, &p->state, err);
     if (r < 0) {
         if (!err->msg[0])
             hutch_err_set(err, r, "executor \"%s\" failed to open", p->name);
+        remove_tree(p->state_dir);
+        free(p->state_dir);
+        p->state_dir = NULL;
         return r;
     }
     p->opened = 1;
@@ -253,6 +428,9 @@ void hutch_plugins_free(struct hutch_plugins *ps)
         struct hutch_plugin *p = &ps->v[i];
         if (p->opened)
             p->ex->close(p->state);
+        if (p->state_dir)
+            remove_tree(p->state_dir);
+        free(p->state_dir);
         /* No dlclose(): a plugin may have left atexit handlers or threads
          * (libcurl, libseccomp); unmapping under them is worse than a
          * mapping that lives until exit. */

@@ -15,6 +15,7 @@ struct hutch_plugin {
     char reason[HUTCH_ERR_MSG];      /* why not usable */
     void *state;                     /* from open(), owned by the plugin */
     int opened;
+    char *state_dir; /* cfg->state_dir given to open(); removed on free */
 };
 
 struct hutch_plugins {
@@ -34,10 +35,18 @@ int hutch_plugins_load(const char *dir, const struct hutch_host *host,
                        struct hutch_plugins **out, struct hutch_err *err);
 /* The plugin named `name`, usable or not; NULL when absent. */
 struct hutch_plugin *hutch_plugins_find(struct hutch_plugins *ps, const char *name);
-/* open() once; later calls are no-ops. */
+/* open() once, with this process's struct hutch_config: the instance id
+ * (hutch_instance_id()) and a private state directory for the plugin,
+ * created here (mode 0700) as BASE/EXECUTOR/PID.START, where BASE is
+ * /run/hutch as root, else $XDG_RUNTIME_DIR/hutch, else /tmp/hutch-UID.
+ * Later calls are no-ops.  Not thread-safe for one plugin: callers that
+ * open plugins from several threads hold a lock. */
 int hutch_plugin_open(struct hutch_plugin *p, const struct hutch_host *host,
-                      const struct hutch_config *cfg, struct hutch_err *err);
-/* close() what was opened, dlclose, free. */
+                      struct hutch_err *err);
+/* Unique per hutch process (16 hex digits): plugins label what they make
+ * with it. */
+const char *hutch_instance_id(void);
+/* close() what was opened, remove its state directory, free. */
 void hutch_plugins_free(struct hutch_plugins *ps);
 
 /* Directory from --plugins, else $HUTCH_PLUGIN_DIR, else the install dir. */

@@ -32,7 +32,7 @@ struct klass {
     struct klass *next;
     struct hutch_pool *pool;
     struct hutch_plugin *pl;
-    struct hutch_sandbox_spec cls; /* language and options point below */
+    struct hutch_sandbox_class cls; /* language and options point below */
     char language[16];
     char *options;
     int size;      /* target; 0: drain */
@@ -85,7 +85,7 @@ static void destroy_doomed(struct doomed *d)
 }
 
 static struct klass *find(struct hutch_pool *p, struct hutch_plugin *pl,
-                          const struct hutch_sandbox_spec *cls)
+                          const struct hutch_sandbox_class *cls)
 {
     for (struct klass *k = p->classes; k; k = k->next)
         if (k->pl == pl && hutch_class_equal(&k->cls, cls))
@@ -345,7 +345,7 @@ void hutch_pool_commit(struct hutch_pool *p)
 }
 
 void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
-                     const struct hutch_sandbox_spec *cls, int size)
+                     const struct hutch_sandbox_class *cls, int size)
 {
     struct klass *k;
     if (size > HUTCH_POOL_MAX_SIZE)
@@ -363,7 +363,6 @@ void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
         k->pl = pl;
         k->cls = *cls;
         k->cls.struct_size = sizeof(k->cls);
-        k->cls.label = NULL;
         snprintf(k->language, sizeof(k->language), "%s", cls->language);
         k->cls.language = k->language;
         if (cls->options && !(k->options = strdup(cls->options))) {
@@ -393,7 +392,7 @@ void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
 }
 
 struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
-                                  const struct hutch_sandbox_spec *cls)
+                                  const struct hutch_sandbox_class *cls)
 {
     struct doomed d = {.n = 0};
     struct hutch_box *b = NULL;

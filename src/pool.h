@@ -38,14 +38,14 @@ void hutch_pool_commit(struct hutch_pool *p);
  * nobody takes from for HUTCH_POOL_CLASS_IDLE_MS is drained.  At most
  * HUTCH_POOL_MAX_CLASSES classes; past that, on-demand wants are ignored. */
 void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
-                     const struct hutch_sandbox_spec *cls, int size);
+                     const struct hutch_sandbox_class *cls, int size);
 
 /* A warm box of exactly this class, or NULL (a miss: start cold).  The
  * caller owns the box, and ends its job with hutch_pool_discard (with the
  * box it ran on, warm or cold, or NULL when it got none): refills wait
  * while jobs run, unless a class ran dry. */
 struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
-                                  const struct hutch_sandbox_spec *cls);
+                                  const struct hutch_sandbox_class *cls);
 /* The job that called take is over: `b` (may be NULL) is destroyed by the
  * pool's threads, off the caller's path. */
 void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b);

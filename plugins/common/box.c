@@ -98,12 +98,12 @@ cJSON *box_str_array(const char *const *v)
     return a;
 }
 
-int box_option(const struct hutch_sandbox_spec *spec, const char *executor,
+int box_option(const struct hutch_sandbox_class *cls, const char *executor,
                const char *const *known, const char *name, char *out, size_t len,
                struct hutch_err *err)
 {
-    const char *json = HUTCH_HAS_MEMBER(spec, struct hutch_sandbox_spec, options)
-                           ? spec->options
+    const char *json = HUTCH_HAS_MEMBER(cls, struct hutch_sandbox_class, options)
+                           ? cls->options
                            : NULL;
     cJSON *o, *it;
     int r = 0;
@@ -146,19 +146,19 @@ int box_option(const struct hutch_sandbox_spec *spec, const char *executor,
     return r;
 }
 
-unsigned long long box_work_bytes(const struct hutch_sandbox_spec *spec)
+unsigned long long box_work_bytes(const struct hutch_sandbox_class *cls)
 {
-    return spec->work_bytes ? spec->work_bytes : 256ull << 20;
+    return cls->work_bytes ? cls->work_bytes : 256ull << 20;
 }
 
-unsigned long long box_tmp_bytes(const struct hutch_sandbox_spec *spec)
+unsigned long long box_tmp_bytes(const struct hutch_sandbox_class *cls)
 {
-    return spec->tmp_bytes ? spec->tmp_bytes : 64ull << 20;
+    return cls->tmp_bytes ? cls->tmp_bytes : 64ull << 20;
 }
 
-cJSON *box_command(const struct hutch_sandbox_spec *spec)
+cJSON *box_command(const struct hutch_sandbox_class *cls)
 {
-    unsigned long long work = box_work_bytes(spec), tmp = box_tmp_bytes(spec);
+    unsigned long long work = box_work_bytes(cls), tmp = box_tmp_bytes(cls);
     char nofile[24], fsize[32];
     const char *py[] = {BOX_INIT,
                         nofile,
@@ -171,10 +171,10 @@ cJSON *box_command(const struct hutch_sandbox_spec *spec)
     const char *js[] = {
         BOX_INIT, nofile, fsize, "/usr/bin/node", BOX_RUNNER "/runner.js", NULL};
 
-    snprintf(nofile, sizeof(nofile), "%u", spec->open_files ? spec->open_files : 256);
+    snprintf(nofile, sizeof(nofile), "%u", cls->open_files ? cls->open_files : 256);
     /* Above the tmpfs sizes, so a full /work says ENOSPC, not EFBIG. */
     snprintf(fsize, sizeof(fsize), "%llu", (work > tmp ? work : tmp) + (1u << 20));
-    return box_str_array(strcmp(spec->language, "python") == 0 ? py : js);
+    return box_str_array(strcmp(cls->language, "python") == 0 ? py : js);
 }
 
 cJSON *box_environment(void)

@@ -38,21 +38,21 @@ uint64_t box_now_ms(void);
 
 /* The sandbox's command (hutch-init, its limits, the runner) and
  * environment, as JSON string arrays (caller frees). */
-cJSON *box_command(const struct hutch_sandbox_spec *spec);
+cJSON *box_command(const struct hutch_sandbox_class *cls);
 cJSON *box_environment(void);
 
 /* A JSON array of the NULL-terminated strings v (caller frees). */
 cJSON *box_str_array(const char *const *v);
 
-/* The policy's executor_options for this sandbox (spec->options): every
+/* The policy's executor_options for this sandbox (cls->options): every
  * option must be in `known` (NULL-terminated), or an error names it; the
  * value of `name` is copied to out ("" when absent). */
-int box_option(const struct hutch_sandbox_spec *spec, const char *executor,
+int box_option(const struct hutch_sandbox_class *cls, const char *executor,
                const char *const *known, const char *name, char *out, size_t len,
                struct hutch_err *err);
 
-/* Default sizes when the spec says 0. */
-unsigned long long box_work_bytes(const struct hutch_sandbox_spec *spec);
-unsigned long long box_tmp_bytes(const struct hutch_sandbox_spec *spec);
+/* Default sizes when the class says 0. */
+unsigned long long box_work_bytes(const struct hutch_sandbox_class *cls);
+unsigned long long box_tmp_bytes(const struct hutch_sandbox_class *cls);
 
 #endif

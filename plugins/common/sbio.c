@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "box.h"
 #include "sbio.h"
 
@@ -73,16 +74,22 @@ int sbio_open(struct sbio *io, const char *dir, struct hutch_err *err)
 
 int sbio_accept(struct sbio *io, int timeout_ms,
                 int (*alive)(void *arg, struct hutch_err *err), void *arg,
-                struct hutch_err *err)
+                const struct hutch_start *how, struct hutch_err *err)
 {
-    uint64_t deadline = box_now_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = box_now_ms() + (uint64_t)timeout_ms, next_alive;
     char path[PATH_MAX];
     int r = 0, left = SBIO_NSOCK;
 
+    next_alive = box_now_ms() + 200;
     while (left > 0) {
         struct pollfd p[SBIO_NSOCK];
-        int idx[SBIO_NSOCK], n = 0;
+        int idx[SBIO_NSOCK], n = 0, slice;
         uint64_t now = box_now_ms();
+        if (plugin_start_cancelled(how)) {
+            r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled",
+                              plugin_start_label(how, "-"));
+            break;
+        }
         if (now >= deadline) {
             r = hutch_err_set(err, -ETIMEDOUT,
                               "the sandbox's init did not connect within %d ms",
@@ -94,15 +101,22 @@ int sbio_accept(struct sbio *io, int timeout_ms,
                 idx[n] = i;
                 p[n++] = (struct pollfd){io->lfd[i], POLLIN, 0};
             }
-        r = poll(p, (nfds_t)n, deadline - now > 200 ? 200 : (int)(deadline - now));
+        /* Short slices: cancellation is asked about between them. */
+        slice = deadline - now > 50 ? 50 : (int)(deadline - now);
+        r = poll(p, (nfds_t)n, slice);
         if (r < 0 && errno != EINTR) {
             r = hutch_err_set(err, -errno, "poll: %s", strerror(errno));
             break;
         }
         if (r <= 0) {
-            r = alive ? alive(arg, err) : 0;
-            if (r < 0)
-                break;
+            /* `alive` may cost an API call: every 200 ms at most. */
+            if (alive && box_now_ms() >= next_alive) {
+                next_alive = box_now_ms() + 200;
+                r = alive(arg, err);
+                if (r < 0)
+                    break;
+            }
+            r = 0;
             continue;
         }
         for (int k = 0; k < n; k++) {
@@ -224,12 +238,5 @@ void sbio_remove_leftover(const char *dir)
 
 void sbio_exit_from_status(int status, int oom, struct hutch_exit *ex)
 {
-    memset(ex, 0, sizeof(*ex));
-    if (WIFSIGNALED(status)) {
-        ex->signal = WTERMSIG(status);
-        ex->exit_code = 128 + ex->signal;
-    } else {
-        ex->exit_code = WEXITSTATUS(status);
-    }
-    ex->oom = oom;
+    plugin_exit_from_status(ex, status, oom);
 }

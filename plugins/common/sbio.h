@@ -33,10 +33,12 @@ int sbio_open(struct sbio *io, const char *dir, struct hutch_err *err);
 /* Wait until init connected to all four sockets, at most timeout_ms.
  * `alive` is asked every 200 ms whether the sandbox still runs (0 yes,
  * negative no, with err filled), so a sandbox that died early does not
- * cost the whole timeout.  The listeners are closed and removed either way. */
+ * cost the whole timeout; how->cancelled() (how may be NULL) every 50 ms,
+ * -ECANCELED when it says so.  The listeners are closed and removed either
+ * way. */
 int sbio_accept(struct sbio *io, int timeout_ms,
                 int (*alive)(void *arg, struct hutch_err *err), void *arg,
-                struct hutch_err *err);
+                const struct hutch_start *how, struct hutch_err *err);
 
 /* Read what init said on ctl.  1 once the runner's exit is known (io->status,
  * io->oom), 0 while not, -EPIPE when init is gone without saying. */
@@ -54,7 +56,7 @@ void sbio_close(struct sbio *io);
 /* Remove a socket directory a gone hutch process left. */
 void sbio_remove_leftover(const char *dir);
 
-/* Fill *ex from a wait status. */
+/* Fill *ex from a wait status (only what the core's struct_size covers). */
 void sbio_exit_from_status(int status, int oom, struct hutch_exit *ex);
 
 #endif

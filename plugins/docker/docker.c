@@ -5,7 +5,7 @@
  * bind-mounted read-only with the runners); it connects to the sockets of
  * a per-sandbox directory (sbio.c) and starts the runner on them, so the
  * runner's channel and the program's output work as with the local
- * executor.  /work is a volume backed by a tmpfs of the spec's size: capped
+ * executor.  /work is a volume backed by a tmpfs of the class's size: capped
  * (a full /work says ENOSPC, the host's disk is never touched), charged to
  * the container's memory, and — being a volume — reachable by Docker's
  * archive endpoints while the container runs.  Files go in with
@@ -31,6 +31,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "abi.h"
 #include "api.h"
 #include "box.h"
 #include "caps.h"
@@ -46,7 +47,8 @@ struct dk_state {
     char instance[64];
     char owner[320];          /* hostname:pid:starttime */
     unsigned long long start; /* this process's start time, as in owner */
-    char dir[PATH_MAX];
+    char dir[PATH_MAX];       /* cfg->state_dir: this process's socket dirs */
+    char parent[PATH_MAX];    /* where the state dirs of other hutch processes are */
     char init_path[PATH_MAX];
     char runner_dir[PATH_MAX];
     char engine[32];
@@ -61,29 +63,10 @@ struct dk_sandbox {
     char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
     struct sbio io;
     int killed;
+    char label[64]; /* how->label, then the job's: for log lines */
 };
 
 /* --- where things are -------------------------------------------------- */
-
-/* Plugin state: root uses /run/hutch/docker, others their runtime dir. */
-static int state_dir(char *out, size_t len, struct hutch_err *err)
-{
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    char parent[PATH_MAX];
-
-    if (geteuid() == 0)
-        snprintf(parent, sizeof(parent), "/run/hutch");
-    else if (xdg && *xdg)
-        snprintf(parent, sizeof(parent), "%s/hutch", xdg);
-    else
-        snprintf(parent, sizeof(parent), "/tmp/hutch-%u", (unsigned)geteuid());
-    if (mkdir(parent, 0711) < 0 && errno != EEXIST)
-        return hutch_err_set(err, -errno, "creating %s: %s", parent, strerror(errno));
-    snprintf(out, len, "%s/docker", parent);
-    if (mkdir(out, 0711) < 0 && errno != EEXIST)
-        return hutch_err_set(err, -errno, "creating %s: %s", out, strerror(errno));
-    return 0;
-}
 
 /* The image of a language: hutch-LANG:VERSION (`version` is hutch's), or
  * the one HUTCH_DOCKER_IMAGE_* names. */
@@ -182,19 +165,33 @@ static void sweep(struct dk_state *st, int mine_only)
     cJSON_Delete(list);
     dk_buf_free(&b);
 
-    /* Socket directories of dead hutch processes: named PID.START.N. */
+    /* Socket directories of dead hutch processes: the state directory of
+     * each (PID.START, beside ours) holds one per sandbox.  Older hutch
+     * versions put the socket directories there directly (PID.START.N.X):
+     * removed the same way. */
     if (!mine_only) {
-        DIR *d = opendir(st->dir);
+        DIR *d = opendir(st->parent);
         if (!d)
             return;
         for (struct dirent *de; (de = readdir(d));) {
-            char sub[PATH_MAX];
+            char sub[PATH_MAX * 2];
             int pid;
             unsigned long long start;
-            if (sscanf(de->d_name, "%d.%llu.", &pid, &start) != 2 ||
+            DIR *sd;
+            if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2 ||
                 !box_process_gone(pid, start))
                 continue;
-            snprintf(sub, sizeof(sub), "%s/%s", st->dir, de->d_name);
+            snprintf(sub, sizeof(sub), "%s/%s", st->parent, de->d_name);
+            sd = opendir(sub);
+            for (struct dirent *se; sd && (se = readdir(sd));) {
+                char sock[PATH_MAX * 3];
+                if (se->d_name[0] == '.' || se->d_type != DT_DIR)
+                    continue;
+                snprintf(sock, sizeof(sock), "%s/%s", sub, se->d_name);
+                sbio_remove_leftover(sock);
+            }
+            if (sd)
+                closedir(sd);
             sbio_remove_leftover(sub);
         }
         closedir(d);
@@ -246,9 +243,18 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
                           strerror(errno));
         goto fail;
     }
+    if (!cfg || !HUTCH_HAS_MEMBER(cfg, struct hutch_config, state_dir) ||
+        !cfg->state_dir || cfg->state_dir[0] != '/' ||
+        strlen(cfg->state_dir) >= sizeof(st->dir)) {
+        r = hutch_err_set(err, -EINVAL,
+                          "this hutch gives the docker executor no state directory: "
+                          "install matching versions");
+        goto fail;
+    }
+    snprintf(st->dir, sizeof(st->dir), "%s", cfg->state_dir);
+    snprintf(st->parent, sizeof(st->parent), "%s", st->dir);
+    *strrchr(st->parent, '/') = '\0';
     r = box_find_init(st->init_path, sizeof(st->init_path), err);
-    if (r == 0)
-        r = state_dir(st->dir, sizeof(st->dir), err);
     if (r == 0)
         r = dk_api_init(&st->api, err);
     if (r == 0)
@@ -274,11 +280,11 @@ static void docker_close(void *state)
 
 /* The container's definition (caller frees the string). */
 static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
-                         const struct hutch_sandbox_spec *spec)
+                         const struct hutch_sandbox_class *cls)
 {
     char tmpopt[96], workopt[128], bind_init[PATH_MAX + 64], bind_run[PATH_MAX + 64],
         bind_io[PATH_MAX + 64];
-    unsigned long long work = box_work_bytes(spec), tmp = box_tmp_bytes(spec);
+    unsigned long long work = box_work_bytes(cls), tmp = box_tmp_bytes(cls);
     const char *binds[] = {bind_init, bind_run, bind_io, NULL};
     cJSON *c = cJSON_CreateObject(), *hc, *labels, *mounts, *m, *vo, *dc, *opts, *tmpfs,
           *log;
@@ -295,7 +301,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     cJSON_AddStringToObject(c, "Image", sb->image);
     cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "Cmd", box_command(spec));
+    cJSON_AddItemToObject(c, "Cmd", box_command(cls));
     cJSON_AddItemToObject(c, "Env", box_environment());
     cJSON_AddStringToObject(c, "User", "1000:1000");
     cJSON_AddStringToObject(c, "WorkingDir", "/work");
@@ -306,7 +312,8 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddBoolToObject(c, "AttachStderr", 0);
     labels = cJSON_AddObjectToObject(c, "Labels");
     cJSON_AddStringToObject(labels, "hutch.instance", st->instance);
-    cJSON_AddStringToObject(labels, "hutch.execution", spec->label ? spec->label : "");
+    /* The label start() was given: a pooled sandbox's job comes later. */
+    cJSON_AddStringToObject(labels, "hutch.execution", sb->label);
     cJSON_AddStringToObject(labels, DK_OWNER_LABEL, st->owner);
 
     hc = cJSON_AddObjectToObject(c, "HostConfig");
@@ -317,13 +324,13 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddItemToObject(hc, "CapDrop", box_str_array((const char *[]){"ALL", NULL}));
     cJSON_AddItemToObject(hc, "SecurityOpt",
                           box_str_array((const char *[]){"no-new-privileges", NULL}));
-    cJSON_AddNumberToObject(hc, "PidsLimit", spec->pids_max ? spec->pids_max : 128);
-    if (spec->memory_bytes) {
-        cJSON_AddNumberToObject(hc, "Memory", (double)spec->memory_bytes);
-        cJSON_AddNumberToObject(hc, "MemorySwap", (double)spec->memory_bytes);
+    cJSON_AddNumberToObject(hc, "PidsLimit", cls->pids_max ? cls->pids_max : 128);
+    if (cls->memory_bytes) {
+        cJSON_AddNumberToObject(hc, "Memory", (double)cls->memory_bytes);
+        cJSON_AddNumberToObject(hc, "MemorySwap", (double)cls->memory_bytes);
     }
-    if (spec->cpu_millis)
-        cJSON_AddNumberToObject(hc, "NanoCpus", (double)spec->cpu_millis * 1e6);
+    if (cls->cpu_millis)
+        cJSON_AddNumberToObject(hc, "NanoCpus", (double)cls->cpu_millis * 1e6);
     cJSON_AddNumberToObject(hc, "ShmSize", 16 << 20);
     {
         /* Deployments (and the hostile tests' outer guard) may want every
@@ -431,8 +438,9 @@ static void sandbox_free(struct dk_sandbox *sb)
     free(sb);
 }
 
-static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
-                        struct hutch_sandbox **out, struct hutch_err *err)
+static int docker_start(void *state, const struct hutch_sandbox_class *cls,
+                        const struct hutch_start *how, struct hutch_sandbox **out,
+                        struct hutch_err *err)
 {
     struct dk_state *st = state;
     struct dk_sandbox *sb;
@@ -445,22 +453,23 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
     int r;
 
     *out = NULL;
-    if (strcmp(spec->language, "python") != 0 &&
-        strcmp(spec->language, "javascript") != 0)
+    if (strcmp(cls->language, "python") != 0 &&
+        strcmp(cls->language, "javascript") != 0)
         return hutch_err_set(err, -EINVAL,
                              "the docker executor runs python and "
                              "javascript, not %s",
-                             spec->language);
+                             cls->language);
     sb = calloc(1, sizeof(*sb));
     if (!sb)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     sb->st = st;
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
-    image_for(st->host->version, spec->language, sb->image, sizeof(sb->image));
+    snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, ""));
+    image_for(st->host->version, cls->language, sb->image, sizeof(sb->image));
     {
         static const char *const known[] = {"runtime", NULL};
-        r = box_option(spec, "docker", known, "runtime", sb->runtime,
+        r = box_option(cls, "docker", known, "runtime", sb->runtime,
                        sizeof(sb->runtime), err);
         if (r == 0 && strspn(sb->runtime, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
                           strlen(sb->runtime))
@@ -478,24 +487,28 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
     {
         uint64_t rnd = 0;
         /* Unguessable: until init connects, anyone who can name a socket
-         * could connect to it instead (the parent directory is 0711). */
+         * could connect to it instead (the state directory is 0700: this
+         * is defence in depth). */
         if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
             free(sb);
             return hutch_err_set(err, -EIO, "getrandom: %s", strerror(errno));
         }
-        snprintf(dir, sizeof(dir), "%s/%d.%llu.%lu.%016llx", st->dir, (int)getpid(),
-                 st->start, n, (unsigned long long)rnd);
+        snprintf(dir, sizeof(dir), "%s/%lu.%016llx", st->dir, n,
+                 (unsigned long long)rnd);
     }
     r = sbio_open(&sb->io, dir, err);
     if (r < 0) {
         free(sb);
         return r;
     }
-    body = create_body(st, sb, spec);
+    body = create_body(st, sb, cls);
     if (!body) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto fail;
     }
+    /* Between API calls: has the core given up on this start? */
+    if (plugin_start_cancelled(how))
+        goto cancelled;
     snprintf(path, sizeof(path), "/containers/create?name=hutch-%s-%lu", st->instance,
              n);
     r = dk_json(&st->api, "POST", path, body, &status, &b, err);
@@ -505,7 +518,7 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
                           "(as root, offline), or 'docker build --build-arg RUNTIME=%s "
                           "-t %s images/' from hutch's source",
                           sb->image,
-                          strcmp(spec->language, "python") == 0 ? "python3" : "nodejs",
+                          strcmp(cls->language, "python") == 0 ? "python3" : "nodejs",
                           sb->image);
         goto fail;
     }
@@ -523,11 +536,13 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
         r = hutch_err_set(err, -EPROTO, "Docker created a container without an Id");
         goto fail;
     }
+    if (plugin_start_cancelled(how))
+        goto cancelled;
     snprintf(path, sizeof(path), "/containers/%s/start", sb->id);
     r = dk_json(&st->api, "POST", path, NULL, NULL, NULL, err);
     if (r < 0)
         goto fail;
-    r = sbio_accept(&sb->io, DK_READY_MS, still_running, sb, err);
+    r = sbio_accept(&sb->io, DK_READY_MS, still_running, sb, how, err);
     if (r < 0)
         goto fail;
     sb->pub.chan_fd = sb->io.fd[SBIO_CHAN];
@@ -538,11 +553,29 @@ static int docker_start(void *state, const struct hutch_sandbox_spec *spec,
     dk_buf_free(&b);
     *out = &sb->pub;
     return 0;
+cancelled:
+    r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
 fail:
+    /* sandbox_free() removes the container (with its volume) and the
+     * socket directory: nothing of this start is left. */
     free(body);
     dk_buf_free(&b);
     sandbox_free(sb);
     return r;
+}
+
+/* Nothing in the container depends on the job: only the log lines do. */
+static int docker_assign(void *state, struct hutch_sandbox *pub,
+                         const struct hutch_job *job, struct hutch_err *err)
+{
+    struct dk_sandbox *sb = (struct dk_sandbox *)pub;
+    const char *label = plugin_job_label(job, "-");
+    if (strcmp(label, sb->label) != 0)
+        sb->st->host->log(HUTCH_LOG_DEBUG, "docker",
+                          "%s (container %.12s): runs job %s", sb->label, sb->id,
+                          label);
+    snprintf(sb->label, sizeof(sb->label), "%s", label);
+    return 0;
 }
 
 static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
@@ -558,6 +591,7 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
      * on the host).  Uncompressed only: a compressed upload makes the
      * daemon run a decompressor as host root (GHSA-x86f-5xw2-fm2r). */
     struct hutch_archive_limits lim = {
+        .struct_size = sizeof(lim),
         .max_bytes = len, /* file data cannot exceed the tar holding it */
         .max_entries = HUTCH_TAR_MAX_ENTRIES,
         .max_path = HUTCH_TAR_MAX_PATH,
@@ -631,6 +665,7 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
 {
     struct dk_sandbox *sb = (struct dk_sandbox *)pub;
     struct hutch_archive_limits lim = {
+        .struct_size = sizeof(lim),
         .max_bytes = max_bytes,
         .max_entries = HUTCH_TAR_MAX_ENTRIES,
         .max_path = HUTCH_TAR_MAX_PATH,
@@ -687,9 +722,9 @@ static void docker_destroy(void *state, struct hutch_sandbox *pub)
 
 /* --- doctor ------------------------------------------------------------ */
 
-static void docker_doctor(const struct hutch_host *host,
-                          void (*report)(const char *status, const char *what,
-                                         const char *detail))
+static void docker_doctor(const struct hutch_host *host, void *ctx,
+                          void (*report)(void *ctx, const char *status,
+                                         const char *what, const char *detail))
 {
     struct dk_api api;
     struct hutch_err err = {0};
@@ -698,15 +733,15 @@ static void docker_doctor(const struct hutch_host *host,
     cJSON *j;
 
     if (box_find_init(init, sizeof(init), &err) < 0)
-        report("FAIL", "docker init", err.msg);
+        report(ctx, "FAIL", "docker init", err.msg);
     if (dk_api_init(&api, &err) < 0 ||
         dk_api_negotiate(&api, engine, sizeof(engine), &err) < 0) {
-        report("FAIL", "docker daemon", err.msg);
+        report(ctx, "FAIL", "docker daemon", err.msg);
         return;
     }
     snprintf(detail, sizeof(detail), "%s: Engine %s, API %s", api.where, engine,
              api.version);
-    report("ok", "docker daemon", detail);
+    report(ctx, "ok", "docker daemon", detail);
 
     if (dk_json(&api, "GET", "/info", NULL, NULL, &b, &err) == 0) {
         cJSON *rt, *it;
@@ -722,7 +757,7 @@ static void docker_doctor(const struct hutch_host *host,
                 break;
             o += (size_t)n;
         }
-        report("ok", "docker runtimes", detail);
+        report(ctx, "ok", "docker runtimes", detail);
         cJSON_Delete(j);
     }
     dk_buf_free(&b);
@@ -734,13 +769,13 @@ static void docker_doctor(const struct hutch_host *host,
         image_for(host->version, langs[i], image, sizeof(image));
         snprintf(path, sizeof(path), "/images/%s/json", image);
         if (dk_json(&api, "GET", path, NULL, &status, NULL, &err) == 0)
-            report("ok", "docker image", image);
+            report(ctx, "ok", "docker image", image);
         else {
             snprintf(detail, sizeof(detail),
                      "%s is missing: build it with 'make images' (root, no registry "
                      "needed) or 'docker build --build-arg RUNTIME=%s -t %s images/'",
                      image, i == 0 ? "python3" : "nodejs", image);
-            report("FAIL", "docker image", status == 404 ? detail : err.msg);
+            report(ctx, "FAIL", "docker image", status == 404 ? detail : err.msg);
         }
     }
 }
@@ -751,10 +786,12 @@ static const struct hutch_executor docker_executor = {
     .name = "docker",
     .summary =
         "a fresh hardened container per execution, through the Docker Engine API",
+    .version = PACKAGE_VERSION,
     .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
     .probe = docker_probe,
     .open = docker_open,
     .start = docker_start,
+    .assign = docker_assign,
     .put_archive = docker_put,
     .reap = docker_reap,
     .get_archive = docker_get,
@@ -764,8 +801,7 @@ static const struct hutch_executor docker_executor = {
     .doctor = docker_doctor,
 };
 
-__attribute__((visibility("default"))) const struct hutch_executor *
-hutch_executor_entry(void)
+HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)
 {
     return &docker_executor;
 }

@@ -5,14 +5,15 @@
  * As with the Docker executor, pid 1 is hutch-init (plugins/init/init.c)
  * talking to hutch over unix sockets bind-mounted at /run/hutch/io, which
  * runsc lets it reach with --host-uds=open.  /work is a host directory on a
- * tmpfs hutch mounts with the spec's size (capped; the host's disk is never
+ * tmpfs hutch mounts with the class's size (capped; the host's disk is never
  * touched), bind-mounted into the sandbox; files go in and out through the
  * core's tar code on the host side.  The rootfs is read-only and wrapped in
  * an in-memory overlay (--overlay2=root:memory), so it stays untouched.
  *
- * Each hutch process keeps its runsc state root and bundles in
- * /run/hutch/gvisor/PID.START/; open() removes those of hutch processes that
- * are gone (runsc delete --force, unmount, remove). */
+ * Each hutch process keeps its runsc state root and bundles in the state
+ * directory the core gives it (/run/hutch/gvisor/PID.START/); open() removes
+ * what hutch processes that are gone left beside it (runsc delete --force,
+ * unmount, remove). */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,6 +33,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "abi.h"
 #include "box.h"
 #include "caps.h"
 #include "sbio.h"
@@ -41,7 +43,7 @@
 #define GV_CMD_MS    10000 /* one runsc kill/delete/list */
 #define GV_EXIT_MS   3000  /* sandbox gone after init was told to end */
 #define GV_MAX_FLAGS 16    /* words in HUTCH_RUNSC_FLAGS */
-#define GV_HOST_PIDS 512   /* host tasks of runsc itself, on top of the spec's */
+#define GV_HOST_PIDS 512   /* host tasks of runsc itself, on top of the class's */
 #define GV_BASE      "/run/hutch/gvisor"
 #define GV_LOG_TAIL  600
 
@@ -51,7 +53,8 @@
 
 struct gv_state {
     const struct hutch_host *host;
-    char dir[PATH_MAX]; /* GV_BASE/PID.START: this process's everything */
+    char dir[PATH_MAX];    /* cfg->state_dir (PID.START): this process's everything */
+    char parent[PATH_MAX]; /* where the state dirs of other hutch processes are */
     char root[PATH_MAX + 8];
     char runsc[PATH_MAX];
     char init_path[PATH_MAX];
@@ -79,6 +82,7 @@ struct gv_sandbox {
     pid_t runsc_pid; /* `runsc run`, our child */
     struct sbio io;
     int killed;
+    char label[64]; /* how->label, then the job's: for log lines */
 };
 
 /* --- small helpers ----------------------------------------------------- */
@@ -100,17 +104,19 @@ static int find_exec(const char *name, char *out, size_t len)
 }
 
 /* $HUTCH_IMAGES_DIR, else the first of HUTCH_IMAGES_DIRS (the installed
- * place, then the build tree) that holds a rootfs; else the first. */
-static const char *images_dir(void)
+ * place, then the build tree) that holds a rootfs; else the first.  Into
+ * the caller's buffer (found, PATH_MAX bytes): no static state. */
+static const char *images_dir(char found[PATH_MAX])
 {
-    static char found[PATH_MAX];
     const char *env = getenv("HUTCH_IMAGES_DIR"), *p = HUTCH_IMAGES_DIRS;
-    if (env && *env)
-        return env;
+    if (env && *env) {
+        snprintf(found, PATH_MAX, "%s", env);
+        return found;
+    }
     while (*p) {
         size_t n = strcspn(p, ":");
         char probe[PATH_MAX + 32];
-        snprintf(found, sizeof(found), "%.*s", (int)n, p);
+        snprintf(found, PATH_MAX, "%.*s", (int)n, p);
         snprintf(probe, sizeof(probe), "%s/rootfs-python", found);
         if (access(probe, F_OK) == 0)
             return found;
@@ -119,7 +125,7 @@ static const char *images_dir(void)
             return found;
         p += n + (p[n] == ':');
     }
-    snprintf(found, sizeof(found), "%.*s", (int)strcspn(HUTCH_IMAGES_DIRS, ":"),
+    snprintf(found, PATH_MAX, "%.*s", (int)strcspn(HUTCH_IMAGES_DIRS, ":"),
              HUTCH_IMAGES_DIRS);
     return found;
 }
@@ -252,7 +258,8 @@ static void read_tail(const char *path, char *out, size_t len)
 
 /* --- leftovers ----------------------------------------------------------- */
 
-/* Everything a gone hutch process left in `dir` (GV_BASE/PID.START). */
+/* Everything a gone hutch process left in `dir` (its state directory,
+ * PID.START), or this one's at close. */
 static void clean_dir(const struct gv_state *st, const char *dir)
 {
     char sub[PATH_MAX + 300], root[PATH_MAX + 8];
@@ -280,18 +287,18 @@ static void clean_dir(const struct gv_state *st, const char *dir)
 
 static void sweep(struct gv_state *st)
 {
-    DIR *d = opendir(GV_BASE);
+    DIR *d = opendir(st->parent);
     if (!d)
         return;
     for (struct dirent *de; (de = readdir(d));) {
-        char path[PATH_MAX];
+        char path[PATH_MAX * 2];
         unsigned long long start;
         int pid;
         if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2)
             continue;
         if (!box_process_gone(pid, start))
             continue; /* that hutch still runs */
-        snprintf(path, sizeof(path), GV_BASE "/%s", de->d_name);
+        snprintf(path, sizeof(path), "%s/%s", st->parent, de->d_name);
         st->host->log(HUTCH_LOG_INFO, "gvisor", "removing what a gone hutch left in %s",
                       path);
         clean_dir(st, path);
@@ -306,13 +313,13 @@ static int try_platform(const struct gv_state *st, const char *platform,
  * .platform, else HUTCH_GVISOR_PLATFORM, else ptrace.  kvm is tried once
  * per process (on VMs without nested virtualisation it hangs): when it
  * does not work, ptrace, with a warning. */
-static int pick_platform(struct gv_state *st, const struct hutch_sandbox_spec *spec,
+static int pick_platform(struct gv_state *st, const struct hutch_sandbox_class *cls,
                          const char *rootfs, char *out, size_t len,
                          struct hutch_err *err)
 {
     static const char *const known[] = {"platform", NULL};
     char want[32];
-    int r = box_option(spec, "gvisor", known, "platform", want, sizeof(want), err);
+    int r = box_option(cls, "gvisor", known, "platform", want, sizeof(want), err);
 
     if (r < 0)
         return r;
@@ -375,7 +382,6 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
                *plat = getenv("HUTCH_GVISOR_PLATFORM");
     int r;
 
-    (void)cfg;
     if (!st)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     st->host = host;
@@ -425,23 +431,28 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
                           strerror(errno));
         goto fail;
     }
-    snprintf(st->images, sizeof(st->images), "%s", images_dir());
+    images_dir(st->images);
     r = box_find_init(st->init_path, sizeof(st->init_path), err);
     if (r < 0)
         goto fail;
-    if ((mkdir("/run/hutch", 0711) < 0 && errno != EEXIST) ||
-        (mkdir(GV_BASE, 0700) < 0 && errno != EEXIST)) {
-        r = hutch_err_set(err, -errno, "creating " GV_BASE ": %s", strerror(errno));
+    if (!cfg || !HUTCH_HAS_MEMBER(cfg, struct hutch_config, state_dir) ||
+        !cfg->state_dir || cfg->state_dir[0] != '/' ||
+        strlen(cfg->state_dir) >= sizeof(st->dir)) {
+        r = hutch_err_set(err, -EINVAL,
+                          "this hutch gives the gvisor executor no state directory: "
+                          "install matching versions");
         goto fail;
     }
+    /* Sandbox ids are hutch-<its name>.N, and clean_dir() finds them from
+     * it: a gone hutch's sandboxes are found from its directory alone. */
+    snprintf(st->dir, sizeof(st->dir), "%s", cfg->state_dir);
+    snprintf(st->parent, sizeof(st->parent), "%s", st->dir);
+    *strrchr(st->parent, '/') = '\0';
     st->host = host;
     pthread_mutex_init(&st->kvm_mu, NULL);
     sweep(st);
-    snprintf(st->dir, sizeof(st->dir), GV_BASE "/%d.%llu", (int)getpid(),
-             box_proc_start(getpid()));
     snprintf(st->root, sizeof(st->root), "%s/root", st->dir);
-    if ((mkdir(st->dir, 0711) < 0 && errno != EEXIST) ||
-        (mkdir(st->root, 0700) < 0 && errno != EEXIST)) {
+    if (mkdir(st->root, 0700) < 0 && errno != EEXIST) {
         r = hutch_err_set(err, -errno, "creating %s: %s", st->root, strerror(errno));
         goto fail;
     }
@@ -477,7 +488,7 @@ static void add_mount(cJSON *mounts, const char *dest, const char *type,
 
 /* The OCI runtime spec of one sandbox (caller frees). */
 static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
-                      const struct hutch_sandbox_spec *spec, const char *rootfs)
+                      const struct hutch_sandbox_class *cls, const char *rootfs)
 {
     char tmpsize[48];
     static const char *const ns[] = {"pid", "network", "ipc", "uts", "mount", NULL};
@@ -485,7 +496,7 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
           *mem, *pids, *nsa, *rl, *r1;
     char *out;
 
-    snprintf(tmpsize, sizeof(tmpsize), "size=%llu", box_tmp_bytes(spec));
+    snprintf(tmpsize, sizeof(tmpsize), "size=%llu", box_tmp_bytes(cls));
 
     cJSON_AddStringToObject(c, "ociVersion", "1.0.2");
     proc = cJSON_AddObjectToObject(c, "process");
@@ -493,7 +504,7 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     user = cJSON_AddObjectToObject(proc, "user");
     cJSON_AddNumberToObject(user, "uid", 1000);
     cJSON_AddNumberToObject(user, "gid", 1000);
-    cJSON_AddItemToObject(proc, "args", box_command(spec));
+    cJSON_AddItemToObject(proc, "args", box_command(cls));
     cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");
@@ -506,16 +517,16 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     rl = cJSON_AddArrayToObject(proc, "rlimits");
     r1 = cJSON_CreateObject();
     cJSON_AddStringToObject(r1, "type", "RLIMIT_NOFILE");
-    cJSON_AddNumberToObject(r1, "hard", spec->open_files ? spec->open_files : 256);
-    cJSON_AddNumberToObject(r1, "soft", spec->open_files ? spec->open_files : 256);
+    cJSON_AddNumberToObject(r1, "hard", cls->open_files ? cls->open_files : 256);
+    cJSON_AddNumberToObject(r1, "soft", cls->open_files ? cls->open_files : 256);
     cJSON_AddItemToArray(rl, r1);
     /* The sandbox's own kernel counts its processes against RLIMIT_NPROC;
      * the host cgroup's pids limit (below) counts the sentry's threads and
      * ptrace stubs too, and hitting it kills the whole sandbox. */
     r1 = cJSON_CreateObject();
     cJSON_AddStringToObject(r1, "type", "RLIMIT_NPROC");
-    cJSON_AddNumberToObject(r1, "hard", spec->pids_max ? spec->pids_max : 128);
-    cJSON_AddNumberToObject(r1, "soft", spec->pids_max ? spec->pids_max : 128);
+    cJSON_AddNumberToObject(r1, "hard", cls->pids_max ? cls->pids_max : 128);
+    cJSON_AddNumberToObject(r1, "soft", cls->pids_max ? cls->pids_max : 128);
     cJSON_AddItemToArray(rl, r1);
 
     root = cJSON_AddObjectToObject(c, "root");
@@ -543,18 +554,18 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     lnx = cJSON_AddObjectToObject(c, "linux");
     cJSON_AddStringToObject(lnx, "cgroupsPath", sb->cgroup);
     res = cJSON_AddObjectToObject(lnx, "resources");
-    if (spec->memory_bytes) {
+    if (cls->memory_bytes) {
         mem = cJSON_AddObjectToObject(res, "memory");
-        cJSON_AddNumberToObject(mem, "limit", (double)spec->memory_bytes);
-        cJSON_AddNumberToObject(mem, "swap", (double)spec->memory_bytes);
+        cJSON_AddNumberToObject(mem, "limit", (double)cls->memory_bytes);
+        cJSON_AddNumberToObject(mem, "swap", (double)cls->memory_bytes);
     }
     pids = cJSON_AddObjectToObject(res, "pids");
     cJSON_AddNumberToObject(pids, "limit",
-                            (spec->pids_max ? spec->pids_max : 128) + GV_HOST_PIDS);
-    if (spec->cpu_millis) {
+                            (cls->pids_max ? cls->pids_max : 128) + GV_HOST_PIDS);
+    if (cls->cpu_millis) {
         cJSON *cpu = cJSON_AddObjectToObject(res, "cpu");
         cJSON_AddNumberToObject(cpu, "period", 100000);
-        cJSON_AddNumberToObject(cpu, "quota", (double)spec->cpu_millis * 100);
+        cJSON_AddNumberToObject(cpu, "quota", (double)cls->cpu_millis * 100);
     }
     nsa = cJSON_AddArrayToObject(lnx, "namespaces");
     for (size_t i = 0; ns[i]; i++) {
@@ -646,8 +657,9 @@ static void sandbox_free(struct gv_sandbox *sb)
     free(sb);
 }
 
-static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
-                    struct hutch_sandbox **out, struct hutch_err *err)
+static int gv_start(void *state, const struct hutch_sandbox_class *cls,
+                    const struct hutch_start *how, struct hutch_sandbox **out,
+                    struct hutch_err *err)
 {
     struct gv_state *st = state;
     struct gv_sandbox *sb;
@@ -659,12 +671,12 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     struct stat sst;
 
     *out = NULL;
-    if (strcmp(spec->language, "python") != 0 &&
-        strcmp(spec->language, "javascript") != 0)
+    if (strcmp(cls->language, "python") != 0 &&
+        strcmp(cls->language, "javascript") != 0)
         return hutch_err_set(err, -EINVAL,
                              "the gvisor executor runs python and javascript, not %s",
-                             spec->language);
-    snprintf(rootfs, sizeof(rootfs), "%s/%s", st->images, rootfs_name(spec->language));
+                             cls->language);
+    snprintf(rootfs, sizeof(rootfs), "%s/%s", st->images, rootfs_name(cls->language));
     if (!realpath(rootfs, real_rootfs) || stat(real_rootfs, &sst) < 0 ||
         !S_ISDIR(sst.st_mode))
         return hutch_err_set(err, -ENOENT,
@@ -675,7 +687,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
                              rootfs);
     {
         const char *interp =
-            strcmp(spec->language, "python") == 0 ? "usr/bin/python3" : "usr/bin/node";
+            strcmp(cls->language, "python") == 0 ? "usr/bin/python3" : "usr/bin/node";
         snprintf(path, sizeof(path), "%s/%s", real_rootfs, interp);
         if (access(path, X_OK) < 0)
             return hutch_err_set(err, -ENOEXEC,
@@ -692,13 +704,14 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     for (int i = 0; i < SBIO_NSOCK; i++)
         sb->io.fd[i] = sb->io.lfd[i] = -1;
-    r = pick_platform(st, spec, real_rootfs, sb->platform, sizeof(sb->platform), err);
+    snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, "-"));
+    r = pick_platform(st, cls, real_rootfs, sb->platform, sizeof(sb->platform), err);
     if (r < 0) {
         free(sb);
         return r;
     }
-    st->host->log(HUTCH_LOG_DEBUG, "gvisor", "sandbox on platform %s over %s",
-                  sb->platform, real_rootfs);
+    st->host->log(HUTCH_LOG_DEBUG, "gvisor", "%s: sandbox on platform %s over %s",
+                  sb->label, sb->platform, real_rootfs);
     n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
     snprintf(sb->id, sizeof(sb->id), "hutch-%s.%lu", strrchr(st->dir, '/') + 1, n);
     snprintf(sb->bundle, sizeof(sb->bundle), "%s/%lu", st->dir, n);
@@ -715,7 +728,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     /* /work: a tmpfs of its own, so its size is capped and the host's disk
      * is never touched. */
     snprintf(sb->work, sizeof(sb->work), "%s/work", sb->bundle);
-    work = box_work_bytes(spec);
+    work = box_work_bytes(cls);
     snprintf(opts, sizeof(opts), "size=%llu,mode=0755,uid=1000,gid=1000",
              (unsigned long long)work);
     if (mkdir(sb->work, 0755) < 0 ||
@@ -729,7 +742,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     r = sbio_open(&sb->io, path, err);
     if (r < 0)
         goto fail;
-    json = oci_spec(st, sb, spec, real_rootfs);
+    json = oci_spec(st, sb, cls, real_rootfs);
     if (!json) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto fail;
@@ -738,6 +751,10 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     r = write_file(path, json, err);
     if (r < 0)
         goto fail;
+    if (plugin_start_cancelled(how)) {
+        r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
+        goto fail;
+    }
     snprintf(path, sizeof(path), "%s/runsc.log", sb->bundle);
     log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     {
@@ -751,7 +768,7 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
         sb->runsc_pid = 0;
         goto fail;
     }
-    r = sbio_accept(&sb->io, GV_READY_MS, still_running, sb, err);
+    r = sbio_accept(&sb->io, GV_READY_MS, still_running, sb, how, err);
     if (r < 0)
         goto fail;
     sb->pub.chan_fd = sb->io.fd[SBIO_CHAN];
@@ -762,11 +779,27 @@ static int gv_start(void *state, const struct hutch_sandbox_spec *spec,
     *out = &sb->pub;
     return 0;
 fail:
+    /* Cancelled or failed: `runsc run` is told to end, then sandbox_free()
+     * waits for it (killing it past GV_EXIT_MS), runs `runsc delete
+     * --force`, unmounts /work and removes the bundle: nothing is left. */
     free(json);
     if (sb->runsc_pid > 0)
         kill(sb->runsc_pid, SIGTERM);
     sandbox_free(sb);
     return r;
+}
+
+/* Nothing in the sandbox depends on the job: only the log lines do. */
+static int gv_assign(void *state, struct hutch_sandbox *pub,
+                     const struct hutch_job *job, struct hutch_err *err)
+{
+    struct gv_sandbox *sb = (struct gv_sandbox *)pub;
+    const char *label = plugin_job_label(job, "-");
+    if (strcmp(label, sb->label) != 0)
+        sb->st->host->log(HUTCH_LOG_DEBUG, "gvisor", "%s (%s): runs job %s", sb->label,
+                          sb->id, label);
+    snprintf(sb->label, sizeof(sb->label), "%s", label);
+    return 0;
 }
 
 /* Gives what extract made to the sandbox user (extract writes as root). */
@@ -825,6 +858,7 @@ static int gv_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_f
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
     struct hutch_archive_limits lim = {
+        .struct_size = sizeof(lim),
         .max_bytes = max_bytes,
         .max_entries = HUTCH_TAR_MAX_ENTRIES,
         .max_path = HUTCH_TAR_MAX_PATH,
@@ -867,18 +901,19 @@ static void gv_destroy(void *state, struct hutch_sandbox *pub)
 static int try_platform(const struct gv_state *st, const char *platform,
                         const char *rootfs, char *why, size_t whylen)
 {
-    char dir[] = "/run/hutch/gvisor/try.XXXXXX", path[PATH_MAX], id[64],
-         root[sizeof(dir) + 8];
+    char dir[PATH_MAX], path[PATH_MAX + 16], id[64], root[PATH_MAX + 8];
     const char *tail[] = {"run", "--bundle", dir, id, NULL};
     char *json;
     cJSON *c;
     int r;
 
+    /* In the state directory when there is one (`hutch doctor` has none). */
+    snprintf(dir, sizeof(dir), "%s/try.XXXXXX", st->dir[0] ? st->dir : GV_BASE);
     if (!mkdtemp(dir)) {
         snprintf(why, whylen, "mkdtemp: %s", strerror(errno));
         return -1;
     }
-    snprintf(id, sizeof(id), "hutch-try-%d-%s", (int)getpid(), dir + sizeof(dir) - 7);
+    snprintf(id, sizeof(id), "hutch-try-%d-%s", (int)getpid(), dir + strlen(dir) - 6);
     snprintf(root, sizeof(root), "%s/root", dir);
     mkdir(root, 0700);
     c = cJSON_CreateObject();
@@ -920,57 +955,58 @@ static int try_platform(const struct gv_state *st, const char *platform,
     return r;
 }
 
-static void gv_doctor(const struct hutch_host *host,
-                      void (*report)(const char *status, const char *what,
+static void gv_doctor(const struct hutch_host *host, void *ctx,
+                      void (*report)(void *ctx, const char *status, const char *what,
                                      const char *detail))
 {
     struct gv_state st = {.host = host};
     struct hutch_err err = {0};
-    char detail[PATH_MAX + 256], rootfs[PATH_MAX], why[160];
+    char detail[PATH_MAX + 256], rootfs[PATH_MAX + 32], images[PATH_MAX], why[160];
     const char *env = getenv("HUTCH_RUNSC");
     int have_rootfs = 0;
 
     if (gv_probe(host, &err) < 0) {
-        report("FAIL", "gvisor", err.msg);
+        report(ctx, "FAIL", "gvisor", err.msg);
         return;
     }
     find_exec(env && *env ? env : "runsc", st.runsc, sizeof(st.runsc));
+    images_dir(images);
     box_find_init(st.init_path, sizeof(st.init_path), &err);
     for (int i = 0; i < 2; i++) {
         const char *lang = i == 0 ? "python" : "javascript";
         struct stat s;
-        snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name(lang));
+        snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name(lang));
         if (stat(rootfs, &s) == 0 && S_ISDIR(s.st_mode)) {
-            report("ok", "gvisor rootfs", rootfs);
+            report(ctx, "ok", "gvisor rootfs", rootfs);
             have_rootfs = 1;
         } else {
             snprintf(detail, sizeof(detail),
                      "%s is missing: build it with 'make images' (root), or set "
                      "HUTCH_IMAGES_DIR",
                      rootfs);
-            report("FAIL", "gvisor rootfs", detail);
+            report(ctx, "FAIL", "gvisor rootfs", detail);
         }
     }
     if (!have_rootfs)
         return;
-    snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name("python"));
+    snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name("python"));
     if (access(rootfs, F_OK) < 0)
-        snprintf(rootfs, sizeof(rootfs), "%s/%s", images_dir(), rootfs_name("js"));
+        snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name("js"));
     mkdir("/run/hutch", 0711);
     mkdir(GV_BASE, 0700);
     for (int i = 0; i < 2; i++) {
         const char *plat = i == 0 ? "ptrace" : "kvm";
         if (i == 1 && access("/dev/kvm", R_OK | W_OK) < 0) {
-            report("warn", "gvisor platform kvm", "/dev/kvm is not usable here");
+            report(ctx, "warn", "gvisor platform kvm", "/dev/kvm is not usable here");
             continue;
         }
         snprintf(detail, sizeof(detail), "gvisor platform %s", plat);
         if (try_platform(&st, plat, rootfs, why, sizeof(why)) == 0)
-            report("ok", detail,
+            report(ctx, "ok", detail,
                    i == 0 ? "works (the default)"
                           : "works (HUTCH_GVISOR_PLATFORM=kvm)");
         else
-            report(i == 0 ? "FAIL" : "warn", detail, why);
+            report(ctx, i == 0 ? "FAIL" : "warn", detail, why);
     }
 }
 
@@ -979,10 +1015,12 @@ static const struct hutch_executor gvisor_executor = {
     .struct_size = sizeof(struct hutch_executor),
     .name = "gvisor",
     .summary = "a gVisor sandbox (runsc, user-space kernel) per execution; needs root",
+    .version = PACKAGE_VERSION,
     .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
     .probe = gv_probe,
     .open = gv_open,
     .start = gv_start,
+    .assign = gv_assign,
     .put_archive = gv_put,
     .reap = gv_reap,
     .get_archive = gv_get,
@@ -992,8 +1030,7 @@ static const struct hutch_executor gvisor_executor = {
     .doctor = gv_doctor,
 };
 
-__attribute__((visibility("default"))) const struct hutch_executor *
-hutch_executor_entry(void)
+HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)
 {
     return &gvisor_executor;
 }

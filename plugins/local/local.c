@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "caps.h"
 #include "hutch-executor.h"
 #include "sandbox.h"
@@ -60,6 +61,7 @@ struct local_sandbox {
     int exited; /* EXIT frame seen */
     int32_t status;
     int killed;
+    char label[64];        /* how->label, then the job's: for log lines */
     char cg_mem[PATH_MAX]; /* sandbox's own cgroups, "" if none */
     char cg_pids[PATH_MAX];
     char cg_cpu[PATH_MAX]; /* v1 only; v2 sets cpu.max in cg_mem */
@@ -255,7 +257,7 @@ static int cg_cpu_limit(struct local_state *st, struct local_sandbox *sb,
                         const char *name, uint32_t millis, struct hutch_err *err);
 
 static int cg_create(struct local_state *st, struct local_sandbox *sb,
-                     unsigned long seq, const struct hutch_sandbox_spec *spec,
+                     unsigned long seq, const struct hutch_sandbox_class *cls,
                      struct hutch_err *err)
 {
     char name[128], val[64];
@@ -278,19 +280,19 @@ static int cg_create(struct local_state *st, struct local_sandbox *sb,
             sb->cg_pids[0] = '\0';
             return hutch_err_set(err, r, "creating cgroup %s: %s", name, strerror(-r));
         }
-        snprintf(val, sizeof(val), "%llu", (unsigned long long)spec->memory_bytes);
+        snprintf(val, sizeof(val), "%llu", (unsigned long long)cls->memory_bytes);
         r = cg_write(sb->cg_mem, "memory.limit_in_bytes", val);
         if (r == 0 &&
             access("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes", F_OK) == 0)
             r = cg_write(sb->cg_mem, "memory.memsw.limit_in_bytes", val);
         if (r < 0)
             return hutch_err_set(err, r, "setting the memory limit: %s", strerror(-r));
-        snprintf(val, sizeof(val), "%u", spec->pids_max);
+        snprintf(val, sizeof(val), "%u", cls->pids_max);
         r = cg_write(sb->cg_pids, "pids.max", val);
         if (r < 0)
             return hutch_err_set(err, r, "setting the pids limit: %s", strerror(-r));
     } else {
-        snprintf(val, sizeof(val), "%llu", (unsigned long long)spec->memory_bytes);
+        snprintf(val, sizeof(val), "%llu", (unsigned long long)cls->memory_bytes);
         r = cg_write(sb->cg_mem, "memory.max", val);
         if (r == 0)
             r = cg_write(sb->cg_mem, "memory.swap.max", "0");
@@ -298,12 +300,12 @@ static int cg_create(struct local_state *st, struct local_sandbox *sb,
             r = 0; /* no swap accounting */
         if (r < 0)
             return hutch_err_set(err, r, "setting the memory limit: %s", strerror(-r));
-        snprintf(val, sizeof(val), "%u", spec->pids_max);
+        snprintf(val, sizeof(val), "%u", cls->pids_max);
         r = cg_write(sb->cg_mem, "pids.max", val);
         if (r < 0)
             return hutch_err_set(err, r, "setting the pids limit: %s", strerror(-r));
     }
-    return cg_cpu_limit(st, sb, name, spec->cpu_millis, err);
+    return cg_cpu_limit(st, sb, name, cls->cpu_millis, err);
 }
 
 /* CPU time as a CFS quota over a 100 ms period; 1000 millis = one CPU. */
@@ -671,6 +673,25 @@ static int wait_readable(int fd, int ms)
     return r;
 }
 
+/* wait_readable() for start(), in slices, asking how->cancelled() between
+ * them: 1 readable, 0 not within ms (or poll failed), -ECANCELED. */
+static int wait_start(int fd, int ms, const struct hutch_start *how)
+{
+    uint64_t deadline = mono_us() + (uint64_t)ms * 1000u;
+    for (;;) {
+        uint64_t now = mono_us();
+        int r;
+        if (plugin_start_cancelled(how))
+            return -ECANCELED;
+        if (now >= deadline)
+            return 0;
+        r = wait_readable(fd,
+                          deadline - now > 50000 ? 50 : (int)((deadline - now) / 1000));
+        if (r != 0)
+            return r > 0 ? 1 : 0;
+    }
+}
+
 static void local_kill(void *state, struct hutch_sandbox *pub)
 {
     struct local_sandbox *sb = (struct local_sandbox *)pub;
@@ -712,8 +733,9 @@ static int write_map(pid_t pid, const char *file, const char *line)
     return write_str(path, line);
 }
 
-static int local_start(void *state, const struct hutch_sandbox_spec *spec,
-                       struct hutch_sandbox **out, struct hutch_err *err)
+static int local_start(void *state, const struct hutch_sandbox_class *cls,
+                       const struct hutch_start *how, struct hutch_sandbox **out,
+                       struct hutch_err *err)
 {
     struct local_state *st = state;
     struct lsb_params p;
@@ -724,8 +746,8 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     char *payload = NULL, map[128];
     int r;
 
-    if (HUTCH_HAS_MEMBER(spec, struct hutch_sandbox_spec, options) && spec->options &&
-        strcmp(spec->options, "{}") != 0)
+    if (HUTCH_HAS_MEMBER(cls, struct hutch_sandbox_class, options) && cls->options &&
+        strcmp(cls->options, "{}") != 0)
         return hutch_err_set(err, -EINVAL,
                              "the policy's executor_options.local: the local executor "
                              "has no options");
@@ -736,14 +758,15 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     sb->ctrl_fd = sb->init_pidfd = -1;
+    snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, "-"));
 
     p.host = st->host;
-    p.language = spec->language;
-    r = find_interp(spec->language, p.interp, sizeof(p.interp), err);
+    p.language = cls->language;
+    r = find_interp(cls->language, p.interp, sizeof(p.interp), err);
     if (r < 0)
         goto fail;
     snprintf(p.runner, sizeof(p.runner), "%s",
-             strcmp(spec->language, "python") == 0 ? "runner.py" : "runner.js");
+             strcmp(cls->language, "python") == 0 ? "runner.py" : "runner.js");
     if (!realpath(st->host->runner_dir, p.runner_dir)) {
         r = hutch_err_set(err, -errno,
                           "runner directory %s: %s (set HUTCH_RUNNER_DIR or reinstall)",
@@ -751,21 +774,21 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
         goto fail;
     }
     p.is_root = geteuid() == 0;
-    p.memory_bytes = spec->memory_bytes ? spec->memory_bytes
-                                        : (uint64_t)HUTCH_DEFAULT_MEMORY_MB << 20;
+    p.memory_bytes =
+        cls->memory_bytes ? cls->memory_bytes : (uint64_t)HUTCH_DEFAULT_MEMORY_MB << 20;
     p.work_bytes =
-        spec->work_bytes ? spec->work_bytes : (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
+        cls->work_bytes ? cls->work_bytes : (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
     p.tmp_bytes =
-        spec->tmp_bytes ? spec->tmp_bytes : (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
-    p.pids_max = spec->pids_max ? spec->pids_max : HUTCH_DEFAULT_PIDS;
-    p.open_files = spec->open_files ? spec->open_files : HUTCH_DEFAULT_OPEN_FILES;
+        cls->tmp_bytes ? cls->tmp_bytes : (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
+    p.pids_max = cls->pids_max ? cls->pids_max : HUTCH_DEFAULT_PIDS;
+    p.open_files = cls->open_files ? cls->open_files : HUTCH_DEFAULT_OPEN_FILES;
 
     uint64_t t0 = mono_us(), t_cg, t_fork, t_sync, t_ready;
     {
         /* One number per sandbox, even when executions start concurrently:
          * it names the sandbox's cgroups. */
         unsigned long seq = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
-        struct hutch_sandbox_spec eff = *spec;
+        struct hutch_sandbox_class eff = *cls;
         eff.memory_bytes = p.memory_bytes;
         eff.pids_max = p.pids_max;
         r = cg_create(st, sb, seq, &eff, err);
@@ -792,6 +815,8 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     p.out_fd = opipe[1];
     p.err_fd = epipe[1];
 
+    if (plugin_start_cancelled(how))
+        goto cancelled;
     sb->c1 = fork();
     if (sb->c1 < 0) {
         r = hutch_err_set(err, -errno, "fork: %s", strerror(errno));
@@ -813,8 +838,9 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     close_fd(&epipe[1]);
 
     /* C1 has unshared: give it its ids and its cgroups, then let it go. */
-    if (wait_readable(sync[0], START_TIMEOUT_MS) <= 0 ||
-        lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
+    if ((r = wait_start(sync[0], START_TIMEOUT_MS, how)) == -ECANCELED)
+        goto cancelled;
+    if (r <= 0 || lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
         r = hutch_err_set(err, -EIO,
                           "sandbox did not start (no answer from its helper)");
         goto fail;
@@ -847,9 +873,10 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
         r = hutch_err_set(err, -EIO, "sandbox helper went away during start");
         goto fail;
     }
-    if (wait_readable(sync[0], START_TIMEOUT_MS) <= 0 ||
-        lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0 || h.type != LSB_READY ||
-        h.len != sizeof(int32_t)) {
+    if ((r = wait_start(sync[0], START_TIMEOUT_MS, how)) == -ECANCELED)
+        goto cancelled;
+    if (r <= 0 || lsb_recv(sync[0], &h, &payload, HUTCH_ERR_MSG) < 0 ||
+        h.type != LSB_READY || h.len != sizeof(int32_t)) {
         r = hutch_err_set(err, -EIO, "sandbox did not start (%s)",
                           payload && h.type == LSB_FAIL ? payload : "no init process");
         goto fail;
@@ -865,8 +892,9 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     close_fd(&sync[0]);
     t_sync = mono_us();
 
-    if (wait_readable(ctrl[0], START_TIMEOUT_MS) <= 0 ||
-        lsb_recv(ctrl[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
+    if ((r = wait_start(ctrl[0], START_TIMEOUT_MS, how)) == -ECANCELED)
+        goto cancelled;
+    if (r <= 0 || lsb_recv(ctrl[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
         r = hutch_err_set(err, -EIO, "sandbox did not report ready within %d ms",
                           START_TIMEOUT_MS);
         goto fail;
@@ -889,10 +917,10 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     }
     st->host->log(
         HUTCH_LOG_DEBUG, "local",
-        "start (ms): cgroups %.2f, fork %.2f, namespaces %.2f, root fs + runner "
+        "%s: start (ms): cgroups %.2f, fork %.2f, namespaces %.2f, root fs + runner "
         "%.2f",
-        (t_cg - t0) / 1000.0, (t_fork - t_cg) / 1000.0, (t_sync - t_fork) / 1000.0,
-        (t_ready - t_sync) / 1000.0);
+        sb->label, (t_cg - t0) / 1000.0, (t_fork - t_cg) / 1000.0,
+        (t_sync - t_fork) / 1000.0, (t_ready - t_sync) / 1000.0);
     sb->ctrl_fd = ctrl[0];
     sb->pub.chan_fd = chan[0];
     sb->pub.stdout_fd = opipe[0];
@@ -901,7 +929,11 @@ static int local_start(void *state, const struct hutch_sandbox_spec *spec,
     *out = &sb->pub;
     return 0;
 
+cancelled:
+    r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
 fail:
+    /* local_destroy() kills C1 (and with it the whole sandbox), waits for
+     * it and removes the cgroups: nothing of this start is left. */
     free(payload);
     close_fd(&ctrl[0]);
     close_fd(&ctrl[1]);
@@ -915,6 +947,19 @@ fail:
     close_fd(&epipe[1]);
     local_destroy(st, &sb->pub);
     return r;
+}
+
+/* Nothing in the sandbox depends on the job: only the log lines do. */
+static int local_assign(void *state, struct hutch_sandbox *pub,
+                        const struct hutch_job *job, struct hutch_err *err)
+{
+    struct local_state *st = state;
+    struct local_sandbox *sb = (struct local_sandbox *)pub;
+    const char *label = plugin_job_label(job, "-");
+    if (strcmp(label, sb->label) != 0)
+        st->host->log(HUTCH_LOG_DEBUG, "local", "%s: runs job %s", sb->label, label);
+    snprintf(sb->label, sizeof(sb->label), "%s", label);
+    return 0;
 }
 
 #define F(t) (1u << (t))
@@ -973,21 +1018,10 @@ static int local_put(void *state, struct hutch_sandbox *pub, const void *tar,
 
 static void fill_exit(struct local_sandbox *sb, struct hutch_exit *ex)
 {
-    memset(ex, 0, sizeof(*ex));
-    if (sb->exited) {
-        int s = sb->status;
-        if (WIFEXITED(s)) {
-            ex->exit_code = WEXITSTATUS(s);
-        } else if (WIFSIGNALED(s)) {
-            ex->signal = WTERMSIG(s);
-            ex->exit_code = 128 + ex->signal;
-        }
-    } else {
-        /* init is gone: everything was killed. */
-        ex->signal = SIGKILL;
-        ex->exit_code = 128 + SIGKILL;
-    }
-    ex->oom = cg_oom(sb);
+    if (sb->exited)
+        plugin_exit_from_status(ex, sb->status, cg_oom(sb));
+    else /* init is gone: everything was killed. */
+        plugin_exit_set(ex, 128 + SIGKILL, SIGKILL, cg_oom(sb));
 }
 
 static int local_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex,
@@ -1061,10 +1095,12 @@ static const struct hutch_executor local_executor = {
     .struct_size = sizeof(struct hutch_executor),
     .name = "local",
     .summary = "Linux namespaces + seccomp + cgroups on this host; needs no daemon",
+    .version = PACKAGE_VERSION,
     .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
     .probe = local_probe,
     .open = local_open,
     .start = local_start,
+    .assign = local_assign,
     .put_archive = local_put,
     .reap = local_reap,
     .get_archive = local_get,
@@ -1073,8 +1109,7 @@ static const struct hutch_executor local_executor = {
     .close = local_close,
 };
 
-__attribute__((visibility("default"))) const struct hutch_executor *
-hutch_executor_entry(void)
+HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)
 {
     return &local_executor;
 }

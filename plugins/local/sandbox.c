@@ -512,12 +512,13 @@ static void reap(pid_t runner, int ctrl, int *runner_done)
 __attribute__((noreturn)) static void init_main(struct lsb_params *p)
 {
     struct hutch_archive_limits lim_in = {
+        .struct_size = sizeof(lim_in),
         .max_bytes = HUTCH_TAR_IN_MAX_BYTES,
         .max_entries = HUTCH_TAR_MAX_ENTRIES,
         .max_path = HUTCH_TAR_MAX_PATH,
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
-    struct hutch_err err;
+    struct hutch_err err = HUTCH_ERR_INIT;
     int ctrl = p->ctrl_fd, devnull, sfd, runner_fd, runner_done = 0;
     sigset_t mask;
     pid_t runner;
@@ -593,7 +594,7 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
         r = recv_mapped(ctrl, &h, &payload);
         if (r < 0)
             _exit(0); /* host went away: the sandbox goes with it */
-        memset(&err, 0, sizeof(err));
+        err = (struct hutch_err)HUTCH_ERR_INIT;
         switch (h.type) {
         case LSB_PUT:
             r = p->host->archive_extract(payload, h.len, "/work", &lim_in, &err);
@@ -604,6 +605,7 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
             break;
         case LSB_PACK: {
             struct hutch_archive_limits lim_out = {
+                .struct_size = sizeof(lim_out),
                 .max_bytes = HUTCH_TAR_OUT_MAX_BYTES,
                 .max_entries = HUTCH_TAR_MAX_ENTRIES,
                 .max_path = HUTCH_TAR_MAX_PATH,
@@ -635,12 +637,45 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
 
 /* --- C1 ------------------------------------------------------------------ */
 
+/* Close every descriptor but stdio and `keep` (ascending after the sort).
+ * hutch starts sandboxes on several threads at once: a fork() here also
+ * copied the descriptors another thread holds for *its* sandbox (the write
+ * ends of its output pipes, its control socket).  They are close-on-exec,
+ * but C1 and init never exec: kept, they would hold the other sandbox's
+ * pipes open (no EOF there until this sandbox ends) and give this
+ * sandbox's init a handle on another's channel. */
+static void close_others(int *keep, size_t n)
+{
+    unsigned from = 3;
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+            int t = keep[j];
+            keep[j] = keep[j - 1];
+            keep[j - 1] = t;
+        }
+    for (size_t i = 0; i <= n; i++) {
+        unsigned to = i < n ? (unsigned)keep[i] : ~0U;
+        if (i < n && (keep[i] < 3 || (unsigned)keep[i] < from))
+            continue;
+        if (to > from && syscall(SYS_close_range, from, to - 1, 0) < 0)
+            for (unsigned fd = from; fd < to && fd < 65536; fd++)
+                close((int)fd);
+        if (i < n)
+            from = (unsigned)keep[i] + 1;
+    }
+}
+
 void lsb_child_main(struct lsb_params *p)
 {
     pid_t init;
     int status;
     char go;
 
+    {
+        int keep[] = {p->ctrl_fd, p->sync_fd, p->chan_fd,
+                      p->out_fd,  p->err_fd,  p->netns_fd};
+        close_others(keep, sizeof(keep) / sizeof(keep[0]));
+    }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (p->is_root && setgroups(0, NULL) < 0)
         die(p->sync_fd, LSB_FAIL, "sandbox set-up: setgroups: %s", strerror(errno));

@@ -15,10 +15,16 @@ static int t_open(const struct hutch_host *h, const struct hutch_config *c, void
     *s = NULL;
     return 0;
 }
-static int t_start(void *s, const struct hutch_sandbox_spec *sp,
-                   struct hutch_sandbox **sb, struct hutch_err *e)
+static int t_start(void *s, const struct hutch_sandbox_class *c,
+                   const struct hutch_start *how, struct hutch_sandbox **sb,
+                   struct hutch_err *e)
 {
     return hutch_err_set(e, -ENOSYS, "test plugin cannot start sandboxes");
+}
+static int t_assign(void *s, struct hutch_sandbox *sb, const struct hutch_job *j,
+                    struct hutch_err *e)
+{
+    return -ENOSYS;
 }
 static int t_put(void *s, struct hutch_sandbox *sb, const void *t, size_t l,
                  struct hutch_err *e)
@@ -51,9 +57,11 @@ static void t_close(void *s)
         .struct_size = sizeof(struct hutch_executor),                                  \
         .name = (NAME),                                                                \
         .summary = "test plugin",                                                      \
+        .version = "0.0-test",                                                         \
         .probe = (PROBE),                                                              \
         .open = t_open,                                                                \
         .start = t_start,                                                              \
+        .assign = t_assign,                                                            \
         .put_archive = t_put,                                                          \
         .reap = t_reap,                                                                \
         .get_archive = t_get,                                                          \

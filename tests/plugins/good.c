@@ -3,7 +3,7 @@
 
 TEST_EXECUTOR("good", HUTCH_EXECUTOR_ABI, t_probe);
 
-const struct hutch_executor *hutch_executor_entry(void)
+HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)
 {
     (void)t_probe;
     return &test_executor;

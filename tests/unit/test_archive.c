@@ -1414,8 +1414,11 @@ static int t_filter(void)
 
 static int t_filter_rejects(void)
 {
-    struct hutch_archive_limits lim = {
-        .max_bytes = 4, .max_entries = 10, .max_path = 100, .max_depth = 8};
+    struct hutch_archive_limits lim = {.struct_size = sizeof(lim),
+                                       .max_bytes = 4,
+                                       .max_entries = 10,
+                                       .max_path = 100,
+                                       .max_depth = 8};
     struct hutch_buf out;
     struct hutch_err err = {0};
     struct tw t;

@@ -25,7 +25,8 @@ static void link_plugin(const char *from_dir, const char *name, const char *dir,
 int main(void)
 {
     const char *tp = getenv("HUTCH_TEST_PLUGINS");
-    char dir[] = "/tmp/hutch-test-plugins-XXXXXX", path[PATH_MAX];
+    char dir[] = "/tmp/hutch-test-plugins-XXXXXX", path[PATH_MAX],
+         state_dir[PATH_MAX] = "";
     struct hutch_host host;
     struct hutch_plugins *ps = NULL;
     struct hutch_plugin *p;
@@ -44,6 +45,7 @@ int main(void)
     link_plugin(tp, "wrongabi", dir, "wrongabi.so");
     link_plugin(tp, "nosym", dir, "nosym.so");
     link_plugin(tp, "probefail", dir, "probefail.so");
+    link_plugin(tp, "abi1", dir, "abi1.so");
     snprintf(path, sizeof(path), "%s/notelf.so", dir);
     f = fopen(path, "w");
     fputs("#!/bin/sh\necho this is not a shared object\n", f);
@@ -60,7 +62,7 @@ int main(void)
     ok(r == 0, "loading a directory of broken plugins succeeds (%s)", err.msg);
     if (r < 0)
         return tap_done();
-    ok(ps->n == 7, "every *.so is listed, README is not (%zu)", ps->n);
+    ok(ps->n == 8, "every *.so is listed, README is not (%zu)", ps->n);
 
     p = hutch_plugins_find(ps, "good");
     ok(p && p->usable && !strcmp(p->ex->name, "good"), "a good plugin is usable");
@@ -70,6 +72,15 @@ int main(void)
     p = hutch_plugins_find(ps, "wrongabi");
     ok(p && !p->usable && strstr(p->reason, "ABI 42") && strstr(p->reason, "rebuild"),
        "wrong ABI is refused with the versions and the fix: %s", p ? p->reason : "-");
+    p = hutch_plugins_find(ps, "abi1");
+    ok(p && !p->usable && !p->ex && strstr(p->reason, "ABI 1") &&
+           strstr(p->reason, "ABI 1 is no longer loaded") &&
+           strstr(p->reason, "rebuild") && strstr(p->reason, "hutch-executor.h"),
+       "an ABI 1 plugin is refused: ABI 1 is no longer loaded, rebuild it: %s",
+       p ? p->reason : "-");
+    p = hutch_plugins_find(ps, "good");
+    ok(p && p->ex && p->ex->version && !strcmp(p->ex->version, "0.0-test"),
+       "a good plugin's version is there for hutch plugins");
     p = hutch_plugins_find(ps, "nosym");
     ok(p && !p->usable && strstr(p->reason, "hutch_executor_entry"),
        "missing entry symbol is named: %s", p ? p->reason : "-");
@@ -84,12 +95,39 @@ int main(void)
        "a directory named *.so is refused: %s", p ? p->reason : "-");
 
     memset(&err, 0, sizeof(err));
+    p = hutch_plugins_find(ps, "good");
+    r = hutch_plugin_open(p, &host, &err);
+    ok(r == 0 && p->state_dir, "a good plugin opens with a state directory (%s)",
+       r == 0 ? p->state_dir : err.msg);
+    if (r == 0 && p->state_dir) {
+        struct stat st;
+        char want[64];
+        const char *base = strrchr(p->state_dir, '/');
+        snprintf(want, sizeof(want), "/%d.", (int)getpid());
+        snprintf(state_dir, sizeof(state_dir), "%s", p->state_dir);
+        ok(stat(state_dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+               (st.st_mode & 0777) == 0700 && st.st_uid == geteuid(),
+           "the state directory exists, is ours, mode 0700");
+        ok(base && !strncmp(base, want, strlen(want)) && strstr(state_dir, "/good/"),
+           "it is named EXECUTOR/PID.START: %s", state_dir);
+        snprintf(path, sizeof(path), "%s/left", state_dir);
+        f = fopen(path, "w");
+        if (f)
+            fclose(f);
+    }
+
+    memset(&err, 0, sizeof(err));
     p = hutch_plugins_find(ps, "probefail");
-    r = hutch_plugin_open(p, &host, NULL, &err);
+    r = hutch_plugin_open(p, &host, &err);
     ok(r < 0 && strstr(err.msg, "not usable"), "opening an unusable plugin fails: %s",
        err.msg);
     ok(hutch_plugins_find(ps, "nothere") == NULL, "an absent executor is not found");
     hutch_plugins_free(ps);
+    if (state_dir[0]) {
+        ok(access(state_dir, F_OK) < 0,
+           "closing the plugin removed its state directory and what was left in it");
+        /* The executor's directory (…/good) is shared by processes: left. */
+    }
 
     memset(&err, 0, sizeof(err));
     ps = NULL;
@@ -100,7 +138,7 @@ int main(void)
     {
         static const char *const names[] = {"good.so",  "zz-good.so",   "wrongabi.so",
                                             "nosym.so", "probefail.so", "notelf.so",
-                                            "README"};
+                                            "abi1.so",  "README"};
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
             unlink(path);

@@ -1,0 +1,762 @@
+/* test_contract.c — every executor plugin of the plugin directory driven
+ * through the whole ABI by hand, without the core's execution code:
+ * start() and the runner's "ready", assign(), put_archive(), a job over the
+ * wire protocol, reap(), get_archive(), kill(), destroy(); a sandbox
+ * started for a pool long before its job; a start() cancelled through the
+ * callback (-ECANCELED, nothing left); four start()s on four threads.
+ *
+ * An executor that is not usable here is skipped, except under CI=true,
+ * where docker and gvisor must be usable (as tests/lib/executor.sh says).
+ * Time budgets are generous: nothing here measures the machine's speed.
+ * HUTCH_CONTRACT_EXECUTORS="local docker" limits the run to those. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "archive.h"
+#include "plugin.h"
+#include "tap.h"
+#include "util.h"
+
+#define BUDGET_MS  180000 /* any one wait: generous, never a timing assertion */
+#define POOL_WAIT  5      /* seconds a pooled sandbox waits for its job */
+#define NTHREADS   4
+#define MAX_OUTPUT (1u << 20)
+
+static struct hutch_host host;
+static const char *who; /* the executor under test, for messages */
+
+/* --- one sandbox's conversation ----------------------------------------- */
+
+struct conv {
+    const struct hutch_executor *ex;
+    void *state;
+    struct hutch_sandbox *sb;
+    struct hutch_buf chan, out, err, files;
+    int chan_eof, out_eof, err_eof, exited, got_done, done_ok;
+    struct hutch_exit exit;
+    char why[512]; /* what went wrong, for the TAP line */
+};
+
+static void conv_init(struct conv *c, struct hutch_plugin *p)
+{
+    memset(c, 0, sizeof(*c));
+    c->ex = p->ex;
+    c->state = p->state;
+    hutch_buf_init(&c->chan, MAX_OUTPUT);
+    hutch_buf_init(&c->out, MAX_OUTPUT);
+    hutch_buf_init(&c->err, MAX_OUTPUT);
+    hutch_buf_init(&c->files, MAX_OUTPUT);
+    c->exit.struct_size = sizeof(c->exit);
+}
+
+static void conv_free(struct conv *c)
+{
+    if (c->sb)
+        c->ex->destroy(c->state, c->sb);
+    c->sb = NULL;
+    hutch_buf_free(&c->chan);
+    hutch_buf_free(&c->out);
+    hutch_buf_free(&c->err);
+    hutch_buf_free(&c->files);
+}
+
+/* Appends what fd has now; sets *eof at end of file. */
+static void drain(int fd, struct hutch_buf *b, int *eof)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n > 0) {
+            if (hutch_buf_append(b, buf, (size_t)n) < 0)
+                *eof = 1;
+            continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            *eof = 1;
+        return;
+    }
+}
+
+/* The first complete line on chan, removed from the buffer (caller frees),
+ * or NULL. */
+static char *take_line(struct conv *c)
+{
+    char *nl = c->chan.data ? memchr(c->chan.data, '\n', c->chan.len) : NULL, *line;
+    size_t n;
+    if (!nl)
+        return NULL;
+    n = (size_t)(nl - c->chan.data);
+    line = strndup(c->chan.data, n);
+    memmove(c->chan.data, nl + 1, c->chan.len - n - 1);
+    c->chan.len -= n + 1;
+    return line;
+}
+
+/* Waits for the runner's first message: 0 when it is {"t":"ready",...}. */
+static int wait_ready(struct conv *c)
+{
+    uint64_t end = hutch_now_ms() + BUDGET_MS;
+    hutch_set_nonblock(c->sb->chan_fd);
+    hutch_set_nonblock(c->sb->stdout_fd);
+    hutch_set_nonblock(c->sb->stderr_fd);
+    while (hutch_now_ms() < end) {
+        struct pollfd p = {c->sb->chan_fd, POLLIN, 0};
+        char *line = take_line(c);
+        if (line) {
+            cJSON *j = cJSON_Parse(line);
+            const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(j, "t"));
+            int ok_ =
+                t && !strcmp(t, "ready") && !strncmp(line, "{\"t\":\"ready\"", 12);
+            snprintf(c->why, sizeof(c->why), "first line: %.200s", line);
+            cJSON_Delete(j);
+            free(line);
+            return ok_ ? 0 : -EPROTO;
+        }
+        if (c->chan_eof) {
+            snprintf(c->why, sizeof(c->why), "the channel closed before ready");
+            return -EPIPE;
+        }
+        if (poll(&p, 1, 200) > 0)
+            drain(c->sb->chan_fd, &c->chan, &c->chan_eof);
+    }
+    snprintf(c->why, sizeof(c->why), "no ready within %d s", BUDGET_MS / 1000);
+    return -ETIMEDOUT;
+}
+
+static int send_all(int fd, const char *s, size_t len)
+{
+    while (len) {
+        ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+            struct pollfd p = {fd, POLLOUT, 0};
+            poll(&p, 1, 200);
+            continue;
+        }
+        if (n <= 0)
+            return -errno;
+        s += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* {"t":"run",...}, then everything until done, event_fd and reap(). */
+static int run_job(struct conv *c, const char *lang, const char *code)
+{
+    cJSON *m = cJSON_CreateObject();
+    uint64_t end = hutch_now_ms() + BUDGET_MS;
+    char *s;
+    int r;
+
+    cJSON_AddStringToObject(m, "t", "run");
+    cJSON_AddStringToObject(m, "lang", lang);
+    cJSON_AddStringToObject(m, "code", code);
+    cJSON_AddStringToObject(m, "cwd", "/work");
+    s = cJSON_PrintUnformatted(m);
+    cJSON_Delete(m);
+    r = send_all(c->sb->chan_fd, s, strlen(s));
+    if (r == 0)
+        r = send_all(c->sb->chan_fd, "\n", 1);
+    free(s);
+    if (r < 0) {
+        snprintf(c->why, sizeof(c->why), "sending run: %s", strerror(-r));
+        return r;
+    }
+    while (hutch_now_ms() < end && !(c->exited && c->out_eof && c->err_eof)) {
+        struct pollfd p[4];
+        int n = 0, iev;
+        char *line;
+        if (!c->chan_eof)
+            p[n++] = (struct pollfd){c->sb->chan_fd, POLLIN, 0};
+        if (!c->out_eof)
+            p[n++] = (struct pollfd){c->sb->stdout_fd, POLLIN, 0};
+        if (!c->err_eof)
+            p[n++] = (struct pollfd){c->sb->stderr_fd, POLLIN, 0};
+        iev = n;
+        if (!c->exited)
+            p[n++] = (struct pollfd){c->sb->event_fd, POLLIN, 0};
+        if (poll(p, (nfds_t)n, 200) < 0 && errno != EINTR)
+            break;
+        if (!c->chan_eof)
+            drain(c->sb->chan_fd, &c->chan, &c->chan_eof);
+        if (!c->out_eof)
+            drain(c->sb->stdout_fd, &c->out, &c->out_eof);
+        if (!c->err_eof)
+            drain(c->sb->stderr_fd, &c->err, &c->err_eof);
+        while ((line = take_line(c))) {
+            cJSON *j = cJSON_Parse(line);
+            const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(j, "t"));
+            if (t && !strcmp(t, "done")) {
+                c->got_done = 1;
+                c->done_ok = cJSON_IsTrue(cJSON_GetObjectItem(j, "ok"));
+            }
+            cJSON_Delete(j);
+            free(line);
+        }
+        if (!c->exited && iev < n && (p[iev].revents & (POLLIN | POLLHUP | POLLERR))) {
+            struct hutch_err err = HUTCH_ERR_INIT;
+            r = c->ex->reap(c->state, c->sb, &c->exit, &err);
+            if (r == 0)
+                c->exited = 1;
+            else if (r != -EAGAIN) {
+                snprintf(c->why, sizeof(c->why), "reap: %s", err.msg);
+                return r;
+            }
+        }
+        /* Once the runner ended, output not at EOF yet (a process of the
+         * program may hold the pipes) is not waited for: as the core. */
+        if (c->exited && c->got_done) {
+            drain(c->sb->stdout_fd, &c->out, &c->out_eof);
+            drain(c->sb->stderr_fd, &c->err, &c->err_eof);
+            break;
+        }
+    }
+    if (!c->exited || !c->got_done) {
+        snprintf(c->why, sizeof(c->why), "%s within %d s (stderr: %.300s)",
+                 c->exited ? "no done" : "the runner did not end", BUDGET_MS / 1000,
+                 c->err.data ? c->err.data : "");
+        return -ETIMEDOUT;
+    }
+    return 0;
+}
+
+static int start_one(struct conv *c, const char *lang, const char *label, int pooled,
+                     int (*cancelled)(void *), void *arg, struct hutch_err *err)
+{
+    struct hutch_sandbox_class cls = {.struct_size = sizeof(cls), .language = lang};
+    struct hutch_start how = {.struct_size = sizeof(how),
+                              .pooled = (uint32_t)pooled,
+                              .label = label,
+                              .cancelled = cancelled,
+                              .cancel_arg = arg};
+    return c->ex->start(c->state, &cls, &how, &c->sb, err);
+}
+
+static int assign_one(struct conv *c, const char *label, struct hutch_err *err)
+{
+    struct hutch_job job = {.struct_size = sizeof(job),
+                            .label = label,
+                            .deadline_ms = hutch_now_ms() + BUDGET_MS};
+    return c->ex->assign(c->state, c->sb, &job, err);
+}
+
+static int put_file(struct conv *c, const char *name, const char *text,
+                    struct hutch_err *err)
+{
+    struct hutch_tar *t = NULL;
+    const void *data;
+    size_t len;
+    int r = hutch_tar_new(&t, 1u << 20, err);
+    if (r == 0)
+        r = hutch_tar_add_bytes(t, name, text, strlen(text), 0644, err);
+    if (r == 0)
+        r = hutch_tar_finish(t, &data, &len, err);
+    if (r == 0)
+        r = c->ex->put_archive(c->state, c->sb, data, len, err);
+    hutch_tar_free(t);
+    return r;
+}
+
+struct found {
+    char path[256];
+    char data[256];
+    int n;
+};
+
+static int on_file(void *arg, const char *path, const void *data, size_t size)
+{
+    struct found *f = arg;
+    f->n++;
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    snprintf(f->data, sizeof(f->data), "%.*s", (int)(size < 255 ? size : 255),
+             data ? (const char *)data : "");
+    return 0;
+}
+
+static int contains(const struct hutch_buf *b, const char *needle)
+{
+    return b->data && memmem(b->data, b->len, needle, strlen(needle)) != NULL;
+}
+
+/* --- leftovers ------------------------------------------------------------ */
+
+/* Names in dir, sorted, joined by spaces ("" when empty or missing). */
+static void list_dir(const char *dir, char *out, size_t len)
+{
+    struct dirent **v = NULL;
+    int n = scandir(dir, &v, NULL, alphasort);
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v[i]->d_name, ".") && strcmp(v[i]->d_name, "..") && o < len)
+            o += (size_t)snprintf(out + o, len - o, "%s ", v[i]->d_name);
+        free(v[i]);
+    }
+    free(v);
+}
+
+/* Processes whose parent is this process, or whose command line contains
+ * `needle` (when not NULL): a space-separated list of pids. */
+static void processes_of(const char *needle, char *out, size_t len)
+{
+    DIR *d = opendir("/proc");
+    size_t o = 0;
+    out[0] = '\0';
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char path[300], buf[8192];
+        int pid = atoi(de->d_name), ppid = 0, fd, hit = 0;
+        ssize_t n;
+        if (pid <= 0 || pid == getpid())
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            n = read(fd, buf, sizeof(buf) - 1);
+            close(fd);
+            if (n > 0) {
+                char *p;
+                buf[n] = '\0';
+                p = strrchr(buf, ')');
+                if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == getpid())
+                    hit = 1;
+            }
+        }
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+        fd = needle ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        if (fd >= 0) {
+            n = read(fd, buf, sizeof(buf) - 1);
+            close(fd);
+            for (ssize_t i = 0; i < n; i++)
+                if (!buf[i])
+                    buf[i] = ' ';
+            if (n > 0 && (buf[n] = '\0', strstr(buf, needle)))
+                hit = 1;
+        }
+        if (hit && o < len)
+            o += (size_t)snprintf(out + o, len - o, "%d ", pid);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Docker's containers labelled hutch.execution=label, as the raw JSON list
+ * ("[]" when none), asked over the daemon's socket. */
+static void docker_containers(const char *label, char *out, size_t len)
+{
+    const char *h = getenv("DOCKER_HOST");
+    const char *sock = h && !strncmp(h, "unix://", 7) ? h + 7 : "/var/run/docker.sock";
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char req[512], buf[65536];
+    size_t got = 0;
+    char *body;
+    int fd;
+
+    snprintf(out, len, "(docker did not answer)");
+    if (strlen(sock) >= sizeof(sa.sun_path))
+        return;
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    snprintf(req, sizeof(req),
+             "GET /containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22"
+             "hutch.execution%%3D%s%%22%%5D%%7D HTTP/1.0\r\nHost: docker\r\n\r\n",
+             label);
+    if (send_all(fd, req, strlen(req)) == 0)
+        for (ssize_t n; got < sizeof(buf) - 1 &&
+                        (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0;)
+            got += (size_t)n;
+    close(fd);
+    buf[got] = '\0';
+    body = strstr(buf, "\r\n\r\n");
+    if (body) {
+        body += 4;
+        body[strcspn(body, "\r\n")] = '\0';
+        snprintf(out, len, "%s", body);
+    }
+}
+
+/* --- the checks ------------------------------------------------------------ */
+
+static const char *code_for(const char *lang, int which)
+{
+    static const char *const py[] = {
+        "import sys, os\n"
+        "data = open('/work/in.txt').read()\n"
+        "print('out:' + data)\n"
+        "print('err:' + data, file=sys.stderr)\n"
+        "os.makedirs('/work/out', exist_ok=True)\n"
+        "open('/work/out/x.txt', 'w').write('x:' + data)\n",
+        "import sys\nprint('leaving')\nsys.exit(7)\n",
+    };
+    static const char *const js[] = {
+        "const fs = require('fs');\n"
+        "const data = fs.readFileSync('/work/in.txt', 'utf8');\n"
+        "console.log('out:' + data);\n"
+        "console.error('err:' + data);\n"
+        "fs.mkdirSync('/work/out', {recursive: true});\n"
+        "fs.writeFileSync('/work/out/x.txt', 'x:' + data);\n",
+        "console.log('leaving');\nprocess.exit(7);\n",
+    };
+    return strcmp(lang, "python") == 0 ? py[which] : js[which];
+}
+
+/* start, ready, assign, put, run, reap, get, kill, destroy. */
+static void whole_life(struct hutch_plugin *p, const char *lang, const char *label)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct conv c;
+    struct found f = {0};
+    int r;
+
+    conv_init(&c, p);
+    r = start_one(&c, lang, label, 0, NULL, NULL, &err);
+    ok(r == 0 && c.sb, "%s %s: start() makes a sandbox (%s)", who, lang,
+       r ? err.msg : "ok");
+    if (r < 0 || !c.sb)
+        goto out;
+    ok(c.sb->struct_size >= sizeof(struct hutch_sandbox) && c.sb->chan_fd >= 0 &&
+           c.sb->stdout_fd >= 0 && c.sb->stderr_fd >= 0 && c.sb->event_fd >= 0,
+       "%s %s: the sandbox has its four descriptors", who, lang);
+    r = wait_ready(&c);
+    ok(r == 0, "%s %s: the runner says {\"t\":\"ready\",...} on chan_fd (%s)", who,
+       lang, c.why);
+    if (r < 0)
+        goto out;
+    r = assign_one(&c, label, &err);
+    ok(r == 0, "%s %s: assign() takes the job (%s)", who, lang, r ? err.msg : "ok");
+    r = put_file(&c, "in.txt", "hello-contract", &err);
+    ok(r == 0, "%s %s: put_archive() puts in.txt under /work (%s)", who, lang,
+       r ? err.msg : "ok");
+    r = run_job(&c, lang, code_for(lang, 0));
+    ok(r == 0 && c.got_done && c.done_ok, "%s %s: the job runs to done (%s)", who, lang,
+       r ? c.why : "ok");
+    ok(c.exited && c.exit.exit_code == 0 && c.exit.signal == 0 && !c.exit.oom &&
+           c.exit.struct_size == sizeof(c.exit),
+       "%s %s: reap() says exit 0 (%d, signal %d, oom %d) and leaves struct_size", who,
+       lang, c.exit.exit_code, c.exit.signal, c.exit.oom);
+    ok(contains(&c.out, "out:hello-contract"),
+       "%s %s: stdout has what the program printed from the file put in", who, lang);
+    ok(contains(&c.err, "err:hello-contract"),
+       "%s %s: stderr has what it printed there", who, lang);
+    r = c.ex->get_archive(c.state, c.sb, hutch_buf_write, &c.files, 1u << 20, &err);
+    ok(r == 0 && c.files.len > 0, "%s %s: get_archive() returns a tar (%s)", who, lang,
+       r ? err.msg : "ok");
+    if (r == 0 && c.files.len) {
+        struct hutch_err ferr = HUTCH_ERR_INIT;
+        r = hutch_archive_read_files(c.files.data, c.files.len, 4096, on_file, &f,
+                                     &ferr);
+        /* The core lists these paths as the result files: relative to
+         * /work/out. */
+        ok(r == 0 && f.n == 1 && !strcmp(f.path, "x.txt") &&
+               !strcmp(f.data, "x:hello-contract"),
+           "%s %s: the tar holds /work/out/x.txt as x.txt with its bytes (%d files, "
+           "%s: %s) %s",
+           who, lang, f.n, f.path, f.data, r ? ferr.msg : "");
+    }
+    c.ex->kill(c.state, c.sb);
+    ok(1, "%s %s: kill() after the end returns", who, lang);
+out:
+    conv_free(&c);
+}
+
+static void nonzero_exit(struct hutch_plugin *p, const char *lang, const char *label)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct conv c;
+    int r;
+
+    conv_init(&c, p);
+    r = start_one(&c, lang, label, 0, NULL, NULL, &err);
+    if (r == 0)
+        r = wait_ready(&c) < 0 ? -EIO : 0;
+    if (r == 0)
+        r = assign_one(&c, label, &err);
+    if (r == 0)
+        r = run_job(&c, lang, code_for(lang, 1));
+    ok(r == 0 && c.exited && c.exit.exit_code == 7 && c.exit.signal == 0,
+       "%s %s: a program that exits 7: reap() says 7 (%d) %s", who, lang,
+       c.exit.exit_code, r ? (err.msg[0] ? err.msg : c.why) : "");
+    ok(contains(&c.out, "leaving"), "%s %s: ... after its output", who, lang);
+    conv_free(&c);
+}
+
+static void pooled(struct hutch_plugin *p, const char *label)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct conv c;
+    char job[128];
+    int r;
+
+    conv_init(&c, p);
+    r = start_one(&c, "python", label, 1, NULL, NULL, &err);
+    ok(r == 0, "%s: a pooled start() before any job (%s)", who, r ? err.msg : "ok");
+    if (r < 0)
+        goto out;
+    sleep(POOL_WAIT); /* a warm pool's sandbox waits: not a timing check */
+    r = wait_ready(&c);
+    ok(r == 0, "%s: after %d s the pooled runner is ready (%s)", who, POOL_WAIT, c.why);
+    snprintf(job, sizeof(job), "%s-job", label);
+    if (r == 0)
+        r = assign_one(&c, job, &err);
+    if (r == 0)
+        r = put_file(&c, "in.txt", "pooled", &err);
+    if (r == 0)
+        r = run_job(&c, "python", code_for("python", 0));
+    ok(r == 0 && c.exit.exit_code == 0 && contains(&c.out, "out:pooled"),
+       "%s: the job assigned to it later runs (%s)", who,
+       r ? (err.msg[0] ? err.msg : c.why) : "ok");
+out:
+    conv_free(&c);
+}
+
+struct cancel_at {
+    int after; /* say "cancelled" from this call on */
+    int calls;
+    int said;
+};
+
+static int cancel_cb(void *arg)
+{
+    struct cancel_at *a = arg;
+    if (++a->calls >= a->after)
+        a->said = 1;
+    return a->said;
+}
+
+static void cancelled(struct hutch_plugin *p, const char *label, int after)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct cancel_at a = {after, 0, 0};
+    struct conv c;
+    char before[4096], left[4096], procs[1024], needle[PATH_MAX + 8];
+    int r;
+
+    list_dir(p->state_dir, before, sizeof(before));
+    conv_init(&c, p);
+    r = start_one(&c, "python", label, 1, cancel_cb, &a, &err);
+    if (a.said) {
+        ok(r == -ECANCELED && !c.sb,
+           "%s: a start() cancelled at the callback's call %d returns -ECANCELED (%d: "
+           "%s)",
+           who, after, r, err.msg);
+    } else {
+        /* It was ready before the callback's answer changed: fine. */
+        ok(r == 0, "%s: start() done before call %d of the callback (%s)", who, after,
+           r ? err.msg : "ok");
+    }
+    if (after == 1)
+        ok(a.calls >= 1, "%s: start() asks cancelled() while it waits (%d calls)", who,
+           a.calls);
+    conv_free(&c);
+    list_dir(p->state_dir, left, sizeof(left));
+    ok(!strcmp(before, left), "%s: nothing left in the state directory ([%s] vs [%s])",
+       who, before, left);
+    snprintf(needle, sizeof(needle), "%s/", p->state_dir);
+    processes_of(needle, procs, sizeof(procs));
+    ok(!procs[0], "%s: no process of it left (%s)", who, procs);
+    if (!strcmp(who, "docker")) {
+        char list[4096];
+        docker_containers(label, list, sizeof(list));
+        ok(!strcmp(list, "[]"), "docker: no container labelled hutch.execution=%s (%s)",
+           label, list);
+    }
+}
+
+struct worker {
+    struct hutch_plugin *p;
+    char label[64];
+    int r;
+    char why[600];
+};
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct conv c;
+    char want[96];
+
+    conv_init(&c, w->p);
+    w->r = start_one(&c, "python", w->label, 0, NULL, NULL, &err);
+    if (w->r == 0)
+        w->r = wait_ready(&c);
+    if (w->r == 0)
+        w->r = assign_one(&c, w->label, &err);
+    if (w->r == 0)
+        w->r = put_file(&c, "in.txt", w->label, &err);
+    if (w->r == 0)
+        w->r = run_job(&c, "python", code_for("python", 0));
+    snprintf(want, sizeof(want), "out:%s", w->label);
+    if (w->r == 0 && (c.exit.exit_code != 0 || !contains(&c.out, want))) {
+        w->r = -EIO;
+        snprintf(c.why, sizeof(c.why), "exit %d, stdout %.100s", c.exit.exit_code,
+                 c.out.data ? c.out.data : "");
+    }
+    if (w->r == 0) {
+        c.ex->kill(c.state, c.sb);
+    }
+    snprintf(w->why, sizeof(w->why), "%s", err.msg[0] ? err.msg : c.why);
+    conv_free(&c);
+    return NULL;
+}
+
+static void concurrent(struct hutch_plugin *p, const char *label)
+{
+    pthread_t t[NTHREADS];
+    struct worker w[NTHREADS];
+    int all = 1;
+    for (int i = 0; i < NTHREADS; i++) {
+        w[i] = (struct worker){.p = p};
+        snprintf(w[i].label, sizeof(w[i].label), "%s-%d", label, i);
+        pthread_create(&t[i], NULL, work, &w[i]);
+    }
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_join(t[i], NULL);
+        if (w[i].r != 0) {
+            all = 0;
+            printf("# %s thread %d: %s\n", who, i, w[i].why);
+        }
+    }
+    ok(all, "%s: %d sandboxes started and run from %d threads at once", who, NTHREADS,
+       NTHREADS);
+}
+
+/* --- main -------------------------------------------------------------------- */
+
+static int wanted(const char *name)
+{
+    const char *only = getenv("HUTCH_CONTRACT_EXECUTORS");
+    char list[256];
+    if (!only || !*only)
+        return 1;
+    snprintf(list, sizeof(list), " %s ", only);
+    for (char *c = list; *c; c++)
+        if (*c == ',')
+            *c = ' ';
+    {
+        char pat[80];
+        snprintf(pat, sizeof(pat), " %s ", name);
+        return strstr(list, pat) != NULL;
+    }
+}
+
+static int in_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && *ci && strcmp(ci, "false") != 0 && strcmp(ci, "0") != 0;
+}
+
+/* The shared locks tests/lib/executor.sh takes, so that docker's and
+ * gvisor's fault tests (which stop dockerd, kill hutch) run alone. */
+static int test_lock(const char *name)
+{
+    const char *file = !strcmp(name, "docker")   ? "/tmp/hutch-docker-tests.lock"
+                       : !strcmp(name, "gvisor") ? "/tmp/hutch-gvisor-tests.lock"
+                                                 : NULL;
+    int fd;
+    if (!file)
+        return -1;
+    fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd >= 0)
+        flock(fd, LOCK_SH);
+    return fd;
+}
+
+int main(void)
+{
+    const char *dir = getenv("HUTCH_PLUGIN_DIR"), *runners = getenv("HUTCH_RUNNER_DIR");
+    struct hutch_plugins *ps = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    int tested = 0;
+
+    if (!dir || !runners) {
+        printf("1..0 # SKIP HUTCH_PLUGIN_DIR or HUTCH_RUNNER_DIR not set (run through "
+               "make check)\n");
+        return 0; /* the TAP driver counts a plan of 0 as a skip */
+    }
+    signal(SIGPIPE, SIG_IGN);
+    hutch_host_init(&host, runners);
+    if (hutch_plugins_load(dir, &host, &ps, &err) < 0) {
+        printf("not ok 1 - loading the plugins of %s: %s\n1..1\n", dir, err.msg);
+        return 1;
+    }
+    for (size_t i = 0; i < ps->n; i++) {
+        struct hutch_plugin *p = &ps->v[i];
+        char label[64];
+        int lock;
+
+        who = p->name;
+        if (!wanted(p->name))
+            continue;
+        if (!p->usable) {
+            /* CI provides every executor: an unusable one is a failure. */
+            if (in_ci())
+                ok(0, "%s: the executor is usable (%s)", who, p->reason);
+            else
+                printf("ok %d - # SKIP %s: not usable here: %s\n", ++tap_n, who,
+                       p->reason);
+            continue;
+        }
+        lock = test_lock(p->name);
+        err = (struct hutch_err)HUTCH_ERR_INIT;
+        if (hutch_plugin_open(p, &host, &err) < 0) {
+            ok(0, "%s: open() (%s)", who, err.msg);
+            if (lock >= 0)
+                close(lock);
+            continue;
+        }
+        tested++;
+        ok(p->ex->version && *p->ex->version, "%s: has a version (%s)", who,
+           p->ex->version ? p->ex->version : "NULL");
+        ok((p->ex->caps & (HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT)) ==
+               (HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT),
+           "%s: says PRESTART and CONCURRENT", who);
+        snprintf(label, sizeof(label), "contract-%d-%s", (int)getpid(), who);
+        whole_life(p, "python", label);
+        whole_life(p, "javascript", label);
+        nonzero_exit(p, "python", label);
+        snprintf(label, sizeof(label), "contract-%d-%s-pool", (int)getpid(), who);
+        pooled(p, label);
+        for (int after = 1; after <= 3; after++) {
+            snprintf(label, sizeof(label), "contract-%d-%s-cancel%d", (int)getpid(),
+                     who, after);
+            cancelled(p, label, after);
+        }
+        snprintf(label, sizeof(label), "contract-%d-%s-thr", (int)getpid(), who);
+        concurrent(p, label);
+        {
+            char procs[1024];
+            processes_of(NULL, procs, sizeof(procs));
+            ok(!procs[0], "%s: every sandbox destroyed left no child process (%s)", who,
+               procs);
+        }
+        if (lock >= 0)
+            close(lock);
+    }
+    hutch_plugins_free(ps);
+    if (!tested && !tap_failed) {
+        printf("1..0 # SKIP no usable executor here\n");
+        return 0;
+    }
+    return tap_done();
+}
