@@ -1,11 +1,11 @@
 /* archive.c — tar streams in and out of sandboxes, on top of libarchive.
  *
- * Here: the bounded byte buffer (hutch_buf_*), the default tar limits, the
- * path rule every tar path obeys (hutch_archive_check_relpath), the safe
- * unpacker (hutch_archive_extract), the directory packer
- * (hutch_archive_pack_dir) and the in-memory tar builder (hutch_tar_*).
- * Not here: anything about sandboxes or executors; this file only turns
- * trees into tar bytes and back.
+ * Here: the default tar limits, the path rule every tar path obeys
+ * (hutch_archive_check_relpath), the safe unpacker (hutch_archive_extract),
+ * the directory packer (hutch_archive_pack_dir) and the in-memory tar
+ * builder (hutch_tar_*).  Not here: the byte buffer (buf.c), anything about
+ * sandboxes or executors; this file only turns trees into tar bytes and
+ * back.
  *
  * libarchive parses and writes tar headers and nothing else.  Every byte
  * that reaches the file system is written here through *at() calls on
@@ -39,58 +39,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "caps.h"
 
 #define IO_CHUNK (64u * 1024u)
-
-/* ---------------------------------------------------------------------- */
-/* Bounded buffer */
-
-void hutch_buf_init(struct hutch_buf *b, size_t max)
-{
-    b->data = NULL;
-    b->len = 0;
-    b->cap = 0;
-    b->max = max;
-}
-
-int hutch_buf_append(struct hutch_buf *b, const void *p, size_t n)
-{
-    size_t want, ncap;
-    char *d;
-
-    if (n == 0)
-        return 0;
-    if (b->len > b->max || n > b->max - b->len)
-        return -E2BIG;
-    if (n > b->cap - b->len) {
-        want = b->len + n;
-        ncap = b->cap ? b->cap : 4096;
-        while (ncap < want)
-            ncap = ncap > SIZE_MAX / 2 ? SIZE_MAX : ncap * 2;
-        if (ncap > b->max)
-            ncap = b->max; /* still >= want: checked against max above */
-        d = realloc(b->data, ncap);
-        if (!d)
-            return -ENOMEM;
-        b->data = d;
-        b->cap = ncap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-void hutch_buf_free(struct hutch_buf *b)
-{
-    free(b->data);
-    hutch_buf_init(b, b->max);
-}
-
-int hutch_buf_write(void *arg, const void *p, size_t n)
-{
-    return hutch_buf_append(arg, p, n);
-}
 
 /* ---------------------------------------------------------------------- */
 /* Limits and the path rule */

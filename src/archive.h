@@ -13,20 +13,6 @@
 
 #include "hutch-executor.h"
 
-/* A growable byte buffer with a hard maximum fixed at creation. */
-struct hutch_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-    size_t max;
-};
-void hutch_buf_init(struct hutch_buf *b, size_t max);
-/* -E2BIG past max (nothing appended), -ENOMEM. */
-int hutch_buf_append(struct hutch_buf *b, const void *p, size_t n);
-void hutch_buf_free(struct hutch_buf *b);
-/* hutch_write_fn adapter: arg is a struct hutch_buf *. */
-int hutch_buf_write(void *arg, const void *p, size_t n);
-
 /* Default limits for tars going into / coming out of a sandbox. */
 void hutch_archive_limits_in(struct hutch_archive_limits *lim);
 void hutch_archive_limits_out(struct hutch_archive_limits *lim);

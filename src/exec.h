@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "archive.h"
+#include "buf.h"
 #include "hutch-executor.h"
 #include "plugin.h"
 

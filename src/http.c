@@ -39,7 +39,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "archive.h" /* struct hutch_buf */
+#include "buf.h"
 #include "caps.h"
 #include "http.h"
 #include "log.h"

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "caps.h"
 
 /* "d/d/…/d" with n components (p must hold 2n bytes). */
@@ -432,24 +433,6 @@ static int reject_one(const char *name, void (*fill)(struct tw *), const char *n
 
 /* ---------------------------------------------------------------------- */
 /* Tests: small pieces */
-
-static int t_buf(void)
-{
-    struct hutch_buf b;
-
-    hutch_buf_init(&b, 10);
-    CHECK(hutch_buf_append(&b, "abcdef", 6) == 0);
-    CHECK(hutch_buf_append(&b, "ghijk", 5) == -E2BIG);
-    CHECK(b.len == 6);
-    CHECK(hutch_buf_append(&b, "ghij", 4) == 0);
-    CHECK(b.len == 10 && memcmp(b.data, "abcdefghij", 10) == 0);
-    CHECK(hutch_buf_append(&b, "x", 1) == -E2BIG);
-    CHECK(hutch_buf_append(&b, "", 0) == 0);
-    CHECK(hutch_buf_write(&b, "x", 1) == -E2BIG);
-    hutch_buf_free(&b);
-    CHECK(b.data == NULL && b.len == 0 && b.max == 10);
-    return 0;
-}
 
 static int t_limits(void)
 {
@@ -1451,7 +1434,6 @@ static const struct {
     const char *name;
     int (*fn)(void);
 } tests[] = {
-    {"hutch_buf caps at its maximum", t_buf},
     {"default limits come from caps.h", t_limits},
     {"check_relpath accepts and refuses", t_relpath},
     {"absolute path rejected", t_abs},
