@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "caps.h"
 #include "catalog.h"
 
@@ -59,9 +60,15 @@
 #define W_COVER  5
 
 struct toks {
-    char *buf; /* n words, each "raw\0stem\0" */
-    size_t n, len, cap;
+    struct hutch_buf b; /* n words, each "raw\0stem\0" */
+    size_t n;
 };
+/* tokenize() takes at most FIELD_TOKENS words of at most 2 * TOKEN_MAX
+ * bytes each. */
+#define TOKS_INIT                                                                      \
+    {                                                                                  \
+        .b = {.max = FIELD_TOKENS * 2 * TOKEN_MAX }                                    \
+    }
 
 struct entry {
     struct hutch_catalog_entry pub;
@@ -87,38 +94,22 @@ struct hutch_catalog {
 
 /* --- bounded strings -------------------------------------------------------- */
 
+/* A hutch_buf whose first error sticks, so that a signature is built with
+ * plain appends and checked once, in sb_take(). */
 struct sbuf {
-    char *s;
-    size_t len, cap, max;
-    int err; /* sticky: -ENOMEM, or -E2BIG past max */
+    struct hutch_buf b;
+    int err; /* -ENOMEM, or -E2BIG past max */
 };
+/* max counts the NUL, as the signature caps always have. */
+#define SBUF_INIT(limit)                                                               \
+    {                                                                                  \
+        .b = {.max = (limit)-1 }                                                       \
+    }
 
 static void sb_add(struct sbuf *b, const char *p, size_t n)
 {
-    if (b->err)
-        return;
-    if (n >= b->max - b->len) {
-        b->err = -E2BIG;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        char *t;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > b->max)
-            cap = b->max;
-        t = realloc(b->s, cap);
-        if (!t) {
-            b->err = -ENOMEM;
-            return;
-        }
-        b->s = t;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = '\0';
+    if (!b->err)
+        b->err = hutch_buf_append(&b->b, p, n);
 }
 
 static void sb_puts(struct sbuf *b, const char *s)
@@ -150,15 +141,17 @@ static void sb_quote(struct sbuf *b, const char *s)
 /* The string, or NULL (and *err set) when building it failed. */
 static char *sb_take(struct sbuf *b, int *err)
 {
-    if (!b->err && !b->s)
-        sb_add(b, "", 0);
+    char *s = b->err ? NULL : hutch_buf_steal(&b->b, NULL);
+
+    if (!s && !b->err)
+        b->err = -ENOMEM;
     if (b->err) {
         if (err && !*err)
             *err = b->err;
-        free(b->s);
+        hutch_buf_free(&b->b);
         return NULL;
     }
-    return b->s;
+    return s;
 }
 
 /* The largest n' <= n that does not split a UTF-8 sequence of s, which
@@ -387,7 +380,7 @@ static int ends_with(const char *s, const char *suffix)
  * when the values are not all scalars (then the type says more). */
 static char *render_literals(struct gen *g, const cJSON *const *v, size_t n)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(SIG_MAX);
     size_t shown = 0;
     int has_null = 0;
 
@@ -453,7 +446,7 @@ static void ul_add(struct gen *g, struct ulist *u, char *t)
  * nothing (empty, or Any). */
 static char *ul_join(struct gen *g, struct ulist *u)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(SIG_MAX);
     const char *none = g->ts ? "null" : "None";
     char *r = NULL;
     size_t shown = 0;
@@ -482,7 +475,7 @@ static char *render(struct gen *g, const cJSON *s, int depth);
 /* { a: number; note?: string } */
 static char *ts_object(struct gen *g, const cJSON *s, const cJSON *props, int depth)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(SIG_MAX);
     const cJSON *req = get(s, "required"), *p;
     size_t n = 0;
 
@@ -517,7 +510,7 @@ static char *render_type(struct gen *g, const cJSON *s, const char *t, int depth
                                              {"number", "float", "number"},
                                              {"boolean", "bool", "boolean"},
                                              {"null", "None", "null"}};
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(SIG_MAX);
 
     for (size_t i = 0; i < sizeof(scalars) / sizeof(*scalars); i++)
         if (!strcmp(t, scalars[i][0]))
@@ -648,7 +641,7 @@ static char *render(struct gen *g, const cJSON *s, int depth)
  *   def copy(args: {"from": str, "to": NotRequired[str]}, /) -> Any */
 static char *py_sig(struct gen *g, const char *fname, const cJSON *in, const char *ret)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(SIG_MAX);
     int depth = 0, dict_mode = 0;
     const cJSON *schema = deref(g, in, &depth), *props = get(schema, "properties");
     const cJSON *req = get(schema, "required"), *p;
@@ -663,7 +656,7 @@ static char *py_sig(struct gen *g, const char *fname, const cJSON *in, const cha
     }
     if (cJSON_GetArraySize(props) > SIG_PROPS) {
         g->err = -E2BIG;
-        free(b.s);
+        hutch_buf_free(&b.b);
         return NULL;
     }
     cJSON_ArrayForEach(p, props)
@@ -711,7 +704,7 @@ static char *py_sig(struct gen *g, const char *fname, const cJSON *in, const cha
  * args is optional when no property is required. */
 static char *ts_sig(struct gen *g, const char *fname, const cJSON *in, const char *ret)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(SIG_MAX);
     int depth = 0, any_required = 0;
     const cJSON *schema = deref(g, in, &depth), *props = get(schema, "properties"), *p;
     char *obj;
@@ -721,7 +714,7 @@ static char *ts_sig(struct gen *g, const char *fname, const cJSON *in, const cha
         sb_puts(&b, "(args?: Record<string, any>): Promise<");
     } else {
         if (!(obj = ts_object(g, schema, props, depth))) {
-            free(b.s);
+            hutch_buf_free(&b.b);
             return NULL;
         }
         cJSON_ArrayForEach(p, props)
@@ -819,6 +812,7 @@ static int toks_add(struct toks *t, const char *w, size_t n)
 {
     char raw[TOKEN_MAX], st[TOKEN_MAX];
     size_t need;
+    int r;
 
     if (n >= TOKEN_MAX)
         n = TOKEN_MAX - 1;
@@ -827,19 +821,13 @@ static int toks_add(struct toks *t, const char *w, size_t n)
     raw[n] = '\0';
     stem(raw, st, sizeof(st));
     need = n + 1 + strlen(st) + 1;
-    if (t->len + need > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 128;
-        char *b;
-        while (cap < t->len + need)
-            cap *= 2;
-        if (!(b = realloc(t->buf, cap)))
-            return -ENOMEM;
-        t->buf = b;
-        t->cap = cap;
-    }
-    memcpy(t->buf + t->len, raw, n + 1);
-    memcpy(t->buf + t->len + n + 1, st, strlen(st) + 1);
-    t->len += need;
+    if (t->b.len + need > t->b.max)
+        return -E2BIG;
+    r = hutch_buf_append(&t->b, raw, n + 1);
+    if (r == 0)
+        r = hutch_buf_append(&t->b, st, strlen(st) + 1);
+    if (r < 0)
+        return r;
     t->n++;
     return 0;
 }
@@ -890,7 +878,7 @@ static int word_match(const char *q, const char *w)
 
 static int field_match(const char *q, const struct toks *t)
 {
-    const char *w = t->buf;
+    const char *w = t->b.data;
     int best = 0;
     for (size_t i = 0; i < t->n && best < 2; i++, w = tok_next(w)) {
         int m = word_match(q, w);
@@ -906,6 +894,7 @@ static int make_tokens(struct entry *e)
     const cJSON *props = get(get(e->def, "inputSchema"), "properties"), *p;
     int r = 0;
 
+    e->t_name = e->t_server = e->t_params = e->t_desc = (struct toks)TOKS_INIT;
     r |= tokenize(&e->t_name, e->tool, CAT_NAME_MAX, FIELD_TOKENS);
     r |= tokenize(&e->t_server, e->server, CAT_NAME_MAX, FIELD_TOKENS);
     if (!cJSON_IsObject(props))
@@ -953,7 +942,7 @@ __attribute__((format(printf, 2, 3))) static int warn(struct hutch_catalog *c,
 
 static void toks_free(struct toks *t)
 {
-    free(t->buf);
+    hutch_buf_free(&t->b);
 }
 
 static void entry_free(struct entry *e)
@@ -1404,16 +1393,17 @@ static long score(const struct entry *e, const struct toks *q, const char *exact
          ieq(exact, exact_len, e->qualified) ||
          is_pair(exact, exact_len, e->py_server, e->lps, e->py_tool, e->lpt, 1)))
         s += W_EXACT;
-    for (qw = q->buf, k = 0; k < q->n; k++, qw = tok_next(qw)) {
+    for (qw = q->b.data, k = 0; k < q->n; k++, qw = tok_next(qw)) {
         s += (W_NAME * field_match(qw, &e->t_name) +
               W_SERVER * field_match(qw, &e->t_server) +
               W_PARAM * field_match(qw, &e->t_params) +
               W_DESC * field_match(qw, &e->t_desc)) /
              2;
     }
-    for (w = e->t_name.buf, i = 0; covered && i < e->t_name.n; i++, w = tok_next(w)) {
+    for (w = e->t_name.b.data, i = 0; covered && i < e->t_name.n;
+         i++, w = tok_next(w)) {
         int m = 0;
-        for (qw = q->buf, k = 0; !m && k < q->n; k++, qw = tok_next(qw))
+        for (qw = q->b.data, k = 0; !m && k < q->n; k++, qw = tok_next(qw))
             m = word_match(qw, w);
         covered = m > 0;
     }
@@ -1473,7 +1463,7 @@ static cJSON *result(const struct entry *e, enum hutch_detail detail)
 {
     const cJSON *desc = get(e->def, "description"), *title = get(e->def, "title");
     const cJSON *ann = get(e->def, "annotations");
-    struct sbuf call = {.max = 2 * CAT_NAME_MAX + 64};
+    struct sbuf call = SBUF_INIT(2 * CAT_NAME_MAX + 64);
     cJSON *o = cJSON_CreateObject();
     char *d = NULL, *c = NULL;
     int bad = !o;
@@ -1522,7 +1512,7 @@ cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
                             size_t limit, enum hutch_detail detail)
 {
     cJSON *arr = cJSON_CreateArray();
-    struct toks q = {0}, uq = {0};
+    struct toks q = TOKS_INIT, uq = TOKS_INIT;
     struct hit *hits = NULL;
     const char *exact = query ? query : "";
     size_t nh = 0, exact_len;
@@ -1543,8 +1533,9 @@ cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
     if (tokenize(&q, exact, exact_len, QUERY_TOKENS) < 0)
         goto fail;
     /* Each word counts once however often the query repeats it. */
-    for (const char *w = q.buf; w && uq.n < q.n && w < q.buf + q.len; w = tok_next(w)) {
-        const char *u = uq.buf;
+    for (const char *w = q.b.data; w && uq.n < q.n && w < q.b.data + q.b.len;
+         w = tok_next(w)) {
+        const char *u = uq.b.data;
         size_t k;
         for (k = 0; k < uq.n && strcmp(u, w); k++)
             u = tok_next(u);

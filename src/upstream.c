@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "caps.h"
 #include "curl_lib.h"
 #include "log.h"
@@ -1028,56 +1029,44 @@ static void stdio_line(struct server *s, struct child *c, const char *line, size
 }
 
 struct linebuf {
-    char *buf;
-    size_t len, cap, scanned;
+    struct hutch_buf b;
+    size_t scanned; /* bytes of b already searched for a newline */
 };
+/* Room for the longest message, its newline, and one read beyond it. */
+#define LINEBUF_INIT                                                                   \
+    {                                                                                  \
+        .b = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 1 + READ_CHUNK }                     \
+    }
 
 /* Read stdout once.  1: more to come, 0: EOF, -EPROTO: a message over the
  * cap, other negative: read error. */
 static int io_read_out(struct server *s, struct child *c, struct linebuf *lb)
 {
-    const size_t max = (size_t)HUTCH_UPSTREAM_MAX_MESSAGE + 1;
     size_t start = 0;
     ssize_t n;
 
-    if (lb->cap - lb->len < READ_CHUNK && lb->cap < max + READ_CHUNK) {
-        size_t cap = lb->cap ? lb->cap * 2 : 2 * READ_CHUNK;
-        char *nb;
-        if (cap > max + READ_CHUNK)
-            cap = max + READ_CHUNK;
-        nb = realloc(lb->buf, cap);
-        if (!nb)
-            return -ENOMEM;
-        lb->buf = nb;
-        lb->cap = cap;
-    }
-    n = read(c->out_fd, lb->buf + lb->len, lb->cap - lb->len);
+    n = hutch_buf_read(&lb->b, c->out_fd, READ_CHUNK);
     if (n < 0)
-        return errno == EAGAIN || errno == EINTR ? 1 : -errno;
+        return n == -EAGAIN || n == -EINTR ? 1 : (int)n;
     if (n == 0)
         return 0;
-    lb->len += (size_t)n;
     for (;;) {
-        char *nl = memchr(lb->buf + lb->scanned, '\n', lb->len - lb->scanned);
+        char *buf = lb->b.data;
+        char *nl = memchr(buf + lb->scanned, '\n', lb->b.len - lb->scanned);
         if (!nl)
             break;
-        if ((size_t)(nl - (lb->buf + start)) > HUTCH_UPSTREAM_MAX_MESSAGE)
+        if ((size_t)(nl - (buf + start)) > HUTCH_UPSTREAM_MAX_MESSAGE)
             return -EPROTO;
-        stdio_line(s, c, lb->buf + start, (size_t)(nl - (lb->buf + start)));
-        start = (size_t)(nl - lb->buf) + 1;
+        stdio_line(s, c, buf + start, (size_t)(nl - (buf + start)));
+        start = (size_t)(nl - buf) + 1;
         lb->scanned = start;
     }
-    if (start) {
-        memmove(lb->buf, lb->buf + start, lb->len - start);
-        lb->len -= start;
-    }
-    lb->scanned = lb->len;
-    if (lb->len > HUTCH_UPSTREAM_MAX_MESSAGE)
+    hutch_buf_consume(&lb->b, start);
+    lb->scanned = lb->b.len;
+    if (lb->b.len > HUTCH_UPSTREAM_MAX_MESSAGE)
         return -EPROTO;
-    if (!lb->len && lb->cap > 4 * READ_CHUNK) { /* after a big message */
-        free(lb->buf);
-        *lb = (struct linebuf){0};
-    }
+    if (!lb->b.len && lb->b.cap > 4 * READ_CHUNK) /* after a big message */
+        hutch_buf_free(&lb->b);
     return 1;
 }
 
@@ -1171,7 +1160,7 @@ static void *stdio_io_main(void *arg)
 {
     struct child *c = arg;
     struct server *s = c->s;
-    struct linebuf lb = {0};
+    struct linebuf lb = LINEBUF_INIT;
     struct errbuf *eb = calloc(1, sizeof(*eb));
     uint64_t drain_until = 0;
     char why[160];
@@ -1261,7 +1250,7 @@ static void *stdio_io_main(void *arg)
             c->err_fd = -1;
         }
     }
-    free(lb.buf);
+    hutch_buf_free(&lb.b);
     free(eb);
     return NULL;
 }
@@ -1740,11 +1729,10 @@ struct xfer {
     int64_t want_id; /* 0: nothing to wait for */
     int depth;       /* 1 inside an answer to a server request */
     bool stop_aborts;
-    int mode;  /* 0 not yet known, 1 JSON or other, 2 SSE */
-    char *buf; /* the body, or SSE's current line */
-    size_t len, cap;
-    char *data; /* SSE event data */
-    size_t dlen, dcap;
+    int mode;              /* 0 not yet known, 1 JSON or other, 2 SSE */
+    struct hutch_buf body; /* mode 1 */
+    struct hutch_buf line; /* mode 2: the current line */
+    struct hutch_buf data; /* mode 2: the current event's data */
     char event[32];
     bool cr;
     cJSON *reply;
@@ -1760,26 +1748,19 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
                      bool initialize, int depth, cJSON **reply, char *session_out,
                      struct hutch_err *err);
 
-static int grow(char **buf, size_t *cap, size_t need, size_t max)
-{
-    size_t ncap;
-    char *nb;
+/* The caps of struct xfer's buffers: a body or an event's data holds one
+ * message (data has a newline after each line), an SSE line a little more
+ * for its "data: ". */
+#define XFER_BUFS                                                                      \
+    .body = {.max = HUTCH_UPSTREAM_MAX_MESSAGE},                                       \
+    .line = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 16},                                  \
+    .data = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 1}
 
-    if (need <= *cap)
-        return 0;
-    if (need > max)
-        return -EPROTO;
-    ncap = *cap ? *cap : 4096;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > max)
-        ncap = max;
-    nb = realloc(*buf, ncap);
-    if (!nb)
-        return -ENOMEM;
-    *buf = nb;
-    *cap = ncap;
-    return 0;
+static void xfer_free_bufs(struct xfer *x)
+{
+    hutch_buf_free(&x->body);
+    hutch_buf_free(&x->line);
+    hutch_buf_free(&x->data);
 }
 
 /* One JSON-RPC message of an HTTP response body; takes msg. */
@@ -1847,9 +1828,9 @@ static void http_payload(struct xfer *x, const char *text, size_t len)
 
 static void sse_dispatch(struct xfer *x)
 {
-    if (x->dlen && (!x->event[0] || !strcmp(x->event, "message")))
-        http_payload(x, x->data, x->dlen);
-    x->dlen = 0;
+    if (x->data.len && (!x->event[0] || !strcmp(x->event, "message")))
+        http_payload(x, x->data.data, x->data.len);
+    hutch_buf_reset(&x->data);
     x->event[0] = '\0';
 }
 
@@ -1874,13 +1855,13 @@ static int sse_line(struct xfer *x, const char *line, size_t len)
         vlen--;
     }
     if (flen == 4 && !memcmp(line, "data", 4)) {
-        r = grow(&x->data, &x->dcap, x->dlen + vlen + 1,
-                 HUTCH_UPSTREAM_MAX_MESSAGE + 1);
+        if (vlen + 1 > x->data.max - x->data.len)
+            return -E2BIG;
+        r = hutch_buf_append(&x->data, val, vlen);
+        if (r == 0)
+            r = hutch_buf_append(&x->data, "\n", 1);
         if (r < 0)
             return r;
-        memcpy(x->data + x->dlen, val, vlen);
-        x->dlen += vlen;
-        x->data[x->dlen++] = '\n';
     } else if (flen == 5 && !memcmp(line, "event", 5)) {
         clean_text(x->event, sizeof(x->event), val, vlen);
     }
@@ -1899,16 +1880,15 @@ static int sse_feed(struct xfer *x, const char *p, size_t n)
         }
         x->cr = ch == '\r';
         if (ch == '\r' || ch == '\n') {
-            r = sse_line(x, x->buf, x->len);
-            x->len = 0;
+            r = sse_line(x, hutch_buf_str(&x->line), x->line.len);
+            hutch_buf_reset(&x->line);
             if (r < 0)
                 return r;
             continue;
         }
-        r = grow(&x->buf, &x->cap, x->len + 1, HUTCH_UPSTREAM_MAX_MESSAGE + 16);
+        r = hutch_buf_append(&x->line, &ch, 1);
         if (r < 0)
             return r;
-        x->buf[x->len++] = ch;
     }
     return 0;
 }
@@ -1929,12 +1909,10 @@ static size_t http_write_cb(char *ptr, size_t size, size_t nmemb, void *arg)
     if (x->mode == 2) {
         r = sse_feed(x, ptr, n);
     } else {
-        r = grow(&x->buf, &x->cap, x->len + n + 1, HUTCH_UPSTREAM_MAX_MESSAGE + 1);
-        if (r == 0) {
-            memcpy(x->buf + x->len, ptr, n);
-            x->len += n;
-        }
+        r = hutch_buf_append(&x->body, ptr, n);
     }
+    if (r == -E2BIG)
+        r = -EPROTO;
     if (r < 0) {
         x->err = r == -EPROTO ? -EPROTO : r;
         snprintf(x->why, sizeof(x->why), "%s",
@@ -2131,7 +2109,8 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
                      bool initialize, int depth, cJSON **reply, char *session_out,
                      struct hutch_err *err)
 {
-    struct xfer x = {.s = s, .want_id = want_id, .depth = depth, .stop_aborts = true};
+    struct xfer x = {
+        .s = s, .want_id = want_id, .depth = depth, .stop_aborts = true, XFER_BUFS};
     struct curl_slist *hl = NULL;
     bool sent_session = false;
     long status = 0;
@@ -2169,7 +2148,7 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
         r = hutch_err_set(err, -ESTALE, "upstream %s forgot our session", s->name);
     } else if (status >= 200 && status < 300) {
         if (x.mode != 2 && want_id)
-            http_payload(&x, x.buf ? x.buf : "", x.len);
+            http_payload(&x, hutch_buf_str(&x.body), x.body.len);
         if (want_id && !x.done)
             r = hutch_err_set(
                 err, -EPROTO,
@@ -2179,14 +2158,14 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
         char shown[SNIPPET] = "";
         cJSON *msg = NULL;
         const cJSON *e, *em;
-        if (x.mode != 2 && x.buf)
-            msg = cJSON_ParseWithLength(x.buf, x.len);
+        if (x.mode != 2 && x.body.data)
+            msg = cJSON_ParseWithLength(x.body.data, x.body.len);
         e = get(msg, "error");
         em = get(e, "message");
         if (cJSON_IsString(em))
             clean_text(shown, sizeof(shown), em->valuestring, strlen(em->valuestring));
-        else if (x.mode != 2 && x.buf)
-            clean_text(shown, sizeof(shown), x.buf, x.len);
+        else if (x.mode != 2 && x.body.data)
+            clean_text(shown, sizeof(shown), x.body.data, x.body.len);
         cJSON_Delete(msg);
         r = hutch_err_set(err, status == 401 || status == 403 ? -EACCES : -EREMOTEIO,
                           "upstream %s answered with HTTP %ld%s%s%s", s->name, status,
@@ -2204,8 +2183,7 @@ out:
     curl_slist_free_all(hl);
     pool_put(s, &x);
     cJSON_Delete(x.reply);
-    free(x.buf);
-    free(x.data);
+    xfer_free_bufs(&x);
     return r;
 }
 
@@ -2293,7 +2271,7 @@ static int http_notify(struct server *s, const char *method, uint64_t deadline,
 /* Best effort: tell the server we are done with the session. */
 static void http_end_session(struct server *s)
 {
-    struct xfer x = {.s = s};
+    struct xfer x = {.s = s, XFER_BUFS};
     struct curl_slist *hl = NULL;
     bool sent = false;
 
@@ -2308,8 +2286,7 @@ static void http_end_session(struct server *s)
     }
     curl_slist_free_all(hl);
     pool_put(s, &x);
-    free(x.buf);
-    free(x.data);
+    xfer_free_bufs(&x);
     cJSON_Delete(x.reply);
 }
 

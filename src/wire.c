@@ -24,11 +24,8 @@ void hutch_wire_reader_free(struct hutch_wire_reader *r)
 
 int hutch_wire_feed(struct hutch_wire_reader *r, const void *data, size_t n)
 {
-    if (r->consumed > 0) {
-        memmove(r->buf.data, r->buf.data + r->consumed, r->buf.len - r->consumed);
-        r->buf.len -= r->consumed;
-        r->consumed = 0;
-    }
+    hutch_buf_consume(&r->buf, r->consumed);
+    r->consumed = 0;
     if (hutch_buf_append(&r->buf, data, n) < 0)
         return -E2BIG;
     /* A partial line already past the cap can never become valid. */
