@@ -75,7 +75,7 @@ static int check_executor(const struct hutch_executor *ex, char *reason, size_t 
                  ex->struct_size, HUTCH_EXECUTOR_ABI, need);
         return -EPROTO;
     }
-    if (!ex->name || !*ex->name || strlen(ex->name) > 64) {
+    if (!ex->name || !*ex->name || strlen(ex->name) > HUTCH_MAX_EXECUTOR_NAME) {
         snprintf(reason, len, "the executor has no valid name");
         return -EPROTO;
     }

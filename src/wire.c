@@ -103,7 +103,7 @@ int hutch_json_depth(const cJSON *j)
 static int printable_name(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 256)
+    if (n == 0 || n > HUTCH_MAX_QUALIFIED_NAME)
         return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
@@ -159,9 +159,9 @@ int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
         }
         m->id = (int64_t)id->valuedouble;
         if (!cJSON_IsString(tool) || !printable_name(tool->valuestring)) {
-            r = hutch_err_set(
-                err, -EBADMSG,
-                "tool_call tool must be a printable string of 1-256 bytes");
+            r = hutch_err_set(err, -EBADMSG,
+                              "tool_call tool must be a printable string of 1-%u bytes",
+                              (unsigned)HUTCH_MAX_QUALIFIED_NAME);
             goto fail;
         }
         m->tool = tool->valuestring;
