@@ -21,8 +21,7 @@
 #include "util.h"
 #include "wire.h"
 
-#define READ_CHUNK  65536
-#define PENDING_MAX (64u << 20) /* unsent tool results before we give up */
+#define READ_CHUNK 65536
 
 enum phase { WAIT_READY, RUNNING, DONE };
 
@@ -713,7 +712,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         }
     }
     hutch_wire_reader_init(&rn.rd, HUTCH_WIRE_MAX_LINE);
-    hutch_buf_init(&rn.pending, PENDING_MAX);
+    hutch_buf_init(&rn.pending, HUTCH_WIRE_MAX_PENDING);
     hutch_set_nonblock(rn.sb->chan_fd);
     hutch_set_nonblock(rn.sb->stdout_fd);
     hutch_set_nonblock(rn.sb->stderr_fd);

@@ -81,7 +81,7 @@ struct hutch_mcp_session {
     struct hutch_mcp *m;
     hutch_mcp_send_fn send;
     void *arg;
-    char principal[64];
+    char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
     char id[33];
     char protocol[32];
     int initialized;
@@ -546,7 +546,7 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
     struct hutch_buf t;
     struct hutch_catalog *cat;
     cJSON *found, *r, *sc, *it;
-    size_t limit = 10;
+    size_t limit = HUTCH_SEARCH_DEFAULT_RESULTS;
     void *ref;
 
     hutch_buf_init_cut(&t, HUTCH_MCP_MAX_OUTPUT_TEXT, CUT_MARK);
@@ -1120,7 +1120,7 @@ int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, siz
             "removed them); send one message at a time");
         return 1;
     }
-    if (!cJSON_IsObject(msg) || hutch_json_depth(msg) > 128) {
+    if (!cJSON_IsObject(msg) || hutch_json_depth(msg) > HUTCH_MCP_MAX_DEPTH) {
         cJSON_Delete(msg);
         send_error(s, stream, NULL, E_INVALID_REQUEST,
                    "Invalid Request: not a JSON-RPC object");
