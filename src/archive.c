@@ -15,16 +15,11 @@
 #define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE, RENAME_EXCHANGE */
 #endif
 
-#include "archive.h"
+#include "hutch_archive.h"
 
-/* libarchive's header has the same name as ours: it is only reachable when
- * src/ is on the quote path (-iquote), not on the <> path (-I).
- * archive_lib.h includes it and routes every call through the lazily
- * loaded library. */
+/* libarchive's <archive.h>, and its calls through the lazily loaded
+ * library. */
 #include "archive_lib.h"
-#ifndef ARCHIVE_VERSION_NUMBER
-#error "<archive.h> is hutch's src/archive.h here: use -iquote for src/, not -I"
-#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -1192,7 +1187,7 @@ static void move_back(struct xset *xs, int stagefd, int destfd)
     dcache_drop(&dc);
 }
 
-/* Decisions beyond archive.h:
+/* Decisions beyond hutch_archive.h:
  *  - Zero bytes of input is refused ("empty input is not a tar archive"); a
  *    tar holding no entries (just the 1024-byte end marker, what pack_dir
  *    writes for an empty or missing directory) is accepted and only makes

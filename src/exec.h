@@ -7,9 +7,9 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-#include "archive.h"
 #include "buf.h"
 #include "hutch-executor.h"
+#include "hutch_archive.h"
 #include "plugin.h"
 
 /* Answers one tool call, on a worker thread (several run at once), within

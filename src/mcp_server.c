@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "archive.h"
 #include "bridge.h"
 #include "buf.h"
 #include "caps.h"
 #include "exec.h"
 #include "govern.h"
+#include "hutch_archive.h"
 #include "log.h"
 #include "mcp_server.h"
 #include "plugin.h"

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "archive.h"
 #include "caps.h"
+#include "hutch_archive.h"
 #include "log.h"
 #include "plugin.h"
 #include "util.h"

@@ -9,12 +9,9 @@
 #define _GNU_SOURCE
 #endif
 
-#include "archive.h"
+#include "hutch_archive.h"
 
 #include <archive.h>
-#ifndef ARCHIVE_VERSION_NUMBER
-#error "<archive.h> is hutch's src/archive.h here: use -iquote for src/, not -I"
-#endif
 #include <archive_entry.h>
 
 #include <dirent.h>

@@ -1,12 +1,10 @@
-/* archive.h — tar streams in both directions (libarchive).
+/* hutch_archive.h — tar streams in both directions (archive.c, on top of
+ * libarchive, whose own header is <archive.h>).
  *
  * hutch_archive_extract() is the one safe unpacker: everything that comes
  * out of a sandbox goes through it, and so does what goes in. */
 #ifndef HUTCH_ARCHIVE_H
 #define HUTCH_ARCHIVE_H
-
-/* Same file name as libarchive's <archive.h>: src/ must be on the include
- * path with -iquote, not -I, or <archive.h> finds this file. */
 
 #include <stddef.h>
 #include <stdint.h>
