@@ -21,7 +21,6 @@
 
 /* libarchive's <archive.h>; every call goes through the lazily loaded
  * library's table, hutch_la, by name. */
-#define HUTCH_LIBARCHIVE_IMPL
 #include "archive_lib.h"
 
 #include <dirent.h>
