@@ -1,11 +1,13 @@
 /* archive.c — tar streams in and out of sandboxes, on top of libarchive.
  *
- * Here: the bounded byte buffer (hutch_buf_*), the default tar limits, the
- * path rule every tar path obeys (hutch_archive_check_relpath), the safe
- * unpacker (hutch_archive_extract), the directory packer
- * (hutch_archive_pack_dir) and the in-memory tar builder (hutch_tar_*).
- * Not here: anything about sandboxes or executors; this file only turns
- * trees into tar bytes and back.
+ * Here: the default tar limits, the path rule every tar path obeys
+ * (hutch_archive_check_relpath), the one judge of an untrusted tar and its
+ * readers (hutch_archive_list, hutch_archive_read_files, the safe unpacker
+ * hutch_archive_extract, the re-packer hutch_archive_filter), the directory
+ * packer (hutch_archive_pack_dir) and the in-memory tar builder
+ * (hutch_tar_*).  Not here: the byte buffer (buf.c), anything about
+ * sandboxes or executors; this file only turns trees into tar bytes and
+ * back.
  *
  * libarchive parses and writes tar headers and nothing else.  Every byte
  * that reaches the file system is written here through *at() calls on
@@ -15,16 +17,11 @@
 #define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE, RENAME_EXCHANGE */
 #endif
 
-#include "archive.h"
+#include "hutch_archive.h"
 
-/* libarchive's header has the same name as ours: it is only reachable when
- * src/ is on the quote path (-iquote), not on the <> path (-I).
- * archive_lib.h includes it and routes every call through the lazily
- * loaded library. */
+/* libarchive's <archive.h>; every call goes through the lazily loaded
+ * library's table, hutch_la, by name. */
 #include "archive_lib.h"
-#ifndef ARCHIVE_VERSION_NUMBER
-#error "<archive.h> is hutch's src/archive.h here: use -iquote for src/, not -I"
-#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,58 +36,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "caps.h"
 
 #define IO_CHUNK (64u * 1024u)
-
-/* ---------------------------------------------------------------------- */
-/* Bounded buffer */
-
-void hutch_buf_init(struct hutch_buf *b, size_t max)
-{
-    b->data = NULL;
-    b->len = 0;
-    b->cap = 0;
-    b->max = max;
-}
-
-int hutch_buf_append(struct hutch_buf *b, const void *p, size_t n)
-{
-    size_t want, ncap;
-    char *d;
-
-    if (n == 0)
-        return 0;
-    if (b->len > b->max || n > b->max - b->len)
-        return -E2BIG;
-    if (n > b->cap - b->len) {
-        want = b->len + n;
-        ncap = b->cap ? b->cap : 4096;
-        while (ncap < want)
-            ncap = ncap > SIZE_MAX / 2 ? SIZE_MAX : ncap * 2;
-        if (ncap > b->max)
-            ncap = b->max; /* still >= want: checked against max above */
-        d = realloc(b->data, ncap);
-        if (!d)
-            return -ENOMEM;
-        b->data = d;
-        b->cap = ncap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-void hutch_buf_free(struct hutch_buf *b)
-{
-    free(b->data);
-    hutch_buf_init(b, b->max);
-}
-
-int hutch_buf_write(void *arg, const void *p, size_t n)
-{
-    return hutch_buf_append(arg, p, n);
-}
 
 /* ---------------------------------------------------------------------- */
 /* Limits and the path rule */
@@ -728,15 +677,15 @@ static const char *sniff_not_tar(const void *data, size_t len)
 static int reader_open(struct archive **out, const void *tar, size_t len,
                        struct hutch_err *err)
 {
-    struct archive *a = archive_read_new();
+    struct archive *a = hutch_la.archive_read_new();
 
     *out = NULL;
     if (!a)
         return hutch_err_set(err, -ENOMEM, "out of memory reading a tar");
     /* Tar (ustar, pax, GNU, v7) only, and no decompression filter: the
      * only filter libarchive applies without being asked is "none". */
-    if (archive_read_support_format_tar(a) != ARCHIVE_OK ||
-        archive_read_open_memory(a, tar, len) != ARCHIVE_OK) {
+    if (hutch_la.archive_read_support_format_tar(a) != ARCHIVE_OK ||
+        hutch_la.archive_read_open_memory(a, tar, len) != ARCHIVE_OK) {
         const char *what = sniff_not_tar(tar, len);
         int r;
         if (what)
@@ -745,9 +694,10 @@ static int reader_open(struct archive **out, const void *tar, size_t len,
                               what);
         else
             r = hutch_err_set(err, -EINVAL, "input is not a tar archive: %s",
-                              archive_error_string(a) ? archive_error_string(a)
-                                                      : "unknown error");
-        archive_read_free(a);
+                              hutch_la.archive_error_string(a)
+                                  ? hutch_la.archive_error_string(a)
+                                  : "unknown error");
+        hutch_la.archive_read_free(a);
         return r;
     }
     *out = a;
@@ -758,7 +708,7 @@ static int reader_open(struct archive **out, const void *tar, size_t len,
 static int read_header(struct archive *a, struct archive_entry **e, const void *tar,
                        size_t len, size_t nread, struct hutch_err *err)
 {
-    int r = archive_read_next_header(a, e);
+    int r = hutch_la.archive_read_next_header(a, e);
     const char *s, *what;
 
     if (r == ARCHIVE_EOF)
@@ -767,7 +717,8 @@ static int read_header(struct archive *a, struct archive_entry **e, const void *
      * name, unknown pax keys): every field we use is checked below. */
     if (r == ARCHIVE_OK || r == ARCHIVE_WARN)
         return 0;
-    s = archive_error_string(a) ? archive_error_string(a) : "unknown error";
+    s = hutch_la.archive_error_string(a) ? hutch_la.archive_error_string(a)
+                                         : "unknown error";
     if (nread > 0)
         return hutch_err_set(err, -EINVAL, "tar is damaged after entry %zu: %s", nread,
                              s);
@@ -778,11 +729,30 @@ static int read_header(struct archive *a, struct archive_entry **e, const void *
     return hutch_err_set(err, -EINVAL, "input is not a tar archive: %s", s);
 }
 
+/* ---------------------------------------------------------------------- */
+/* The judge of an untrusted tar
+ *
+ * Every reader of a tar that came from outside (extract, list, read_files,
+ * filter) reads its headers through judge_next(), so the same entry is
+ * judged the same way everywhere: its type and mode bits (judge_entry), its
+ * path (relpath_problem: absolute, "..", ".", empty components, component,
+ * path and depth caps), the number of headers, and the bytes of file data
+ * declared.  judge_tar() adds the rules about the set as a whole
+ * (xset_validate: no path twice, no file used as a directory, implied
+ * parent directories within the entry cap) and is what decides whether a
+ * tar is acceptable; extract, list and read_files all start with it. */
+
+/* What a reader does with what pack_dir would never have written. */
+enum judge_how {
+    JUDGE_STRICT,    /* refuse the tar: extract, list, read_files */
+    JUDGE_AS_PACKER, /* drop links and special files, normalise modes: filter */
+};
+
 /* Checks one header on its own and fills x (x->path allocated).  x->path
- * stays NULL for an entry naming the top directory itself ("." or "./", as
- * `tar -C dir .` writes), which extract skips. */
-static int classify(struct archive_entry *e, const struct hutch_archive_limits *lim,
-                    struct xent *x, struct hutch_err *err)
+ * stays NULL for an entry to skip: the top directory itself ("." or "./",
+ * as `tar -C dir .` writes), or, as a packer, a link or special file. */
+static int judge_entry(struct archive_entry *e, const struct hutch_archive_limits *lim,
+                       enum judge_how how, struct xent *x, struct hutch_err *err)
 {
     const char *raw, *p, *bad, *kind = NULL;
     struct qbuf q;
@@ -792,15 +762,15 @@ static int classify(struct archive_entry *e, const struct hutch_archive_limits *
     bool is_dir = false;
 
     memset(x, 0, sizeof(*x));
-    raw = archive_entry_pathname(e);
+    raw = hutch_la.archive_entry_pathname(e);
     if (!raw)
-        raw = archive_entry_pathname_utf8(e);
+        raw = hutch_la.archive_entry_pathname_utf8(e);
     if (!raw)
         return hutch_err_set(err, -EINVAL, "tar entry without a usable path");
-    if (archive_entry_hardlink(e)) {
+    if (hutch_la.archive_entry_hardlink(e)) {
         kind = "hard links are not allowed";
     } else {
-        switch (archive_entry_filetype(e)) {
+        switch (hutch_la.archive_entry_filetype(e)) {
         case AE_IFREG:
             break;
         case AE_IFDIR:
@@ -824,11 +794,13 @@ static int classify(struct archive_entry *e, const struct hutch_archive_limits *
             break;
         }
     }
+    if (kind && how == JUDGE_AS_PACKER)
+        return 0; /* pack_dir skips these */
     if (kind)
         return hutch_err_set(err, -EINVAL, "tar entry \"%s\": %s", quote(&q, raw),
                              kind);
-    mode = archive_entry_mode(e);
-    if (mode & (S_ISUID | S_ISGID | S_ISVTX))
+    mode = hutch_la.archive_entry_mode(e);
+    if ((mode & (S_ISUID | S_ISGID | S_ISVTX)) && how == JUDGE_STRICT)
         return hutch_err_set(
             err, -EINVAL,
             "tar entry \"%s\": setuid, setgid and sticky bits are not allowed",
@@ -846,7 +818,7 @@ static int classify(struct archive_entry *e, const struct hutch_archive_limits *
     if (bad)
         return hutch_err_set(err, -EINVAL, "tar entry \"%s\": %s", quote(&q, raw), bad);
     if (!is_dir) {
-        int64_t sz = archive_entry_size(e);
+        int64_t sz = hutch_la.archive_entry_size(e);
         if (sz < 0)
             return hutch_err_set(err, -EINVAL, "tar entry \"%s\": negative size",
                                  quote(&q, raw));
@@ -862,50 +834,90 @@ static int classify(struct archive_entry *e, const struct hutch_archive_limits *
     return 0;
 }
 
-/* ---------------------------------------------------------------------- */
-/* Extract */
+/* One pass over a tar's headers. */
+struct judge {
+    struct archive *a;
+    const void *tar;
+    size_t len;
+    const struct hutch_archive_limits *lim;
+    enum judge_how how;
+    size_t nread;   /* headers read */
+    uint64_t total; /* bytes of file data the accepted entries declare */
+};
 
-/* Pass 1: every header, no data, nothing written. */
-static int scan(const void *tar, size_t len, const struct hutch_archive_limits *lim,
-                struct xset *xs, struct hutch_err *err)
+static int judge_open(struct judge *j, const void *tar, size_t len,
+                      const struct hutch_archive_limits *lim, enum judge_how how,
+                      struct hutch_err *err)
 {
-    struct archive *a = NULL;
-    struct archive_entry *e;
+    memset(j, 0, sizeof(*j));
+    j->tar = tar;
+    j->len = len;
+    j->lim = lim;
+    j->how = how;
+    return reader_open(&j->a, tar, len, err);
+}
+
+static void judge_close(struct judge *j)
+{
+    if (j->a)
+        hutch_la.archive_read_free(j->a);
+    j->a = NULL;
+}
+
+/* The next entry: 1 at the end of the tar, 0 with *e and x set (x->path
+ * NULL: skip this entry; else the caller owns x->path), or a negative code
+ * when the tar is refused. */
+static int judge_next(struct judge *j, struct archive_entry **e, struct xent *x,
+                      struct hutch_err *err)
+{
+    const struct hutch_archive_limits *lim = j->lim;
     struct qbuf q;
-    uint64_t total = 0;
-    size_t nread = 0;
     int r;
 
-    r = reader_open(&a, tar, len, err);
+    r = read_header(j->a, e, j->tar, j->len, j->nread, err);
+    if (r != 0)
+        return r;
+    if (++j->nread > lim->max_entries)
+        return hutch_err_set(err, -E2BIG,
+                             "tar has more than %" PRIu32 " entries (limit)",
+                             lim->max_entries);
+    r = judge_entry(*e, lim, j->how, x, err);
     if (r < 0)
-        goto out;
+        return r;
+    if (x->path && x->size > lim->max_bytes - j->total) {
+        r = hutch_err_set(err, -E2BIG,
+                          "tar entry \"%s\": tar holds more than %" PRIu64
+                          " bytes of file data (limit)",
+                          quote(&q, x->path), lim->max_bytes);
+        free(x->path);
+        x->path = NULL;
+        return r;
+    }
+    j->total += x->size;
+    return 0;
+}
+
+/* Whether an untrusted tar is acceptable, from its headers alone (no data
+ * read, nothing written); on 0, xs holds its entries in tar order and the
+ * parent directories they imply. */
+static int judge_tar(const void *tar, size_t len,
+                     const struct hutch_archive_limits *lim, struct xset *xs,
+                     struct hutch_err *err)
+{
+    struct judge j;
+    struct archive_entry *e;
+    int r;
+
+    r = judge_open(&j, tar, len, lim, JUDGE_STRICT, err);
+    if (r < 0)
+        return r;
     for (;;) {
         struct xent x;
-        r = read_header(a, &e, tar, len, nread, err);
+        r = judge_next(&j, &e, &x, err);
         if (r < 0)
             goto out;
-        if (r == 1) {
-            r = 0;
+        if (r == 1)
             break;
-        }
-        if (++nread > lim->max_entries) {
-            r = hutch_err_set(err, -E2BIG,
-                              "tar has more than %" PRIu32 " entries (limit)",
-                              lim->max_entries);
-            goto out;
-        }
-        r = classify(e, lim, &x, err);
-        if (r < 0)
-            goto out;
-        if (x.path && x.size > lim->max_bytes - total) {
-            r = hutch_err_set(err, -E2BIG,
-                              "tar entry \"%s\": tar holds more than %" PRIu64
-                              " bytes of file data (limit)",
-                              quote(&q, x.path), lim->max_bytes);
-            free(x.path);
-            goto out;
-        }
-        total += x.size;
         if (x.path) {
             r = xset_push(xs, &x);
             if (r < 0) {
@@ -913,20 +925,100 @@ static int scan(const void *tar, size_t len, const struct hutch_archive_limits *
                 goto out;
             }
         }
-        r = archive_read_data_skip(a);
+        r = hutch_la.archive_read_data_skip(j.a);
         if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-            r = hutch_err_set(err, -EINVAL, "tar is damaged at entry %zu: %s", nread,
-                              archive_error_string(a) ? archive_error_string(a)
-                                                      : "unknown error");
+            r = hutch_err_set(err, -EINVAL, "tar is damaged at entry %zu: %s", j.nread,
+                              hutch_la.archive_error_string(j.a)
+                                  ? hutch_la.archive_error_string(j.a)
+                                  : "unknown error");
             goto out;
         }
     }
     xs->nent = xs->n;
+    judge_close(&j);
+    return xset_validate(xs, lim, err);
 out:
-    if (a)
-        archive_read_free(a);
+    judge_close(&j);
     return r;
 }
+
+/* What every reader that wants the data does after judge_tar(): walk the
+ * same tar again, calling fn for each entry judge_tar() put in xs, with the
+ * archive at that entry's data.  The tar is the same bytes; it is checked
+ * to read the same anyway.  fn returns <0 to fail, >0 to stop early. */
+typedef int (*judged_fn)(void *arg, struct archive *a, const struct xent *x,
+                         struct hutch_err *err);
+
+static int judge_walk(const void *tar, size_t len,
+                      const struct hutch_archive_limits *lim, const struct xset *xs,
+                      judged_fn fn, void *arg, struct hutch_err *err)
+{
+    struct judge j;
+    struct archive_entry *e;
+    size_t idx = 0;
+    int r;
+
+    r = judge_open(&j, tar, len, lim, JUDGE_STRICT, err);
+    if (r < 0)
+        return r;
+    for (;;) {
+        struct xent x;
+        const struct xent *want;
+        bool same;
+
+        r = judge_next(&j, &e, &x, err);
+        if (r < 0)
+            goto out;
+        if (r == 1) {
+            r = 0;
+            break;
+        }
+        if (!x.path)
+            continue;
+        want = idx < xs->nent ? &xs->v[idx] : NULL;
+        same = want && !strcmp(x.path, want->path) && x.is_dir == want->is_dir &&
+               x.size == want->size;
+        free(x.path);
+        if (!same) {
+            r = hutch_err_set(
+                err, -EIO, "tar read differently the second time (entry %zu)", j.nread);
+            goto out;
+        }
+        idx++;
+        r = fn(arg, j.a, want, err);
+        if (r != 0)
+            goto out;
+    }
+    if (idx != xs->nent)
+        r = hutch_err_set(err, -EIO,
+                          "tar read differently the second time (%zu entries)", idx);
+out:
+    judge_close(&j);
+    return r < 0 ? r : 0;
+}
+
+int hutch_archive_list(const void *tar, size_t len,
+                       const struct hutch_archive_limits *lim, hutch_tar_entry_fn fn,
+                       void *arg, struct hutch_err *err)
+{
+    struct hutch_archive_limits dl;
+    struct xset xs = {0};
+    int r;
+
+    lim = limits_or_default(lim, &dl);
+    r = hutch_libarchive_load(err);
+    if (r < 0)
+        return r;
+    r = judge_tar(tar, len, lim, &xs, err);
+    for (size_t i = 0; r == 0 && fn && i < xs.nent; i++)
+        if (fn(arg, xs.v[i].path, xs.v[i].is_dir, xs.v[i].size))
+            break;
+    xset_free(&xs);
+    return r;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Extract */
 
 /* Refuses, before anything is written, every entry that would meet a
  * symbolic link, a mount point, or a file of another type in dest. */
@@ -1047,12 +1139,13 @@ static int write_entry(struct archive *a, struct dcache *sc, const struct xent *
         goto out;
     }
     for (;;) {
-        la_ssize_t n = archive_read_data(a, buf, IO_CHUNK);
+        la_ssize_t n = hutch_la.archive_read_data(a, buf, IO_CHUNK);
         if (n < 0) {
             r = hutch_err_set(err, -EINVAL, "tar entry \"%s\": reading its data: %s",
                               quote(&q, x->path),
-                              archive_error_string(a) ? archive_error_string(a)
-                                                      : "unknown error");
+                              hutch_la.archive_error_string(a)
+                                  ? hutch_la.archive_error_string(a)
+                                  : "unknown error");
             goto out;
         }
         if (n == 0)
@@ -1098,68 +1191,37 @@ out:
     return r;
 }
 
-/* Pass 2: the file data, into the staging tree make_dirs() built.  The tar
- * is the same bytes as in pass 1; it is checked to read the same anyway. */
+/* Pass 2: the file data, into the staging tree make_dirs() built. */
+struct unpacking {
+    struct dcache sc;
+    const struct hutch_archive_limits *lim;
+    uint64_t total;
+    char *buf;
+};
+
+static int unpack_one(void *arg, struct archive *a, const struct xent *x,
+                      struct hutch_err *err)
+{
+    struct unpacking *u = arg;
+
+    if (x->is_dir)
+        return 0;
+    return write_entry(a, &u->sc, x, u->lim, &u->total, u->buf, err);
+}
+
 static int unpack(const void *tar, size_t len, const struct hutch_archive_limits *lim,
                   struct xset *xs, int stagefd, struct hutch_err *err)
 {
-    struct archive *a = NULL;
-    struct archive_entry *e;
-    struct dcache sc;
-    uint64_t total = 0;
-    size_t nread = 0, idx = 0;
-    char *buf = malloc(IO_CHUNK);
+    struct unpacking u = {.lim = lim, .buf = malloc(IO_CHUNK)};
     int r;
 
-    dcache_init(&sc, stagefd);
-    if (!buf) {
+    dcache_init(&u.sc, stagefd);
+    if (!u.buf)
         r = hutch_err_set(err, -ENOMEM, "out of memory unpacking a tar");
-        goto out;
-    }
-    r = reader_open(&a, tar, len, err);
-    if (r < 0)
-        goto out;
-    for (;;) {
-        struct xent x;
-        const struct xent *want;
-        bool same;
-
-        r = read_header(a, &e, tar, len, nread++, err);
-        if (r < 0)
-            goto out;
-        if (r == 1) {
-            r = 0;
-            break;
-        }
-        r = classify(e, lim, &x, err);
-        if (r < 0)
-            goto out;
-        if (!x.path)
-            continue;
-        want = idx < xs->nent ? &xs->v[idx] : NULL;
-        same = want && !strcmp(x.path, want->path) && x.is_dir == want->is_dir &&
-               x.size == want->size;
-        free(x.path);
-        if (!same) {
-            r = hutch_err_set(
-                err, -EIO, "tar read differently the second time (entry %zu)", nread);
-            goto out;
-        }
-        idx++;
-        if (!want->is_dir) {
-            r = write_entry(a, &sc, want, lim, &total, buf, err);
-            if (r < 0)
-                goto out;
-        }
-    }
-    if (idx != xs->nent)
-        r = hutch_err_set(err, -EIO,
-                          "tar read differently the second time (%zu entries)", idx);
-out:
-    if (a)
-        archive_read_free(a);
-    dcache_drop(&sc);
-    free(buf);
+    else
+        r = judge_walk(tar, len, lim, xs, unpack_one, &u, err);
+    dcache_drop(&u.sc);
+    free(u.buf);
     return r;
 }
 
@@ -1260,7 +1322,7 @@ static void move_back(struct xset *xs, int stagefd, int destfd)
     dcache_drop(&dc);
 }
 
-/* Decisions beyond archive.h:
+/* Decisions beyond hutch_archive.h:
  *  - Zero bytes of input is refused ("empty input is not a tar archive"); a
  *    tar holding no entries (just the 1024-byte end marker, what pack_dir
  *    writes for an empty or missing directory) is accepted and only makes
@@ -1298,10 +1360,7 @@ int hutch_archive_extract(const void *tar, size_t len, const char *dest_dir,
     r = hutch_libarchive_load(err);
     if (r < 0)
         return r;
-    r = scan(tar, len, lim, &xs, err);
-    if (r < 0)
-        goto out;
-    r = xset_validate(&xs, lim, err);
+    r = judge_tar(tar, len, lim, &xs, err);
     if (r < 0)
         goto out;
 
@@ -1401,7 +1460,7 @@ static la_ssize_t wsink_write(struct archive *a, void *cd, const void *buf, size
     if (r < 0) {
         if (!w->err)
             w->err = r;
-        archive_set_error(a, -r, "%s", strerror(-r));
+        hutch_la.archive_set_error(a, -r, "%s", strerror(-r));
         return -1;
     }
     return (la_ssize_t)n;
@@ -1409,20 +1468,21 @@ static la_ssize_t wsink_write(struct archive *a, void *cd, const void *buf, size
 
 static int writer_new(struct archive **out, struct wsink *w, struct hutch_err *err)
 {
-    struct archive *a = archive_write_new();
+    struct archive *a = hutch_la.archive_write_new();
 
     *out = NULL;
     if (!a)
         return hutch_err_set(err, -ENOMEM, "out of memory writing a tar");
     /* ustar headers, pax ones only for what ustar cannot hold (long or
      * non-ASCII names); no padding of the last block. */
-    if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
-        archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
-        archive_write_open(a, w, NULL, wsink_write, NULL) != ARCHIVE_OK) {
+    if (hutch_la.archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+        hutch_la.archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
+        hutch_la.archive_write_open(a, w, NULL, wsink_write, NULL) != ARCHIVE_OK) {
         int r = hutch_err_set(err, -EIO, "cannot start a tar stream: %s",
-                              archive_error_string(a) ? archive_error_string(a)
-                                                      : "unknown error");
-        archive_write_free(a);
+                              hutch_la.archive_error_string(a)
+                                  ? hutch_la.archive_error_string(a)
+                                  : "unknown error");
+        hutch_la.archive_write_free(a);
         return r;
     }
     *out = a;
@@ -1440,8 +1500,9 @@ static int write_failed(struct archive *a, const struct wsink *w, const char *wh
         return hutch_err_set(err, w->err, "%s: writing the tar stream: %s", what,
                              strerror(-w->err));
     return hutch_err_set(err, -EIO, "%s: %s", what,
-                         archive_error_string(a) ? archive_error_string(a)
-                                                 : "libarchive error");
+                         hutch_la.archive_error_string(a)
+                             ? hutch_la.archive_error_string(a)
+                             : "libarchive error");
 }
 
 /* Walks host trees into a tar; shared by pack_dir and the builder. */
@@ -1554,18 +1615,18 @@ static int packer_header(struct packer *p, size_t len, bool is_dir, uint64_t siz
                              "cannot pack \"%s\": more than %" PRIu64
                              " bytes of file data (limit)",
                              where(p, len, &q), p->lim->max_bytes);
-    e = archive_entry_new();
+    e = hutch_la.archive_entry_new();
     if (!e)
         return hutch_err_set(err, -ENOMEM, "out of memory packing files");
-    archive_entry_set_pathname(e, p->path);
-    archive_entry_set_filetype(e, is_dir ? AE_IFDIR : AE_IFREG);
-    archive_entry_set_perm(e, perm);
-    archive_entry_set_size(e, is_dir ? 0 : (la_int64_t)size);
-    archive_entry_set_mtime(e, mtime, 0);
-    archive_entry_set_uid(e, p->uid);
-    archive_entry_set_gid(e, p->gid);
-    r = archive_write_header(p->a, e);
-    archive_entry_free(e);
+    hutch_la.archive_entry_set_pathname(e, p->path);
+    hutch_la.archive_entry_set_filetype(e, is_dir ? AE_IFDIR : AE_IFREG);
+    hutch_la.archive_entry_set_perm(e, perm);
+    hutch_la.archive_entry_set_size(e, is_dir ? 0 : (la_int64_t)size);
+    hutch_la.archive_entry_set_mtime(e, mtime, 0);
+    hutch_la.archive_entry_set_uid(e, p->uid);
+    hutch_la.archive_entry_set_gid(e, p->gid);
+    r = hutch_la.archive_write_header(p->a, e);
+    hutch_la.archive_entry_free(e);
     /* ARCHIVE_WARN: a name libarchive could not convert to UTF-8, written
      * as raw bytes with hdrcharset=BINARY, which extract reads back. */
     if (r < ARCHIVE_WARN)
@@ -1614,11 +1675,11 @@ static int pack_file(struct packer *p, int fd, const struct stat *st, size_t len
         }
         if (n == 0)
             break; /* the file shrank: libarchive pads the entry with zeros */
-        if (archive_write_data(p->a, p->buf, (size_t)n) != n)
+        if (hutch_la.archive_write_data(p->a, p->buf, (size_t)n) != n)
             return packer_write_failed(p, len, err);
         left -= (uint64_t)n;
     }
-    if (archive_write_finish_entry(p->a) < ARCHIVE_WARN)
+    if (hutch_la.archive_write_finish_entry(p->a) < ARCHIVE_WARN)
         return packer_write_failed(p, len, err);
     return 0;
 }
@@ -1804,31 +1865,32 @@ int hutch_archive_pack_dir(const char *dir, hutch_write_fn write, void *arg,
         if (r < 0)
             goto out;
     }
-    if (archive_write_close(a) != ARCHIVE_OK)
+    if (hutch_la.archive_write_close(a) != ARCHIVE_OK)
         r = packer_write_failed(&p, 0, err);
 out:
     if (fd >= 0)
         close(fd);
     if (a)
-        archive_write_free(a);
+        hutch_la.archive_write_free(a);
     packer_free(&p);
     return r;
 }
 
 /* Re-packs an untrusted tar the way pack_dir would have packed the tree it
- * describes: regular files and directories only (links and special files
- * skipped), paths checked, modes 0644/0755, caps enforced.  For executors
- * whose sandbox hands over its own tar (Docker's archive endpoint). */
+ * describes: the judge, as a packer, drops links and special files and
+ * normalises modes to 0644/0755, and refuses the tar for everything else it
+ * refuses anywhere (paths, counts, sizes).  For executors whose sandbox
+ * hands over its own tar (Docker's archive endpoint). */
 int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void *arg,
                          const struct hutch_archive_limits *lim, uint32_t uid,
                          uint32_t gid, struct hutch_err *err)
 {
     struct hutch_archive_limits dl;
     struct wsink w = {write, arg, 0};
-    struct archive *in = NULL, *a = NULL;
+    struct archive *a = NULL;
     struct archive_entry *e;
     struct packer p = {0};
-    size_t nread = 0;
+    struct judge j = {0};
     int r;
 
     r = hutch_libarchive_load(err);
@@ -1837,7 +1899,7 @@ int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void
     if (!limits_ok(lim))
         return limits_refused(lim, err);
     lim = limits_or_default(lim, &dl);
-    r = reader_open(&in, tar, len, err);
+    r = judge_open(&j, tar, len, lim, JUDGE_AS_PACKER, err);
     if (r < 0)
         return r;
     r = writer_new(&a, &w, err);
@@ -1850,76 +1912,48 @@ int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void
     }
     p.uid = uid;
     p.gid = gid;
-    while ((r = read_header(in, &e, tar, len, nread, err)) == 0) {
-        mode_t type = archive_entry_filetype(e);
-        const char *raw = archive_entry_pathname(e), *path;
-        size_t n;
-        nread++;
-        if (!raw || archive_entry_hardlink(e) || (type != AE_IFREG && type != AE_IFDIR))
+    for (;;) {
+        struct xent x;
+        la_ssize_t got;
+
+        r = judge_next(&j, &e, &x, err);
+        if (r < 0)
+            goto out;
+        if (r == 1)
+            break;
+        if (!x.path)
+            continue; /* the top directory, a link or a special file */
+        free(p.path);
+        p.path = x.path; /* the packer's now */
+        p.pathcap = x.len + 1;
+        r = packer_header(&p, x.len, x.is_dir, x.size, hutch_la.archive_entry_mtime(e),
+                          x.mode, err);
+        if (r < 0)
+            goto out;
+        if (x.is_dir)
             continue;
-        path = raw[0] == '.' && raw[1] == '/' ? raw + 2 : raw;
-        n = strlen(path);
-        if (type == AE_IFDIR && n > 0 && path[n - 1] == '/')
-            n--;
-        if (n == 0 || (n == 1 && path[0] == '.'))
-            continue;
-        if (n > lim->max_path) {
-            struct qbuf q;
-            r = hutch_err_set(err, -E2BIG,
-                              "tar entry \"%s\": path longer than %" PRIu32 " bytes",
-                              quote(&q, raw), lim->max_path);
+        while ((got = hutch_la.archive_read_data(j.a, p.buf, IO_CHUNK)) > 0)
+            if (hutch_la.archive_write_data(a, p.buf, (size_t)got) != got) {
+                r = packer_write_failed(&p, x.len, err);
+                goto out;
+            }
+        if (got < 0) {
+            r = hutch_err_set(err, -EINVAL, "tar is damaged in entry %zu: %s", j.nread,
+                              hutch_la.archive_error_string(j.a));
             goto out;
         }
-        if (n + 1 > p.pathcap) {
-            char *np = realloc(p.path, n + 1);
-            if (!np) {
-                r = hutch_err_set(err, -ENOMEM, "out of memory filtering a tar");
-                goto out;
-            }
-            p.path = np;
-            p.pathcap = n + 1;
-        }
-        memcpy(p.path, path, n);
-        p.path[n] = '\0';
-        if (type == AE_IFDIR) {
-            r = packer_header(&p, n, true, 0, archive_entry_mtime(e), 0755, err);
-            if (r < 0)
-                goto out;
-            continue;
-        }
-        {
-            int64_t size = archive_entry_size(e);
-            la_ssize_t got;
-            r = packer_header(&p, n, false, size < 0 ? 0 : (uint64_t)size,
-                              archive_entry_mtime(e),
-                              (archive_entry_perm(e) & 0111) ? 0755 : 0644, err);
-            if (r < 0)
-                goto out;
-            while ((got = archive_read_data(in, p.buf, IO_CHUNK)) > 0)
-                if (archive_write_data(a, p.buf, (size_t)got) != got) {
-                    r = packer_write_failed(&p, n, err);
-                    goto out;
-                }
-            if (got < 0) {
-                r = hutch_err_set(err, -EINVAL, "tar is damaged in entry %zu: %s",
-                                  nread, archive_error_string(in));
-                goto out;
-            }
-            if (archive_write_finish_entry(a) < ARCHIVE_WARN) {
-                r = packer_write_failed(&p, n, err);
-                goto out;
-            }
+        if (hutch_la.archive_write_finish_entry(a) < ARCHIVE_WARN) {
+            r = packer_write_failed(&p, x.len, err);
+            goto out;
         }
     }
-    if (r < 0)
-        goto out;
     r = 0;
-    if (archive_write_close(a) != ARCHIVE_OK)
+    if (hutch_la.archive_write_close(a) != ARCHIVE_OK)
         r = packer_write_failed(&p, 0, err);
 out:
-    archive_read_free(in);
+    judge_close(&j);
     if (a)
-        archive_write_free(a);
+        hutch_la.archive_write_free(a);
     packer_free(&p);
     return r;
 }
@@ -2010,8 +2044,8 @@ int hutch_tar_add_bytes(struct hutch_tar *t, const char *dest, const void *data,
                       err);
     if (r < 0)
         return r;
-    if ((len && archive_write_data(t->a, data, len) != (la_ssize_t)len) ||
-        archive_write_finish_entry(t->a) < ARCHIVE_WARN)
+    if ((len && hutch_la.archive_write_data(t->a, data, len) != (la_ssize_t)len) ||
+        hutch_la.archive_write_finish_entry(t->a) < ARCHIVE_WARN)
         return packer_write_failed(&t->p, plen, err);
     return 0;
 }
@@ -2095,7 +2129,7 @@ int hutch_tar_finish(struct hutch_tar *t, const void **data, size_t *len,
             t->p.broken = true; /* what was added cannot be taken back */
             return r;
         }
-        if (archive_write_close(t->a) != ARCHIVE_OK) {
+        if (hutch_la.archive_write_close(t->a) != ARCHIVE_OK) {
             t->p.broken = true;
             return write_failed(t->a, &t->w, "finishing the tar", err);
         }
@@ -2111,64 +2145,63 @@ void hutch_tar_free(struct hutch_tar *t)
     if (!t)
         return;
     if (t->a)
-        archive_write_free(t->a); /* may still write the trailer into buf */
+        hutch_la.archive_write_free(t->a); /* may still write the trailer into buf */
     packer_free(&t->p);
     xset_free(&t->rec);
     hutch_buf_free(&t->buf);
     free(t);
 }
 
+struct reading {
+    size_t max_file;
+    hutch_tar_file_fn fn;
+    void *arg;
+    char *data;
+};
+
+static int read_one(void *arg, struct archive *a, const struct xent *x,
+                    struct hutch_err *err)
+{
+    struct reading *rd = arg;
+    struct qbuf q;
+
+    if (x->is_dir)
+        return 0;
+    if (x->size > rd->max_file)
+        return rd->fn(rd->arg, x->path, NULL, (size_t)x->size) ? 1 : 0;
+    free(rd->data);
+    rd->data = malloc((size_t)x->size + 1);
+    if (!rd->data)
+        return hutch_err_set(err, -ENOMEM, "out of memory reading \"%s\"",
+                             quote(&q, x->path));
+    if (hutch_la.archive_read_data(a, rd->data, (size_t)x->size) != (la_ssize_t)x->size)
+        return hutch_err_set(
+            err, -EBADMSG, "reading \"%s\" from the result tar: %s", quote(&q, x->path),
+            hutch_la.archive_error_string(a) ? hutch_la.archive_error_string(a)
+                                             : "unknown error");
+    rd->data[x->size] = '\0';
+    return rd->fn(rd->arg, x->path, rd->data, (size_t)x->size) ? 1 : 0;
+}
+
+/* The judge first: a tar it refuses gives no file at all. */
 int hutch_archive_read_files(const void *tar, size_t len, size_t max_file,
                              hutch_tar_file_fn fn, void *arg, struct hutch_err *err)
 {
-    struct archive *a = NULL;
-    struct archive_entry *e;
-    char *data = NULL;
-    int r, ar;
+    struct hutch_archive_limits lim;
+    struct reading rd = {max_file, fn, arg, NULL};
+    struct xset xs = {0};
+    int r;
 
+    if (!tar || len == 0)
+        return 0;
     r = hutch_libarchive_load(err);
     if (r < 0)
         return r;
-    if (!tar || len == 0)
-        return 0;
-    a = archive_read_new();
-    if (!a)
-        return hutch_err_set(err, -ENOMEM, "out of memory reading a tar");
-    archive_read_support_format_tar(a);
-    if (archive_read_open_memory(a, tar, len) != ARCHIVE_OK) {
-        r = hutch_err_set(err, -EBADMSG, "reading result files: %s",
-                          archive_error_string(a));
-        goto out;
-    }
-    while ((ar = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
-        const char *path = archive_entry_pathname(e);
-        int64_t size = archive_entry_size(e);
-        if (archive_entry_filetype(e) != AE_IFREG || !path || size < 0)
-            continue;
-        if (path[0] == '.' && path[1] == '/')
-            path += 2;
-        if ((uint64_t)size > max_file) {
-            if (fn(arg, path, NULL, (size_t)size))
-                break;
-            continue;
-        }
-        free(data);
-        data = malloc((size_t)size + 1);
-        if (!data) {
-            r = hutch_err_set(err, -ENOMEM, "out of memory reading %s", path);
-            goto out;
-        }
-        if (archive_read_data(a, data, (size_t)size) != (la_ssize_t)size) {
-            r = hutch_err_set(err, -EBADMSG, "reading %s from the result tar: %s", path,
-                              archive_error_string(a));
-            goto out;
-        }
-        data[size] = '\0';
-        if (fn(arg, path, data, (size_t)size))
-            break;
-    }
-out:
-    free(data);
-    archive_read_free(a);
+    hutch_archive_limits_out(&lim);
+    r = judge_tar(tar, len, &lim, &xs, err);
+    if (r == 0)
+        r = judge_walk(tar, len, &lim, &xs, read_one, &rd, err);
+    free(rd.data);
+    xset_free(&xs);
     return r;
 }

@@ -1,5 +1,4 @@
 /* archive_lib.c — loads libarchive on first use (see archive_lib.h and lazylib.h). */
-#define HUTCH_LIBARCHIVE_IMPL
 #include <stddef.h>
 
 #include "archive_lib.h"

@@ -4,8 +4,9 @@
  * start (it pulls in libxml2, ICU and libstdc++), a sixth of a whole cold
  * execution, while most executions carry no files at all.  So the core
  * dlopen()s it the first time a tar is read or written.  Files that use
- * libarchive include this header instead of <archive.h>; every libarchive
- * call then goes through hutch_la, and must follow a successful
+ * libarchive include this header instead of <archive.h> and call it through
+ * the table by name, hutch_la.archive_read_new() and so on (no macro hides
+ * the table, so grep and gdb see the calls), after a successful
  * hutch_libarchive_load(). */
 #ifndef HUTCH_ARCHIVE_LIB_H
 #define HUTCH_ARCHIVE_LIB_H
@@ -64,45 +65,5 @@ extern struct hutch_libarchive hutch_la;
 
 /* Load libarchive once (thread-safe); 0, or an error saying how to fix it. */
 int hutch_libarchive_load(struct hutch_err *err);
-
-#ifndef HUTCH_LIBARCHIVE_IMPL
-#define archive_error_string            hutch_la.archive_error_string
-#define archive_set_error               hutch_la.archive_set_error
-#define archive_read_new                hutch_la.archive_read_new
-#define archive_read_free               hutch_la.archive_read_free
-#define archive_read_support_format_tar hutch_la.archive_read_support_format_tar
-#define archive_read_open_memory        hutch_la.archive_read_open_memory
-#define archive_read_next_header        hutch_la.archive_read_next_header
-#define archive_read_data               hutch_la.archive_read_data
-#define archive_read_data_skip          hutch_la.archive_read_data_skip
-#define archive_write_new               hutch_la.archive_write_new
-#define archive_write_free              hutch_la.archive_write_free
-#define archive_write_close             hutch_la.archive_write_close
-#define archive_write_open              hutch_la.archive_write_open
-#define archive_write_header            hutch_la.archive_write_header
-#define archive_write_data              hutch_la.archive_write_data
-#define archive_write_finish_entry      hutch_la.archive_write_finish_entry
-#define archive_write_set_format_pax_restricted                                        \
-    hutch_la.archive_write_set_format_pax_restricted
-#define archive_write_set_bytes_in_last_block                                          \
-    hutch_la.archive_write_set_bytes_in_last_block
-#define archive_entry_new           hutch_la.archive_entry_new
-#define archive_entry_free          hutch_la.archive_entry_free
-#define archive_entry_pathname      hutch_la.archive_entry_pathname
-#define archive_entry_pathname_utf8 hutch_la.archive_entry_pathname_utf8
-#define archive_entry_hardlink      hutch_la.archive_entry_hardlink
-#define archive_entry_filetype      hutch_la.archive_entry_filetype
-#define archive_entry_mode          hutch_la.archive_entry_mode
-#define archive_entry_perm          hutch_la.archive_entry_perm
-#define archive_entry_mtime         hutch_la.archive_entry_mtime
-#define archive_entry_set_uid       hutch_la.archive_entry_set_uid
-#define archive_entry_set_gid       hutch_la.archive_entry_set_gid
-#define archive_entry_size          hutch_la.archive_entry_size
-#define archive_entry_set_pathname  hutch_la.archive_entry_set_pathname
-#define archive_entry_set_size      hutch_la.archive_entry_set_size
-#define archive_entry_set_filetype  hutch_la.archive_entry_set_filetype
-#define archive_entry_set_perm      hutch_la.archive_entry_set_perm
-#define archive_entry_set_mtime     hutch_la.archive_entry_set_mtime
-#endif
 
 #endif

@@ -23,9 +23,6 @@
 #include "audit.h"
 #include "util.h"
 
-/* principal, execution, tool, decision and reason are cut to this. */
-#define AUDIT_MAX_FIELD 1024
-
 struct hutch_audit {
     pthread_mutex_t lock;
     int fd;
@@ -348,7 +345,8 @@ static int write_line(struct hutch_audit *a, const char *buf, size_t len)
 
 static int add_field(cJSON *o, const char *name, const char *value)
 {
-    cJSON *item = value ? string_item(value, AUDIT_MAX_FIELD) : cJSON_CreateNull();
+    cJSON *item =
+        value ? string_item(value, HUTCH_AUDIT_MAX_FIELD) : cJSON_CreateNull();
     if (!item)
         return -ENOMEM;
     if (!cJSON_AddItemToObject(o, name, item)) {

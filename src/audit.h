@@ -12,22 +12,12 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "caps.h"
 #include "hutch-executor.h"
 
 struct hutch_audit;
 
-/* Longest line written (bytes, newline included).  A line with an `extra`
- * that would make it longer is written without it and with
- * "extra_dropped": true. */
-#define HUTCH_AUDIT_MAX_LINE (64u << 10)
-/* Strings from args are cut to this many bytes, then "…" is appended. */
-#define HUTCH_AUDIT_MAX_STRING 256
-/* Deeper values (args, extra) are replaced by "[too deep]". */
-#define HUTCH_AUDIT_MAX_DEPTH 32
-/* How long one line may wait for a full pipe or terminal before it is
- * dropped (and counted); after a drop, later lines do not wait at all
- * until one gets through. */
-#define HUTCH_AUDIT_WRITE_MS 1000
+/* Its caps (HUTCH_AUDIT_*) are in caps.h. */
 
 /* Opens FILE for appending (O_APPEND|O_CLOEXEC, 0600, created if missing),
  * or stderr when NULL.  Caller frees with hutch_audit_close. */

@@ -1,8 +1,25 @@
-/* caps.h — every fixed cap on input from outside, and every default limit,
- * in one place.  Anything read from an agent, a file, a plugin or a sandbox
- * is bounded by one of these. */
+/* caps.h — every fixed cap on input from outside, every default limit and
+ * every timing, in one place.  Anything read from an agent, a file, a
+ * plugin, an upstream server or a sandbox is bounded by one of these.
+ *
+ * Not here: the sizes of read chunks and caches (they bound nothing), the
+ * sizes of text quoted in a message (beside the message), and the ABI's
+ * HUTCH_ERR_MSG (hutch-executor.h).  Plugins are built apart and include
+ * this file only where they already did. */
 #ifndef HUTCH_CAPS_H
 #define HUTCH_CAPS_H
+
+#include <limits.h> /* PATH_MAX */
+
+/* Names.  A tool is called as "server.tool" (the qualified name) from a
+ * sandbox and matched so by the policy; MCP asks for tool names of at most
+ * 128 characters, hutch takes twice that. */
+#define HUTCH_MAX_SERVER_NAME 64  /* a key of mcpServers */
+#define HUTCH_MAX_TOOL_NAME   256 /* a tool's own name, as its server lists it */
+/* "server.tool" */
+#define HUTCH_MAX_QUALIFIED_NAME (HUTCH_MAX_SERVER_NAME + 1 + HUTCH_MAX_TOOL_NAME)
+#define HUTCH_MAX_PRINCIPAL_NAME 64 /* a policy principal's name */
+#define HUTCH_MAX_EXECUTOR_NAME  64 /* a plugin's executor name */
 
 /* Code and files an agent sends in. */
 #define HUTCH_MAX_CODE_BYTES  (1u << 20) /* 1 MiB of source */
@@ -20,11 +37,12 @@
 #define HUTCH_TAR_MAX_STREAM    (HUTCH_TAR_OUT_MAX_BYTES + (16u << 20)) /* + headers */
 
 /* Wire protocol (runner <-> core). */
-#define HUTCH_WIRE_MAX_LINE       (8u << 20) /* one NDJSON message */
-#define HUTCH_WIRE_MAX_DEPTH      64         /* JSON nesting */
-#define HUTCH_WIRE_MAX_TOOL_CALLS 10000      /* per execution */
-#define HUTCH_WIRE_MAX_INFLIGHT   256        /* concurrent tool calls */
-#define HUTCH_WIRE_READY_MS       10000      /* runner start-up */
+#define HUTCH_WIRE_MAX_LINE       (8u << 20)  /* one NDJSON message */
+#define HUTCH_WIRE_MAX_DEPTH      64          /* JSON nesting */
+#define HUTCH_WIRE_MAX_TOOL_CALLS 10000       /* per execution */
+#define HUTCH_WIRE_MAX_INFLIGHT   256         /* concurrent tool calls */
+#define HUTCH_WIRE_READY_MS       10000       /* runner start-up */
+#define HUTCH_WIRE_MAX_PENDING    (64u << 20) /* unsent tool results, then give up */
 
 /* Program output kept per stream; the rest is drained and counted. */
 #define HUTCH_OUTPUT_MAX_BYTES (1u << 20)
@@ -53,6 +71,142 @@
 #define HUTCH_UPSTREAM_START_MS       30000
 #define HUTCH_UPSTREAM_MAX_SERVERS    64
 #define HUTCH_SEARCH_MAX_RESULTS      100
+#define HUTCH_MCP_MAX_DEPTH           128 /* JSON nesting of one message */
+
+/* HTTP transport (http.c). */
+#define HUTCH_HTTP_MAX_CONNECTIONS 128u
+#define HUTCH_HTTP_CONN_TIMEOUT_S  60u         /* idle keep-alive, stalled upload */
+#define HUTCH_HTTP_CONN_MEMORY     (64u << 10) /* MHD's pool per connection */
+#define HUTCH_HTTP_SESSION_IDLE_MS (30u * 60u * 1000u)
+#define HUTCH_HTTP_SWEEP_MS        10000u
+#define HUTCH_HTTP_TICK_MS         100u   /* every wait looks at stop, client */
+#define HUTCH_HTTP_KEEPALIVE_MS    15000u /* SSE comment after this silence */
+/* Non-final messages (progress) waiting for a slow SSE reader. */
+#define HUTCH_HTTP_SSE_MAX_QUEUED HUTCH_MCP_MAX_MESSAGE
+/* Request bodies held at once, all connections together. */
+#define HUTCH_HTTP_MAX_BUFFERED (4ull * HUTCH_HTTP_MAX_BODY)
+
+/* Upstream servers (upstream.c).  Timings: restart backoff; a server up
+ * STABLE_MS restarts the backoff at its next crash; a child gets
+ * STDIN_GRACE_MS after its stdin closes and TERM_GRACE_MS after SIGTERM,
+ * DEAD_GRACE_MS after it closed stdout; DRAIN_MS of stderr is read after
+ * stdout closed; NOTE_MS for notifications/cancelled, replies and DELETE
+ * over HTTP; an SSE stream may linger SSE_LINGER_MS after our response;
+ * HTTP transfers notice hutch stopping within POLL_MS. */
+#define HUTCH_UPSTREAM_MAX_CONFIG     (1u << 20) /* the servers file */
+#define HUTCH_UPSTREAM_MAX_ARGS       1024       /* "args" of one server */
+#define HUTCH_UPSTREAM_MAX_ENV        1024       /* "env" of one server */
+#define HUTCH_UPSTREAM_MAX_HEADERS    64         /* "headers" of one server */
+#define HUTCH_UPSTREAM_MAX_URL        4096
+#define HUTCH_UPSTREAM_MAX_CURSOR     4096 /* a tools/list nextCursor */
+#define HUTCH_UPSTREAM_MAX_SESSION_ID 256  /* an Mcp-Session-Id it sends */
+#define HUTCH_UPSTREAM_STDERR_LINE    1000 /* bytes of a stderr line logged */
+#define HUTCH_UPSTREAM_GARBAGE_LOGGED 5    /* bad lines logged per child */
+#define HUTCH_UPSTREAM_MAX_OUTQ       (2 * (size_t)HUTCH_UPSTREAM_MAX_MESSAGE)
+#define HUTCH_UPSTREAM_BACKOFF_MIN_MS 500
+#define HUTCH_UPSTREAM_BACKOFF_MAX_MS 30000
+#define HUTCH_UPSTREAM_STABLE_MS      10000
+#define HUTCH_UPSTREAM_STDIN_GRACE_MS 500
+#define HUTCH_UPSTREAM_TERM_GRACE_MS  1000
+#define HUTCH_UPSTREAM_DEAD_GRACE_MS  1000
+#define HUTCH_UPSTREAM_DRAIN_MS       200
+#define HUTCH_UPSTREAM_NOTE_MS        1000
+#define HUTCH_UPSTREAM_SSE_LINGER_MS  100
+#define HUTCH_UPSTREAM_POLL_MS        100
+
+/* The tool catalog (catalog.c): what upstream tool definitions may hold,
+ * and what search shows of them.  SIG_*: Python/TypeScript signatures. */
+#define HUTCH_CATALOG_MAX_TOOLS                                                        \
+    ((size_t)HUTCH_UPSTREAM_MAX_TOOLS * HUTCH_UPSTREAM_MAX_SERVERS)
+#define HUTCH_CATALOG_MAX_IDENT      128   /* bytes of a Python/TS identifier */
+#define HUTCH_CATALOG_MAX_WARNINGS   200   /* kept; the rest are counted */
+#define HUTCH_CATALOG_WARNING_BYTES  1024  /* of one warning */
+#define HUTCH_SIG_MAX_DEPTH          16    /* subschemas followed, $ref included */
+#define HUTCH_SIG_MAX_BYTES          8192  /* of one signature */
+#define HUTCH_SIG_MAX_STEPS          20000 /* subschemas visited for one */
+#define HUTCH_SIG_MAX_PROPS          256   /* properties of one object */
+#define HUTCH_SIG_MAX_UNION          16    /* members of one union */
+#define HUTCH_SIG_MAX_ENUM           20    /* longer: shown as its base type */
+#define HUTCH_SEARCH_DESC_SHORT      200   /* one-line description in results */
+#define HUTCH_SEARCH_DESC_FULL       8192  /* full description in results */
+#define HUTCH_SEARCH_DESC_BYTES      4096  /* of a description, searched */
+#define HUTCH_SEARCH_NAME_BYTES      256   /* of a parameter name or title */
+#define HUTCH_SEARCH_MAX_WORD        48    /* bytes of a word; longer are cut */
+#define HUTCH_SEARCH_FIELD_WORDS     512   /* words kept per searched field */
+#define HUTCH_SEARCH_MAX_QUERY       1024  /* bytes of a query */
+#define HUTCH_SEARCH_QUERY_WORDS     32
+#define HUTCH_SEARCH_DEFAULT_RESULTS 10
+
+/* JSON Schema of tool arguments (schema.c, and catalog.c for $ref). */
+#define HUTCH_SCHEMA_MAX_DEPTH   32  /* subschemas on one path, $ref included */
+#define HUTCH_SCHEMA_MAX_POINTER 512 /* bytes of a $ref */
+/* Subschema visits per validation: a base for small arguments plus a share
+ * per value node, so big arrays of records still pass while a schema whose
+ * anyOf/$ref web fans out exponentially stops within tens of milliseconds. */
+#define HUTCH_SCHEMA_BASE_STEPS 100000UL
+#define HUTCH_SCHEMA_NODE_STEPS 16UL
+#define HUTCH_SCHEMA_MAX_STEPS  10000000UL
+
+/* Path normalisation (path.c). */
+/* Rounds of decode + normalise before giving up: each round peels one
+ * layer of percent-encoding, the last one must change nothing. */
+#define HUTCH_PATH_MAX_ROUNDS 8
+/* Raw input accepted: PATH_MAX once fully encoded (%XX is three bytes for
+ * one) with room for a second layer on a few characters. */
+#define HUTCH_PATH_MAX_INPUT (4 * PATH_MAX)
+/* Symlinks followed in one resolution, as the kernel (MAXSYMLINKS). */
+#define HUTCH_PATH_MAX_LINKS 40
+
+/* The policy engine (policy.c). */
+#define HUTCH_POLICY_MAX_SOURCE     (1u << 20)  /* bytes of policy source */
+#define HUTCH_POLICY_MEM_CAP        (16u << 20) /* per Lua state */
+#define HUTCH_POLICY_HOOK_MS        50          /* one on_execute / on_tool_call */
+#define HUTCH_POLICY_LOAD_MS        1000        /* running the file once */
+#define HUTCH_POLICY_MAX_STATES     32          /* Lua states per policy */
+#define HUTCH_POLICY_WAIT_MS        1000        /* for a free state */
+#define HUTCH_POLICY_MAX_RULES      1000        /* globs in tools.allow, tools.deny */
+#define HUTCH_POLICY_MAX_GLOB       256         /* bytes of one glob */
+#define HUTCH_POLICY_MAX_LOAD       (64u << 10) /* source given to load() */
+#define HUTCH_POLICY_MAX_PATHS      64
+#define HUTCH_POLICY_MAX_PRINCIPALS 1000
+#define HUTCH_POLICY_MAX_SECRETS    256
+/* A name matched against globs that is not a tool name: the subject of
+ * hutch.glob(), an argument name checked against `secret`. */
+#define HUTCH_POLICY_MAX_NAME       512
+#define HUTCH_POLICY_MIN_TOKEN      16 /* bytes of a principal's token */
+#define HUTCH_POLICY_MAX_TOKEN      1024
+#define HUTCH_POLICY_ARGS_MAX_BYTES (4u << 20) /* strings in args, for hooks */
+#define HUTCH_POLICY_ARGS_MAX_NODES 10000
+#define HUTCH_POLICY_ARGS_MAX_DEPTH 64
+#define HUTCH_POLICY_MAX_PIDS       65536
+#define HUTCH_POLICY_MAX_CPUS       1024
+#define HUTCH_POLICY_MAX_RATE       1000000 /* per minute */
+#define HUTCH_POLICY_MAX_EXECUTORS  8       /* tables in executor_options */
+#define HUTCH_POLICY_MAX_OPTIONS    16      /* options of one executor */
+#define HUTCH_POLICY_MAX_OPT_NAME   32
+#define HUTCH_POLICY_MAX_OPT_VALUE  256
+
+/* Rate limits (rate.c).  Principals tracked at once; the least recently
+ * used one is forgotten beyond that.  Forgetting loses nothing when that
+ * principal made no request for 61 s, which is always so unless more than
+ * this many principals are active in the same minute. */
+#define HUTCH_RATE_MAX_PRINCIPALS 1024
+
+/* The audit log (audit.c). */
+/* Longest line written (bytes, newline included).  A line with an `extra`
+ * that would make it longer is written without it and with
+ * "extra_dropped": true. */
+#define HUTCH_AUDIT_MAX_LINE (64u << 10)
+/* Strings from args are cut to this many bytes, then "…" is appended. */
+#define HUTCH_AUDIT_MAX_STRING 256
+/* Deeper values (args, extra) are replaced by "[too deep]". */
+#define HUTCH_AUDIT_MAX_DEPTH 32
+/* principal, execution, tool, decision and reason are cut to this. */
+#define HUTCH_AUDIT_MAX_FIELD 1024
+/* How long one line may wait for a full pipe or terminal before it is
+ * dropped (and counted); after a drop, later lines do not wait at all
+ * until one gets through. */
+#define HUTCH_AUDIT_WRITE_MS 1000
 
 /* Warm pools (src/pool.c). */
 #define HUTCH_POOL_MAX_SIZE        64     /* sandboxes of one class */

@@ -15,33 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "caps.h"
 #include "catalog.h"
-
-#define IDENT_MAX     128 /* bytes of one identifier */
-#define CAT_NAME_MAX  256 /* a longer server or tool name is skipped */
-#define CAT_MAX_TOOLS ((size_t)HUTCH_UPSTREAM_MAX_TOOLS * HUTCH_UPSTREAM_MAX_SERVERS)
-#define WARNINGS_MAX  200
-#define WARNING_BYTES 1024
-
-/* Signatures. */
-#define SCHEMA_DEPTH 16    /* subschemas followed, $ref included */
-#define SIG_MAX      8192  /* bytes of one signature */
-#define SIG_STEPS    20000 /* subschemas visited for one signature */
-#define SIG_PROPS    256   /* properties of one object */
-#define UNION_MAX    16    /* members of one union */
-#define ENUM_MAX     20    /* a longer enum shows as its base type */
-#define POINTER_MAX  512   /* bytes of a $ref */
-
-/* Search. */
-#define DESC_SHORT    200  /* one-line description in results */
-#define DESC_FULL     8192 /* full description in results */
-#define DESC_SEARCH   4096 /* bytes of a description that are searched */
-#define TOKEN_MAX     48   /* bytes of one word; longer words are cut */
-#define FIELD_TOKENS  512  /* words kept per searched field */
-#define QUERY_MAX     1024 /* bytes of a query */
-#define QUERY_TOKENS  32
-#define DEFAULT_LIMIT 10
 
 /* Search weights, per query word and field.  A name says what a tool does
  * more reliably than a description that mentions everything, and the server
@@ -59,9 +35,15 @@
 #define W_COVER  5
 
 struct toks {
-    char *buf; /* n words, each "raw\0stem\0" */
-    size_t n, len, cap;
+    struct hutch_buf b; /* n words, each "raw\0stem\0" */
+    size_t n;
 };
+/* tokenize() takes at most HUTCH_SEARCH_FIELD_WORDS words of at most 2 *
+ * HUTCH_SEARCH_MAX_WORD bytes each. */
+#define TOKS_INIT                                                                      \
+    {                                                                                  \
+        .b = {.max = HUTCH_SEARCH_FIELD_WORDS * 2 * HUTCH_SEARCH_MAX_WORD }            \
+    }
 
 struct entry {
     struct hutch_catalog_entry pub;
@@ -87,38 +69,22 @@ struct hutch_catalog {
 
 /* --- bounded strings -------------------------------------------------------- */
 
+/* A hutch_buf whose first error sticks, so that a signature is built with
+ * plain appends and checked once, in sb_take(). */
 struct sbuf {
-    char *s;
-    size_t len, cap, max;
-    int err; /* sticky: -ENOMEM, or -E2BIG past max */
+    struct hutch_buf b;
+    int err; /* -ENOMEM, or -E2BIG past max */
 };
+/* max counts the NUL, as the signature caps always have. */
+#define SBUF_INIT(limit)                                                               \
+    {                                                                                  \
+        .b = {.max = (limit)-1 }                                                       \
+    }
 
 static void sb_add(struct sbuf *b, const char *p, size_t n)
 {
-    if (b->err)
-        return;
-    if (n >= b->max - b->len) {
-        b->err = -E2BIG;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        char *t;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > b->max)
-            cap = b->max;
-        t = realloc(b->s, cap);
-        if (!t) {
-            b->err = -ENOMEM;
-            return;
-        }
-        b->s = t;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = '\0';
+    if (!b->err)
+        b->err = hutch_buf_append(&b->b, p, n);
 }
 
 static void sb_puts(struct sbuf *b, const char *s)
@@ -150,15 +116,17 @@ static void sb_quote(struct sbuf *b, const char *s)
 /* The string, or NULL (and *err set) when building it failed. */
 static char *sb_take(struct sbuf *b, int *err)
 {
-    if (!b->err && !b->s)
-        sb_add(b, "", 0);
+    char *s = b->err ? NULL : hutch_buf_steal(&b->b, NULL);
+
+    if (!s && !b->err)
+        b->err = -ENOMEM;
     if (b->err) {
         if (err && !*err)
             *err = b->err;
-        free(b->s);
+        hutch_buf_free(&b->b);
         return NULL;
     }
-    return b->s;
+    return s;
 }
 
 /* The largest n' <= n that does not split a UTF-8 sequence of s, which
@@ -219,11 +187,11 @@ static int ascii_alnum(unsigned char c)
 
 /* Beyond catalog.h's rule: a name starting with "__" keeps one leading
  * underscore, because both runners refuse dunder attributes (and Python
- * mangles them inside a class body); and the result is cut at IDENT_MAX
+ * mangles them inside a class body); and the result is cut at HUTCH_CATALOG_MAX_IDENT
  * bytes.  Non-ASCII characters become one "_" each (not one per byte). */
 int hutch_ident(const char *name, char *out, size_t len)
 {
-    char buf[IDENT_MAX + 2];
+    char buf[HUTCH_CATALOG_MAX_IDENT + 2];
     const unsigned char *p = (const unsigned char *)name;
     size_t n = 0, skip = 0;
     int in_seq = 0;
@@ -232,7 +200,7 @@ int hutch_ident(const char *name, char *out, size_t len)
         return -EINVAL;
     if (*p >= '0' && *p <= '9')
         buf[n++] = '_';
-    for (; *p && n < IDENT_MAX; p++) {
+    for (; *p && n < HUTCH_CATALOG_MAX_IDENT; p++) {
         if (*p >= 0x80) {
             if (in_seq && (*p & 0xC0) == 0x80)
                 continue; /* the rest of a UTF-8 sequence */
@@ -262,7 +230,7 @@ int hutch_ident(const char *name, char *out, size_t len)
 
 static char *ident_dup(const char *name)
 {
-    char buf[IDENT_MAX + 2];
+    char buf[HUTCH_CATALOG_MAX_IDENT + 2];
     if (hutch_ident(name, buf, sizeof(buf)) < 0)
         return NULL;
     return strdup(buf);
@@ -297,7 +265,7 @@ struct gen {
     const cJSON *root; /* where "#/..." references point */
     int ts;            /* TypeScript, else Python */
     unsigned steps;
-    int err; /* -ENOMEM, or -E2BIG past SIG_MAX or SIG_STEPS */
+    int err; /* -ENOMEM, or -E2BIG past HUTCH_SIG_MAX_BYTES or HUTCH_SIG_MAX_STEPS */
 };
 
 #define ANY(g) ((g)->ts ? "any" : "Any")
@@ -321,9 +289,9 @@ static const cJSON *resolve_ref(const cJSON *root, const char *ref)
 {
     const cJSON *cur = root;
     const char *p = ref + 1;
-    char seg[POINTER_MAX];
+    char seg[HUTCH_SCHEMA_MAX_POINTER];
 
-    if (ref[0] != '#' || strlen(ref) >= POINTER_MAX || (*p && *p != '/'))
+    if (ref[0] != '#' || strlen(ref) >= HUTCH_SCHEMA_MAX_POINTER || (*p && *p != '/'))
         return NULL;
     while (*p == '/') {
         size_t n = 0;
@@ -358,7 +326,7 @@ static const cJSON *deref(struct gen *g, const cJSON *s, int *depth)
     const cJSON *ref;
     while (cJSON_IsString(ref = get(s, "$ref"))) {
         s = resolve_ref(g->root, ref->valuestring);
-        if (!s || ++*depth > SCHEMA_DEPTH)
+        if (!s || ++*depth > HUTCH_SIG_MAX_DEPTH)
             return NULL;
     }
     return s;
@@ -387,7 +355,7 @@ static int ends_with(const char *s, const char *suffix)
  * when the values are not all scalars (then the type says more). */
 static char *render_literals(struct gen *g, const cJSON *const *v, size_t n)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
     size_t shown = 0;
     int has_null = 0;
 
@@ -426,7 +394,7 @@ static char *render_literals(struct gen *g, const cJSON *const *v, size_t n)
 }
 
 struct ulist {
-    char *v[UNION_MAX];
+    char *v[HUTCH_SIG_MAX_UNION];
     size_t n;
     int any; /* a member is Any, or there are too many: the union is Any */
 };
@@ -435,7 +403,7 @@ static void ul_add(struct gen *g, struct ulist *u, char *t)
 {
     if (!t)
         return;
-    if (!strcmp(t, ANY(g)) || u->n == UNION_MAX) {
+    if (!strcmp(t, ANY(g)) || u->n == HUTCH_SIG_MAX_UNION) {
         u->any = 1;
         free(t);
         return;
@@ -453,7 +421,7 @@ static void ul_add(struct gen *g, struct ulist *u, char *t)
  * nothing (empty, or Any). */
 static char *ul_join(struct gen *g, struct ulist *u)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
     const char *none = g->ts ? "null" : "None";
     char *r = NULL;
     size_t shown = 0;
@@ -482,11 +450,11 @@ static char *render(struct gen *g, const cJSON *s, int depth);
 /* { a: number; note?: string } */
 static char *ts_object(struct gen *g, const cJSON *s, const cJSON *props, int depth)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
     const cJSON *req = get(s, "required"), *p;
     size_t n = 0;
 
-    if (cJSON_GetArraySize(props) > SIG_PROPS) {
+    if (cJSON_GetArraySize(props) > HUTCH_SIG_MAX_PROPS) {
         g->err = -E2BIG;
         return NULL;
     }
@@ -517,7 +485,7 @@ static char *render_type(struct gen *g, const cJSON *s, const char *t, int depth
                                              {"number", "float", "number"},
                                              {"boolean", "bool", "boolean"},
                                              {"null", "None", "null"}};
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
 
     for (size_t i = 0; i < sizeof(scalars) / sizeof(*scalars); i++)
         if (!strcmp(t, scalars[i][0]))
@@ -573,12 +541,12 @@ static char *render(struct gen *g, const cJSON *s, int depth)
 
     if (g->err)
         return NULL;
-    if (++g->steps > SIG_STEPS) {
+    if (++g->steps > HUTCH_SIG_MAX_STEPS) {
         g->err = -E2BIG;
         return NULL;
     }
     s = deref(g, s, &depth);
-    if (!cJSON_IsObject(s) || depth > SCHEMA_DEPTH)
+    if (!cJSON_IsObject(s) || depth > HUTCH_SIG_MAX_DEPTH)
         return gen_strdup(g, ANY(g));
 
     if ((k = get(s, "const"))) {
@@ -587,8 +555,8 @@ static char *render(struct gen *g, const cJSON *s, int depth)
     }
     k = get(s, "enum");
     if (cJSON_IsArray(k) && cJSON_GetArraySize(k) > 0 &&
-        cJSON_GetArraySize(k) <= ENUM_MAX) {
-        const cJSON *vals[ENUM_MAX];
+        cJSON_GetArraySize(k) <= HUTCH_SIG_MAX_ENUM) {
+        const cJSON *vals[HUTCH_SIG_MAX_ENUM];
         size_t n = 0;
         cJSON_ArrayForEach(e, k)
         {
@@ -648,7 +616,7 @@ static char *render(struct gen *g, const cJSON *s, int depth)
  *   def copy(args: {"from": str, "to": NotRequired[str]}, /) -> Any */
 static char *py_sig(struct gen *g, const char *fname, const cJSON *in, const char *ret)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
     int depth = 0, dict_mode = 0;
     const cJSON *schema = deref(g, in, &depth), *props = get(schema, "properties");
     const cJSON *req = get(schema, "required"), *p;
@@ -661,9 +629,9 @@ static char *py_sig(struct gen *g, const char *fname, const cJSON *in, const cha
         sb_puts(&b, ret);
         return sb_take(&b, &g->err);
     }
-    if (cJSON_GetArraySize(props) > SIG_PROPS) {
+    if (cJSON_GetArraySize(props) > HUTCH_SIG_MAX_PROPS) {
         g->err = -E2BIG;
-        free(b.s);
+        hutch_buf_free(&b.b);
         return NULL;
     }
     cJSON_ArrayForEach(p, props)
@@ -711,7 +679,7 @@ static char *py_sig(struct gen *g, const char *fname, const cJSON *in, const cha
  * args is optional when no property is required. */
 static char *ts_sig(struct gen *g, const char *fname, const cJSON *in, const char *ret)
 {
-    struct sbuf b = {.max = SIG_MAX};
+    struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
     int depth = 0, any_required = 0;
     const cJSON *schema = deref(g, in, &depth), *props = get(schema, "properties"), *p;
     char *obj;
@@ -721,7 +689,7 @@ static char *ts_sig(struct gen *g, const char *fname, const cJSON *in, const cha
         sb_puts(&b, "(args?: Record<string, any>): Promise<");
     } else {
         if (!(obj = ts_object(g, schema, props, depth))) {
-            free(b.s);
+            hutch_buf_free(&b.b);
             return NULL;
         }
         cJSON_ArrayForEach(p, props)
@@ -744,7 +712,7 @@ static int make_sigs(struct entry *e)
 {
     const cJSON *in = get(e->def, "inputSchema");
     int has_out = cJSON_IsObject(get(e->def, "outputSchema"));
-    char fallback[IDENT_MAX + 96];
+    char fallback[HUTCH_CATALOG_MAX_IDENT + 96];
 
     for (int ts = 0; ts < 2; ts++) {
         struct gen g = {.root = in, .ts = ts};
@@ -817,29 +785,24 @@ static void stem(const char *raw, char *out, size_t n)
 
 static int toks_add(struct toks *t, const char *w, size_t n)
 {
-    char raw[TOKEN_MAX], st[TOKEN_MAX];
+    char raw[HUTCH_SEARCH_MAX_WORD], st[HUTCH_SEARCH_MAX_WORD];
     size_t need;
+    int r;
 
-    if (n >= TOKEN_MAX)
-        n = TOKEN_MAX - 1;
+    if (n >= HUTCH_SEARCH_MAX_WORD)
+        n = HUTCH_SEARCH_MAX_WORD - 1;
     for (size_t i = 0; i < n; i++)
         raw[i] = is_upper((unsigned char)w[i]) ? (char)(w[i] - 'A' + 'a') : w[i];
     raw[n] = '\0';
     stem(raw, st, sizeof(st));
     need = n + 1 + strlen(st) + 1;
-    if (t->len + need > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 128;
-        char *b;
-        while (cap < t->len + need)
-            cap *= 2;
-        if (!(b = realloc(t->buf, cap)))
-            return -ENOMEM;
-        t->buf = b;
-        t->cap = cap;
-    }
-    memcpy(t->buf + t->len, raw, n + 1);
-    memcpy(t->buf + t->len + n + 1, st, strlen(st) + 1);
-    t->len += need;
+    if (t->b.len + need > t->b.max)
+        return -E2BIG;
+    r = hutch_buf_append(&t->b, raw, n + 1);
+    if (r == 0)
+        r = hutch_buf_append(&t->b, st, strlen(st) + 1);
+    if (r < 0)
+        return r;
     t->n++;
     return 0;
 }
@@ -890,7 +853,7 @@ static int word_match(const char *q, const char *w)
 
 static int field_match(const char *q, const struct toks *t)
 {
-    const char *w = t->buf;
+    const char *w = t->b.data;
     int best = 0;
     for (size_t i = 0; i < t->n && best < 2; i++, w = tok_next(w)) {
         int m = word_match(q, w);
@@ -906,20 +869,25 @@ static int make_tokens(struct entry *e)
     const cJSON *props = get(get(e->def, "inputSchema"), "properties"), *p;
     int r = 0;
 
-    r |= tokenize(&e->t_name, e->tool, CAT_NAME_MAX, FIELD_TOKENS);
-    r |= tokenize(&e->t_server, e->server, CAT_NAME_MAX, FIELD_TOKENS);
+    e->t_name = e->t_server = e->t_params = e->t_desc = (struct toks)TOKS_INIT;
+    r |= tokenize(&e->t_name, e->tool, HUTCH_MAX_TOOL_NAME, HUTCH_SEARCH_FIELD_WORDS);
+    r |= tokenize(&e->t_server, e->server, HUTCH_MAX_SERVER_NAME,
+                  HUTCH_SEARCH_FIELD_WORDS);
     if (!cJSON_IsObject(props))
         props = NULL;
     cJSON_ArrayForEach(p, props)
     {
-        if (e->t_params.n >= FIELD_TOKENS)
+        if (e->t_params.n >= HUTCH_SEARCH_FIELD_WORDS)
             break;
-        r |= tokenize(&e->t_params, p->string, CAT_NAME_MAX, FIELD_TOKENS);
+        r |= tokenize(&e->t_params, p->string, HUTCH_SEARCH_NAME_BYTES,
+                      HUTCH_SEARCH_FIELD_WORDS);
     }
     if (cJSON_IsString(title))
-        r |= tokenize(&e->t_desc, title->valuestring, CAT_NAME_MAX, FIELD_TOKENS);
+        r |= tokenize(&e->t_desc, title->valuestring, HUTCH_SEARCH_NAME_BYTES,
+                      HUTCH_SEARCH_FIELD_WORDS);
     if (cJSON_IsString(desc))
-        r |= tokenize(&e->t_desc, desc->valuestring, DESC_SEARCH, FIELD_TOKENS);
+        r |= tokenize(&e->t_desc, desc->valuestring, HUTCH_SEARCH_DESC_BYTES,
+                      HUTCH_SEARCH_FIELD_WORDS);
     return r ? -ENOMEM : 0;
 }
 
@@ -928,12 +896,12 @@ static int make_tokens(struct entry *e)
 __attribute__((format(printf, 2, 3))) static int warn(struct hutch_catalog *c,
                                                       const char *fmt, ...)
 {
-    char buf[WARNING_BYTES];
+    char buf[HUTCH_CATALOG_WARNING_BYTES];
     va_list ap;
     cJSON *s;
     int n;
 
-    if (c->nwarn >= WARNINGS_MAX) {
+    if (c->nwarn >= HUTCH_CATALOG_MAX_WARNINGS) {
         c->dropped++;
         return 0;
     }
@@ -953,7 +921,7 @@ __attribute__((format(printf, 2, 3))) static int warn(struct hutch_catalog *c,
 
 static void toks_free(struct toks *t)
 {
-    free(t->buf);
+    hutch_buf_free(&t->b);
 }
 
 static void entry_free(struct entry *e)
@@ -985,9 +953,9 @@ static int add_entry(struct hutch_catalog *c, const cJSON *item, size_t idx)
         r = warn(c, "skipped tools[%zu]: not a {\"server\", \"tool\"} pair", idx);
         return r < 0 ? r : 1;
     }
-    if ((ls = strlen(server->valuestring)) > CAT_NAME_MAX) {
+    if ((ls = strlen(server->valuestring)) > HUTCH_MAX_SERVER_NAME) {
         r = warn(c, "skipped tools[%zu]: server name longer than %d bytes", idx,
-                 CAT_NAME_MAX);
+                 HUTCH_MAX_SERVER_NAME);
         return r < 0 ? r : 1;
     }
     if (!cJSON_IsString(name)) {
@@ -995,9 +963,9 @@ static int add_entry(struct hutch_catalog *c, const cJSON *item, size_t idx)
                  server->valuestring);
         return r < 0 ? r : 1;
     }
-    if ((lt = strlen(name->valuestring)) > CAT_NAME_MAX) {
+    if ((lt = strlen(name->valuestring)) > HUTCH_MAX_TOOL_NAME) {
         r = warn(c, "skipped a tool of server \"%s\": name longer than %d bytes",
-                 server->valuestring, CAT_NAME_MAX);
+                 server->valuestring, HUTCH_MAX_TOOL_NAME);
         return r < 0 ? r : 1;
     }
     memset(e, 0, sizeof(*e));
@@ -1200,8 +1168,8 @@ int hutch_catalog_build(const cJSON *tools, struct hutch_catalog **out,
     if (!out || !cJSON_IsArray(tools))
         return hutch_err_set(err, -EINVAL, "catalog: the tool list is not an array");
     cap = (size_t)cJSON_GetArraySize(tools);
-    if (cap > CAT_MAX_TOOLS)
-        cap = CAT_MAX_TOOLS;
+    if (cap > HUTCH_CATALOG_MAX_TOOLS)
+        cap = HUTCH_CATALOG_MAX_TOOLS;
     c = calloc(1, sizeof(*c));
     if (!c || !(c->warnings = cJSON_CreateArray()) ||
         !(c->e = calloc(cap ? cap : 1, sizeof(*c->e)))) {
@@ -1404,23 +1372,25 @@ static long score(const struct entry *e, const struct toks *q, const char *exact
          ieq(exact, exact_len, e->qualified) ||
          is_pair(exact, exact_len, e->py_server, e->lps, e->py_tool, e->lpt, 1)))
         s += W_EXACT;
-    for (qw = q->buf, k = 0; k < q->n; k++, qw = tok_next(qw)) {
+    for (qw = q->b.data, k = 0; k < q->n; k++, qw = tok_next(qw)) {
         s += (W_NAME * field_match(qw, &e->t_name) +
               W_SERVER * field_match(qw, &e->t_server) +
               W_PARAM * field_match(qw, &e->t_params) +
               W_DESC * field_match(qw, &e->t_desc)) /
              2;
     }
-    for (w = e->t_name.buf, i = 0; covered && i < e->t_name.n; i++, w = tok_next(w)) {
+    for (w = e->t_name.b.data, i = 0; covered && i < e->t_name.n;
+         i++, w = tok_next(w)) {
         int m = 0;
-        for (qw = q->buf, k = 0; !m && k < q->n; k++, qw = tok_next(qw))
+        for (qw = q->b.data, k = 0; !m && k < q->n; k++, qw = tok_next(qw))
             m = word_match(qw, w);
         covered = m > 0;
     }
     return s ? s + (covered ? W_COVER : 0) : 0;
 }
 
-/* First line, first sentence, at most DESC_SHORT bytes ("..." included). */
+/* First line, first sentence, at most HUTCH_SEARCH_DESC_SHORT bytes ("..." included).
+ */
 static char *short_desc(const char *d)
 {
     size_t n = 0, len;
@@ -1436,8 +1406,8 @@ static char *short_desc(const char *d)
         n++;
     while (n && is_space((unsigned char)d[n - 1]))
         n--;
-    cut = n > DESC_SHORT;
-    len = cut ? utf8_cut(d, DESC_SHORT - 3) : n;
+    cut = n > HUTCH_SEARCH_DESC_SHORT;
+    len = cut ? utf8_cut(d, HUTCH_SEARCH_DESC_SHORT - 3) : n;
     if (!(r = malloc(len + 4)))
         return NULL;
     memcpy(r, d, len);
@@ -1447,12 +1417,14 @@ static char *short_desc(const char *d)
 
 static char *full_desc(const char *d)
 {
-    size_t n = strlen(d), len = n > DESC_FULL ? utf8_cut(d, DESC_FULL - 3) : n;
+    size_t n = strlen(d), len = n > HUTCH_SEARCH_DESC_FULL
+                                    ? utf8_cut(d, HUTCH_SEARCH_DESC_FULL - 3)
+                                    : n;
     char *r = malloc(len + 4);
     if (!r)
         return NULL;
     memcpy(r, d, len);
-    snprintf(r + len, 4, "%s", n > DESC_FULL ? "..." : "");
+    snprintf(r + len, 4, "%s", n > HUTCH_SEARCH_DESC_FULL ? "..." : "");
     return r;
 }
 
@@ -1473,7 +1445,7 @@ static cJSON *result(const struct entry *e, enum hutch_detail detail)
 {
     const cJSON *desc = get(e->def, "description"), *title = get(e->def, "title");
     const cJSON *ann = get(e->def, "annotations");
-    struct sbuf call = {.max = 2 * CAT_NAME_MAX + 64};
+    struct sbuf call = SBUF_INIT(2 * HUTCH_MAX_TOOL_NAME + 64);
     cJSON *o = cJSON_CreateObject();
     char *d = NULL, *c = NULL;
     int bad = !o;
@@ -1522,7 +1494,7 @@ cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
                             size_t limit, enum hutch_detail detail)
 {
     cJSON *arr = cJSON_CreateArray();
-    struct toks q = {0}, uq = {0};
+    struct toks q = TOKS_INIT, uq = TOKS_INIT;
     struct hit *hits = NULL;
     const char *exact = query ? query : "";
     size_t nh = 0, exact_len;
@@ -1530,21 +1502,22 @@ cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
     if (!arr || !c)
         return arr;
     if (limit == 0)
-        limit = DEFAULT_LIMIT;
+        limit = HUTCH_SEARCH_DEFAULT_RESULTS;
     if (limit > HUTCH_SEARCH_MAX_RESULTS)
         limit = HUTCH_SEARCH_MAX_RESULTS;
-    exact_len = strnlen(exact, QUERY_MAX);
+    exact_len = strnlen(exact, HUTCH_SEARCH_MAX_QUERY);
     while (exact_len && is_space((unsigned char)*exact)) {
         exact++;
         exact_len--;
     }
     while (exact_len && is_space((unsigned char)exact[exact_len - 1]))
         exact_len--;
-    if (tokenize(&q, exact, exact_len, QUERY_TOKENS) < 0)
+    if (tokenize(&q, exact, exact_len, HUTCH_SEARCH_QUERY_WORDS) < 0)
         goto fail;
     /* Each word counts once however often the query repeats it. */
-    for (const char *w = q.buf; w && uq.n < q.n && w < q.buf + q.len; w = tok_next(w)) {
-        const char *u = uq.buf;
+    for (const char *w = q.b.data; w && uq.n < q.n && w < q.b.data + q.b.len;
+         w = tok_next(w)) {
+        const char *u = uq.b.data;
         size_t k;
         for (k = 0; k < uq.n && strcmp(u, w); k++)
             u = tok_next(u);

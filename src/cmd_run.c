@@ -10,12 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "archive.h"
 #include "bridge.h"
 #include "caps.h"
 #include "cli.h"
 #include "exec.h"
 #include "govern.h"
+#include "hutch_archive.h"
 #include "job.h"
 #include "log.h"
 #include "upstream.h"

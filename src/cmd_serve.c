@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bridge.h"
+#include "buf.h"
 #include "caps.h"
 #include "cli.h"
 #include "govern.h"
@@ -21,6 +22,8 @@
 #include "policy.h"
 #include "upstream.h"
 #include "util.h"
+
+#define STDIO_READ_CHUNK 65536
 
 static volatile sig_atomic_t stopping;
 static struct hutch_gov *gov;
@@ -156,66 +159,55 @@ static void stdio_send(void *arg, void *stream, const char *json, size_t len, in
 static int serve_stdio(struct hutch_mcp *m)
 {
     struct hutch_mcp_session *s = hutch_mcp_session_new(m, stdio_send, NULL, "local");
-    size_t cap = 65536, len = 0, scan = 0;
-    char *buf = malloc(cap);
+    struct hutch_buf in;
+    size_t scan = 0;
     int skipping = 0, rc = 0;
 
-    if (!s || !buf) {
+    /* One message, a "\r" and its newline. */
+    hutch_buf_init(&in, HUTCH_MCP_MAX_MESSAGE + 2);
+    if (!s) {
         fprintf(stderr, "hutch serve: out of memory\n");
-        free(buf);
-        hutch_mcp_session_free(s);
         return HUTCH_EXIT_ERROR;
     }
     while (!stopping) {
-        ssize_t n;
+        ssize_t n = hutch_buf_read(&in, STDIN_FILENO, STDIO_READ_CHUNK);
         char *nl;
-        if (len == cap) {
-            if (cap > HUTCH_MCP_MAX_MESSAGE) {
-                /* An over-long line: answer once, then drop it to its end. */
-                static const char msg[] =
-                    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{"
-                    "\"code\":-32600,\"message\":\"message exceeds "
-                    "16 MiB\"}}";
+        if (n == -E2BIG) {
+            /* An over-long line: answer once, then drop it to its end. */
+            static const char msg[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{"
+                                      "\"code\":-32600,\"message\":\"message exceeds "
+                                      "16 MiB\"}}";
+            if (!skipping)
                 stdio_send(NULL, NULL, msg, sizeof(msg) - 1, 1);
-                skipping = 1;
-                len = scan = 0;
-            } else {
-                char *nb = realloc(buf, cap * 2);
-                if (!nb) {
-                    rc = HUTCH_EXIT_ERROR;
-                    break;
-                }
-                buf = nb;
-                cap *= 2;
-            }
+            skipping = 1;
+            hutch_buf_reset(&in);
+            scan = 0;
+            continue;
         }
-        n = read(STDIN_FILENO, buf + len, cap - len);
+        if (n == -EINTR)
+            continue;
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            fprintf(stderr, "hutch serve: reading stdin: %s\n", strerror(errno));
+            fprintf(stderr, "hutch serve: reading stdin: %s\n", strerror((int)-n));
             rc = HUTCH_EXIT_ERROR;
             break;
         }
         if (n == 0)
             break; /* the client closed stdin: done */
-        len += (size_t)n;
-        while ((nl = memchr(buf + scan, '\n', len - scan))) {
-            size_t l = (size_t)(nl - buf);
+        while ((nl = memchr(in.data + scan, '\n', in.len - scan))) {
+            size_t l = (size_t)(nl - in.data);
             size_t mlen = l;
-            if (mlen && buf[mlen - 1] == '\r')
+            if (mlen && in.data[mlen - 1] == '\r')
                 mlen--;
             if (!skipping && mlen > 0)
-                hutch_mcp_session_receive(s, buf, mlen, NULL);
+                hutch_mcp_session_receive(s, in.data, mlen, NULL);
             skipping = 0;
-            memmove(buf, nl + 1, len - l - 1);
-            len -= l + 1;
+            hutch_buf_consume(&in, l + 1);
             scan = 0;
         }
-        scan = len;
+        scan = in.len;
     }
     hutch_mcp_session_free(s);
-    free(buf);
+    hutch_buf_free(&in);
     return rc;
 }
 

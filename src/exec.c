@@ -20,15 +20,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "archive_lib.h"
 #include "caps.h"
 #include "exec.h"
+#include "hutch_archive.h"
 #include "log.h"
 #include "util.h"
 #include "wire.h"
 
-#define READ_CHUNK  65536
-#define PENDING_MAX (64u << 20) /* unsent tool results before we give up */
+#define READ_CHUNK 65536
 
 enum phase { RUNNING, DONE };
 
@@ -583,70 +582,29 @@ static void read_chan(struct run *rn)
         on_line(rn, line, len);
 }
 
-/* Lists the regular files of an untrusted tar, checking every entry the way
- * the unpacker does, so that a listing never names what extract refuses. */
+static int list_file(void *arg, const char *path, int is_dir, uint64_t size)
+{
+    cJSON *f;
+
+    if (is_dir)
+        return 0;
+    f = cJSON_CreateObject();
+    cJSON_AddStringToObject(f, "path", path);
+    cJSON_AddNumberToObject(f, "size", (double)size);
+    cJSON_AddItemToArray(arg, f);
+    return 0;
+}
+
+/* Lists the regular files of an untrusted tar as the judge in archive.c
+ * takes them, so that a listing never names what extract refuses. */
 static int list_files(const struct hutch_buf *tar, cJSON *files, struct hutch_err *err)
 {
     struct hutch_archive_limits lim;
-    struct archive *a;
-    struct archive_entry *e;
-    uint32_t count = 0;
-    int r = 0, ar;
 
     if (tar->len == 0)
         return 0;
-    r = hutch_libarchive_load(err);
-    if (r < 0)
-        return r;
     hutch_archive_limits_out(&lim);
-    a = archive_read_new();
-    archive_read_support_format_tar(a);
-    if (archive_read_open_memory(a, tar->data, tar->len) != ARCHIVE_OK) {
-        r = hutch_err_set(err, -EBADMSG, "result files: %s", archive_error_string(a));
-        goto out;
-    }
-    while ((ar = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
-        const char *path = archive_entry_pathname(e);
-        mode_t type = archive_entry_filetype(e);
-        if (++count > lim.max_entries) {
-            r = hutch_err_set(err, -E2BIG, "result files: more than %u entries",
-                              lim.max_entries);
-            goto out;
-        }
-        char clean[HUTCH_TAR_MAX_PATH + 2];
-        size_t plen = path ? strlen(path) : 0;
-        if (!path || plen > HUTCH_TAR_MAX_PATH) {
-            r = hutch_err_set(err, -EINVAL,
-                              "result files: an entry has no or a too long path");
-            goto out;
-        }
-        /* Directories may carry one trailing slash, and names a "./". */
-        memcpy(clean, path, plen + 1);
-        if (type == AE_IFDIR && plen > 1 && clean[plen - 1] == '/')
-            clean[--plen] = '\0';
-        path = clean[0] == '.' && clean[1] == '/' ? clean + 2 : clean;
-        if (hutch_archive_check_relpath(path, &lim, err) < 0) {
-            r = -EINVAL;
-            goto out;
-        }
-        if (type == AE_IFREG) {
-            cJSON *f = cJSON_CreateObject();
-            cJSON_AddStringToObject(f, "path", path);
-            cJSON_AddNumberToObject(f, "size", (double)archive_entry_size(e));
-            cJSON_AddItemToArray(files, f);
-        } else if (type != AE_IFDIR) {
-            r = hutch_err_set(err, -EINVAL,
-                              "result files: \"%s\" is not a regular file", path);
-            goto out;
-        }
-    }
-    if (ar != ARCHIVE_EOF) {
-        r = hutch_err_set(err, -EBADMSG, "result files: %s", archive_error_string(a));
-        goto out;
-    }
-out:
-    archive_read_free(a);
-    return r;
+    return hutch_archive_list(tar->data, tar->len, &lim, list_file, files, err);
 }
 
 static void finish_files(struct run *rn)
@@ -887,7 +845,7 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     res->pids = b->cls.pids_max;
     timeout_ms = req->timeout_ms ? req->timeout_ms : HUTCH_DEFAULT_TIMEOUT_MS;
     res->timeout_ms = timeout_ms;
-    hutch_buf_init(&rn.pending, PENDING_MAX);
+    hutch_buf_init(&rn.pending, HUTCH_WIRE_MAX_PENDING);
     if (!res->files || !res->tool_calls) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;

@@ -13,8 +13,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "archive.h"
+#include "buf.h"
 #include "hutch-executor.h"
+#include "hutch_archive.h"
 #include "plugin.h"
 #include "wire.h"
 

@@ -39,7 +39,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "archive.h" /* struct hutch_buf */
+#include "buf.h"
 #include "caps.h"
 #include "http.h"
 #include "log.h"
@@ -47,18 +47,7 @@
 #include "mhd_lib.h"
 #include "util.h"
 
-#define HTTP_PATH            "/mcp"
-#define HTTP_CONN_LIMIT      128u
-#define HTTP_CONN_TIMEOUT_S  60u         /* idle keep-alive, stalled upload */
-#define HTTP_CONN_MEMORY     (64u << 10) /* MHD's pool per connection: bounds headers */
-#define HTTP_SESSION_IDLE_MS (30u * 60u * 1000u)
-#define HTTP_SWEEP_MS        10000u
-#define HTTP_TICK_MS         100u /* how often every wait looks at stop and the client */
-#define HTTP_KEEPALIVE_MS    15000u /* SSE comment after this much silence */
-/* Non-final messages (progress) waiting for a slow SSE reader. */
-#define HTTP_SSE_MAX_QUEUED HUTCH_MCP_MAX_MESSAGE
-/* Request bodies held at once, all connections together. */
-#define HTTP_MAX_BUFFERED (4ull * HUTCH_HTTP_MAX_BODY)
+#define HTTP_PATH "/mcp"
 /* The version the spec tells servers to assume when the header is absent;
  * clients that send it explicitly are treated the same. */
 #define HTTP_DEFAULT_VERSION "2025-03-26"
@@ -97,7 +86,8 @@ struct http_session {
     struct http_server *srv;
     struct hutch_mcp_session *s;
     const char *id;
-    char principal[64]; /* who created it; only they may use it */
+    /* Who created it; only they may use it. */
+    char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
     /* Under srv->mu: */
     int refs; /* the table while linked, plus each request using it */
     int linked;
@@ -123,7 +113,7 @@ struct http_server {
 
 /* One HTTP request: MHD's per-request context. */
 struct http_req {
-    char principal[64]; /* authenticated caller */
+    char principal[HUTCH_MAX_PRINCIPAL_NAME + 1]; /* authenticated caller */
     int post;
     struct hutch_buf body;
     uint64_t reserved;       /* counted in srv->buffered */
@@ -354,7 +344,7 @@ static void on_send(void *arg, void *stream, const char *json, size_t len, int l
     }
     pthread_mutex_lock(&st->mu);
     if (!st->abandoned && !st->done && (last || st->sse)) {
-        if (!last && st->queued + len > HTTP_SSE_MAX_QUEUED) {
+        if (!last && st->queued + len > HUTCH_HTTP_SSE_MAX_QUEUED) {
             if (st->dropped++ == 0)
                 hutch_warn(
                     "session %.8s: client reads too slowly; dropping progress messages",
@@ -525,7 +515,7 @@ static void session_end(struct http_session *hs)
         session_destroy(hs);
 }
 
-/* End sessions idle for HTTP_SESSION_IDLE_MS (or all of them).  A session
+/* End sessions idle for HUTCH_HTTP_SESSION_IDLE_MS (or all of them).  A session
  * with a request in flight is not idle, however long the request runs. */
 static void sessions_sweep(struct http_server *srv, int all)
 {
@@ -536,7 +526,7 @@ static void sessions_sweep(struct http_server *srv, int all)
     for (pp = &srv->sessions; *pp;) {
         struct http_session *hs = *pp;
         if (all || (hs->refs == 1 && !hs->pending &&
-                    now - hs->last_used >= HTTP_SESSION_IDLE_MS)) {
+                    now - hs->last_used >= HUTCH_HTTP_SESSION_IDLE_MS)) {
             *pp = hs->next;
             hs->linked = 0;
             srv->nsessions--;
@@ -553,7 +543,7 @@ static void sessions_sweep(struct http_server *srv, int all)
         struct http_session *next = dead->next;
         if (!all)
             hutch_info("session %.8s expired after %u minutes idle", dead->id,
-                       HTTP_SESSION_IDLE_MS / 60000u);
+                       HUTCH_HTTP_SESSION_IDLE_MS / 60000u);
         session_destroy(dead);
         dead = next;
     }
@@ -748,7 +738,7 @@ static int reserve(struct http_server *srv, struct http_req *rq, uint64_t total)
         return 0;
     more = total - rq->reserved;
     now = __atomic_add_fetch(&srv->buffered, more, __ATOMIC_RELAXED);
-    if (now > HTTP_MAX_BUFFERED) {
+    if (now > HUTCH_HTTP_MAX_BUFFERED) {
         __atomic_sub_fetch(&srv->buffered, more, __ATOMIC_RELAXED);
         return -ENOBUFS;
     }
@@ -789,11 +779,11 @@ static int stream_wait_done(struct http_stream *st)
             rc = -ECONNRESET;
             break;
         }
-        cond_wait_ms(&st->cv, &st->mu, HTTP_TICK_MS);
+        cond_wait_ms(&st->cv, &st->mu, HUTCH_HTTP_TICK_MS);
     }
     pthread_mutex_unlock(&st->mu);
     MHD_set_connection_option(st->conn, MHD_CONNECTION_OPTION_TIMEOUT,
-                              HTTP_CONN_TIMEOUT_S);
+                              HUTCH_HTTP_CONN_TIMEOUT_S);
     return rc;
 }
 
@@ -837,12 +827,13 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
         /* Comments keep proxies and clients with read timeouts from
          * giving up on a long execution, and MHD's idle timer fed. */
         now = hutch_now_ms();
-        if (now - st->last_out >= HTTP_KEEPALIVE_MS && max >= sizeof(keepalive) - 1) {
+        if (now - st->last_out >= HUTCH_HTTP_KEEPALIVE_MS &&
+            max >= sizeof(keepalive) - 1) {
             memcpy(buf, keepalive, sizeof(keepalive) - 1);
             n = (ssize_t)(sizeof(keepalive) - 1);
             break;
         }
-        cond_wait_ms(&st->cv, &st->mu, HTTP_TICK_MS);
+        cond_wait_ms(&st->cv, &st->mu, HUTCH_HTTP_TICK_MS);
     }
     if (n > 0)
         st->last_out = hutch_now_ms();
@@ -1168,7 +1159,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         if (reserve(srv, rq, rq->body.len + n) < 0) {
             hutch_warn(
                 "closing a connection: request bodies in memory passed %llu bytes",
-                (unsigned long long)HTTP_MAX_BUFFERED);
+                (unsigned long long)HUTCH_HTTP_MAX_BUFFERED);
             return MHD_NO;
         }
         return hutch_buf_append(&rq->body, upload, n) == 0 ? MHD_YES : MHD_NO;
@@ -1293,12 +1284,13 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
             MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
     errno = 0;
-    d = MHD_start_daemon(
-        flags, opts->port, NULL, NULL, on_request, &srv, MHD_OPTION_SOCK_ADDR, &sa.sa,
-        MHD_OPTION_CONNECTION_LIMIT, HTTP_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
-        HTTP_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &srv,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, &srv, MHD_OPTION_END);
+    d = MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, &srv,
+                         MHD_OPTION_SOCK_ADDR, &sa.sa, MHD_OPTION_CONNECTION_LIMIT,
+                         HUTCH_HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                         HUTCH_HTTP_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                         (size_t)HUTCH_HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+                         on_completed, &srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+                         &srv, MHD_OPTION_END);
     if (!d) {
         e = errno ? errno : EIO;
         pthread_mutex_destroy(&srv.mu);
@@ -1317,13 +1309,13 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     last_sweep = hutch_now_ms();
     while (!*stop) {
         nanosleep(&tick, NULL);
-        if (hutch_now_ms() - last_sweep >= HTTP_SWEEP_MS) {
+        if (hutch_now_ms() - last_sweep >= HUTCH_HTTP_SWEEP_MS) {
             sessions_sweep(&srv, 0);
             last_sweep = hutch_now_ms();
         }
     }
 
-    /* Waiting handlers see this within HTTP_TICK_MS, so that stopping MHD
+    /* Waiting handlers see this within HUTCH_HTTP_TICK_MS, so that stopping MHD
      * (which joins every connection thread) does not hang. */
     __atomic_store_n(&srv.stopping, 1, __ATOMIC_RELEASE);
     MHD_stop_daemon(d);

@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "archive.h"
 #include "exec.h"
 #include "hutch-executor.h"
+#include "hutch_archive.h"
 
 struct hutch_jobs;
 struct hutch_gov;

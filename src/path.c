@@ -13,16 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "path.h"
-
-/* Rounds of decode + normalise before giving up: each round peels one
- * layer of percent-encoding, the last one must change nothing. */
-#define PATH_MAX_ROUNDS 8
-/* Raw input accepted: PATH_MAX once fully encoded (%XX is three bytes for
- * one) with room for a second layer on a few characters. */
-#define PATH_MAX_INPUT (4 * PATH_MAX)
-/* Symlinks followed in one resolution, as the kernel (MAXSYMLINKS). */
-#define PATH_MAX_LINKS 40
 
 static int hexval(char c)
 {
@@ -104,10 +96,10 @@ int hutch_path_normalize(const char *in, char *out, size_t len, struct hutch_err
     if (!in || in[0] != '/')
         return hutch_err_set(err, -EINVAL, "path \"%.200s\" is not absolute",
                              in ? in : "(null)");
-    n = strnlen(in, PATH_MAX_INPUT + 1);
-    if (n > PATH_MAX_INPUT)
+    n = strnlen(in, HUTCH_PATH_MAX_INPUT + 1);
+    if (n > HUTCH_PATH_MAX_INPUT)
         return hutch_err_set(err, -EINVAL, "path is longer than %d bytes",
-                             PATH_MAX_INPUT);
+                             HUTCH_PATH_MAX_INPUT);
     cur = malloc(n + 2);
     next = malloc(n + 2);
     if (!cur || !next) {
@@ -117,7 +109,7 @@ int hutch_path_normalize(const char *in, char *out, size_t len, struct hutch_err
     memcpy(cur, in, n + 1);
     /* Decode before the lexical pass, so "a%2fb/.." is "/a", as anything
      * that decodes first would read it. */
-    for (round = 0; round < PATH_MAX_ROUNDS; round++) {
+    for (round = 0; round < HUTCH_PATH_MAX_ROUNDS; round++) {
         r = percent_decode(cur, next, err);
         if (r < 0)
             goto out;
@@ -128,10 +120,10 @@ int hutch_path_normalize(const char *in, char *out, size_t len, struct hutch_err
         cur = next;
         next = t;
     }
-    if (round == PATH_MAX_ROUNDS) {
+    if (round == HUTCH_PATH_MAX_ROUNDS) {
         r = hutch_err_set(err, -EINVAL,
                           "path is still changing after %d rounds of decoding",
-                          PATH_MAX_ROUNDS);
+                          HUTCH_PATH_MAX_ROUNDS);
         goto out;
     }
     n = strlen(cur);
@@ -245,9 +237,9 @@ int hutch_path_resolve(const char *in, char *out, size_t len, struct hutch_err *
         if (!S_ISLNK(st.st_mode))
             continue;
 
-        if (++w->links > PATH_MAX_LINKS) {
+        if (++w->links > HUTCH_PATH_MAX_LINKS) {
             r = hutch_err_set(err, -ELOOP, "path \"%.200s\": more than %d symlinks", in,
-                              PATH_MAX_LINKS);
+                              HUTCH_PATH_MAX_LINKS);
             goto out;
         }
         char target[PATH_MAX];

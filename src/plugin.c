@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "archive.h"
 #include "caps.h"
+#include "hutch_archive.h"
 #include "log.h"
 #include "plugin.h"
 #include "util.h"
@@ -89,7 +89,7 @@ static int check_executor(const struct hutch_executor *ex, char *reason, size_t 
                  ex->struct_size, HUTCH_EXECUTOR_ABI, need);
         return -EPROTO;
     }
-    if (!ex->name || !*ex->name || strlen(ex->name) > 64 ||
+    if (!ex->name || !*ex->name || strlen(ex->name) > HUTCH_MAX_EXECUTOR_NAME ||
         strspn(ex->name,
                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
             strlen(ex->name)) {

@@ -37,33 +37,6 @@
 #include "policy.h"
 #include "util.h"
 
-/* Caps of the policy engine (candidates for caps.h). */
-#ifndef HUTCH_POLICY_MAX_SOURCE
-#define HUTCH_POLICY_MAX_SOURCE     (1u << 20)  /* bytes of policy source */
-#define HUTCH_POLICY_MEM_CAP        (16u << 20) /* per Lua state */
-#define HUTCH_POLICY_HOOK_MS        50          /* one on_execute / on_tool_call */
-#define HUTCH_POLICY_LOAD_MS        1000        /* running the file once */
-#define HUTCH_POLICY_MAX_STATES     32          /* Lua states per policy */
-#define HUTCH_POLICY_WAIT_MS        1000        /* for a free state */
-#define HUTCH_POLICY_MAX_RULES      1000        /* globs in tools.allow, tools.deny */
-#define HUTCH_POLICY_MAX_GLOB       256
-#define HUTCH_POLICY_MAX_LOAD       (64u << 10) /* source given to load() */
-#define HUTCH_POLICY_MAX_PATHS      64
-#define HUTCH_POLICY_MAX_PRINCIPALS 1000
-#define HUTCH_POLICY_MAX_SECRETS    256
-#define HUTCH_POLICY_MAX_TOOL_NAME  512
-#define HUTCH_POLICY_ARGS_MAX_BYTES (4u << 20) /* strings in args, for hooks */
-#define HUTCH_POLICY_ARGS_MAX_NODES 10000
-#define HUTCH_POLICY_ARGS_MAX_DEPTH 64
-#define HUTCH_POLICY_MAX_PIDS       65536
-#define HUTCH_POLICY_MAX_CPUS       1024
-#define HUTCH_POLICY_MAX_RATE       1000000 /* per minute */
-#define HUTCH_POLICY_MAX_EXECUTORS  8       /* tables in executor_options */
-#define HUTCH_POLICY_MAX_OPTIONS    16      /* options of one executor */
-#define HUTCH_POLICY_MAX_OPT_NAME   32
-#define HUTCH_POLICY_MAX_OPT_VALUE  256
-#endif
-
 /* C stack a Lua state may need: Lua allows 200 nested C calls (gsub with a
  * function calling gsub…), about 500 KiB at worst; sanitizers triple it.
  * A caller with less runs the hook on a short-lived thread (slower). */
@@ -83,9 +56,6 @@
 #endif
 
 #define HOOK_COUNT     1000 /* VM instructions between deadline checks */
-#define MIN_TOKEN_LEN  16
-#define MAX_TOKEN_LEN  1024
-#define MAX_NAME_LEN   64
 #define TOKEN_SENTINEL "CHANGE-ME"
 
 struct glob {
@@ -567,11 +537,11 @@ static int l_glob(lua_State *L)
     size_t plen;
     const char *pat = luaL_checklstring(L, 1, &plen), *s = luaL_checkstring(L, 2), *ts;
     size_t n = trim(s, &ts);
-    char buf[HUTCH_POLICY_MAX_TOOL_NAME + 1];
+    char buf[HUTCH_POLICY_MAX_NAME + 1];
     if (plen > HUTCH_POLICY_MAX_GLOB)
         return luaL_error(L, "hutch.glob: a pattern has at most %d bytes",
                           HUTCH_POLICY_MAX_GLOB);
-    if (n > HUTCH_POLICY_MAX_TOOL_NAME) {
+    if (n > HUTCH_POLICY_MAX_NAME) {
         lua_pushboolean(L, 0);
         return 1;
     }
@@ -1163,7 +1133,7 @@ static void v_principals(lua_State *L, struct vctx *vc, int t)
         if (lua_isnil(L, e_top + 1) || lua_isnil(L, e_top + 2))
             verr(L, vc, NULL, "%s: needs both name and token", name);
         pname = v_string(L, vc, e_top + 1, join(full, sizeof(full), name, "name"), NULL,
-                         MAX_NAME_LEN);
+                         HUTCH_MAX_PRINCIPAL_NAME);
         if (!valid_name(pname))
             verr(L, vc, NULL,
                  "%s.name: \"%s\" may only hold letters, digits and _ . @ + -", name,
@@ -1173,9 +1143,9 @@ static void v_principals(lua_State *L, struct vctx *vc, int t)
             verr(L, vc, NULL, "%s.token: expected a string, got %s", name,
                  type_of(L, e_top + 2));
         token = lua_tolstring(L, e_top + 2, &tlen);
-        if (tlen < MIN_TOKEN_LEN || tlen > MAX_TOKEN_LEN)
+        if (tlen < HUTCH_POLICY_MIN_TOKEN || tlen > HUTCH_POLICY_MAX_TOKEN)
             verr(L, vc, NULL, "%s.token: must be %d to %d characters (it has %zu)",
-                 name, MIN_TOKEN_LEN, MAX_TOKEN_LEN, tlen);
+                 name, HUTCH_POLICY_MIN_TOKEN, HUTCH_POLICY_MAX_TOKEN, tlen);
         for (size_t k = 0; k < tlen; k++)
             if ((unsigned char)token[k] <= 0x20 || (unsigned char)token[k] >= 0x7f)
                 verr(
@@ -1871,12 +1841,12 @@ const char *hutch_policy_principal(const struct hutch_policy *p, const char *tok
 int hutch_policy_is_secret(const struct hutch_policy *p, const char *arg_name)
 {
     const char *s;
-    char buf[HUTCH_POLICY_MAX_TOOL_NAME + 1];
+    char buf[HUTCH_POLICY_MAX_NAME + 1];
     size_t n;
     if (!p || !arg_name)
         return 0;
     n = trim(arg_name, &s);
-    if (n > HUTCH_POLICY_MAX_TOOL_NAME)
+    if (n > HUTCH_POLICY_MAX_NAME)
         return 1; /* absurd names: hide rather than guess */
     memcpy(buf, s, n);
     buf[n] = '\0';
@@ -2193,7 +2163,7 @@ int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
                             const char *execution, const char *server, const char *tool,
                             const cJSON *args, char *reason, size_t reason_len)
 {
-    char full[HUTCH_POLICY_MAX_TOOL_NAME + 1], srv[HUTCH_POLICY_MAX_TOOL_NAME + 1];
+    char full[HUTCH_MAX_QUALIFIED_NAME + 1], srv[HUTCH_MAX_QUALIFIED_NAME + 1];
     struct tool_ctx c = {0};
     size_t dot, nodes = 0, bytes = 0;
     int r;

@@ -188,7 +188,8 @@ int hutch_rate_take(struct hutch_rate *r, const char *principal, const char *kin
 
     if (retry_after_ms)
         *retry_after_ms = 0;
-    if (!r || k < 0 || strnlen(name, HUTCH_RATE_MAX_NAME + 1) > HUTCH_RATE_MAX_NAME)
+    if (!r || k < 0 ||
+        strnlen(name, HUTCH_MAX_PRINCIPAL_NAME + 1) > HUTCH_MAX_PRINCIPAL_NAME)
         return -EINVAL;
     if (per_minute == 0)
         return 0;

@@ -13,13 +13,7 @@
 
 #include <stdint.h>
 
-/* Principals tracked at once; the least recently used one is forgotten
- * beyond that.  Forgetting loses nothing when that principal made no
- * request for 61 s, which is always so unless more than this many
- * principals are active in the same minute. */
-#define HUTCH_RATE_MAX_PRINCIPALS 1024
-/* Longest principal name tracked as is; longer names are -EINVAL. */
-#define HUTCH_RATE_MAX_NAME 256
+#include "caps.h" /* HUTCH_RATE_MAX_PRINCIPALS, HUTCH_MAX_PRINCIPAL_NAME */
 
 struct hutch_rate; /* thread-safe */
 
@@ -34,7 +28,7 @@ void hutch_rate_free(struct hutch_rate *r);
  * one, "" (all unauthenticated callers share it).  now_ms: any clock that
  * does not go backwards (hutch_now_ms(); tests pass their own); a clock
  * that does go back is treated as standing still.  -EINVAL for an unknown
- * kind or a name longer than HUTCH_RATE_MAX_NAME, -ENOMEM: callers deny on
+ * kind or a name longer than HUTCH_MAX_PRINCIPAL_NAME, -ENOMEM: callers deny on
  * any error. */
 int hutch_rate_take(struct hutch_rate *r, const char *principal, const char *kind,
                     uint32_t per_minute, uint64_t now_ms, uint64_t *retry_after_ms);

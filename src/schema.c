@@ -15,19 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caps.h"
 #include "schema.h"
 
-#define SCHEMA_MAX_DEPTH 32 /* subschemas on one path, $ref included */
-/* Subschema visits per validation: a base for small arguments plus a share
- * per value node, so big arrays of records still pass while a schema whose
- * anyOf/$ref web fans out exponentially stops within tens of milliseconds. */
-#define SCHEMA_BASE_STEPS 100000UL
-#define SCHEMA_NODE_STEPS 16UL
-#define SCHEMA_MAX_STEPS  10000000UL
-#define PATH_MAX_BYTES    256 /* the path shown in messages */
-#define BRANCH_MSG        256 /* one anyOf/oneOf branch's message */
-#define ENUM_SHOWN        200 /* bytes of allowed values listed */
-#define POINTER_MAX       512 /* bytes of a $ref */
+#define PATH_MAX_BYTES 256 /* the path shown in messages */
+#define BRANCH_MSG     256 /* one anyOf/oneOf branch's message */
+#define ENUM_SHOWN     200 /* bytes of allowed values listed */
 
 struct vctx {
     const cJSON *root;
@@ -60,7 +53,8 @@ __attribute__((format(printf, 2, 3))) static int fail(struct vctx *v, const char
 static int too_deep(struct vctx *v)
 {
     v->limit = 1;
-    return fail(v, "schema or value nested deeper than %d levels", SCHEMA_MAX_DEPTH);
+    return fail(v, "schema or value nested deeper than %d levels",
+                HUTCH_SCHEMA_MAX_DEPTH);
 }
 
 /* JSON-quote `s` into out (truncated with "..." past a few dozen bytes: a
@@ -451,9 +445,9 @@ static const cJSON *resolve_ref(const cJSON *root, const char *ref)
 {
     const cJSON *cur = root;
     const char *p;
-    char seg[POINTER_MAX];
+    char seg[HUTCH_SCHEMA_MAX_POINTER];
 
-    if (ref[0] != '#' || strlen(ref) >= POINTER_MAX)
+    if (ref[0] != '#' || strlen(ref) >= HUTCH_SCHEMA_MAX_POINTER)
         return NULL; /* remote or anchor references: not followed */
     p = ref + 1;
     if (*p && *p != '/')
@@ -496,7 +490,7 @@ static int validate(struct vctx *v, const cJSON *s, const cJSON *x, int depth)
     char buf[ENUM_SHOWN + 16];
     int r;
 
-    if (depth > SCHEMA_MAX_DEPTH)
+    if (depth > HUTCH_SCHEMA_MAX_DEPTH)
         return too_deep(v);
     if (++v->steps > v->max_steps) {
         v->limit = 1;
@@ -608,7 +602,7 @@ static unsigned long count_nodes(const cJSON *x, int depth)
 {
     unsigned long n = 1;
     const cJSON *e;
-    if (depth > SCHEMA_MAX_DEPTH)
+    if (depth > HUTCH_SCHEMA_MAX_DEPTH)
         return n;
     cJSON_ArrayForEach(e, x)
     {
@@ -634,8 +628,9 @@ int hutch_schema_validate(const cJSON *schema, const cJSON *value, char *msg,
     v.plen = 4;
     if (!value)
         return fail(&v, "no value");
-    v.max_steps = SCHEMA_BASE_STEPS + SCHEMA_NODE_STEPS * count_nodes(value, 0);
-    if (v.max_steps > SCHEMA_MAX_STEPS)
-        v.max_steps = SCHEMA_MAX_STEPS;
+    v.max_steps =
+        HUTCH_SCHEMA_BASE_STEPS + HUTCH_SCHEMA_NODE_STEPS * count_nodes(value, 0);
+    if (v.max_steps > HUTCH_SCHEMA_MAX_STEPS)
+        v.max_steps = HUTCH_SCHEMA_MAX_STEPS;
     return validate(&v, schema, value, 0) < 0 ? -EINVAL : 0;
 }

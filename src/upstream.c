@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "caps.h"
 #include "curl_lib.h"
 #include "log.h"
@@ -46,31 +47,9 @@
 extern char **environ;
 
 #define PROTOCOL_VERSION "2025-11-25"
-#define CONFIG_MAX       (1u << 20) /* the servers file */
-#define NAME_MAX_LEN     64
-#define MAX_ARGS         1024
-#define MAX_ENV          1024
-#define MAX_HEADERS      64
-#define URL_MAX          4096
-#define TOOL_NAME_MAX    256
-#define CURSOR_MAX       4096
-#define BACKOFF_MIN_MS   500
-#define BACKOFF_MAX_MS   30000
-#define STABLE_MS        10000 /* up this long: the next crash restarts the backoff */
-#define STDIN_GRACE_MS   500   /* after closing a child's stdin, before SIGTERM */
-#define TERM_GRACE_MS    1000  /* after SIGTERM, before SIGKILL */
-#define DEAD_GRACE_MS    1000  /* a child that closed stdout, before SIGTERM */
-#define DRAIN_MS         200   /* stderr kept being read after stdout closed */
-#define STDERR_LINE_MAX  1000
 #define READ_CHUNK       65536
-#define OUTQ_MAX         (2 * (size_t)HUTCH_UPSTREAM_MAX_MESSAGE) /* unwritten bytes */
 #define HTTP_POOL        8
-#define SESSION_ID_MAX   256
-#define GARBAGE_LOGGED   5    /* invalid lines logged per child, then counted only */
-#define NOTE_TIMEOUT_MS  1000 /* notifications/cancelled, replies, DELETE over HTTP */
-#define SNIPPET          200  /* bytes of an unexpected body quoted in an error */
-#define SSE_LINGER_MS    100  /* an SSE stream may stay open after our response */
-#define POLL_MS          100  /* HTTP transfers notice hutch stopping this fast */
+#define SNIPPET          200 /* bytes of an unexpected body quoted in an error */
 
 enum transport { TR_STDIO, TR_HTTP };
 enum state { ST_STARTING, ST_READY, ST_FAILED, ST_RESTARTING };
@@ -123,8 +102,8 @@ struct hconn {
 
 struct server {
     struct hutch_upstreams *u;
-    char name[NAME_MAX_LEN + 1];
-    char who[NAME_MAX_LEN + 16];
+    char name[HUTCH_MAX_SERVER_NAME + 1];
+    char who[HUTCH_MAX_SERVER_NAME + 16];
     enum transport tr;
     /* stdio */
     char *command;
@@ -305,7 +284,7 @@ static bool name_ok(const char *n)
 {
     size_t len = strlen(n);
 
-    if (len < 1 || len > NAME_MAX_LEN)
+    if (len < 1 || len > HUTCH_MAX_SERVER_NAME)
         return false;
     for (size_t i = 0; i < len; i++) {
         char ch = n[i];
@@ -357,7 +336,8 @@ static bool url_ok(const cJSON *url)
     const char *v = cJSON_IsString(url) ? url->valuestring : NULL;
     size_t skip;
 
-    if (!v || strlen(v) > URL_MAX || text_has_ctl(v) || strpbrk(v, " \"<>\\^`{|}"))
+    if (!v || strlen(v) > HUTCH_UPSTREAM_MAX_URL || text_has_ctl(v) ||
+        strpbrk(v, " \"<>\\^`{|}"))
         return false;
     if (!strncasecmp(v, "http://", 7))
         skip = 7;
@@ -439,9 +419,9 @@ static int parse_entry(const char *where, const char *name, const cJSON *e,
                                    "\"args\" must be an array of strings");
                 n++;
             }
-            if (n > MAX_ARGS)
+            if (n > HUTCH_UPSTREAM_MAX_ARGS)
                 return cfg_err(err, where, name, "\"args\" has %zu entries, at most %d",
-                               n, MAX_ARGS);
+                               n, HUTCH_UPSTREAM_MAX_ARGS);
         }
         env = get(e, "env");
         if (env) {
@@ -460,9 +440,9 @@ static int parse_entry(const char *where, const char *name, const cJSON *e,
                                    "\"env\" has an invalid variable name");
                 ne++;
             }
-            if (ne > MAX_ENV)
+            if (ne > HUTCH_UPSTREAM_MAX_ENV)
                 return cfg_err(err, where, name, "\"env\" has %zu entries, at most %d",
-                               ne, MAX_ENV);
+                               ne, HUTCH_UPSTREAM_MAX_ENV);
         }
         cwd = get(e, "cwd");
         if (cwd && (!cJSON_IsString(cwd) || !cwd->valuestring[0]))
@@ -532,9 +512,9 @@ static int parse_entry(const char *where, const char *name, const cJSON *e,
                     it->string);
             n++;
         }
-        if (n > MAX_HEADERS)
+        if (n > HUTCH_UPSTREAM_MAX_HEADERS)
             return cfg_err(err, where, name, "\"headers\" has %zu entries, at most %d",
-                           n, MAX_HEADERS);
+                           n, HUTCH_UPSTREAM_MAX_HEADERS);
     }
     if (!s)
         return 0;
@@ -577,7 +557,7 @@ static int check_servers(const char *where, const cJSON *servers, struct hutch_e
                 err, -EINVAL,
                 "%s: server name \"%s\" is invalid: use 1-%d characters "
                 "of A-Z a-z 0-9 _ . -",
-                where, shown, NAME_MAX_LEN);
+                where, shown, HUTCH_MAX_SERVER_NAME);
         }
         for (o = servers->child; o != e; o = o->next)
             if (!strcmp(o->string, e->string))
@@ -601,7 +581,7 @@ int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err
     if (!path || !config)
         return hutch_err_set(err, -EINVAL, "hutch_upstreams_load: bad arguments");
     *config = NULL;
-    r = hutch_read_file(path, CONFIG_MAX, &data, &len, err);
+    r = hutch_read_file(path, HUTCH_UPSTREAM_MAX_CONFIG, &data, &len, err);
     if (r < 0)
         return r;
     root = cJSON_ParseWithLengthOpts(data, len, &end, false);
@@ -832,7 +812,7 @@ static int queue_locked(struct child *c, const char *text, size_t len)
 {
     struct outmsg *m;
 
-    if (c->q_bytes + len + 1 > OUTQ_MAX)
+    if (c->q_bytes + len + 1 > HUTCH_UPSTREAM_MAX_OUTQ)
         return -ENOBUFS;
     m = malloc(sizeof(*m) + len + 1);
     if (!m)
@@ -934,16 +914,16 @@ static void count_garbage(struct server *s, struct child *c, const char *what,
     pthread_mutex_lock(&s->lock);
     n = ++c->garbage;
     pthread_mutex_unlock(&s->lock);
-    if (n > GARBAGE_LOGGED)
+    if (n > HUTCH_UPSTREAM_GARBAGE_LOGGED)
         return;
     if (!line) {
         hutch_log(HUTCH_LOG_WARN, s->who, "ignoring %s%s", what,
-                  n == GARBAGE_LOGGED ? more : "");
+                  n == HUTCH_UPSTREAM_GARBAGE_LOGGED ? more : "");
         return;
     }
     clean_text(shown, sizeof(shown), line, len);
     hutch_log(HUTCH_LOG_WARN, s->who, "ignoring %s (%zu bytes): %s%s", what, len, shown,
-              n == GARBAGE_LOGGED ? more : "");
+              n == HUTCH_UPSTREAM_GARBAGE_LOGGED ? more : "");
 }
 
 /* One message from a child; takes msg. */
@@ -1028,63 +1008,51 @@ static void stdio_line(struct server *s, struct child *c, const char *line, size
 }
 
 struct linebuf {
-    char *buf;
-    size_t len, cap, scanned;
+    struct hutch_buf b;
+    size_t scanned; /* bytes of b already searched for a newline */
 };
+/* Room for the longest message, its newline, and one read beyond it. */
+#define LINEBUF_INIT                                                                   \
+    {                                                                                  \
+        .b = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 1 + READ_CHUNK }                     \
+    }
 
 /* Read stdout once.  1: more to come, 0: EOF, -EPROTO: a message over the
  * cap, other negative: read error. */
 static int io_read_out(struct server *s, struct child *c, struct linebuf *lb)
 {
-    const size_t max = (size_t)HUTCH_UPSTREAM_MAX_MESSAGE + 1;
     size_t start = 0;
     ssize_t n;
 
-    if (lb->cap - lb->len < READ_CHUNK && lb->cap < max + READ_CHUNK) {
-        size_t cap = lb->cap ? lb->cap * 2 : 2 * READ_CHUNK;
-        char *nb;
-        if (cap > max + READ_CHUNK)
-            cap = max + READ_CHUNK;
-        nb = realloc(lb->buf, cap);
-        if (!nb)
-            return -ENOMEM;
-        lb->buf = nb;
-        lb->cap = cap;
-    }
-    n = read(c->out_fd, lb->buf + lb->len, lb->cap - lb->len);
+    n = hutch_buf_read(&lb->b, c->out_fd, READ_CHUNK);
     if (n < 0)
-        return errno == EAGAIN || errno == EINTR ? 1 : -errno;
+        return n == -EAGAIN || n == -EINTR ? 1 : (int)n;
     if (n == 0)
         return 0;
-    lb->len += (size_t)n;
     for (;;) {
-        char *nl = memchr(lb->buf + lb->scanned, '\n', lb->len - lb->scanned);
+        char *buf = lb->b.data;
+        char *nl = memchr(buf + lb->scanned, '\n', lb->b.len - lb->scanned);
         if (!nl)
             break;
-        if ((size_t)(nl - (lb->buf + start)) > HUTCH_UPSTREAM_MAX_MESSAGE)
+        if ((size_t)(nl - (buf + start)) > HUTCH_UPSTREAM_MAX_MESSAGE)
             return -EPROTO;
-        stdio_line(s, c, lb->buf + start, (size_t)(nl - (lb->buf + start)));
-        start = (size_t)(nl - lb->buf) + 1;
+        stdio_line(s, c, buf + start, (size_t)(nl - (buf + start)));
+        start = (size_t)(nl - buf) + 1;
         lb->scanned = start;
     }
-    if (start) {
-        memmove(lb->buf, lb->buf + start, lb->len - start);
-        lb->len -= start;
-    }
-    lb->scanned = lb->len;
-    if (lb->len > HUTCH_UPSTREAM_MAX_MESSAGE)
+    hutch_buf_consume(&lb->b, start);
+    lb->scanned = lb->b.len;
+    if (lb->b.len > HUTCH_UPSTREAM_MAX_MESSAGE)
         return -EPROTO;
-    if (!lb->len && lb->cap > 4 * READ_CHUNK) { /* after a big message */
-        free(lb->buf);
-        *lb = (struct linebuf){0};
-    }
+    if (!lb->b.len && lb->b.cap > 4 * READ_CHUNK) /* after a big message */
+        hutch_buf_free(&lb->b);
     return 1;
 }
 
 static void err_line(struct server *s, struct child *c, const char *line, size_t len,
                      bool truncated)
 {
-    char shown[STDERR_LINE_MAX + 1];
+    char shown[HUTCH_UPSTREAM_STDERR_LINE + 1];
 
     while (len && is_space(line[len - 1]))
         len--;
@@ -1098,7 +1066,7 @@ static void err_line(struct server *s, struct child *c, const char *line, size_t
 }
 
 struct errbuf {
-    char line[STDERR_LINE_MAX];
+    char line[HUTCH_UPSTREAM_STDERR_LINE];
     size_t len;
     bool skip; /* the rest of a line that was too long */
 };
@@ -1171,7 +1139,7 @@ static void *stdio_io_main(void *arg)
 {
     struct child *c = arg;
     struct server *s = c->s;
-    struct linebuf lb = {0};
+    struct linebuf lb = LINEBUF_INIT;
     struct errbuf *eb = calloc(1, sizeof(*eb));
     uint64_t drain_until = 0;
     char why[160];
@@ -1243,7 +1211,7 @@ static void *stdio_io_main(void *arg)
             if (r <= 0) {
                 close(c->out_fd);
                 c->out_fd = -1;
-                drain_until = hutch_now_ms() + DRAIN_MS;
+                drain_until = hutch_now_ms() + HUTCH_UPSTREAM_DRAIN_MS;
                 if (r == -EPROTO) {
                     snprintf(why, sizeof(why), "sent a message over %u bytes",
                              HUTCH_UPSTREAM_MAX_MESSAGE);
@@ -1261,7 +1229,7 @@ static void *stdio_io_main(void *arg)
             c->err_fd = -1;
         }
     }
-    free(lb.buf);
+    hutch_buf_free(&lb.b);
     free(eb);
     return NULL;
 }
@@ -1578,7 +1546,7 @@ static void child_teardown(struct server *s, struct child *c, unsigned grace, in
     x->alone = wait_exit(c, grace);
     if (!x->alone) {
         signal_child(c, SIGTERM);
-        if (!wait_exit(c, TERM_GRACE_MS)) {
+        if (!wait_exit(c, HUTCH_UPSTREAM_TERM_GRACE_MS)) {
             hutch_log(HUTCH_LOG_DEBUG, s->who, "pid %d ignored SIGTERM, killing it",
                       (int)c->pid);
             signal_child(c, SIGKILL);
@@ -1601,7 +1569,7 @@ static void child_teardown(struct server *s, struct child *c, unsigned grace, in
         snprintf(x->text, sizeof(x->text), "exited");
 
     pthread_mutex_lock(&s->lock);
-    c->quit_at = hutch_now_ms() + DRAIN_MS;
+    c->quit_at = hutch_now_ms() + HUTCH_UPSTREAM_DRAIN_MS;
     pthread_mutex_unlock(&s->lock);
     poke(c);
     if (c->io_started)
@@ -1740,11 +1708,10 @@ struct xfer {
     int64_t want_id; /* 0: nothing to wait for */
     int depth;       /* 1 inside an answer to a server request */
     bool stop_aborts;
-    int mode;  /* 0 not yet known, 1 JSON or other, 2 SSE */
-    char *buf; /* the body, or SSE's current line */
-    size_t len, cap;
-    char *data; /* SSE event data */
-    size_t dlen, dcap;
+    int mode;              /* 0 not yet known, 1 JSON or other, 2 SSE */
+    struct hutch_buf body; /* mode 1 */
+    struct hutch_buf line; /* mode 2: the current line */
+    struct hutch_buf data; /* mode 2: the current event's data */
     char event[32];
     bool cr;
     cJSON *reply;
@@ -1752,7 +1719,7 @@ struct xfer {
     uint64_t done_at;
     int err;
     char why[200];
-    char session[SESSION_ID_MAX + 1];
+    char session[HUTCH_UPSTREAM_MAX_SESSION_ID + 1];
     bool got_session;
 };
 
@@ -1760,26 +1727,19 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
                      bool initialize, int depth, cJSON **reply, char *session_out,
                      struct hutch_err *err);
 
-static int grow(char **buf, size_t *cap, size_t need, size_t max)
-{
-    size_t ncap;
-    char *nb;
+/* The caps of struct xfer's buffers: a body or an event's data holds one
+ * message (data has a newline after each line), an SSE line a little more
+ * for its "data: ". */
+#define XFER_BUFS                                                                      \
+    .body = {.max = HUTCH_UPSTREAM_MAX_MESSAGE},                                       \
+    .line = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 16},                                  \
+    .data = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 1}
 
-    if (need <= *cap)
-        return 0;
-    if (need > max)
-        return -EPROTO;
-    ncap = *cap ? *cap : 4096;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > max)
-        ncap = max;
-    nb = realloc(*buf, ncap);
-    if (!nb)
-        return -ENOMEM;
-    *buf = nb;
-    *cap = ncap;
-    return 0;
+static void xfer_free_bufs(struct xfer *x)
+{
+    hutch_buf_free(&x->body);
+    hutch_buf_free(&x->line);
+    hutch_buf_free(&x->data);
 }
 
 /* One JSON-RPC message of an HTTP response body; takes msg. */
@@ -1796,7 +1756,8 @@ static void http_message(struct xfer *x, cJSON *msg)
             cJSON *ans = answer_request(s, method->valuestring, id);
             char *text = ans && !x->depth ? cJSON_PrintUnformatted(ans) : NULL;
             if (text)
-                http_post(s, text, 0, NOTE_TIMEOUT_MS, false, 1, NULL, NULL, NULL);
+                http_post(s, text, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL,
+                          NULL);
             free(text);
             cJSON_Delete(ans);
         } else {
@@ -1847,9 +1808,9 @@ static void http_payload(struct xfer *x, const char *text, size_t len)
 
 static void sse_dispatch(struct xfer *x)
 {
-    if (x->dlen && (!x->event[0] || !strcmp(x->event, "message")))
-        http_payload(x, x->data, x->dlen);
-    x->dlen = 0;
+    if (x->data.len && (!x->event[0] || !strcmp(x->event, "message")))
+        http_payload(x, x->data.data, x->data.len);
+    hutch_buf_reset(&x->data);
     x->event[0] = '\0';
 }
 
@@ -1874,13 +1835,13 @@ static int sse_line(struct xfer *x, const char *line, size_t len)
         vlen--;
     }
     if (flen == 4 && !memcmp(line, "data", 4)) {
-        r = grow(&x->data, &x->dcap, x->dlen + vlen + 1,
-                 HUTCH_UPSTREAM_MAX_MESSAGE + 1);
+        if (vlen + 1 > x->data.max - x->data.len)
+            return -E2BIG;
+        r = hutch_buf_append(&x->data, val, vlen);
+        if (r == 0)
+            r = hutch_buf_append(&x->data, "\n", 1);
         if (r < 0)
             return r;
-        memcpy(x->data + x->dlen, val, vlen);
-        x->dlen += vlen;
-        x->data[x->dlen++] = '\n';
     } else if (flen == 5 && !memcmp(line, "event", 5)) {
         clean_text(x->event, sizeof(x->event), val, vlen);
     }
@@ -1899,16 +1860,15 @@ static int sse_feed(struct xfer *x, const char *p, size_t n)
         }
         x->cr = ch == '\r';
         if (ch == '\r' || ch == '\n') {
-            r = sse_line(x, x->buf, x->len);
-            x->len = 0;
+            r = sse_line(x, hutch_buf_str(&x->line), x->line.len);
+            hutch_buf_reset(&x->line);
             if (r < 0)
                 return r;
             continue;
         }
-        r = grow(&x->buf, &x->cap, x->len + 1, HUTCH_UPSTREAM_MAX_MESSAGE + 16);
+        r = hutch_buf_append(&x->line, &ch, 1);
         if (r < 0)
             return r;
-        x->buf[x->len++] = ch;
     }
     return 0;
 }
@@ -1929,12 +1889,10 @@ static size_t http_write_cb(char *ptr, size_t size, size_t nmemb, void *arg)
     if (x->mode == 2) {
         r = sse_feed(x, ptr, n);
     } else {
-        r = grow(&x->buf, &x->cap, x->len + n + 1, HUTCH_UPSTREAM_MAX_MESSAGE + 1);
-        if (r == 0) {
-            memcpy(x->buf + x->len, ptr, n);
-            x->len += n;
-        }
+        r = hutch_buf_append(&x->body, ptr, n);
     }
+    if (r == -E2BIG)
+        r = -EPROTO;
     if (r < 0) {
         x->err = r == -EPROTO ? -EPROTO : r;
         snprintf(x->why, sizeof(x->why), "%s",
@@ -1959,7 +1917,7 @@ static size_t http_header_cb(char *ptr, size_t size, size_t nmemb, void *arg)
         }
         while (vlen && is_space(v[vlen - 1]))
             vlen--;
-        x->got_session = vlen > 0 && vlen <= SESSION_ID_MAX;
+        x->got_session = vlen > 0 && vlen <= HUTCH_UPSTREAM_MAX_SESSION_ID;
         for (size_t i = 0; i < vlen && x->got_session; i++)
             if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7e)
                 x->got_session = false;
@@ -2023,9 +1981,9 @@ static void pool_put(struct server *s, struct xfer *x)
 }
 
 /* Run the transfer.  Our own loop rather than curl_easy_perform: a stream
- * left open after our response is cut off SSE_LINGER_MS later (servers
+ * left open after our response is cut off HUTCH_UPSTREAM_SSE_LINGER_MS later (servers
  * SHOULD close it; those that do keep the connection reusable), and
- * hutch stopping is noticed within POLL_MS. */
+ * hutch stopping is noticed within HUTCH_UPSTREAM_POLL_MS. */
 static CURLcode http_perform(struct xfer *x)
 {
     CURLcode rc = CURLE_OK;
@@ -2035,7 +1993,7 @@ static CURLcode http_perform(struct xfer *x)
     if (curl_multi_add_handle(x->m, x->h) != CURLM_OK)
         return CURLE_FAILED_INIT;
     for (;;) {
-        int wait = POLL_MS;
+        int wait = HUTCH_UPSTREAM_POLL_MS;
         if (curl_multi_perform(x->m, &running) != CURLM_OK) {
             rc = CURLE_FAILED_INIT;
             break;
@@ -2044,9 +2002,9 @@ static CURLcode http_perform(struct xfer *x)
             break;
         if (x->done) {
             uint64_t since = hutch_now_ms() - x->done_at;
-            if (since >= SSE_LINGER_MS)
+            if (since >= HUTCH_UPSTREAM_SSE_LINGER_MS)
                 break;
-            wait = (int)(SSE_LINGER_MS - since);
+            wait = (int)(HUTCH_UPSTREAM_SSE_LINGER_MS - since);
         }
         if (x->stop_aborts && stopping(x->s->u)) {
             rc = CURLE_ABORTED_BY_CALLBACK;
@@ -2067,7 +2025,7 @@ static CURLcode http_perform(struct xfer *x)
 static struct curl_slist *http_headers(struct server *s, bool with_session, bool *sent)
 {
     struct curl_slist *l = NULL, *t;
-    char line[SESSION_ID_MAX + 64];
+    char line[HUTCH_UPSTREAM_MAX_SESSION_ID + 64];
 
     *sent = false;
 #define ADD(str)                                                                       \
@@ -2131,7 +2089,8 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
                      bool initialize, int depth, cJSON **reply, char *session_out,
                      struct hutch_err *err)
 {
-    struct xfer x = {.s = s, .want_id = want_id, .depth = depth, .stop_aborts = true};
+    struct xfer x = {
+        .s = s, .want_id = want_id, .depth = depth, .stop_aborts = true, XFER_BUFS};
     struct curl_slist *hl = NULL;
     bool sent_session = false;
     long status = 0;
@@ -2169,7 +2128,7 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
         r = hutch_err_set(err, -ESTALE, "upstream %s forgot our session", s->name);
     } else if (status >= 200 && status < 300) {
         if (x.mode != 2 && want_id)
-            http_payload(&x, x.buf ? x.buf : "", x.len);
+            http_payload(&x, hutch_buf_str(&x.body), x.body.len);
         if (want_id && !x.done)
             r = hutch_err_set(
                 err, -EPROTO,
@@ -2179,14 +2138,14 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
         char shown[SNIPPET] = "";
         cJSON *msg = NULL;
         const cJSON *e, *em;
-        if (x.mode != 2 && x.buf)
-            msg = cJSON_ParseWithLength(x.buf, x.len);
+        if (x.mode != 2 && x.body.data)
+            msg = cJSON_ParseWithLength(x.body.data, x.body.len);
         e = get(msg, "error");
         em = get(e, "message");
         if (cJSON_IsString(em))
             clean_text(shown, sizeof(shown), em->valuestring, strlen(em->valuestring));
-        else if (x.mode != 2 && x.buf)
-            clean_text(shown, sizeof(shown), x.buf, x.len);
+        else if (x.mode != 2 && x.body.data)
+            clean_text(shown, sizeof(shown), x.body.data, x.body.len);
         cJSON_Delete(msg);
         r = hutch_err_set(err, status == 401 || status == 403 ? -EACCES : -EREMOTEIO,
                           "upstream %s answered with HTTP %ld%s%s%s", s->name, status,
@@ -2199,13 +2158,13 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
         x.reply = NULL;
     }
     if (r == 0 && initialize && session_out)
-        snprintf(session_out, SESSION_ID_MAX + 1, "%s", x.got_session ? x.session : "");
+        snprintf(session_out, HUTCH_UPSTREAM_MAX_SESSION_ID + 1, "%s",
+                 x.got_session ? x.session : "");
 out:
     curl_slist_free_all(hl);
     pool_put(s, &x);
     cJSON_Delete(x.reply);
-    free(x.buf);
-    free(x.data);
+    xfer_free_bufs(&x);
     return r;
 }
 
@@ -2216,7 +2175,7 @@ static int http_request(struct server *s, const char *method, const cJSON *param
                         bool may_reinit, cJSON **reply, struct hutch_err *err)
 {
     bool initialize = !strcmp(method, "initialize");
-    char session[SESSION_ID_MAX + 1];
+    char session[HUTCH_UPSTREAM_MAX_SESSION_ID + 1];
     uint64_t gen;
     int r, attempt = 0;
 
@@ -2244,7 +2203,8 @@ again:
                 cJSON_AddStringToObject(cp, "reason", "timed out"))
                 text = cJSON_PrintUnformatted(cm);
             if (text)
-                http_post(s, text, 0, NOTE_TIMEOUT_MS, false, 1, NULL, NULL, NULL);
+                http_post(s, text, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL,
+                          NULL);
             free(text);
             cJSON_Delete(cm);
         }
@@ -2293,7 +2253,7 @@ static int http_notify(struct server *s, const char *method, uint64_t deadline,
 /* Best effort: tell the server we are done with the session. */
 static void http_end_session(struct server *s)
 {
-    struct xfer x = {.s = s};
+    struct xfer x = {.s = s, XFER_BUFS};
     struct curl_slist *hl = NULL;
     bool sent = false;
 
@@ -2301,15 +2261,14 @@ static void http_end_session(struct server *s)
         return;
     hl = http_headers(s, true, &sent);
     if (hl && sent) {
-        http_setup(s, x.h, &x, NOTE_TIMEOUT_MS);
+        http_setup(s, x.h, &x, HUTCH_UPSTREAM_NOTE_MS);
         curl_easy_setopt(x.h, CURLOPT_CUSTOMREQUEST, "DELETE");
         curl_easy_setopt(x.h, CURLOPT_HTTPHEADER, hl);
         http_perform(&x);
     }
     curl_slist_free_all(hl);
     pool_put(s, &x);
-    free(x.buf);
-    free(x.data);
+    xfer_free_bufs(&x);
     cJSON_Delete(x.reply);
 }
 
@@ -2395,7 +2354,7 @@ static int fetch_tools(struct server *s, uint64_t deadline, unsigned budget,
             const cJSON *name = get(t, "name");
             next_t = t->next;
             if (!cJSON_IsObject(t) || !cJSON_IsString(name) || !name->valuestring[0] ||
-                strlen(name->valuestring) > TOOL_NAME_MAX ||
+                strlen(name->valuestring) > HUTCH_MAX_TOOL_NAME ||
                 text_has_ctl(name->valuestring)) {
                 invalid++;
             } else if (has_tool(tools, name->valuestring)) {
@@ -2411,7 +2370,7 @@ static int fetch_tools(struct server *s, uint64_t deadline, unsigned budget,
         free(cursor);
         cursor = NULL;
         if (!capped && cJSON_IsString(next) && next->valuestring[0] &&
-            strlen(next->valuestring) <= CURSOR_MAX &&
+            strlen(next->valuestring) <= HUTCH_UPSTREAM_MAX_CURSOR &&
             !(cursor = strdup(next->valuestring))) {
             r = hutch_err_set(err, -ENOMEM, "out of memory");
             goto out;
@@ -2608,7 +2567,8 @@ static void stdio_run_once(struct server *s, unsigned *backoff)
     r = handshake(s, hutch_now_ms() + (unsigned)s->u->start_ms, &tools, &e);
     if (r < 0) {
         if (stopping(s->u)) {
-            child_teardown(s, c, STDIN_GRACE_MS, -ECONNRESET, "was stopped", &x);
+            child_teardown(s, c, HUTCH_UPSTREAM_STDIN_GRACE_MS, -ECONNRESET,
+                           "was stopped", &x);
             return;
         }
         if (r != -ECONNRESET) { /* no answer or a bad one: it will not get better */
@@ -2617,7 +2577,7 @@ static void stdio_run_once(struct server *s, unsigned *backoff)
             child_teardown(s, c, 0, -ECONNRESET, "was stopped", &x);
             return;
         }
-        child_teardown(s, c, DEAD_GRACE_MS, -ECONNRESET, "exited", &x);
+        child_teardown(s, c, HUTCH_UPSTREAM_DEAD_GRACE_MS, -ECONNRESET, "exited", &x);
         snprintf(why, sizeof(why), "%s before initialize%s%s", x.text,
                  x.last_err[0] ? ": " : "", x.last_err);
         hutch_log(HUTCH_LOG_WARN, s->who, "%s", why);
@@ -2633,20 +2593,21 @@ static void stdio_run_once(struct server *s, unsigned *backoff)
     snprintf(why, sizeof(why), "%s", c->broken_why);
     pthread_mutex_unlock(&s->lock);
     if (stopping(s->u)) {
-        child_teardown(s, c, STDIN_GRACE_MS, -ECONNRESET, "was stopped", &x);
+        child_teardown(s, c, HUTCH_UPSTREAM_STDIN_GRACE_MS, -ECONNRESET, "was stopped",
+                       &x);
         return;
     }
     /* mark_dead or mark_broken already left "ready". */
-    child_teardown(s, c, broken ? 0 : DEAD_GRACE_MS, broken ? broken : -ECONNRESET,
-                   broken ? why : "exited", &x);
+    child_teardown(s, c, broken ? 0 : HUTCH_UPSTREAM_DEAD_GRACE_MS,
+                   broken ? broken : -ECONNRESET, broken ? why : "exited", &x);
     if (broken)
         snprintf(why + strlen(why), sizeof(why) - strlen(why), " (killed it)");
     else
         snprintf(why, sizeof(why), "%s%s%s", x.text, x.last_err[0] ? ": " : "",
                  x.last_err);
     pthread_mutex_lock(&s->lock);
-    if (hutch_now_ms() - s->ready_since >= STABLE_MS)
-        *backoff = BACKOFF_MIN_MS;
+    if (hutch_now_ms() - s->ready_since >= HUTCH_UPSTREAM_STABLE_MS)
+        *backoff = HUTCH_UPSTREAM_BACKOFF_MIN_MS;
     if (s->state == ST_RESTARTING)
         snprintf(s->error, sizeof(s->error), "%s; restarting", why);
     pthread_mutex_unlock(&s->lock);
@@ -2670,14 +2631,14 @@ static void http_run_once(struct server *s, unsigned *backoff)
         return;
     }
     set_ready(s, tools);
-    *backoff = BACKOFF_MIN_MS;
+    *backoff = HUTCH_UPSTREAM_BACKOFF_MIN_MS;
     serve(s, NULL);
 }
 
 static void *supervisor_main(void *arg)
 {
     struct server *s = arg;
-    unsigned backoff = BACKOFF_MIN_MS;
+    unsigned backoff = HUTCH_UPSTREAM_BACKOFF_MIN_MS;
 
     while (!stopping(s->u)) {
         if (s->tr == TR_STDIO)
@@ -2687,7 +2648,9 @@ static void *supervisor_main(void *arg)
         if (stopping(s->u))
             break;
         wait_backoff(s, backoff);
-        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+        backoff = backoff * 2 > HUTCH_UPSTREAM_BACKOFF_MAX_MS
+                      ? HUTCH_UPSTREAM_BACKOFF_MAX_MS
+                      : backoff * 2;
     }
     if (s->tr == TR_HTTP)
         http_end_session(s);
@@ -2908,7 +2871,8 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
 {
     struct server *s = NULL;
     cJSON *params = NULL;
-    char tname[TOOL_NAME_MAX + 1], what[TOOL_NAME_MAX + 16], state[HUTCH_ERR_MSG];
+    char tname[HUTCH_MAX_TOOL_NAME + 1], what[HUTCH_MAX_TOOL_NAME + 16],
+        state[HUTCH_ERR_MSG];
     bool ready;
     unsigned ms;
     int r;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "util.h"
 
 void hutch_freep(void *p)
@@ -71,47 +72,29 @@ int hutch_write_all(int fd, const void *buf, size_t len)
 
 int hutch_read_fd(int fd, size_t max, char **data, size_t *len, struct hutch_err *err)
 {
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf)
+    struct hutch_buf b;
+    ssize_t r;
+
+    /* One byte over max, to tell "exactly max" from "more". */
+    hutch_buf_init(&b, max + 1);
+    do {
+        r = hutch_buf_read(&b, fd, 65536);
+    } while (r > 0 || r == -EINTR);
+    if (r == -ENOMEM) {
+        hutch_buf_free(&b);
         return hutch_err_set(err, -ENOMEM, "out of memory");
-    for (;;) {
-        ssize_t r;
-        if (n == cap) {
-            char *nb;
-            if (cap >= max + 1) {
-                free(buf);
-                return hutch_err_set(err, -E2BIG, "input is larger than %zu bytes",
-                                     max);
-            }
-            cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            nb = realloc(buf, cap + 1);
-            if (!nb) {
-                free(buf);
-                return hutch_err_set(err, -ENOMEM, "out of memory");
-            }
-            buf = nb;
-        }
-        r = read(fd, buf + n, cap - n);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = -errno;
-            free(buf);
-            return hutch_err_set(err, e, "read: %s", strerror(-e));
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
     }
-    if (n > max) {
-        free(buf);
+    if (r < 0 && r != -E2BIG) {
+        hutch_buf_free(&b);
+        return hutch_err_set(err, (int)r, "read: %s", strerror((int)-r));
+    }
+    if (b.len > max) {
+        hutch_buf_free(&b);
         return hutch_err_set(err, -E2BIG, "input is larger than %zu bytes", max);
     }
-    buf[n] = '\0';
-    *data = buf;
-    if (len)
-        *len = n;
+    *data = hutch_buf_steal(&b, len);
+    if (!*data)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
     return 0;
 }
 

@@ -24,11 +24,8 @@ void hutch_wire_reader_free(struct hutch_wire_reader *r)
 
 int hutch_wire_feed(struct hutch_wire_reader *r, const void *data, size_t n)
 {
-    if (r->consumed > 0) {
-        memmove(r->buf.data, r->buf.data + r->consumed, r->buf.len - r->consumed);
-        r->buf.len -= r->consumed;
-        r->consumed = 0;
-    }
+    hutch_buf_consume(&r->buf, r->consumed);
+    r->consumed = 0;
     if (hutch_buf_append(&r->buf, data, n) < 0)
         return -E2BIG;
     /* A partial line already past the cap can never become valid. */
@@ -106,7 +103,7 @@ int hutch_json_depth(const cJSON *j)
 static int printable_name(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 256)
+    if (n == 0 || n > HUTCH_MAX_QUALIFIED_NAME)
         return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
@@ -162,9 +159,9 @@ int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
         }
         m->id = (int64_t)id->valuedouble;
         if (!cJSON_IsString(tool) || !printable_name(tool->valuestring)) {
-            r = hutch_err_set(
-                err, -EBADMSG,
-                "tool_call tool must be a printable string of 1-256 bytes");
+            r = hutch_err_set(err, -EBADMSG,
+                              "tool_call tool must be a printable string of 1-%u bytes",
+                              (unsigned)HUTCH_MAX_QUALIFIED_NAME);
             goto fail;
         }
         m->tool = tool->valuestring;

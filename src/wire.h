@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "archive.h"
+#include "buf.h"
 #include "hutch-executor.h"
 
 /* Splits a byte stream into lines of at most `max` bytes. */

@@ -261,7 +261,7 @@ def reloads():
 rt = threading.Thread(target=reloads); rt.start()
 for i in range(1, 201):
     send({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "execute_code", "arguments": {"language": "python", "code": "%d * 2" % i}}})
-    while len([k for k in results if k]) < i - 8:   # at most 8 in flight
+    while len([k for k in list(results) if k]) < i - 8:   # at most 8 in flight (list(): the reader thread adds to it)
         time.sleep(0.005)
 deadline = time.time() + 120
 while len(results) < 200 and time.time() < deadline:

@@ -28,7 +28,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "archive.h"
+#include "buf.h"
+#include "hutch_archive.h"
 #include "plugin.h"
 #include "tap.h"
 #include "util.h"

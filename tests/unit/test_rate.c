@@ -140,7 +140,7 @@ static void test_unlimited_and_errors(void)
     struct hutch_rate *r = hutch_rate_new();
     uint64_t retry = 5;
     int all = 1;
-    char longname[HUTCH_RATE_MAX_NAME + 2];
+    char longname[HUTCH_MAX_PRINCIPAL_NAME + 2];
 
     for (int i = 0; i < 100000; i++)
         all &= take(r, "u", "execution", 0, 0, &retry) == 0;
@@ -155,9 +155,9 @@ static void test_unlimited_and_errors(void)
     longname[sizeof(longname) - 1] = '\0';
     ok(take(r, longname, "execution", 1, 0, NULL) == -EINVAL,
        "too long a name: -EINVAL");
-    longname[HUTCH_RATE_MAX_NAME] = '\0';
+    longname[HUTCH_MAX_PRINCIPAL_NAME] = '\0';
     ok(take(r, longname, "execution", 1, 0, NULL) == 0,
-       "a name of exactly %d bytes is fine", HUTCH_RATE_MAX_NAME);
+       "a name of exactly %d bytes is fine", HUTCH_MAX_PRINCIPAL_NAME);
     hutch_rate_free(NULL);
     hutch_rate_free(r);
 }

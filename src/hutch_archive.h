@@ -1,31 +1,15 @@
-/* archive.h — tar streams in both directions (libarchive).
+/* hutch_archive.h — tar streams in both directions (archive.c, on top of
+ * libarchive, whose own header is <archive.h>).
  *
  * hutch_archive_extract() is the one safe unpacker: everything that comes
  * out of a sandbox goes through it, and so does what goes in. */
 #ifndef HUTCH_ARCHIVE_H
 #define HUTCH_ARCHIVE_H
 
-/* Same file name as libarchive's <archive.h>: src/ must be on the include
- * path with -iquote, not -I, or <archive.h> finds this file. */
-
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hutch-executor.h"
-
-/* A growable byte buffer with a hard maximum fixed at creation. */
-struct hutch_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-    size_t max;
-};
-void hutch_buf_init(struct hutch_buf *b, size_t max);
-/* -E2BIG past max (nothing appended), -ENOMEM. */
-int hutch_buf_append(struct hutch_buf *b, const void *p, size_t n);
-void hutch_buf_free(struct hutch_buf *b);
-/* hutch_write_fn adapter: arg is a struct hutch_buf *. */
-int hutch_buf_write(void *arg, const void *p, size_t n);
 
 /* Default limits for tars going into / coming out of a sandbox. */
 void hutch_archive_limits_in(struct hutch_archive_limits *lim);
@@ -97,10 +81,26 @@ int hutch_tar_finish(struct hutch_tar *t, const void **data, size_t *len,
                      struct hutch_err *err);
 void hutch_tar_free(struct hutch_tar *t);
 
-/* Calls fn for each regular file of a tar held in memory (one that
- * hutch_archive_extract or the listing already validated): its path
- * (relative, without "./"), its bytes and size.  Files over max_file bytes
- * are passed with data NULL.  Stops early when fn returns non-zero. */
+/* The one judge of an untrusted tar held in memory, shared by every reader
+ * (extract, list, read_files, and filter as a packer): 0 when extract would
+ * take it (the rules above, from the headers alone; nothing is written),
+ * else the reason in err.  Then calls fn, when not NULL, for each entry in
+ * tar order: its path (relative, without "./" or a trailing "/"), whether it
+ * is a directory, and the size its header declares; fn returning non-zero
+ * stops the listing.  Parent directories no entry names are not listed.  A
+ * NULL `lim` means hutch_archive_limits_out(). */
+typedef int (*hutch_tar_entry_fn)(void *arg, const char *path, int is_dir,
+                                  uint64_t size);
+int hutch_archive_list(const void *tar, size_t len,
+                       const struct hutch_archive_limits *lim, hutch_tar_entry_fn fn,
+                       void *arg, struct hutch_err *err);
+
+/* Calls fn for each regular file of an untrusted tar held in memory, after
+ * the judge (hutch_archive_list, default limits) accepted it: its path (as
+ * listed), its bytes (NUL-terminated) and size.  Files over max_file bytes
+ * are passed with data NULL.  Stops early when fn returns non-zero.  No
+ * bytes (len 0) mean no files; a tar the judge refuses gives no call and
+ * the reason in err. */
 typedef int (*hutch_tar_file_fn)(void *arg, const char *path, const void *data,
                                  size_t size);
 int hutch_archive_read_files(const void *tar, size_t len, size_t max_file,
