@@ -5,5 +5,5 @@
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 export HUTCH_EXECUTOR=gvisor
 . "$HUTCH_SRCDIR/tests/lib/executor.sh"
-executor_require
+executor_require --exec
 exec /usr/bin/node "$HUTCH_SRCDIR/tests/mcp/sdk_stdio.mjs"

@@ -4,6 +4,9 @@
 #   executor_require   the executor must be usable: skip_all when it is not,
 #                      but fail under CI (contrib/test.sh starts dockerd)
 #   is_local           true on the local executor
+#   executor_assert    two tests: a result names $EXECUTOR, and a program sees
+#                      its kind of sandbox (executor_require runs it); every
+#                      `run_hutch run --json` is checked the same way (tap.sh)
 # On the gvisor executor, it adds the check that no runsc process, state
 # directory or mount of a gone hutch is left.
 # On the docker executor, executor_require also takes the Docker test lock
@@ -16,8 +19,28 @@ DOCKER_LOCK=/tmp/hutch-docker-tests.lock
 
 is_local() { [ "$EXECUTOR" = local ]; }
 
-executor_require() {
-    is_local && return 0
+# What a program sees of the executor it runs on: a container has
+# /.dockerenv, gVisor's kernel reports its own made-up version.
+SANDBOX_PROBE='import os
+v = open("/proc/version").read()
+"docker" if os.path.exists("/.dockerenv") else "gvisor" if "#1 SMP Sun Jan 10 15:06:54 PST 2016" in v else "local"'
+
+# The suite runs on $EXECUTOR: the result says so, and so does the sandbox.
+executor_assert() {
+    run_hutch run --json --lang python -e "$SANDBOX_PROBE"
+    is "this suite runs on the $EXECUTOR executor (the result names it)" \
+        "$(echo "$OUT" | json executor)" "$EXECUTOR"
+    is "this suite runs on the $EXECUTOR executor (the sandbox looks like it)" \
+        "$(echo "$OUT" | json result)" "$EXECUTOR"
+}
+
+executor_require() { # [--exec]: another TAP program follows; it asserts itself
+    assert_here=1
+    [ "${1:-}" = --exec ] && assert_here=0
+    if is_local; then
+        [ "$assert_here" = 1 ] && executor_assert
+        return 0
+    fi
     line=$("$HUTCH" plugins 2>&1 | awk -v n="$EXECUTOR" '$1 == n')
     case "$line" in
     *" usable "*) ;;
@@ -45,6 +68,7 @@ executor_require() {
         flock "${GVISOR_LOCK_MODE:--s}" 8
         T_AT_END="$T_AT_END gvisor_assert_clean"
     fi
+    [ "$assert_here" = 1 ] && executor_assert
     return 0
 }
 

@@ -87,4 +87,30 @@ run_hutch() {
     OUT=$(cat "$T_TMP_OUT")
     ERR=$(cat "$T_TMP_ERR")
     rm -f "$T_TMP_OUT" "$T_TMP_ERR"
+    t_check_executor "$@"
+}
+# A `hutch run --json` whose program ran must name the executor the test
+# asked for (--executor, else $HUTCH_EXECUTOR, else local): a suite never
+# passes on the wrong executor.  A mismatch is a failed test.
+t_check_executor() {
+    [ "${1:-}" = run ] || return 0
+    want=${HUTCH_EXECUTOR:-local}
+    json_out=0
+    prev=""
+    for a in "$@"; do
+        [ "$a" = --json ] && json_out=1
+        [ "$prev" = --executor ] || [ "$prev" = -x ] && want=$a
+        prev=$a
+    done
+    [ "$json_out" = 1 ] || return 0
+    got=$(printf '%s' "$OUT" | $PY -c 'import json, sys
+try:
+    print(json.loads(sys.stdin.read()).get("executor", "-"))
+except Exception:
+    print("")' 2>/dev/null)
+    [ -z "$got" ] && return 0 # no result: hutch refused before running
+    if [ "$got" != "$want" ]; then
+        t_result 1 "hutch run ran on the $want executor"
+        printf '#   got: %s (hutch %s)\n' "$got" "$*" | head -c 400
+    fi
 }

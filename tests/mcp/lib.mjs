@@ -408,15 +408,24 @@ export async function startHttp({ sdk, hutch, servers, token = "t0ken-" + proces
 // --- results ------------------------------------------------------------------------
 
 // Runs execute_code and returns { r: the CallToolResult, s: structuredContent, text, ms }.
+// The executor every execution of this test must run on: options.executor,
+// else $HUTCH_EXECUTOR, else local.  A result that names another one throws,
+// so a suite can never pass on the wrong executor.
 export async function execute(client, args, options = {}) {
+  const { executor, ...rest } = options;
+  const want = executor || process.env.HUTCH_EXECUTOR || "local";
   const t0 = performance.now();
   const r = await client.callTool({ name: "execute_code", arguments: args }, undefined, {
     timeout: 60000,
-    ...options,
+    ...rest,
   });
   const ms = performance.now() - t0;
   const textBlock = (r.content || []).find((c) => c.type === "text");
-  return { r, s: r.structuredContent || {}, text: textBlock ? textBlock.text : "", ms };
+  const s = r.structuredContent || {};
+  if (s.exit_code !== undefined && s.executor !== want) {
+    throw new Error(`the execution ran on executor ${JSON.stringify(s.executor)}, not ${want}`);
+  }
+  return { r, s, text: textBlock ? textBlock.text : "", ms };
 }
 
 export const py = (code, extra = {}) => ({ language: "python", code, ...extra });

@@ -1,0 +1,7 @@
+#!/bin/bash
+# pool.sh — tests/mcp/pool.mjs on the gvisor executor.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+export HUTCH_EXECUTOR=gvisor
+. "$HUTCH_SRCDIR/tests/lib/executor.sh"
+executor_require --exec
+exec /usr/bin/node "$HUTCH_SRCDIR/tests/mcp/pool.mjs"

@@ -1,0 +1,189 @@
+// pool.mjs — warm pools of single-use sandboxes on the executor under test
+// ($HUTCH_EXECUTOR, default local), through `hutch serve` and the official
+// SDK client:
+//   - a pooled sandbox answers, and says so (warm: true, the executor);
+//   - a pooled sandbox is never used twice: what one execution leaves in
+//     /work, /tmp and a background process, no later execution sees;
+//   - 64 executions through a pool of 2 while the policy is reloaded (the
+//     class changes): all answered, all right, all audited;
+//   - kill -9 of hutch with full pools leaves nothing after the next start;
+//   - a pool whose refill fails degrades to cold starts with the reason in
+//     the log, and recovers by itself.
+// Budgets are generous: nothing here depends on the machine's speed.  TAP.
+import {
+  descendants, execute, fs, js, loadSdk, os, path, pidAlive, py, requireEnv, sleep, spawnSync,
+  startStdio, tap, waitFor,
+} from "./lib.mjs";
+
+const hutch = requireEnv({ needServers: false });
+const sdk = await loadSdk();
+const t = tap({ timeout: 1800 });
+const STEP_S = 300; // per step: generous, nothing here is timed
+const E = process.env.HUTCH_EXECUTOR || "local";
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-pool-"));
+const env = { HUTCH_EXECUTOR: "" };
+const base = ["--executor", E];
+
+// Executes until one comes warm (the pool filled), within a generous budget.
+async function untilWarm(h, args = py("1")) {
+  const until = Date.now() + 120000;
+  while (Date.now() < until) {
+    const x = await execute(h.client, args, { executor: E });
+    if (x.s.exit_code !== 0) throw new Error(`execution failed: ${JSON.stringify(x.s).slice(0, 400)}`);
+    if (x.s.warm === true) return x;
+    await sleep(300);
+  }
+  throw new Error("no execution came warm within 120 s");
+}
+
+await t.step(`a pooled sandbox answers, warm, on ${E}`, async () => {
+  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2,javascript=1"], env });
+  try {
+    const x = await untilWarm(h, py("print('hi')\n6 * 7"));
+    if (x.s.result !== 42 || x.s.stdout !== "hi\n" || x.s.executor !== E) throw new Error(JSON.stringify(x.s));
+    const y = await untilWarm(h, js("console.log('js'); return 6 * 7"));
+    if (y.s.result !== 42 || y.s.stdout !== "js\n") throw new Error(JSON.stringify(y.s));
+    // Cold still works next to the pool, and says so.
+    const z = await execute(h.client, py("1", { timeout_ms: 20000 }), { executor: E });
+    if (z.s.exit_code !== 0 || typeof z.s.warm !== "boolean") throw new Error(JSON.stringify(z.s));
+  } finally {
+    await h.close();
+  }
+}, STEP_S);
+
+await t.step("a pooled sandbox is never used twice (/work, /tmp, processes)", async () => {
+  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2"], env });
+  const leave = `import os, subprocess
+open("/work/marker", "w").write("x")
+open("/tmp/marker", "w").write("x")
+subprocess.Popen(["sleep", "600"], start_new_session=True)
+os.getpid()`;
+  const look = `import os
+procs = [open("/proc/%s/cmdline" % p, "rb").read().split(b"\\0")[0].decode()
+         for p in os.listdir("/proc") if p.isdigit()]
+[os.path.exists("/work/marker"), os.path.exists("/tmp/marker"), [p for p in procs if p.endswith("sleep")]]`;
+  try {
+    const a = await untilWarm(h, py(leave));
+    if (a.s.exit_code !== 0) throw new Error(JSON.stringify(a.s));
+    let warm = 0;
+    for (let i = 0; i < 8; i++) {
+      const b = await execute(h.client, py(look), { executor: E });
+      if (b.s.exit_code !== 0) throw new Error(JSON.stringify(b.s));
+      if (JSON.stringify(b.s.result) !== JSON.stringify([false, false, []])) {
+        throw new Error(`execution ${i} saw what another left: ${JSON.stringify(b.s.result)}`);
+      }
+      warm += b.s.warm ? 1 : 0;
+      await sleep(200);
+    }
+    if (warm === 0) throw new Error("none of the later executions came from the pool");
+  } finally {
+    await h.close();
+  }
+}, STEP_S);
+
+await t.step("64 executions through a pool of 2 while the policy is reloaded", async () => {
+  const live = path.join(tmp, "live.lua"), audit = path.join(tmp, "audit.jsonl");
+  const pol = (mb) => `return { tools = { allow = { "*" } }, limits = { memory_mb = ${mb} } }\n`;
+  fs.writeFileSync(live, pol(256));
+  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2", "--policy", live, "--audit", audit], env });
+  try {
+    await untilWarm(h);
+    let next = 0, wrong = [], warm = 0;
+    const reloads = (async () => {
+      for (let i = 0; i < 6; i++) {
+        await sleep(250);
+        fs.writeFileSync(live, pol(i % 2 ? 256 : 200)); // a new class each time
+        process.kill(h.pid, "SIGHUP");
+      }
+    })();
+    const worker = async () => {
+      while (next < 64) {
+        const i = ++next;
+        const x = await execute(h.client, py(`${i} * 3`), { executor: E });
+        if (x.s.exit_code !== 0 || x.s.result !== i * 3) wrong.push([i, x.text.slice(0, 300)]);
+        warm += x.s.warm ? 1 : 0;
+      }
+    };
+    await Promise.all([worker(), worker(), worker(), worker(), reloads]);
+    if (wrong.length) throw new Error(`wrong answers: ${JSON.stringify(wrong.slice(0, 3))}`);
+    if (warm === 0) throw new Error("no execution came warm");
+    await h.close();
+    const recs = fs.readFileSync(audit, "utf8").split("\n").filter((l) => l.includes('"event":"execution"'));
+    const ran = recs.map((l) => JSON.parse(l)).filter((r) => r.decision === "done" && r.executor === E);
+    // untilWarm's executions are audited too.
+    if (ran.length < 65) throw new Error(`audited ${ran.length} executions on ${E}, want at least 65`);
+    if (!ran.some((r) => r.warm === true)) throw new Error("the audit shows no warm execution");
+  } finally {
+    await h.close();
+  }
+}, STEP_S);
+
+// What a hutch process (pid) left of the executor, once it is gone.
+function leftovers(pid) {
+  if (E === "docker") {
+    const r = spawnSync("docker", ["ps", "-a", "--filter", "label=hutch.owner", "--format", '{{.ID}} {{.Label "hutch.owner"}}'], { encoding: "utf8" });
+    return r.stdout.split("\n").filter((l) => l.includes(`:${pid}:`));
+  }
+  if (E === "gvisor") {
+    const dir = "/run/hutch/gvisor";
+    const dirs = fs.existsSync(dir) ? fs.readdirSync(dir).filter((d) => d.startsWith(`${pid}.`)) : [];
+    const r = spawnSync("pgrep", ["-af", `--root=${dir}/${pid}\\.`], { encoding: "utf8" });
+    return [...dirs, ...r.stdout.split("\n").filter((l) => l && !l.includes("pgrep"))];
+  }
+  return [];
+}
+
+await t.step("kill -9 of hutch with full pools leaves nothing after the next start", async () => {
+  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2,javascript=2"], env });
+  await untilWarm(h);
+  await untilWarm(h, js("1"));
+  await sleep(3000); // refills under way finish (not a timing assertion: more only helps)
+  const pid = h.pid;
+  const below = descendants(pid).map((p) => p.pid);
+  if (below.length === 0) throw new Error("no process below hutch");
+  process.kill(pid, "SIGKILL");
+  await waitFor(() => !pidAlive(pid), 30000);
+  // The next hutch on this executor cleans what a dead one left.
+  const h2 = await startStdio({ sdk, hutch, args: [...base, "--pool", "0"], env });
+  const x = await execute(h2.client, py("1"), { executor: E });
+  await h2.close();
+  if (x.s.exit_code !== 0) throw new Error(JSON.stringify(x.s));
+  const alive = await waitFor(() => below.every((p) => !pidAlive(p)) && leftovers(pid).length === 0, 60000);
+  if (!alive) {
+    throw new Error(`left: processes ${JSON.stringify(below.filter(pidAlive))}, ${JSON.stringify(leftovers(pid))}`);
+  }
+  await h.close().catch(() => {});
+}, STEP_S);
+
+await t.step("a refill that fails degrades to cold starts, says why, and recovers", async () => {
+  // A runner directory of our own whose Python runner we take away and
+  // give back: every executor starts the runner from it.
+  const runners = path.join(tmp, "runners");
+  fs.cpSync(process.env.HUTCH_RUNNER_DIR, runners, { recursive: true });
+  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=1", "-v"], env: { ...env, HUTCH_RUNNER_DIR: runners } });
+  try {
+    await untilWarm(h);
+    fs.renameSync(path.join(runners, "runner.py"), path.join(runners, "runner.py.away"));
+    // The pool's sandbox (started before) may still answer; after it, every
+    // start fails, warm or cold, and the agent is told why.
+    let failed;
+    for (let i = 0; i < 5 && !failed; i++) {
+      const x = await execute(h.client, py("1"), { executor: E });
+      if (x.r.isError && x.s.exit_code === undefined) failed = x;
+    }
+    if (!failed || !/runner failed to start|runner\.py/.test(failed.text)) {
+      throw new Error(`no clear failure: ${failed ? failed.text : "every execution succeeded"}`);
+    }
+    const logged = await waitFor(() => /pool: starting a \w+ python sandbox failed/.test(h.logs()), 60000);
+    if (!logged) throw new Error(`the pool's failure is not in the log:\n${h.logs().slice(-2000)}`);
+    fs.renameSync(path.join(runners, "runner.py.away"), path.join(runners, "runner.py"));
+    const back = await untilWarm(h);
+    if (back.s.exit_code !== 0) throw new Error(JSON.stringify(back.s));
+    if (!/sandboxes start again/.test(h.logs())) throw new Error("the recovery is not in the log");
+  } finally {
+    await h.close();
+  }
+}, STEP_S);
+
+fs.rmSync(tmp, { recursive: true, force: true });
+t.done();
