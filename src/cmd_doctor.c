@@ -17,7 +17,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "govern.h"
+#include "job.h"
 #include "plugin.h"
+#include "util.h"
 
 extern char **environ;
 
@@ -211,6 +214,91 @@ static void check_plugins(struct doctor *d, const char *dir)
     hutch_plugins_free(ps);
 }
 
+/* One execution on executor `name` with a pool of one Python sandbox (or
+ * none): ms from request to result, -1 when it failed (err says why).
+ * *warm says whether the sandbox came from the pool. */
+static double timed_run(const char *dir, const char *name, int pool, int *warm,
+                        struct hutch_err *err)
+{
+    struct hutch_jobs_opts jo = {.plugin_dir = dir,
+                                 .executor = name,
+                                 .executor_from = "hutch doctor",
+                                 .pools = pool,
+                                 .pool_size = {pool, 0}};
+    struct hutch_job_req job = {.principal = "doctor",
+                                .language = "python",
+                                .code = "print(1)",
+                                .skip_files = 1,
+                                .stream_fd_out = -1,
+                                .stream_fd_err = -1};
+    struct hutch_exec_result res;
+    struct hutch_jobs *jobs = NULL;
+    struct hutch_gov *gov = NULL;
+    double ms = -1;
+    uint64_t t0, until = hutch_now_ms() + 60000;
+
+    hutch_exec_result_init(&res);
+    if (hutch_gov_new(NULL, "/dev/null", &gov, err) < 0 ||
+        hutch_jobs_new(&jo, &jobs, err) < 0)
+        goto out;
+    /* Wait (generously) for the pool to hold its sandbox. */
+    while (pool && hutch_now_ms() < until) {
+        cJSON *st = hutch_jobs_pool_status(jobs), *c;
+        int idle = 0;
+        cJSON_ArrayForEach(c, st) idle += cJSON_GetObjectItem(c, "idle")->valueint;
+        cJSON_Delete(st);
+        if (idle)
+            break;
+        usleep(20000);
+    }
+    t0 = hutch_now_us();
+    if (hutch_job_run(jobs, &job, &res, err) == 0 && res.exit_code == 0)
+        ms = (double)(hutch_now_us() - t0) / 1000.0;
+    else if (!err->msg[0])
+        hutch_err_set(err, -EIO, "exit %d: %s", res.exit_code, res.message);
+    *warm = res.warm;
+    hutch_job_release(jobs, &job);
+out:
+    hutch_exec_result_free(&res);
+    hutch_jobs_free(jobs);
+    hutch_gov_free(gov);
+    return ms;
+}
+
+/* Warm pools: one sandbox kept warm and taken, per executor that can. */
+static void check_pools(struct doctor *d, const char *dir)
+{
+    struct hutch_host host;
+    struct hutch_plugins *ps = NULL;
+    struct hutch_err err = {0};
+
+    hutch_host_init(&host, hutch_runner_dir());
+    if (hutch_plugins_load(hutch_plugin_dir(dir), &host, &ps, &err) < 0)
+        return;
+    for (size_t i = 0; i < ps->n; i++) {
+        struct hutch_plugin *p = &ps->v[i];
+        char what[96], detail[HUTCH_ERR_MSG + 160];
+        double warm_ms, cold_ms;
+        int warm = 0, cold = 0;
+        if (!p->usable || !(p->ex->caps & HUTCH_CAP_PRESTART))
+            continue;
+        snprintf(what, sizeof(what), "pool %s", p->name);
+        warm_ms = timed_run(dir, p->name, 1, &warm, &err);
+        if (warm_ms < 0 || !warm) {
+            snprintf(detail, sizeof(detail), "no warm sandbox: %s",
+                     err.msg[0] ? err.msg : "the pool did not fill within 60 s");
+            report(d, strcmp(p->name, "local") ? "warn" : "FAIL", what, detail);
+            continue;
+        }
+        cold_ms = timed_run(dir, p->name, 0, &cold, &err);
+        snprintf(detail, sizeof(detail),
+                 "print(1) in a pooled python sandbox: %.1f ms (pool hit); cold: %.1f ms",
+                 warm_ms, cold_ms);
+        report(d, "ok", what, detail);
+    }
+    hutch_plugins_free(ps);
+}
+
 int hutch_cmd_doctor(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -249,6 +337,7 @@ int hutch_cmd_doctor(int argc, char **argv)
     check_runtime(&d, "javascript", js, "nodejs");
     check_runners(&d);
     check_plugins(&d, dir);
+    check_pools(&d, dir);
     printf("%s\n", d.failures ? "some checks failed: see the lines marked FAIL"
                               : "the local executor can run here");
     return d.failures ? 1 : 0;

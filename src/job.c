@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "audit.h"
 #include "bridge.h"
 #include "caps.h"
 #include "govern.h"
@@ -224,10 +225,25 @@ fail:
     return r;
 }
 
+/* The pools' hits and misses so far, in the audit log (at a reload and
+ * at exit). */
+static void audit_pools(struct hutch_jobs *j, const char *why)
+{
+    cJSON *extra;
+    if (!j->pool)
+        return;
+    extra = cJSON_CreateObject();
+    cJSON_AddItemToObject(extra, "classes", hutch_pool_status(j->pool));
+    hutch_audit_log(hutch_gov_audit(j->o.gov), "pool", NULL, NULL, NULL, why, NULL, -1,
+                    extra);
+    cJSON_Delete(extra);
+}
+
 void hutch_jobs_free(struct hutch_jobs *j)
 {
     if (!j)
         return;
+    audit_pools(j, "exit");
     hutch_pool_free(j->pool); /* before the plugins it uses close */
     hutch_plugins_free(j->ps);
     hutch_policy_unref(j->configured);
@@ -240,6 +256,7 @@ int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err)
 {
     struct hutch_policy *p = hutch_gov_policy(j->o.gov);
     int r;
+    audit_pools(j, "reload");
     pthread_mutex_lock(&j->mu);
     r = configure(j, p, err);
     pthread_mutex_unlock(&j->mu);
@@ -278,8 +295,7 @@ static int choose_executor(struct hutch_jobs *j, struct hutch_policy *p,
     if (r < 0)
         return r;
     *name = base;
-    if (strcmp(d->executor, hutch_policy_executor(p)) == 0 ||
-        strcmp(d->executor, base) == 0)
+    if (!d->executor_from_hook || strcmp(d->executor, base) == 0)
         return 0; /* the hook picked nothing of its own */
     if (strength(d->executor) < 0 || strength(d->executor) < strength(base))
         return hutch_err_set(

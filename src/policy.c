@@ -2304,6 +2304,7 @@ static void read_adjustments(lua_State *L, int t, struct exec_ctx *c)
             return;
         }
         snprintf(c->out->executor, sizeof(c->out->executor), "%s", s);
+        c->out->executor_from_hook = 1;
     }
     lua_pop(L, 1);
     if (rawget_field(L, t, "limits") != LUA_TNIL) {
@@ -2374,7 +2375,7 @@ int hutch_policy_check_execute(struct hutch_policy *p,
                                size_t reason_len)
 {
     struct exec_ctx c = {0};
-    struct hutch_policy_decision d;
+    struct hutch_policy_decision d = {0};
     if (!p || !req || !out)
         return set_reason(reason, reason_len, -EINVAL,
                           "policy error: no policy loaded");

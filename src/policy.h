@@ -90,6 +90,7 @@ struct hutch_policy_exec {
 };
 struct hutch_policy_decision {
     char executor[64];
+    int executor_from_hook; /* on_execute named it (else the policy's) */
     struct hutch_policy_limits limits;
 };
 /* 0 allowed (*out filled), -EPERM refused with `reason`, other negative on
