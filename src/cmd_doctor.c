@@ -291,9 +291,10 @@ static void check_pools(struct doctor *d, const char *dir)
             continue;
         }
         cold_ms = timed_run(dir, p->name, 0, &cold, &err);
-        snprintf(detail, sizeof(detail),
-                 "print(1) in a pooled python sandbox: %.1f ms (pool hit); cold: %.1f ms",
-                 warm_ms, cold_ms);
+        snprintf(
+            detail, sizeof(detail),
+            "print(1) in a pooled python sandbox: %.1f ms (pool hit); cold: %.1f ms",
+            warm_ms, cold_ms);
         report(d, "ok", what, detail);
     }
     hutch_plugins_free(ps);

@@ -663,8 +663,9 @@ void hutch_box_destroy(struct hutch_box *b)
     box_free(b);
 }
 
-/* Reads what is there without blocking; 1 when the fd has data or ended. */
-static int drain_some(int fd, char *keep, size_t keep_max, size_t *kept)
+/* Reads what is there without blocking, keeping up to keep_max bytes:
+ * the bytes read, 0 at end of file or when nothing is there. */
+static ssize_t drain_some(int fd, char *keep, size_t keep_max, size_t *kept)
 {
     char buf[4096];
     ssize_t n = read(fd, buf, sizeof(buf));
@@ -673,8 +674,7 @@ static int drain_some(int fd, char *keep, size_t keep_max, size_t *kept)
         memcpy(keep + *kept, buf, take);
         *kept += take;
     }
-    return n > 0 || n == 0 ||
-           (errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK);
+    return n > 0 ? n : 0;
 }
 
 int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cls,
@@ -788,10 +788,10 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cl
             gone = 1;
     }
     if (!ready) {
-        /* What it printed on its way out says why. */
+        /* What it printed on its way out says why (bounded: a runner
+         * that keeps printing is cut at the keep buffer). */
         while (errlen < sizeof(errtext) - 1 &&
-               drain_some(b->sb->stderr_fd, errtext, sizeof(errtext) - 1, &errlen) &&
-               errlen > 0 && errlen < sizeof(errtext) - 1)
+               drain_some(b->sb->stderr_fd, errtext, sizeof(errtext) - 1, &errlen) > 0)
             ;
         r = hutch_err_set(err, -EIO, "the %s runner failed to start%s%.*s",
                           cls->language, errlen ? ": " : " (no output)", (int)errlen,

@@ -47,7 +47,6 @@ struct hutch_jobs {
     struct hutch_pool *pool;   /* NULL: every sandbox cold */
     pthread_mutex_t mu;
     struct hutch_policy *configured; /* the policy the pools were set up for */
-    char conflict[HUTCH_ERR_MSG];    /* non-empty: refuse every execution */
 };
 
 /* How well an executor isolates; -1: not known to hutch. */
@@ -153,11 +152,8 @@ static int configure(struct hutch_jobs *j, struct hutch_policy *p,
     struct hutch_plugin *pl;
     int r = default_executor(j, p, &name, err);
 
-    if (r < 0) {
-        snprintf(j->conflict, sizeof(j->conflict), "%s", err->msg);
+    if (r < 0)
         return r;
-    }
-    j->conflict[0] = '\0';
     hutch_policy_unref(j->configured);
     j->configured = hutch_policy_ref(p);
     if (!j->pool)
@@ -283,14 +279,18 @@ static int choose_executor(struct hutch_jobs *j, struct hutch_policy *p,
     const char *base;
     int r;
 
+    struct hutch_policy *cur = hutch_gov_policy(j->o.gov);
     pthread_mutex_lock(&j->mu);
-    if (j->configured != p) {
-        /* A reload this job is the first to see: set the pools up for it. */
+    if (j->configured != cur) {
+        /* A reload nobody set the pools up for yet (hutch run has no reload
+         * thread; serve's may be a moment behind). */
         struct hutch_err cerr = {0};
-        if (configure(j, p, &cerr) < 0)
-            hutch_error("policy %s: %s", hutch_policy_source(p), cerr.msg);
+        if (configure(j, cur, &cerr) < 0)
+            hutch_error("policy %s: %s", hutch_policy_source(cur), cerr.msg);
     }
     pthread_mutex_unlock(&j->mu);
+    hutch_policy_unref(cur);
+    /* The job's own policy decides (it may be older than the current). */
     r = default_executor(j, p, &base, err);
     if (r < 0)
         return r;
@@ -398,10 +398,6 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     if (r < 0)
         return hutch_err_set(err, r, "refused by the policy: %s", reason);
 
-    if (j->conflict[0]) {
-        r = hutch_err_set(err, -EPERM, "%s", j->conflict);
-        goto fail;
-    }
     r = choose_executor(j, gx.policy, &d, &executor, err);
     if (r < 0)
         goto fail;
