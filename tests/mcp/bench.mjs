@@ -22,7 +22,8 @@ import { MCP, NODE, hutchEnv, loadSdk, percentile, startStdio } from "./lib.mjs"
 
 const RUNS = Number(process.argv[2] || 40);
 const CALLS = Number(process.argv[3] || 500);
-// A program may have at most 256 tool calls in flight (the bridge's cap).
+// Promise.all of PAR calls: an execution runs HUTCH_CALL_WORKERS (32) of
+// them at once and queues the rest (src/calls.c).
 const PAR = Math.min(CALLS, 250);
 events.defaultMaxListeners = 1000; // the SDK's stdio transport waits for "drain" per message
 const hutch = process.env.HUTCH || path.join(process.env.HUTCH_BUILDDIR || ".", "hutch");
@@ -281,7 +282,7 @@ row("from execute_code, python", thr.py);
 const rj = med(thr.js) / med(thr.direct);
 const rp = med(thr.py) / med(thr.direct);
 p(`   sandbox / direct: javascript ${f(rj)}×, python ${f(rp)}×   (goal ≤ 2×: ${goal(Math.max(rj, rp) <= 2)})`);
-p(`   concurrent, Promise.all of ${PAR} (a program may have 256 calls in flight):`);
+p(`   concurrent, Promise.all of ${PAR} (an execution runs 32 at once, queues the rest):`);
 row("direct: SDK client, Promise.all", thr.directPar, PAR);
 row("from execute_code, javascript Promise.all", thr.jsPar, PAR);
 p();
