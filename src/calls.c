@@ -20,14 +20,23 @@
  * HUTCH_CALL_WORKERS threads per running execution, which is small next to
  * the sandbox each of them already has.
  *
- * Threads and locks.  The loop's thread calls every hutch_calls_* function;
- * the open list, the record and the sending are its alone.  q->mu guards the
- * queue, the finished list and the pool's counters; workers hold it only to
- * take a call and to hand its answer back.  A finished call is appended to
- * `done`, and a byte on the pipe announces that `done` became non-empty: one
- * wake-up of the loop per batch.  Workers block every signal (hutch's main
- * thread takes them), so a write to an upstream's stdin that fails raises
- * no SIGPIPE in them.
+ * Answers.  The worker that ran a call writes its tool_result to the
+ * runner's channel itself, without waking the loop: one thread hop less per
+ * call.  What the channel does not take at once waits in `unsent` (capped)
+ * and the loop writes it when the channel is writable; a byte on the pipe
+ * tells the loop to look (unsent bytes appeared, or the runner stopped
+ * reading).  Answers are written whole, in completion order, under q->mu.
+ * After the job's `run` message this file is the channel's only writer: a
+ * runner asks for tools only after it has read that message whole.
+ * hutch_calls_end stops all writing before the sandbox, and its channel,
+ * is destroyed.
+ *
+ * Threads and locks.  The loop's thread calls every hutch_calls_* function.
+ * q->mu guards the queue, the pool's counters, the open list, the record,
+ * the unsent bytes and the writes to the channel; a worker holds it to take
+ * a call and to answer it, never while the call runs.  Workers block every
+ * signal (hutch's main thread takes them), so a failed write to a closed
+ * channel or to an upstream's stdin raises no SIGPIPE in them.
  *
  * Not here: the run loop and the wire protocol (exec.c, wire.c), deciding
  * and forwarding a call (govern.c, bridge.c, upstream.c). */
@@ -45,10 +54,14 @@
 #include "caps.h"
 #include "log.h"
 #include "util.h"
+#include "wire.h"
 
 /* Lua hooks in the policy run on the workers and need room for nested C
  * calls (~500 KiB). */
 #define WORKER_STACK (2u << 20)
+/* Answers written and not yet read by the runner, before it counts as
+ * not reading them. */
+#define UNSENT_MAX (64u << 20)
 
 struct call {
     int64_t id;
@@ -56,32 +69,32 @@ struct call {
     cJSON *args;
     uint64_t deadline_ms;
     uint64_t t0; /* µs */
-    int r;
     struct hutch_tool_reply reply;
-    struct call *next;                  /* queued or done, under q->mu */
-    struct call *open_prev, *open_next; /* the loop's thread only */
+    struct call *next;                  /* queued */
+    struct call *open_prev, *open_next; /* accepted, not answered */
 };
 
 struct hutch_calls {
     pthread_mutex_t mu;
     pthread_cond_t work;               /* a queued call, or stop */
     struct call *queued, *queued_tail; /* waiting for a worker */
-    struct call *done, *done_tail;     /* answered, for the loop */
     size_t nqueued;
     int nidle;    /* workers waiting for work */
     int nworkers; /* created; changed by the loop only */
-    bool stop;
+    bool stop;    /* the execution ended: nothing starts, nothing is sent */
     pthread_t workers[HUTCH_CALL_WORKERS];
-    int pipe[2];
+    int pipe[2]; /* a byte: the loop must look */
+    int chan_fd; /* the runner's channel, non-blocking */
+    struct hutch_buf unsent;
+    size_t unsent_off;
+    bool chan_gone; /* a write failed: the runner is gone, answers dropped */
+    bool failed;    /* the runner does not read its answers */
+    cJSON *record;
+    struct call *open_head, *open_tail;
     /* The loop's thread only. */
     hutch_tool_fn fn;
     void *fn_arg;
-    hutch_calls_send_fn send;
-    void *send_arg;
-    cJSON *record;
-    struct call *open_head, *open_tail; /* accepted, not yet answered */
     uint64_t ncalls;
-    bool failed; /* an answer could not be sent */
 };
 
 static void call_free(struct call *c)
@@ -94,6 +107,170 @@ static void call_free(struct call *c)
     free(c);
 }
 
+/* Under q->mu. */
+static void open_add(struct hutch_calls *q, struct call *c)
+{
+    c->open_prev = q->open_tail;
+    c->open_next = NULL;
+    if (q->open_tail)
+        q->open_tail->open_next = c;
+    else
+        q->open_head = c;
+    q->open_tail = c;
+}
+
+/* Under q->mu. */
+static void open_remove(struct hutch_calls *q, struct call *c)
+{
+    if (c->open_prev)
+        c->open_prev->open_next = c->open_next;
+    else
+        q->open_head = c->open_next;
+    if (c->open_next)
+        c->open_next->open_prev = c->open_prev;
+    else
+        q->open_tail = c->open_prev;
+    c->open_prev = c->open_next = NULL;
+}
+
+static cJSON *record_entry(int64_t id, const char *tool, int ok, const char *code,
+                           const char *message, uint64_t us)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "id", (double)id);
+    cJSON_AddStringToObject(c, "tool", tool);
+    cJSON_AddStringToObject(c, "outcome", ok ? "ok" : code);
+    if (!ok && message)
+        cJSON_AddStringToObject(c, "error", message);
+    cJSON_AddNumberToObject(c, "duration_ms", (double)us / 1000.0);
+    return c;
+}
+
+static void nudge(struct hutch_calls *q)
+{
+    if (write(q->pipe[1], "c", 1) < 0) {
+        /* the pipe is full: the loop has enough to wake up for */
+    }
+}
+
+/* Writes what is unsent, as much as the channel takes.  Under q->mu. */
+static void flush_locked(struct hutch_calls *q)
+{
+    while (q->unsent_off < q->unsent.len && !q->chan_gone) {
+        ssize_t n = write(q->chan_fd, q->unsent.data + q->unsent_off,
+                          q->unsent.len - q->unsent_off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                q->chan_gone = true; /* the runner is gone: drop */
+            break;
+        }
+        q->unsent_off += (size_t)n;
+    }
+    if (q->unsent_off == q->unsent.len || q->chan_gone)
+        q->unsent.len = q->unsent_off = 0;
+}
+
+/* One whole line for the runner: written now unless something waits before
+ * it; what the channel does not take is left to the loop.  Under q->mu. */
+static void send_locked(struct hutch_calls *q, const char *line, size_t len)
+{
+    size_t off = 0;
+
+    if (q->chan_gone || q->failed)
+        return;
+    if (q->unsent_off == q->unsent.len) {
+        while (off < len) {
+            ssize_t n = write(q->chan_fd, line + off, len - off);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                    q->chan_gone = true;
+                    return;
+                }
+                break;
+            }
+            off += (size_t)n;
+        }
+        if (off == len)
+            return;
+        nudge(q); /* the loop polls the channel for POLLOUT from now on */
+    }
+    if (hutch_buf_append(&q->unsent, line + off, len - off) < 0) {
+        q->failed = true;
+        nudge(q);
+    }
+}
+
+/* Records the call's outcome and sends its tool_result (takes
+ * reply->result).  c: the call, when a worker ran it (it is on the open
+ * list and freed here); NULL for an answer given at once. */
+static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char *tool,
+                   int r, struct hutch_tool_reply *reply, uint64_t t0)
+{
+    cJSON *msg = cJSON_CreateObject(), *rec;
+    size_t len = 0;
+    char *line;
+
+    cJSON_AddStringToObject(msg, "t", "tool_result");
+    cJSON_AddNumberToObject(msg, "id", (double)id);
+    if (r == 0) {
+        cJSON_AddTrueToObject(msg, "ok");
+        cJSON_AddItemToObject(msg, "result",
+                              reply->result ? reply->result : cJSON_CreateNull());
+        reply->result = NULL;
+        rec = record_entry(id, reply->tool ? reply->tool : tool, 1, NULL, NULL,
+                           hutch_now_us() - t0);
+    } else {
+        char text[1024];
+        cJSON *e = cJSON_AddObjectToObject(msg, "error");
+        const char *code = reply->code ? reply->code : "internal";
+        if (reply->message)
+            snprintf(text, sizeof(text), "%s", reply->message);
+        else if (r == -E2BIG)
+            snprintf(text, sizeof(text), "more than %d tool calls in one execution",
+                     HUTCH_WIRE_MAX_TOOL_CALLS);
+        else if (r == -ENOENT)
+            snprintf(text, sizeof(text),
+                     "unknown tool \"%.256s\": no upstream MCP servers are configured "
+                     "(start hutch with --servers FILE)",
+                     tool);
+        else
+            snprintf(text, sizeof(text), "tool call failed: %s", strerror(-r));
+        cJSON_AddFalseToObject(msg, "ok");
+        cJSON_AddStringToObject(e, "code", code);
+        cJSON_AddStringToObject(e, "message", text);
+        rec = record_entry(id, reply->tool ? reply->tool : tool, 0, code, text,
+                           hutch_now_us() - t0);
+    }
+    line = hutch_wire_encode(msg, &len);
+    cJSON_Delete(msg);
+
+    pthread_mutex_lock(&q->mu);
+    if (q->stop) {
+        /* Too late: hutch_calls_end recorded it as unfinished, and frees it. */
+        pthread_mutex_unlock(&q->mu);
+        cJSON_Delete(rec);
+        free(line);
+        return;
+    }
+    if (c)
+        open_remove(q, c);
+    cJSON_AddItemToArray(q->record, rec);
+    if (line) {
+        send_locked(q, line, len);
+    } else { /* out of memory: the runner would wait for it forever */
+        q->failed = true;
+        nudge(q);
+    }
+    pthread_mutex_unlock(&q->mu);
+    free(line);
+    if (c)
+        call_free(c);
+}
+
 static void *worker_main(void *arg)
 {
     struct hutch_calls *q = arg;
@@ -102,8 +279,7 @@ static void *worker_main(void *arg)
     for (;;) {
         struct call *c;
         uint64_t now;
-        int timeout_ms;
-        bool wake;
+        int timeout_ms, r;
 
         while (!q->queued && !q->stop) {
             q->nidle++;
@@ -123,18 +299,9 @@ static void *worker_main(void *arg)
         /* A call never outlives its execution's deadline. */
         now = hutch_now_ms();
         timeout_ms = c->deadline_ms > now ? (int)(c->deadline_ms - now) : 1;
-        c->r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
-
+        r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
+        answer(q, c, c->id, c->tool, r, &c->reply, c->t0);
         pthread_mutex_lock(&q->mu);
-        wake = !q->done;
-        if (q->done_tail)
-            q->done_tail->next = c;
-        else
-            q->done = c;
-        q->done_tail = c;
-        if (wake && write(q->pipe[1], "c", 1) < 0) {
-            /* a byte per empty-to-non-empty change: the pipe cannot fill */
-        }
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;
@@ -162,6 +329,8 @@ static int add_worker_locked(struct hutch_calls *q)
     return 0;
 }
 
+/* Puts c on the open list and in the queue.  0, or -EAGAIN (c is on
+ * neither) when there is no worker to run it. */
 static int enqueue(struct hutch_calls *q, struct call *c)
 {
     int r = 0;
@@ -179,100 +348,16 @@ static int enqueue(struct hutch_calls *q, struct call *c)
         /* No worker at all: nobody can have taken c, the only one queued. */
         q->queued = q->queued_tail = NULL;
         q->nqueued = 0;
-    } else if (q->nidle) {
-        pthread_cond_signal(&q->work);
+    } else {
+        open_add(q, c);
+        if (q->nidle)
+            pthread_cond_signal(&q->work);
     }
     pthread_mutex_unlock(&q->mu);
     return r;
 }
 
-static void open_add(struct hutch_calls *q, struct call *c)
-{
-    c->open_prev = q->open_tail;
-    c->open_next = NULL;
-    if (q->open_tail)
-        q->open_tail->open_next = c;
-    else
-        q->open_head = c;
-    q->open_tail = c;
-}
-
-static void open_remove(struct hutch_calls *q, struct call *c)
-{
-    if (c->open_prev)
-        c->open_prev->open_next = c->open_next;
-    else
-        q->open_head = c->open_next;
-    if (c->open_next)
-        c->open_next->open_prev = c->open_prev;
-    else
-        q->open_tail = c->open_prev;
-    c->open_prev = c->open_next = NULL;
-}
-
-static void record(struct hutch_calls *q, int64_t id, const char *tool, int ok,
-                   const char *code, const char *message, uint64_t us)
-{
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "id", (double)id);
-    cJSON_AddStringToObject(c, "tool", tool);
-    cJSON_AddStringToObject(c, "outcome", ok ? "ok" : code);
-    if (!ok && message)
-        cJSON_AddStringToObject(c, "error", message);
-    cJSON_AddNumberToObject(c, "duration_ms", (double)us / 1000.0);
-    cJSON_AddItemToArray(q->record, c);
-}
-
-/* Records the call's outcome and sends its tool_result (takes
- * reply->result).  Negative when it could not be sent. */
-static int answer(struct hutch_calls *q, int64_t id, const char *tool, int r,
-                  struct hutch_tool_reply *reply, uint64_t t0)
-{
-    cJSON *msg = cJSON_CreateObject();
-    cJSON_AddStringToObject(msg, "t", "tool_result");
-    cJSON_AddNumberToObject(msg, "id", (double)id);
-    if (r == 0) {
-        cJSON_AddTrueToObject(msg, "ok");
-        cJSON_AddItemToObject(msg, "result",
-                              reply->result ? reply->result : cJSON_CreateNull());
-        reply->result = NULL;
-        record(q, id, reply->tool ? reply->tool : tool, 1, NULL, NULL,
-               hutch_now_us() - t0);
-    } else {
-        char text[1024];
-        cJSON *e = cJSON_AddObjectToObject(msg, "error");
-        const char *code = reply->code ? reply->code : "internal";
-        if (reply->message)
-            snprintf(text, sizeof(text), "%s", reply->message);
-        else if (r == -E2BIG)
-            snprintf(text, sizeof(text), "more than %d tool calls in one execution",
-                     HUTCH_WIRE_MAX_TOOL_CALLS);
-        else if (r == -ENOENT)
-            snprintf(text, sizeof(text),
-                     "unknown tool \"%.256s\": no upstream MCP servers are configured "
-                     "(start hutch with --servers FILE)",
-                     tool);
-        else
-            snprintf(text, sizeof(text), "tool call failed: %s", strerror(-r));
-        cJSON_AddFalseToObject(msg, "ok");
-        cJSON_AddStringToObject(e, "code", code);
-        cJSON_AddStringToObject(e, "message", text);
-        record(q, id, reply->tool ? reply->tool : tool, 0, code, text,
-               hutch_now_us() - t0);
-    }
-    if (q->failed) {
-        cJSON_Delete(msg);
-        return -EPIPE;
-    }
-    if (q->send(q->send_arg, msg) < 0) {
-        q->failed = true;
-        return -EPIPE;
-    }
-    return 0;
-}
-
-struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg,
-                                    hutch_calls_send_fn send, void *send_arg,
+struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
                                     cJSON *record)
 {
     struct hutch_calls *q = calloc(1, sizeof(*q));
@@ -284,10 +369,10 @@ struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg,
     }
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->work, NULL);
+    hutch_buf_init(&q->unsent, UNSENT_MAX);
+    q->chan_fd = chan_fd;
     q->fn = fn;
     q->fn_arg = fn_arg;
-    q->send = send;
-    q->send_arg = send_arg;
     q->record = record;
     return q;
 }
@@ -324,42 +409,67 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,
             c->t0 = t0;
             c->deadline_ms = deadline_ms;
             r = enqueue(q, c);
-            if (r == 0) {
-                open_add(q, c);
-                return 0;
-            }
+            if (r == 0)
+                return hutch_calls_take(q);
             call_free(c);
             reply.code = "internal";
         }
     }
-    r = answer(q, id, tool, r, &reply, t0);
+    answer(q, NULL, id, tool, r, &reply, t0);
     cJSON_Delete(reply.result);
     free(reply.message);
     free(reply.tool);
-    return r;
+    return hutch_calls_take(q);
 }
 
 int hutch_calls_take(struct hutch_calls *q)
 {
-    struct call *list, *c;
     char buf[64];
-    int ret = 0;
+    bool failed;
 
-    /* Drain first, then take: a call finished in between leaves a byte. */
     while (read(q->pipe[0], buf, sizeof(buf)) > 0)
         ;
     pthread_mutex_lock(&q->mu);
-    list = q->done;
-    q->done = q->done_tail = NULL;
+    failed = q->failed;
     pthread_mutex_unlock(&q->mu);
-    while ((c = list)) {
-        list = c->next;
-        open_remove(q, c);
-        if (answer(q, c->id, c->tool, c->r, &c->reply, c->t0) < 0)
-            ret = -EPIPE;
-        call_free(c);
+    return failed ? -EPIPE : 0;
+}
+
+int hutch_calls_unsent(struct hutch_calls *q)
+{
+    int n;
+    pthread_mutex_lock(&q->mu);
+    n = q->unsent_off < q->unsent.len;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int hutch_calls_flush(struct hutch_calls *q)
+{
+    bool failed;
+    pthread_mutex_lock(&q->mu);
+    flush_locked(q);
+    failed = q->failed;
+    pthread_mutex_unlock(&q->mu);
+    return failed ? -EPIPE : 0;
+}
+
+void hutch_calls_end(struct hutch_calls *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    if (!q->stop) {
+        for (struct call *c = q->open_head; c; c = c->open_next)
+            cJSON_AddItemToArray(
+                q->record,
+                record_entry(c->id, c->tool, 0, "unfinished",
+                             "the execution ended before the tool call returned",
+                             hutch_now_us() - c->t0));
+        q->stop = true;
+        pthread_cond_broadcast(&q->work);
     }
-    return ret;
+    pthread_mutex_unlock(&q->mu);
 }
 
 void hutch_calls_free(struct hutch_calls *q)
@@ -368,23 +478,17 @@ void hutch_calls_free(struct hutch_calls *q)
 
     if (!q)
         return;
-    for (c = q->open_head; c; c = c->open_next)
-        record(q, c->id, c->tool, 0, "unfinished",
-               "the execution ended before the tool call returned",
-               hutch_now_us() - c->t0);
-    pthread_mutex_lock(&q->mu);
-    q->stop = true;
-    pthread_cond_broadcast(&q->work);
-    pthread_mutex_unlock(&q->mu);
+    hutch_calls_end(q);
     for (int i = 0; i < q->nworkers; i++)
         pthread_join(q->workers[i], NULL);
-    /* Queued, finished or not taken: every call is still on the open list. */
+    /* Queued, or finished too late: still on the open list. */
     while ((c = q->open_head)) {
         open_remove(q, c);
         call_free(c);
     }
     close(q->pipe[0]);
     close(q->pipe[1]);
+    hutch_buf_free(&q->unsent);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->work);
     free(q);

@@ -1,7 +1,7 @@
 /* calls.h — the tool calls of one execution: each `tool_call` the runner
- * sends is answered by a worker thread of the execution's own pool, and the
- * answers go back as `tool_result` messages in completion order.  Used by
- * the run loop in exec.c, from its thread only. */
+ * sends runs on a worker thread of the execution's own pool, which writes
+ * the `tool_result` back to the runner's channel itself, in completion
+ * order.  Used by the run loop in exec.c, from its thread only. */
 #ifndef HUTCH_CALLS_H
 #define HUTCH_CALLS_H
 
@@ -12,34 +12,40 @@
 
 struct hutch_calls;
 
-/* Takes one message for the runner (owned by the callee, freed on failure
- * too); a negative return means the runner is not reading them. */
-typedef int (*hutch_calls_send_fn)(void *arg, cJSON *msg);
-
-/* fn answers the calls (NULL: every tool is unknown); send queues the
- * answers for the runner; record is the execution's tool_calls array, where
+/* fn answers the calls (NULL: every tool is unknown); chan_fd is the
+ * runner's channel (non-blocking by the time a call comes), where the
+ * answers are written; record is the execution's tool_calls array, where
  * every call's outcome is appended.  NULL when out of memory. */
-struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg,
-                                    hutch_calls_send_fn send, void *send_arg,
+struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
                                     cJSON *record);
 
-/* Readable when answers are waiting: poll it, then hutch_calls_take. */
+/* Readable when the loop must look: then call hutch_calls_take. */
 int hutch_calls_fd(const struct hutch_calls *q);
 
 /* One tool_call from the runner.  It runs on a worker, bounded by
  * deadline_ms (the execution's), or is answered at once when it cannot
- * (too many calls, no handler, out of memory).  Negative when an answer
- * could not be sent. */
+ * (too many calls, no handler, out of memory).  Negative when the runner
+ * does not read its answers: stop it. */
 int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,
                        const cJSON *args, uint64_t deadline_ms);
 
-/* Sends the answers of the calls that finished, in completion order.
- * Negative when one could not be sent; no answers are sent after that. */
+/* After hutch_calls_fd polled readable.  Negative when the runner does not
+ * read its answers: stop it. */
 int hutch_calls_take(struct hutch_calls *q);
 
-/* The execution ended: records the calls still open as "unfinished", waits
- * for the workers (each call is bounded by the execution's deadline, and
- * fn's argument must outlive them) and frees everything.  NULL is fine. */
+/* Non-zero while answers wait for the channel: poll it for POLLOUT, and
+ * call hutch_calls_flush when it is writable (negative: stop the runner). */
+int hutch_calls_unsent(struct hutch_calls *q);
+int hutch_calls_flush(struct hutch_calls *q);
+
+/* The execution ended: nothing more starts or is written to the channel
+ * (call it before the channel is closed), and the calls still open are
+ * recorded as "unfinished".  NULL is fine; hutch_calls_free does it too. */
+void hutch_calls_end(struct hutch_calls *q);
+
+/* Ends, waits for the workers (each call is bounded by the execution's
+ * deadline, and fn's argument must outlive them) and frees everything.
+ * NULL is fine. */
 void hutch_calls_free(struct hutch_calls *q);
 
 #endif

@@ -150,12 +150,7 @@ static void take_output(struct run *rn, int fd, struct hutch_buf *keep, uint64_t
     }
 }
 
-/* Tool calls run in calls.c; their answers come back through here. */
-static int send_answer(void *arg, cJSON *msg)
-{
-    return queue(arg, msg);
-}
-
+/* Tool calls run in calls.c, which writes their answers to the channel. */
 static void answers_stuck(struct run *rn)
 {
     note(rn, "the runner does not read its tool results; stopping it");
@@ -394,7 +389,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         return r;
     rn.t_started = hutch_now_us();
     rn.calls =
-        hutch_calls_new(req->tool, req->tool_arg, send_answer, &rn, res->tool_calls);
+        hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, res->tool_calls);
     if (!rn.calls) {
         rn.ex->destroy(rn.state, rn.sb);
         return hutch_err_set(err, -ENOMEM, "out of memory");
@@ -447,9 +442,13 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
             timeout = 50;
         if (!rn.chan_eof) {
             ichan = nfds;
-            fds[nfds++] = (struct pollfd){
-                rn.sb->chan_fd,
-                (short)(POLLIN | (rn.pending_off < rn.pending.len ? POLLOUT : 0)), 0};
+            fds[nfds++] =
+                (struct pollfd){rn.sb->chan_fd,
+                                (short)(POLLIN | (rn.pending_off < rn.pending.len ||
+                                                          hutch_calls_unsent(rn.calls)
+                                                      ? POLLOUT
+                                                      : 0)),
+                                0};
         }
         if (!rn.out_eof) {
             iout = nfds;
@@ -470,8 +469,11 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
             rn.fail = 2;
             break;
         }
-        if (ichan >= 0 && (fds[ichan].revents & POLLOUT))
+        if (ichan >= 0 && (fds[ichan].revents & POLLOUT)) {
             flush_pending(&rn);
+            if (rn.pending_off == rn.pending.len && hutch_calls_flush(rn.calls) < 0)
+                answers_stuck(&rn);
+        }
         if (ichan >= 0 && (fds[ichan].revents & (POLLIN | POLLHUP | POLLERR)))
             read_chan(&rn, err);
         if (rn.fail == 2) {
@@ -487,7 +489,6 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         if (icalls >= 0 && (fds[icalls].revents & POLLIN)) {
             if (hutch_calls_take(rn.calls) < 0)
                 answers_stuck(&rn);
-            flush_pending(&rn);
         }
         if (fds[iev].revents & (POLLIN | POLLHUP | POLLERR)) {
             struct hutch_err rerr = {0};
@@ -528,6 +529,7 @@ int hutch_exec_run(struct hutch_plugin *plugin, const struct hutch_exec_req *req
         if (!rn.chan_eof && !rn.got_done)
             read_chan(&rn, err);
     }
+    hutch_calls_end(rn.calls);
 
     if (rn.fail == 2 || (rn.phase == WAIT_READY && !rn.fail && !res->timed_out)) {
         /* The runner never took the job: that is hutch's failure. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -91,31 +92,68 @@ static int wait_started(int n)
     return got;
 }
 
-/* The runner's side: every tool_result sent, in order. */
+/* The runner's side: a pipe as the channel, and every tool_result read
+ * from it, in order. */
 struct sink {
+    int fd[2];
     cJSON *sent;
-    int fail;
+    char *buf;
+    size_t len;
 };
 
-static int send_fn(void *arg, cJSON *msg)
+static void sink_init(struct sink *k)
 {
-    struct sink *k = arg;
-    if (k->fail) {
-        cJSON_Delete(msg);
-        return -EPIPE;
-    }
-    cJSON_AddItemToArray(k->sent, msg);
-    return 0;
+    k->sent = cJSON_CreateArray();
+    k->buf = NULL;
+    k->len = 0;
+    if (pipe(k->fd) < 0)
+        k->fd[0] = k->fd[1] = -1;
+    hutch_set_nonblock(k->fd[0]);
+    hutch_set_nonblock(k->fd[1]);
 }
 
-/* The loop's side: poll and take until n answers were sent (bounded). */
+static void sink_free(struct sink *k)
+{
+    cJSON_Delete(k->sent);
+    free(k->buf);
+    if (k->fd[0] >= 0)
+        close(k->fd[0]);
+    close(k->fd[1]);
+}
+
+static void sink_read(struct sink *k)
+{
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read(k->fd[0], chunk, sizeof(chunk))) > 0) {
+        char *nb = realloc(k->buf, k->len + (size_t)n);
+        char *nl;
+        if (!nb)
+            return;
+        k->buf = nb;
+        memcpy(k->buf + k->len, chunk, (size_t)n);
+        k->len += (size_t)n;
+        while ((nl = memchr(k->buf, '\n', k->len))) {
+            size_t line = (size_t)(nl - k->buf);
+            cJSON_AddItemToArray(k->sent, cJSON_ParseWithLength(k->buf, line));
+            memmove(k->buf, nl + 1, k->len - line - 1);
+            k->len -= line + 1;
+        }
+    }
+}
+
+/* The loop's side and the runner's: until n answers came (bounded). */
 static int take_until(struct hutch_calls *q, struct sink *k, int n)
 {
     uint64_t until = hutch_now_ms() + WAIT_MS;
+    sink_read(k);
     while (cJSON_GetArraySize(k->sent) < n && hutch_now_ms() < until) {
-        struct pollfd p = {hutch_calls_fd(q), POLLIN, 0};
-        if (poll(&p, 1, 100) > 0 && hutch_calls_take(q) < 0)
+        struct pollfd p[2] = {{hutch_calls_fd(q), POLLIN, 0}, {k->fd[0], POLLIN, 0}};
+        if (poll(p, 2, 100) > 0 && (p[0].revents & POLLIN) && hutch_calls_take(q) < 0)
             return -1;
+        if (hutch_calls_unsent(q) && hutch_calls_flush(q) < 0)
+            return -1;
+        sink_read(k);
     }
     return cJSON_GetArraySize(k->sent);
 }
@@ -138,12 +176,13 @@ static uint64_t later(void)
 
 static void test_no_handler(void)
 {
-    struct sink k = {cJSON_CreateArray(), 0};
+    struct sink k;
     cJSON *rec = cJSON_CreateArray(), *m;
-    struct hutch_calls *q = hutch_calls_new(NULL, NULL, send_fn, &k, rec);
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(NULL, NULL, k.fd[1], rec));
 
     ok(q != NULL, "no handler: created");
     ok(hutch_calls_submit(q, 1, "a.b", NULL, later()) == 0, "no handler: submitted");
+    sink_read(&k);
     m = cJSON_GetArrayItem(k.sent, 0);
     ok(m && cJSON_IsFalse(cJSON_GetObjectItem(m, "ok")) &&
            !strcmp(str(cJSON_GetObjectItem(m, "error"), "code"), "unknown_tool") &&
@@ -154,14 +193,14 @@ static void test_no_handler(void)
            !strcmp(str(cJSON_GetArrayItem(rec, 0), "outcome"), "unknown_tool"),
        "no handler: recorded");
     cJSON_Delete(rec);
-    cJSON_Delete(k.sent);
+    sink_free(&k);
 }
 
 static void test_answers(void)
 {
-    struct sink k = {cJSON_CreateArray(), 0};
+    struct sink k;
     cJSON *rec = cJSON_CreateArray(), *args = cJSON_Parse("{\"message\":\"x\"}"), *m;
-    struct hutch_calls *q = hutch_calls_new(tool, NULL, send_fn, &k, rec);
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
     int good = 1;
 
     reset();
@@ -199,14 +238,14 @@ static void test_answers(void)
        "the record has the tool, outcome, error and duration");
     cJSON_Delete(args);
     cJSON_Delete(rec);
-    cJSON_Delete(k.sent);
+    sink_free(&k);
 }
 
 static void test_pool(void)
 {
-    struct sink k = {cJSON_CreateArray(), 0};
+    struct sink k;
     cJSON *rec = cJSON_CreateArray(), *m;
-    struct hutch_calls *q = hutch_calls_new(tool, NULL, send_fn, &k, rec);
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
     const int n = HUTCH_CALL_WORKERS + 20;
     char seen[HUTCH_CALL_WORKERS + 21] = {0};
     int good = 1;
@@ -216,6 +255,7 @@ static void test_pool(void)
         hutch_calls_submit(q, i, "gate.1", NULL, later());
     ok(wait_started(HUTCH_CALL_WORKERS) == HUTCH_CALL_WORKERS,
        "pool: %d calls run at once", HUTCH_CALL_WORKERS);
+    sink_read(&k);
     ok(cJSON_GetArraySize(k.sent) == 0, "pool: nothing answered while they wait");
     open_gate(1);
     ok(take_until(q, &k, n) == n, "pool: all %d answered once the gate opens", n);
@@ -233,14 +273,14 @@ static void test_pool(void)
        max_running);
     hutch_calls_free(q);
     cJSON_Delete(rec);
-    cJSON_Delete(k.sent);
+    sink_free(&k);
 }
 
 static void test_completion_order(void)
 {
-    struct sink k = {cJSON_CreateArray(), 0};
+    struct sink k;
     cJSON *rec = cJSON_CreateArray();
-    struct hutch_calls *q = hutch_calls_new(tool, NULL, send_fn, &k, rec);
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
 
     reset();
     hutch_calls_submit(q, 1, "gate.2", NULL, later());
@@ -255,14 +295,14 @@ static void test_completion_order(void)
        "answers go back in completion order");
     hutch_calls_free(q);
     cJSON_Delete(rec);
-    cJSON_Delete(k.sent);
+    sink_free(&k);
 }
 
 static void test_unfinished(void)
 {
-    struct sink k = {cJSON_CreateArray(), 0};
+    struct sink k;
     cJSON *rec = cJSON_CreateArray(), *m;
-    struct hutch_calls *q = hutch_calls_new(tool, NULL, send_fn, &k, rec);
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
     const int n = HUTCH_CALL_WORKERS + 5;
     int good = 1;
 
@@ -287,51 +327,80 @@ static void test_unfinished(void)
     ok(started == 1 + HUTCH_CALL_WORKERS,
        "unfinished: queued calls never start once the execution ended (%d)", started);
     cJSON_Delete(rec);
-    cJSON_Delete(k.sent);
+    sink_free(&k);
 }
 
+/* A runner that never reads: answers pile up to the cap, then it is
+ * reported; one that is gone: answers are dropped, nothing breaks. */
 static void test_stuck_runner(void)
 {
-    struct sink k = {cJSON_CreateArray(), 0};
-    cJSON *rec = cJSON_CreateArray();
-    struct hutch_calls *q = hutch_calls_new(tool, NULL, send_fn, &k, rec);
-    struct pollfd p;
+    struct sink k;
+    cJSON *rec = cJSON_CreateArray(), *args = cJSON_CreateObject();
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    char *pad = malloc((1u << 20) + 1);
+    int r = 0, i;
 
     reset();
-    k.fail = 1;
-    ok(hutch_calls_submit(q, 1, "nothing", NULL, later()) == 0,
-       "stuck runner: a call is accepted");
-    wait_started(1);
-    p = (struct pollfd){hutch_calls_fd(q), POLLIN, 0};
-    poll(&p, 1, WAIT_MS);
-    ok(hutch_calls_take(q) < 0, "stuck runner: take says the answer was not sent");
+    memset(pad, 'x', 1u << 20);
+    pad[1u << 20] = '\0';
+    cJSON_AddStringToObject(args, "pad", pad);
+    for (i = 1; i <= 80 && r == 0; i++) {
+        r = hutch_calls_submit(q, i, "echo", args, later());
+        while (r == 0 && cJSON_GetArraySize(rec) < i)
+            usleep(1000);
+        if (r == 0)
+            r = hutch_calls_take(q);
+    }
+    ok(r < 0, "stuck runner: reported after %d answers of 1 MiB nobody reads", i - 1);
+    ok(hutch_calls_unsent(q), "stuck runner: the answers wait for the channel");
     hutch_calls_free(q);
-    ok(cJSON_GetArraySize(rec) == 1 &&
-           !strcmp(str(cJSON_GetArrayItem(rec, 0), "outcome"), "ok"),
-       "stuck runner: the call is still recorded");
+    ok(cJSON_GetArraySize(rec) == i - 1, "stuck runner: every call recorded (%d)",
+       cJSON_GetArraySize(rec));
+    sink_free(&k);
     cJSON_Delete(rec);
-    cJSON_Delete(k.sent);
+
+    rec = cJSON_CreateArray();
+    q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    close(k.fd[0]);
+    k.fd[0] = -1;
+    r = 0;
+    for (i = 1; i <= 3; i++) {
+        r |= hutch_calls_submit(q, i, "echo", args, later());
+        while (cJSON_GetArraySize(rec) < i)
+            usleep(1000);
+        r |= hutch_calls_take(q);
+    }
+    ok(r == 0 && !hutch_calls_unsent(q), "runner gone: answers are dropped");
+    hutch_calls_free(q);
+    ok(cJSON_GetArraySize(rec) == 3, "runner gone: calls still recorded");
+    sink_free(&k);
+    cJSON_Delete(rec);
+    cJSON_Delete(args);
+    free(pad);
 }
 
 static void test_max_calls(void)
 {
-    struct sink k = {cJSON_CreateArray(), 0};
+    struct sink k;
     cJSON *rec = cJSON_CreateArray(), *m;
-    struct hutch_calls *q = hutch_calls_new(NULL, NULL, send_fn, &k, rec);
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(NULL, NULL, k.fd[1], rec));
 
-    for (int i = 1; i <= HUTCH_WIRE_MAX_TOOL_CALLS + 1; i++)
+    for (int i = 1; i <= HUTCH_WIRE_MAX_TOOL_CALLS + 1; i++) {
         hutch_calls_submit(q, i, "a.b", NULL, later());
+        sink_read(&k);
+    }
     m = cJSON_GetArrayItem(k.sent, HUTCH_WIRE_MAX_TOOL_CALLS);
     ok(m && !strcmp(str(cJSON_GetObjectItem(m, "error"), "code"), "denied") &&
            strstr(str(cJSON_GetObjectItem(m, "error"), "message"), "tool calls"),
        "call %d is denied", HUTCH_WIRE_MAX_TOOL_CALLS + 1);
     hutch_calls_free(q);
     cJSON_Delete(rec);
-    cJSON_Delete(k.sent);
+    sink_free(&k);
 }
 
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as hutch does: the runner may be gone */
     hutch_calls_free(NULL);
     test_no_handler();
     test_answers();
