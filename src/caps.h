@@ -40,9 +40,11 @@
 #define HUTCH_WIRE_MAX_LINE       (8u << 20)  /* one NDJSON message */
 #define HUTCH_WIRE_MAX_DEPTH      64          /* JSON nesting */
 #define HUTCH_WIRE_MAX_TOOL_CALLS 10000       /* per execution */
-#define HUTCH_WIRE_MAX_INFLIGHT   256         /* concurrent tool calls */
 #define HUTCH_WIRE_READY_MS       10000       /* runner start-up */
 #define HUTCH_WIRE_MAX_PENDING    (64u << 20) /* unsent tool results, then give up */
+/* Tool calls of one execution running at once, each on a worker thread of
+ * the execution's own pool (calls.c); past them, calls wait in a queue. */
+#define HUTCH_CALL_WORKERS 32
 
 /* Program output kept per stream; the rest is drained and counted. */
 #define HUTCH_OUTPUT_MAX_BYTES (1u << 20)

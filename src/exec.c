@@ -8,11 +8,10 @@
  * Everything read from a sandbox is untrusted and capped.
  *
  * Threads: a box belongs to one thread at a time (the pool's, then the
- * job's); tool calls run on worker threads and come back through `calls`. */
+ * job's); tool calls run on worker threads of calls.c, which answers them
+ * on the channel itself. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "calls.h"
 #include "caps.h"
 #include "exec.h"
 #include "hutch_archive.h"
@@ -48,14 +48,8 @@ struct run {
     int fail;        /* protocol error or hutch error: kill */
     int out_cut_noted, err_cut_noted;
     uint64_t ntool;
-    uint64_t deadline;   /* ms, once the job runs */
-    struct calls *calls; /* NULL when no tool handler */
-    struct open_call {
-        int64_t id;
-        char *tool;
-        uint64_t t0;
-    } * open;
-    size_t nopen, capopen;
+    uint64_t deadline; /* ms, once the job runs */
+    struct hutch_calls *calls;
     struct hutch_exit exit;
     uint64_t t_done; /* µs, for the debug log */
 };
@@ -164,323 +158,11 @@ static void take_output(struct run *rn, int fd, struct hutch_buf *keep, uint64_t
     }
 }
 
-static void record_call(struct run *rn, int64_t id, const char *tool, int ok,
-                        const char *code, const char *message, uint64_t us)
+/* Tool calls run in calls.c, which writes their answers to the channel. */
+static void answers_stuck(struct run *rn)
 {
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "id", (double)id);
-    cJSON_AddStringToObject(c, "tool", tool);
-    cJSON_AddStringToObject(c, "outcome", ok ? "ok" : code);
-    if (!ok && message)
-        cJSON_AddStringToObject(c, "error", message);
-    cJSON_AddNumberToObject(c, "duration_ms", (double)us / 1000.0);
-    cJSON_AddItemToArray(rn->res->tool_calls, c);
-}
-
-/* Tool calls run on worker threads so that Promise.all and Python threads
- * get concurrent upstream calls, and a slow call never stops the loop from
- * draining output or watching the deadline.  A finished call is pushed on
- * `done` and announced by a byte on the pipe the loop polls. */
-struct call {
-    struct calls *q;
-    int64_t id;
-    char *tool;
-    cJSON *args;
-    int timeout_ms;
-    uint64_t t0;
-    int r;
-    struct hutch_tool_reply reply;
-    struct call *next;
-};
-
-struct calls {
-    pthread_mutex_t mu;
-    pthread_cond_t idle;
-    int inflight;
-    struct call *done;
-    struct call *queued, *queued_tail; /* past HUTCH_WIRE_MAX_INFLIGHT: wait */
-    int pipe[2];
-    hutch_tool_fn fn;
-    void *arg;
-};
-
-static void call_free(struct call *c)
-{
-    free(c->tool);
-    cJSON_Delete(c->args);
-    cJSON_Delete(c->reply.result);
-    free(c->reply.message);
-    free(c->reply.tool);
-    free(c);
-}
-
-static void *call_worker(void *p)
-{
-    struct call *c = p;
-    struct calls *q = c->q;
-    c->r = q->fn(q->arg, c->tool, c->args, c->timeout_ms, &c->reply);
-    pthread_mutex_lock(&q->mu);
-    c->next = q->done;
-    q->done = c;
-    if (write(q->pipe[1], "c", 1) < 0) {
-        /* the pipe holds more than HUTCH_WIRE_MAX_INFLIGHT bytes: cannot fill */
-    }
-    q->inflight--;
-    pthread_cond_broadcast(&q->idle);
-    pthread_mutex_unlock(&q->mu);
-    return NULL;
-}
-
-static void reply_call(struct run *rn, int64_t id, const char *tool, int r,
-                       struct hutch_tool_reply *reply, uint64_t t0)
-{
-    cJSON *msg = cJSON_CreateObject();
-    cJSON_AddStringToObject(msg, "t", "tool_result");
-    cJSON_AddNumberToObject(msg, "id", (double)id);
-    if (r == 0) {
-        cJSON_AddTrueToObject(msg, "ok");
-        cJSON_AddItemToObject(msg, "result",
-                              reply->result ? reply->result : cJSON_CreateNull());
-        reply->result = NULL;
-        record_call(rn, id, reply->tool ? reply->tool : tool, 1, NULL, NULL,
-                    hutch_now_us() - t0);
-    } else {
-        char text[1024];
-        cJSON *e = cJSON_AddObjectToObject(msg, "error");
-        const char *code = reply->code ? reply->code : "internal";
-        if (reply->message)
-            snprintf(text, sizeof(text), "%s", reply->message);
-        else if (r == -E2BIG)
-            snprintf(text, sizeof(text), "more than %d tool calls in one execution",
-                     HUTCH_WIRE_MAX_TOOL_CALLS);
-        else if (r == -ENOENT)
-            snprintf(text, sizeof(text),
-                     "unknown tool \"%.256s\": no upstream MCP servers are configured "
-                     "(start hutch with --servers FILE)",
-                     tool);
-        else
-            snprintf(text, sizeof(text), "tool call failed: %s", strerror(-r));
-        cJSON_AddFalseToObject(msg, "ok");
-        cJSON_AddStringToObject(e, "code", code);
-        cJSON_AddStringToObject(e, "message", text);
-        record_call(rn, id, reply->tool ? reply->tool : tool, 0, code, text,
-                    hutch_now_us() - t0);
-    }
-    if (queue(rn, msg) < 0) {
-        note(rn, "the runner does not read its tool results; stopping it");
-        rn->fail = 1;
-    }
-}
-
-/* Calls accepted and not yet answered, so that an execution that ends
- * first still lists them in tool_calls. */
-static void open_add(struct run *rn, int64_t id, const char *tool, uint64_t t0)
-{
-    struct open_call *o;
-    if (rn->nopen == rn->capopen) {
-        size_t cap = rn->capopen ? rn->capopen * 2 : 16;
-        struct open_call *n = realloc(rn->open, cap * sizeof(*n));
-        if (!n)
-            return;
-        rn->open = n;
-        rn->capopen = cap;
-    }
-    o = &rn->open[rn->nopen];
-    o->tool = strdup(tool);
-    if (!o->tool)
-        return;
-    o->id = id;
-    o->t0 = t0;
-    rn->nopen++;
-}
-
-static void open_remove(struct run *rn, int64_t id)
-{
-    for (size_t i = 0; i < rn->nopen; i++)
-        if (rn->open[i].id == id) {
-            free(rn->open[i].tool);
-            rn->open[i] = rn->open[--rn->nopen];
-            return;
-        }
-}
-
-static void open_finish(struct run *rn)
-{
-    for (size_t i = 0; i < rn->nopen; i++) {
-        record_call(rn, rn->open[i].id, rn->open[i].tool, 0, "unfinished",
-                    "the execution ended before the tool call returned",
-                    hutch_now_us() - rn->open[i].t0);
-        free(rn->open[i].tool);
-    }
-    free(rn->open);
-    rn->open = NULL;
-    rn->nopen = rn->capopen = 0;
-}
-
-static int start_call(struct calls *q, struct call *c)
-{
-    pthread_attr_t attr;
-    pthread_t th;
-    int r;
-    pthread_mutex_lock(&q->mu);
-    q->inflight++;
-    pthread_mutex_unlock(&q->mu);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* Lua hooks in the policy need room for nested C calls (~500 KiB). */
-    pthread_attr_setstacksize(&attr, 2u << 20);
-    r = pthread_create(&th, &attr, call_worker, c);
-    pthread_attr_destroy(&attr);
-    if (r != 0) {
-        pthread_mutex_lock(&q->mu);
-        q->inflight--;
-        pthread_mutex_unlock(&q->mu);
-        return -EAGAIN;
-    }
-    return 0;
-}
-
-static void on_tool_call(struct run *rn, struct hutch_msg *m)
-{
-    struct hutch_tool_reply reply = {0};
-    uint64_t t0 = hutch_now_us(), now_ms = t0 / 1000;
-    struct calls *q = rn->calls;
-    struct call *c;
-    int r;
-
-    if (++rn->ntool > HUTCH_WIRE_MAX_TOOL_CALLS) {
-        reply.code = "denied";
-        r = -E2BIG;
-    } else if (!q) {
-        reply.code = "unknown_tool";
-        r = -ENOENT;
-    } else {
-        c = calloc(1, sizeof(*c));
-        if (!c || !(c->tool = strdup(m->tool)) ||
-            !(c->args = m->args ? cJSON_Duplicate(m->args, 1) : cJSON_CreateObject())) {
-            if (c)
-                call_free(c);
-            reply.code = "internal";
-            r = -ENOMEM;
-            goto answer;
-        }
-        c->q = q;
-        c->id = m->id;
-        c->t0 = t0;
-        /* A call never outlives its execution's deadline. */
-        c->timeout_ms = rn->deadline > now_ms ? (int)(rn->deadline - now_ms) : 1;
-        open_add(rn, c->id, c->tool, t0);
-        if (q->inflight >= HUTCH_WIRE_MAX_INFLIGHT) {
-            /* Promise.all of thousands: queue, start as others finish. */
-            if (q->queued_tail)
-                q->queued_tail->next = c;
-            else
-                q->queued = c;
-            q->queued_tail = c;
-            return;
-        }
-        r = start_call(q, c);
-        if (r < 0) {
-            open_remove(rn, c->id);
-            call_free(c);
-            reply.code = "internal";
-            goto answer;
-        }
-        return;
-    }
-answer:
-    reply_call(rn, m->id, m->tool, r, &reply, t0);
-    cJSON_Delete(reply.result);
-    free(reply.message);
-    free(reply.tool);
-}
-
-static void take_calls(struct run *rn)
-{
-    struct calls *q = rn->calls;
-    struct call *list, *c;
-    char buf[64];
-    while (read(q->pipe[0], buf, sizeof(buf)) > 0)
-        ;
-    pthread_mutex_lock(&q->mu);
-    list = q->done;
-    q->done = NULL;
-    pthread_mutex_unlock(&q->mu);
-    /* The list is newest first; answer in completion order. */
-    for (struct call *prev = NULL; list; list = c) {
-        c = list->next;
-        list->next = prev;
-        prev = list;
-        if (!c) {
-            list = prev;
-            break;
-        }
-    }
-    while (list) {
-        c = list;
-        list = c->next;
-        open_remove(rn, c->id);
-        if (!rn->fail)
-            reply_call(rn, c->id, c->tool, c->r, &c->reply, c->t0);
-        call_free(c);
-    }
-    while (q->queued && q->inflight < HUTCH_WIRE_MAX_INFLIGHT && !rn->fail) {
-        uint64_t now_ms = hutch_now_ms();
-        c = q->queued;
-        q->queued = c->next;
-        if (!q->queued)
-            q->queued_tail = NULL;
-        c->next = NULL;
-        c->timeout_ms = rn->deadline > now_ms ? (int)(rn->deadline - now_ms) : 1;
-        if (start_call(q, c) < 0) {
-            struct hutch_tool_reply reply = {.code = "internal"};
-            open_remove(rn, c->id);
-            reply_call(rn, c->id, c->tool, -EAGAIN, &reply, c->t0);
-            call_free(c);
-        }
-    }
-}
-
-static struct calls *calls_new(hutch_tool_fn fn, void *arg)
-{
-    struct calls *q = calloc(1, sizeof(*q));
-    if (!q)
-        return NULL;
-    if (pipe2(q->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-        free(q);
-        return NULL;
-    }
-    pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->idle, NULL);
-    q->fn = fn;
-    q->arg = arg;
-    return q;
-}
-
-/* Waits for the workers still running: each is bounded by the execution's
- * deadline, and the handler's context must outlive them. */
-static void calls_free(struct calls *q)
-{
-    struct call *c;
-    if (!q)
-        return;
-    pthread_mutex_lock(&q->mu);
-    while (q->inflight > 0)
-        pthread_cond_wait(&q->idle, &q->mu);
-    pthread_mutex_unlock(&q->mu);
-    while ((c = q->done)) {
-        q->done = c->next;
-        call_free(c);
-    }
-    while ((c = q->queued)) {
-        q->queued = c->next;
-        call_free(c);
-    }
-    close(q->pipe[0]);
-    close(q->pipe[1]);
-    pthread_mutex_destroy(&q->mu);
-    pthread_cond_destroy(&q->idle);
-    free(q);
+    note(rn, "the runner does not read its tool results; stopping it");
+    rn->fail = 1;
 }
 
 static int start_job(struct run *rn, struct hutch_err *err)
@@ -530,8 +212,9 @@ static void on_line(struct run *rn, const char *line, size_t len)
         if (rn->phase != RUNNING) {
             note(rn, "the sandbox sent a tool call outside a job; execution stopped");
             rn->fail = 1;
-        } else {
-            on_tool_call(rn, &m);
+        } else if (hutch_calls_submit(rn->calls, m.id, m.tool, m.args, rn->deadline) <
+                   0) {
+            answers_stuck(rn);
         }
         break;
     case HUTCH_MSG_DONE:
@@ -859,12 +542,11 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         res->out.max = (size_t)req->output_bytes;
         res->err.max = (size_t)req->output_bytes;
     }
-    if (req->tool) {
-        rn.calls = calls_new(req->tool, req->tool_arg);
-        if (!rn.calls) {
-            r = hutch_err_set(err, -ENOMEM, "out of memory");
-            goto out;
-        }
+    rn.calls =
+        hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, res->tool_calls);
+    if (!rn.calls) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto out;
     }
     rn.deadline = hutch_now_ms() + timeout_ms;
     r = start_job(&rn, err);
@@ -904,9 +586,13 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
             timeout = 50;
         if (!rn.chan_eof) {
             ichan = nfds;
-            fds[nfds++] = (struct pollfd){
-                rn.sb->chan_fd,
-                (short)(POLLIN | (rn.pending_off < rn.pending.len ? POLLOUT : 0)), 0};
+            fds[nfds++] =
+                (struct pollfd){rn.sb->chan_fd,
+                                (short)(POLLIN | (rn.pending_off < rn.pending.len ||
+                                                          hutch_calls_unsent(rn.calls)
+                                                      ? POLLOUT
+                                                      : 0)),
+                                0};
         }
         if (!rn.out_eof) {
             iout = nfds;
@@ -918,10 +604,8 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         }
         iev = nfds;
         fds[nfds++] = (struct pollfd){rn.sb->event_fd, POLLIN, 0};
-        if (rn.calls) {
-            icalls = nfds;
-            fds[nfds++] = (struct pollfd){rn.calls->pipe[0], POLLIN, 0};
-        }
+        icalls = nfds;
+        fds[nfds++] = (struct pollfd){hutch_calls_fd(rn.calls), POLLIN, 0};
         if (poll(fds, (nfds_t)nfds, timeout) < 0) {
             if (errno == EINTR)
                 continue;
@@ -929,8 +613,11 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
             rn.fail = 2;
             break;
         }
-        if (ichan >= 0 && (fds[ichan].revents & POLLOUT))
+        if (ichan >= 0 && (fds[ichan].revents & POLLOUT)) {
             flush_pending(&rn);
+            if (rn.pending_off == rn.pending.len && hutch_calls_flush(rn.calls) < 0)
+                answers_stuck(&rn);
+        }
         if (ichan >= 0 && (fds[ichan].revents & (POLLIN | POLLHUP | POLLERR)))
             read_chan(&rn);
         if (iout >= 0 && (fds[iout].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -940,8 +627,8 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
             take_output(&rn, rn.sb->stderr_fd, &res->err, &res->err_total,
                         req->stream_fd_err, &rn.err_cut_noted, &rn.err_eof, "stderr");
         if (icalls >= 0 && (fds[icalls].revents & POLLIN)) {
-            take_calls(&rn);
-            flush_pending(&rn);
+            if (hutch_calls_take(rn.calls) < 0)
+                answers_stuck(&rn);
         }
         if (fds[iev].revents & (POLLIN | POLLHUP | POLLERR)) {
             struct hutch_err rerr = {0};
@@ -982,6 +669,7 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         if (!rn.chan_eof && !rn.got_done)
             read_chan(&rn);
     }
+    hutch_calls_end(rn.calls);
 
     if (rn.fail == 2)
         goto out;
@@ -1025,8 +713,7 @@ out:
                 (hutch_now_us() - t0 * 1000) / 1000.0);
     if (!res->result)
         res->result = cJSON_CreateNull();
-    open_finish(&rn);
-    calls_free(rn.calls);
+    hutch_calls_free(rn.calls);
     hutch_buf_free(&rn.pending);
     return r;
 }

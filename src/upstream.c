@@ -5,16 +5,24 @@
  *
  * Threads.  Every server has a supervisor thread: it spawns or connects,
  * initializes, re-reads tools on list_changed, and restarts with backoff.
- * A stdio child also has an I/O thread, the only thread that touches its
- * pipes: callers queue a line and wait on their own condition variable, so
- * a child that stops reading its stdin cannot block a caller past its
- * timeout.  HTTP calls are plain blocking POSTs in the caller's thread.
- * Our threads block every signal (hutch's main thread takes them) and the
- * I/O thread never raises SIGPIPE because of it.
+ * A stdio call costs no thread hop on the way out: the caller's thread
+ * writes its request to the child's stdin itself, as much as the pipe takes
+ * without blocking, and waits on its own condition variable.  A stdio child
+ * also has an I/O thread, the only reader of its stdout and stderr: it
+ * hands each response straight to the caller waiting for it, and writes
+ * what the pipe did not take at once, so a child that stops reading its
+ * stdin cannot block a caller past its timeout.  HTTP calls are plain
+ * blocking POSTs in the caller's thread.  Our threads block every signal
+ * (hutch's main thread takes them); a write to a child's stdin raises no
+ * SIGPIPE in any thread (writev_quiet).
  *
  * Locks: u->lock only guards start-up progress and is never held while a
  * server's lock is taken; a server's lock guards its state, tools, child,
- * pending calls and HTTP session.
+ * pending calls and HTTP session.  A child's wlock guards its stdin and the
+ * bytes queued for it; it is taken alone or inside the server's lock, never
+ * the other way round.  A writer takes it before leaving the server's lock
+ * under which it found s->child, and a teardown takes it once after
+ * unpublishing the child, so a child is never freed under a writer.
  *
  * Not here: what hutch serves to agents (mcp_server.c), searching tools
  * (catalog.c). */
@@ -33,6 +41,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,16 +83,20 @@ struct pending {
 };
 
 /* One incarnation of a stdio server.  pid, the fds and the thread are set
- * before the child is published; the rest is under the server's lock. */
+ * before the child is published; the write side is under wlock, the rest
+ * under the server's lock. */
 struct child {
     struct server *s;
     pid_t pid;
     bool reaped;
-    int in_fd, out_fd, err_fd, wake_fd; /* in/out/err: the I/O thread's */
+    int out_fd, err_fd, wake_fd; /* out/err: the I/O thread's */
     pthread_t io;
     bool io_started;
-    struct outmsg *q_head, *q_tail;
+    pthread_mutex_t wlock; /* in_fd's writes and close, and the queue */
+    int in_fd;
+    struct outmsg *q_head, *q_tail; /* what the pipe did not take at once */
     size_t q_bytes;
+    bool in_failed;   /* a write failed: the I/O thread reports it */
     bool close_in;    /* close stdin (graceful stop) */
     uint64_t quit_at; /* the I/O thread ends at this time (0: not asked) */
     bool dead;        /* stdout closed */
@@ -807,19 +820,71 @@ static void poke(struct child *c)
         return; /* the counter is full: it is awake anyway */
 }
 
-/* Queue one line for the I/O thread.  Under the server's lock. */
-static int queue_locked(struct child *c, const char *text, size_t len)
+/* writev(2) that raises no SIGPIPE in the calling thread, whatever its
+ * signal mask: callers' threads write to a child's stdin too. */
+static ssize_t writev_quiet(int fd, const struct iovec *iov, int n)
 {
+    sigset_t pipe_set, old;
+    ssize_t w;
+    int e;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    w = writev(fd, iov, n);
+    e = errno;
+    if (w < 0 && e == EPIPE && !sigismember(&old, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero); /* the one this write raised */
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return w;
+}
+
+/* Send one line to the child, under c->wlock.  The caller's thread writes
+ * it when nothing is queued before it, as much as the pipe takes without
+ * blocking; the rest is queued for the I/O thread, so a child that stops
+ * reading its stdin never blocks a caller.  0, -ENOBUFS when the queue is
+ * full, -ECONNRESET when stdin is closed or broken (the I/O thread reports
+ * why and fails the pending calls). */
+static int send_wlocked(struct child *c, const char *text, size_t len)
+{
+    size_t done = 0, rest;
     struct outmsg *m;
 
+    if (c->in_fd < 0 || c->in_failed)
+        return -ECONNRESET;
     if (c->q_bytes + len + 1 > HUTCH_UPSTREAM_MAX_OUTQ)
         return -ENOBUFS;
-    m = malloc(sizeof(*m) + len + 1);
+    if (!c->q_head) {
+        struct iovec iov[2] = {{(void *)text, len}, {"\n", 1}};
+        for (;;) {
+            ssize_t w = writev_quiet(c->in_fd, iov, 2);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && errno != EAGAIN) {
+                c->in_failed = true;
+                poke(c);
+                return -ECONNRESET;
+            }
+            done = w < 0 ? 0 : (size_t)w;
+            break;
+        }
+        if (done == len + 1)
+            return 0;
+    }
+    rest = len + 1 - done;
+    m = malloc(sizeof(*m) + rest);
     if (!m)
         return -ENOMEM;
-    memcpy(m->buf, text, len);
-    m->buf[len] = '\n';
-    m->len = len + 1;
+    if (done < len) {
+        memcpy(m->buf, text + done, len - done);
+        m->buf[len - done] = '\n';
+    } else {
+        m->buf[0] = '\n';
+    }
+    m->len = rest;
     m->off = 0;
     m->next = NULL;
     if (c->q_tail)
@@ -832,14 +897,17 @@ static int queue_locked(struct child *c, const char *text, size_t len)
     return 0;
 }
 
-static int queue_msg_locked(struct child *c, const cJSON *msg)
+/* Under the server's lock, with c its child: takes c->wlock inside it. */
+static int send_msg_locked(struct child *c, const cJSON *msg)
 {
     char *text = cJSON_PrintUnformatted(msg);
     int r;
 
     if (!text)
         return -ENOMEM;
-    r = queue_locked(c, text, strlen(text));
+    pthread_mutex_lock(&c->wlock);
+    r = send_wlocked(c, text, strlen(text));
+    pthread_mutex_unlock(&c->wlock);
     free(text);
     return r;
 }
@@ -886,11 +954,12 @@ static void mark_dead(struct server *s, struct child *c)
         gen_bump(s->u);
 }
 
-static void mark_broken(struct server *s, struct child *c, int code, const char *why)
+/* Under the lock; true when the generation must be bumped. */
+static bool mark_broken_locked(struct server *s, struct child *c, int code,
+                               const char *why)
 {
     bool bump = false;
 
-    pthread_mutex_lock(&s->lock);
     if (!c->broken) {
         c->broken = code;
         snprintf(c->broken_why, sizeof(c->broken_why), "%s", why);
@@ -898,6 +967,15 @@ static void mark_broken(struct server *s, struct child *c, int code, const char 
         bump = leave_ready_locked(s, why);
         pthread_cond_broadcast(&s->cond);
     }
+    return bump;
+}
+
+static void mark_broken(struct server *s, struct child *c, int code, const char *why)
+{
+    bool bump;
+
+    pthread_mutex_lock(&s->lock);
+    bump = mark_broken_locked(s, c, code, why);
     pthread_mutex_unlock(&s->lock);
     if (bump)
         gen_bump(s->u);
@@ -937,7 +1015,7 @@ static void stdio_message(struct server *s, struct child *c, cJSON *msg)
             cJSON *ans = answer_request(s, method->valuestring, id);
             pthread_mutex_lock(&s->lock);
             if (ans && !c->dead && !c->broken)
-                queue_msg_locked(c, ans);
+                send_msg_locked(c, ans);
             pthread_mutex_unlock(&s->lock);
             cJSON_Delete(ans);
         } else {
@@ -1103,35 +1181,37 @@ static int io_read_err(struct server *s, struct child *c, struct errbuf *eb)
     return 1;
 }
 
-/* Write queued lines until the pipe is full.  0 or -errno. */
-static int io_flush(struct server *s, struct child *c)
+/* Write queued lines until the pipe is full.  Closes stdin when a write
+ * fails.  0 or -errno. */
+static int io_flush(struct child *c)
 {
-    for (;;) {
-        struct outmsg *m;
-        ssize_t n;
+    int r = 0;
 
-        pthread_mutex_lock(&s->lock);
-        m = c->q_head;
-        pthread_mutex_unlock(&s->lock);
-        if (!m)
-            return 0;
-        n = write(c->in_fd, m->buf + m->off, m->len - m->off);
+    pthread_mutex_lock(&c->wlock);
+    while (c->q_head && c->in_fd >= 0) {
+        struct outmsg *m = c->q_head;
+        ssize_t n = write(c->in_fd, m->buf + m->off, m->len - m->off);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return errno == EAGAIN ? 0 : -errno;
+            if (errno != EAGAIN) {
+                r = -errno;
+                close(c->in_fd);
+                c->in_fd = -1;
+            }
+            break;
         }
         m->off += (size_t)n;
         if (m->off < m->len)
             continue;
-        pthread_mutex_lock(&s->lock);
         c->q_head = m->next;
         if (!c->q_head)
             c->q_tail = NULL;
         c->q_bytes -= m->len;
-        pthread_mutex_unlock(&s->lock);
         free(m);
     }
+    pthread_mutex_unlock(&c->wlock);
+    return r;
 }
 
 /* The I/O thread of one child: the only reader and writer of its pipes. */
@@ -1152,16 +1232,22 @@ static void *stdio_io_main(void *arg)
         struct pollfd pfd[4];
         int n = 0, io = -1, ie = -1, iw = -1, timeout = -1, r;
         uint64_t quit_at, now = hutch_now_ms();
-        bool want_write;
+        bool want_write, close_in, in_failed;
 
         pthread_mutex_lock(&s->lock);
-        if (c->close_in && c->in_fd >= 0) {
+        close_in = c->close_in;
+        quit_at = c->quit_at;
+        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_lock(&c->wlock);
+        in_failed = c->in_failed && c->in_fd >= 0;
+        if ((close_in || in_failed) && c->in_fd >= 0) {
             close(c->in_fd);
             c->in_fd = -1;
         }
         want_write = c->q_head && c->in_fd >= 0;
-        quit_at = c->quit_at;
-        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_unlock(&c->wlock);
+        if (in_failed)
+            mark_broken(s, c, -ECONNRESET, "closed its stdin");
         if (quit_at && now >= quit_at)
             break;
         if (c->out_fd < 0 && (c->err_fd < 0 || now >= drain_until))
@@ -1196,16 +1282,8 @@ static void *stdio_io_main(void *arg)
             if (read(c->wake_fd, &v, sizeof(v)) < 0)
                 v = 0; /* EAGAIN: someone else's wake-up was already counted */
         }
-        if (iw >= 0 && pfd[iw].revents) {
-            r = io_flush(s, c);
-            if (r < 0) {
-                pthread_mutex_lock(&s->lock);
-                close(c->in_fd);
-                c->in_fd = -1;
-                pthread_mutex_unlock(&s->lock);
-                mark_broken(s, c, -ECONNRESET, "closed its stdin");
-            }
-        }
+        if (iw >= 0 && pfd[iw].revents && io_flush(c) < 0)
+            mark_broken(s, c, -ECONNRESET, "closed its stdin");
         if (io >= 0 && pfd[io].revents) {
             r = io_read_out(s, c, &lb);
             if (r <= 0) {
@@ -1383,6 +1461,7 @@ static void child_free(struct child *c)
         close(c->err_fd);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
+    pthread_mutex_destroy(&c->wlock);
     free(c);
 }
 
@@ -1415,6 +1494,7 @@ static int stdio_spawn(struct server *s, struct child **out, struct hutch_err *e
     }
     c->s = s;
     c->pid = -1;
+    pthread_mutex_init(&c->wlock, NULL);
     c->in_fd = c->out_fd = c->err_fd = -1;
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (c->wake_fd < 0 || pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 ||
@@ -1574,6 +1654,10 @@ static void child_teardown(struct server *s, struct child *c, unsigned grace, in
     poke(c);
     if (c->io_started)
         pthread_join(c->io, NULL);
+    /* A caller that took c->wlock before s->child changed may still hold
+     * it: no one can take it after. */
+    pthread_mutex_lock(&c->wlock);
+    pthread_mutex_unlock(&c->wlock);
     snprintf(x->last_err, sizeof(x->last_err), "%s", c->last_err);
     child_free(c);
 }
@@ -1589,6 +1673,7 @@ static int stdio_request(struct server *s, const char *method, const cJSON *para
     cJSON *m = NULL;
     char *text = NULL;
     uint64_t garbage0 = 0;
+    size_t queued;
     int r = 0;
 
     cond_init_mono(&p.cond);
@@ -1614,17 +1699,46 @@ static int stdio_request(struct server *s, const char *method, const cJSON *para
         r = hutch_err_set(err, -ECONNRESET, "upstream %s is not running", s->name);
         goto out;
     }
-    r = queue_locked(c, text, strlen(text));
-    if (r < 0) {
-        pthread_mutex_unlock(&s->lock);
-        r = hutch_err_set(err, r == -ENOBUFS ? -ENOBUFS : r,
-                          "upstream %s is not reading its input (%zu bytes queued)",
-                          s->name, c->q_bytes);
-        goto out;
-    }
+    /* Pending before it is written: the answer may come back at once. */
     p.next = s->pending;
     s->pending = &p;
     garbage0 = c->garbage;
+    /* This thread writes the request itself.  c->wlock is taken before the
+     * server's lock is left, so a teardown waits for the write to end. */
+    pthread_mutex_lock(&c->wlock);
+    pthread_mutex_unlock(&s->lock);
+    r = send_wlocked(c, text, strlen(text));
+    queued = c->q_bytes;
+    pthread_mutex_unlock(&c->wlock);
+    pthread_mutex_lock(&s->lock);
+    if (r < 0) {
+        bool bump = false;
+        for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next)
+            if (*pp == &p) {
+                *pp = p.next;
+                break;
+            }
+        /* Its stdin is gone: out of "ready" now, not when the I/O thread
+         * gets to it.  A teardown would have failed p. */
+        if (r == -ECONNRESET && !p.done)
+            bump = mark_broken_locked(s, c, r, "closed its stdin");
+        pthread_mutex_unlock(&s->lock);
+        if (bump)
+            gen_bump(s->u);
+        if (p.done && p.code < 0) /* the child broke meanwhile: say why */
+            r = hutch_err_set(err, p.code, "upstream %s %s during %s", s->name, p.why,
+                              what);
+        else if (r == -ECONNRESET)
+            r = hutch_err_set(err, r, "upstream %s closed its stdin", s->name);
+        else if (r == -ENOBUFS)
+            r = hutch_err_set(err, r,
+                              "upstream %s is not reading its input (%zu bytes queued)",
+                              s->name, queued);
+        else
+            r = hutch_err_set(err, r, "sending %s to upstream %s: %s", what, s->name,
+                              strerror(-r));
+        goto out;
+    }
     while (!p.done)
         if (cond_wait_until(&p.cond, &s->lock, deadline) == ETIMEDOUT)
             break;
@@ -1642,7 +1756,7 @@ static int stdio_request(struct server *s, const char *method, const cJSON *para
             cJSON *cp = cm ? cJSON_AddObjectToObject(cm, "params") : NULL;
             if (cp && cJSON_AddNumberToObject(cp, "requestId", (double)p.id) &&
                 cJSON_AddStringToObject(cp, "reason", "timed out"))
-                queue_msg_locked(c, cm);
+                send_msg_locked(c, cm);
             cJSON_Delete(cm);
         }
         pthread_mutex_unlock(&s->lock);
@@ -1684,7 +1798,7 @@ static int stdio_notify(struct server *s, const char *method, struct hutch_err *
     pthread_mutex_lock(&s->lock);
     if (!s->child || s->child->dead || s->child->broken)
         r = hutch_err_set(err, -ECONNRESET, "upstream %s is not running", s->name);
-    else if ((r = queue_msg_locked(s->child, m)) < 0)
+    else if ((r = send_msg_locked(s->child, m)) < 0)
         r = hutch_err_set(err, r, "cannot send %s: %s", method, strerror(-r));
     pthread_mutex_unlock(&s->lock);
     cJSON_Delete(m);

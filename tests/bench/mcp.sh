@@ -14,7 +14,10 @@
 #     sequential calls timed inside one execution, JavaScript and Python,
 #     against the same calls made directly by the SDK client to
 #     server-everything over stdio (goal: ≤ 2× a direct call);
-#  3. the time of 100 sequential `echo` calls from one execution (goal < 30 ms).
+#  3. the time of 100 sequential `echo` calls from one execution (goal < 30 ms),
+#     and the p50 per call of those calls next to a bare JSON-RPC client
+#     (newline-delimited JSON-RPC over server-everything's stdio, no SDK)
+#     making the same 100 calls, interleaved (goal: hutch / bare ≤ 1.3×).
 # Needs the npm packages of tests/mcp (npm ci there) and node (Node ≥ 20).
 here=$(cd "$(dirname "$0")" && pwd)
 NODE=${NODE:-$(command -v node || echo /usr/bin/node)}

@@ -702,6 +702,38 @@ static void test_live(void)
        "list_changed: tools re-read, generation %llu -> %llu", (unsigned long long)gen,
        (unsigned long long)hutch_upstreams_generation(u));
 
+    /* A server that closes its stdin: the caller's own write fails, and
+     * raises no SIGPIPE in this process, which does not ignore it. */
+    text = call_text(u, "hang", "shut", NULL, 0, &rc, &err);
+    ok(text && !strcmp(text, "shut"), "shut: %s", text ? text : err.msg);
+    free(text);
+    text = call_text(u, "hang", "grow", NULL, 5000, &rc, &err);
+    ok(!text && rc == -ECONNRESET && strstr(err.msg, "closed its stdin"),
+       "a call to a server whose stdin is closed: %d %s", rc, err.msg);
+    ok(!state_is(u, "hang", "ready", NULL), "the server leaves ready at once");
+    ok(wait_state(u, "hang", "ready", 10000), "and is restarted");
+
+    /* A server that stops reading its stdin: what the pipe does not take is
+     * queued, and callers still time out. */
+    text = call_text(u, "hang", "deaf", NULL, 0, &rc, &err);
+    ok(text && !strcmp(text, "deaf"), "deaf: %s", text ? text : err.msg);
+    free(text);
+    {
+        size_t n = 1u << 20;
+        char *big = malloc(n + 32);
+        if (big) {
+            memcpy(big, "{\"pad\": \"", 9);
+            memset(big + 9, 'x', n);
+            memcpy(big + 9 + n, "\"}", 3);
+        }
+        text = big ? call_text(u, "hang", "wait", big, 500, &rc, &err) : NULL;
+        ok(!text && rc == -ETIMEDOUT, "a 1 MiB request it does not read: %d %s", rc,
+           err.msg);
+        free(big);
+        text = call_text(u, "hang", "wait", NULL, 500, &rc, &err);
+        ok(!text && rc == -ETIMEDOUT, "a request queued behind it: %d %s", rc, err.msg);
+    }
+
     /* A server that dies during a call, and comes back. */
     {
         char *before = call_text(u, "crash", "alive", NULL, 0, &rc, &err), *after;

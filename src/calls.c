@@ -1,0 +1,495 @@
+/* calls.c — the tool calls of one execution, between the run loop and the
+ * tool handler (govern.c or bridge.c): a runner's `tool_call` becomes a job
+ * for a worker thread, and the worker's answer a `tool_result` sent back in
+ * completion order.  Every call's outcome is recorded in the execution's
+ * tool_calls, calls still open when the execution ends as "unfinished".
+ *
+ * Workers.  Calls run on worker threads so that Promise.all and Python
+ * threads get concurrent upstream calls, and a slow call never stops the
+ * loop from draining output or watching the deadline.  Each execution has
+ * its own pool of at most HUTCH_CALL_WORKERS threads, created lazily (one
+ * more only when a call arrives and every worker is busy) and kept until the
+ * execution ends: 100 sequential calls cost one thread creation, not 100.
+ * Calls past the pool's size wait in a FIFO queue and start as workers free
+ * up.  Per execution rather than process-wide, because `hutch serve` runs
+ * many executions at once and a call may block for up to its timeout (60 s
+ * by default): in a shared pool, one execution's Promise.all of slow calls
+ * would hold every worker and starve the others, and any cap per execution
+ * below the pool's size still lets a few such executions do it.  With a pool
+ * each, an execution only ever waits for its own calls; the cost is up to
+ * HUTCH_CALL_WORKERS threads per running execution, which is small next to
+ * the sandbox each of them already has.
+ *
+ * Answers.  The worker that ran a call writes its tool_result to the
+ * runner's channel itself, without waking the loop: one thread hop less per
+ * call.  What the channel does not take at once waits in `unsent` (capped)
+ * and the loop writes it when the channel is writable; a byte on the pipe
+ * tells the loop to look (unsent bytes appeared, or the runner stopped
+ * reading).  Answers are written whole, in completion order, under q->mu.
+ * After the job's `run` message this file is the channel's only writer: a
+ * runner asks for tools only after it has read that message whole.
+ * hutch_calls_end stops all writing before the sandbox, and its channel,
+ * is destroyed.
+ *
+ * Threads and locks.  The loop's thread calls every hutch_calls_* function.
+ * q->mu guards the queue, the pool's counters, the open list, the record,
+ * the unsent bytes and the writes to the channel; a worker holds it to take
+ * a call and to answer it, never while the call runs.  Workers block every
+ * signal (hutch's main thread takes them), so a failed write to a closed
+ * channel or to an upstream's stdin raises no SIGPIPE in them.
+ *
+ * Not here: the run loop and the wire protocol (exec.c, wire.c), deciding
+ * and forwarding a call (govern.c, bridge.c, upstream.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calls.h"
+#include "caps.h"
+#include "log.h"
+#include "util.h"
+#include "wire.h"
+
+/* Lua hooks in the policy run on the workers and need room for nested C
+ * calls (~500 KiB). */
+#define WORKER_STACK (2u << 20)
+/* Answers written and not yet read by the runner, before it counts as
+ * not reading them. */
+#define UNSENT_MAX (64u << 20)
+
+struct call {
+    int64_t id;
+    char *tool;
+    cJSON *args;
+    uint64_t deadline_ms;
+    uint64_t t0; /* µs */
+    struct hutch_tool_reply reply;
+    struct call *next;                  /* queued */
+    struct call *open_prev, *open_next; /* accepted, not answered */
+};
+
+struct hutch_calls {
+    pthread_mutex_t mu;
+    pthread_cond_t work;               /* a queued call, or stop */
+    struct call *queued, *queued_tail; /* waiting for a worker */
+    size_t nqueued;
+    int nidle;    /* workers waiting for work */
+    int nworkers; /* created; changed by the loop only */
+    bool stop;    /* the execution ended: nothing starts, nothing is sent */
+    pthread_t workers[HUTCH_CALL_WORKERS];
+    int pipe[2]; /* a byte: the loop must look */
+    int chan_fd; /* the runner's channel, non-blocking */
+    struct hutch_buf unsent;
+    size_t unsent_off;
+    bool chan_gone; /* a write failed: the runner is gone, answers dropped */
+    bool failed;    /* the runner does not read its answers */
+    cJSON *record;
+    struct call *open_head, *open_tail;
+    /* The loop's thread only. */
+    hutch_tool_fn fn;
+    void *fn_arg;
+    uint64_t ncalls;
+};
+
+static void call_free(struct call *c)
+{
+    free(c->tool);
+    cJSON_Delete(c->args);
+    cJSON_Delete(c->reply.result);
+    free(c->reply.message);
+    free(c->reply.tool);
+    free(c);
+}
+
+/* Under q->mu. */
+static void open_add(struct hutch_calls *q, struct call *c)
+{
+    c->open_prev = q->open_tail;
+    c->open_next = NULL;
+    if (q->open_tail)
+        q->open_tail->open_next = c;
+    else
+        q->open_head = c;
+    q->open_tail = c;
+}
+
+/* Under q->mu. */
+static void open_remove(struct hutch_calls *q, struct call *c)
+{
+    if (c->open_prev)
+        c->open_prev->open_next = c->open_next;
+    else
+        q->open_head = c->open_next;
+    if (c->open_next)
+        c->open_next->open_prev = c->open_prev;
+    else
+        q->open_tail = c->open_prev;
+    c->open_prev = c->open_next = NULL;
+}
+
+static cJSON *record_entry(int64_t id, const char *tool, int ok, const char *code,
+                           const char *message, uint64_t us)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "id", (double)id);
+    cJSON_AddStringToObject(c, "tool", tool);
+    cJSON_AddStringToObject(c, "outcome", ok ? "ok" : code);
+    if (!ok && message)
+        cJSON_AddStringToObject(c, "error", message);
+    cJSON_AddNumberToObject(c, "duration_ms", (double)us / 1000.0);
+    return c;
+}
+
+static void nudge(struct hutch_calls *q)
+{
+    if (write(q->pipe[1], "c", 1) < 0) {
+        /* the pipe is full: the loop has enough to wake up for */
+    }
+}
+
+/* Writes what is unsent, as much as the channel takes.  Under q->mu. */
+static void flush_locked(struct hutch_calls *q)
+{
+    while (q->unsent_off < q->unsent.len && !q->chan_gone) {
+        ssize_t n = write(q->chan_fd, q->unsent.data + q->unsent_off,
+                          q->unsent.len - q->unsent_off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                q->chan_gone = true; /* the runner is gone: drop */
+            break;
+        }
+        q->unsent_off += (size_t)n;
+    }
+    if (q->unsent_off == q->unsent.len || q->chan_gone)
+        q->unsent.len = q->unsent_off = 0;
+}
+
+/* One whole line for the runner: written now unless something waits before
+ * it; what the channel does not take is left to the loop.  Under q->mu. */
+static void send_locked(struct hutch_calls *q, const char *line, size_t len)
+{
+    size_t off = 0;
+
+    if (q->chan_gone || q->failed)
+        return;
+    if (q->unsent_off == q->unsent.len) {
+        while (off < len) {
+            ssize_t n = write(q->chan_fd, line + off, len - off);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                    q->chan_gone = true;
+                    return;
+                }
+                break;
+            }
+            off += (size_t)n;
+        }
+        if (off == len)
+            return;
+        nudge(q); /* the loop polls the channel for POLLOUT from now on */
+    }
+    if (hutch_buf_append(&q->unsent, line + off, len - off) < 0) {
+        q->failed = true;
+        nudge(q);
+    }
+}
+
+/* Records the call's outcome and sends its tool_result (takes
+ * reply->result).  c: the call, when a worker ran it (it is on the open
+ * list and freed here); NULL for an answer given at once. */
+static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char *tool,
+                   int r, struct hutch_tool_reply *reply, uint64_t t0)
+{
+    cJSON *msg = cJSON_CreateObject(), *rec;
+    size_t len = 0;
+    char *line;
+
+    cJSON_AddStringToObject(msg, "t", "tool_result");
+    cJSON_AddNumberToObject(msg, "id", (double)id);
+    if (r == 0) {
+        cJSON_AddTrueToObject(msg, "ok");
+        cJSON_AddItemToObject(msg, "result",
+                              reply->result ? reply->result : cJSON_CreateNull());
+        reply->result = NULL;
+        rec = record_entry(id, reply->tool ? reply->tool : tool, 1, NULL, NULL,
+                           hutch_now_us() - t0);
+    } else {
+        char text[1024];
+        cJSON *e = cJSON_AddObjectToObject(msg, "error");
+        const char *code = reply->code ? reply->code : "internal";
+        if (reply->message)
+            snprintf(text, sizeof(text), "%s", reply->message);
+        else if (r == -E2BIG)
+            snprintf(text, sizeof(text), "more than %d tool calls in one execution",
+                     HUTCH_WIRE_MAX_TOOL_CALLS);
+        else if (r == -ENOENT)
+            snprintf(text, sizeof(text),
+                     "unknown tool \"%.256s\": no upstream MCP servers are configured "
+                     "(start hutch with --servers FILE)",
+                     tool);
+        else
+            snprintf(text, sizeof(text), "tool call failed: %s", strerror(-r));
+        cJSON_AddFalseToObject(msg, "ok");
+        cJSON_AddStringToObject(e, "code", code);
+        cJSON_AddStringToObject(e, "message", text);
+        rec = record_entry(id, reply->tool ? reply->tool : tool, 0, code, text,
+                           hutch_now_us() - t0);
+    }
+    line = hutch_wire_encode(msg, &len);
+    cJSON_Delete(msg);
+
+    pthread_mutex_lock(&q->mu);
+    if (q->stop) {
+        /* Too late: hutch_calls_end recorded it as unfinished, and frees it. */
+        pthread_mutex_unlock(&q->mu);
+        cJSON_Delete(rec);
+        free(line);
+        return;
+    }
+    if (c)
+        open_remove(q, c);
+    cJSON_AddItemToArray(q->record, rec);
+    if (line) {
+        send_locked(q, line, len);
+    } else { /* out of memory: the runner would wait for it forever */
+        q->failed = true;
+        nudge(q);
+    }
+    pthread_mutex_unlock(&q->mu);
+    free(line);
+    if (c)
+        call_free(c);
+}
+
+static void *worker_main(void *arg)
+{
+    struct hutch_calls *q = arg;
+
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        struct call *c;
+        uint64_t now;
+        int timeout_ms, r;
+
+        while (!q->queued && !q->stop) {
+            q->nidle++;
+            pthread_cond_wait(&q->work, &q->mu);
+            q->nidle--;
+        }
+        if (q->stop)
+            break; /* what is still queued never starts */
+        c = q->queued;
+        q->queued = c->next;
+        if (!q->queued)
+            q->queued_tail = NULL;
+        q->nqueued--;
+        c->next = NULL;
+        pthread_mutex_unlock(&q->mu);
+
+        /* A call never outlives its execution's deadline. */
+        now = hutch_now_ms();
+        timeout_ms = c->deadline_ms > now ? (int)(c->deadline_ms - now) : 1;
+        r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
+        answer(q, c, c->id, c->tool, r, &c->reply, c->t0);
+        pthread_mutex_lock(&q->mu);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Under q->mu.  0, or -EAGAIN when no worker exists and none can be made. */
+static int add_worker_locked(struct hutch_calls *q)
+{
+    pthread_attr_t attr;
+    sigset_t all, old;
+    int r;
+
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, WORKER_STACK);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    r = pthread_create(&q->workers[q->nworkers], &attr, worker_main, q);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (r != 0) {
+        hutch_debug("tool calls: cannot create a worker thread: %s", strerror(r));
+        return q->nworkers ? 0 : -EAGAIN; /* the others will take it */
+    }
+    q->nworkers++;
+    return 0;
+}
+
+/* Puts c on the open list and in the queue.  0, or -EAGAIN (c is on
+ * neither) when there is no worker to run it. */
+static int enqueue(struct hutch_calls *q, struct call *c)
+{
+    int r = 0;
+
+    pthread_mutex_lock(&q->mu);
+    if (q->queued_tail)
+        q->queued_tail->next = c;
+    else
+        q->queued = c;
+    q->queued_tail = c;
+    q->nqueued++;
+    if (q->nqueued > (size_t)q->nidle && q->nworkers < HUTCH_CALL_WORKERS)
+        r = add_worker_locked(q);
+    if (r < 0) {
+        /* No worker at all: nobody can have taken c, the only one queued. */
+        q->queued = q->queued_tail = NULL;
+        q->nqueued = 0;
+    } else {
+        open_add(q, c);
+        if (q->nidle)
+            pthread_cond_signal(&q->work);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return r;
+}
+
+struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
+                                    cJSON *record)
+{
+    struct hutch_calls *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    if (pipe2(q->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        free(q);
+        return NULL;
+    }
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->work, NULL);
+    hutch_buf_init(&q->unsent, UNSENT_MAX);
+    q->chan_fd = chan_fd;
+    q->fn = fn;
+    q->fn_arg = fn_arg;
+    q->record = record;
+    return q;
+}
+
+int hutch_calls_fd(const struct hutch_calls *q)
+{
+    return q->pipe[0];
+}
+
+int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,
+                       const cJSON *args, uint64_t deadline_ms)
+{
+    struct hutch_tool_reply reply = {0};
+    uint64_t t0 = hutch_now_us();
+    struct call *c;
+    int r;
+
+    if (++q->ncalls > HUTCH_WIRE_MAX_TOOL_CALLS) {
+        reply.code = "denied";
+        r = -E2BIG;
+    } else if (!q->fn) {
+        reply.code = "unknown_tool";
+        r = -ENOENT;
+    } else {
+        c = calloc(1, sizeof(*c));
+        if (!c || !(c->tool = strdup(tool)) ||
+            !(c->args = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject())) {
+            if (c)
+                call_free(c);
+            reply.code = "internal";
+            r = -ENOMEM;
+        } else {
+            c->id = id;
+            c->t0 = t0;
+            c->deadline_ms = deadline_ms;
+            r = enqueue(q, c);
+            if (r == 0)
+                return hutch_calls_take(q);
+            call_free(c);
+            reply.code = "internal";
+        }
+    }
+    answer(q, NULL, id, tool, r, &reply, t0);
+    cJSON_Delete(reply.result);
+    free(reply.message);
+    free(reply.tool);
+    return hutch_calls_take(q);
+}
+
+int hutch_calls_take(struct hutch_calls *q)
+{
+    char buf[64];
+    bool failed;
+
+    while (read(q->pipe[0], buf, sizeof(buf)) > 0)
+        ;
+    pthread_mutex_lock(&q->mu);
+    failed = q->failed;
+    pthread_mutex_unlock(&q->mu);
+    return failed ? -EPIPE : 0;
+}
+
+int hutch_calls_unsent(struct hutch_calls *q)
+{
+    int n;
+    pthread_mutex_lock(&q->mu);
+    n = q->unsent_off < q->unsent.len;
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+int hutch_calls_flush(struct hutch_calls *q)
+{
+    bool failed;
+    pthread_mutex_lock(&q->mu);
+    flush_locked(q);
+    failed = q->failed;
+    pthread_mutex_unlock(&q->mu);
+    return failed ? -EPIPE : 0;
+}
+
+void hutch_calls_end(struct hutch_calls *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    if (!q->stop) {
+        for (struct call *c = q->open_head; c; c = c->open_next)
+            cJSON_AddItemToArray(
+                q->record,
+                record_entry(c->id, c->tool, 0, "unfinished",
+                             "the execution ended before the tool call returned",
+                             hutch_now_us() - c->t0));
+        q->stop = true;
+        pthread_cond_broadcast(&q->work);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+void hutch_calls_free(struct hutch_calls *q)
+{
+    struct call *c;
+
+    if (!q)
+        return;
+    hutch_calls_end(q);
+    for (int i = 0; i < q->nworkers; i++)
+        pthread_join(q->workers[i], NULL);
+    /* Queued, or finished too late: still on the open list. */
+    while ((c = q->open_head)) {
+        open_remove(q, c);
+        call_free(c);
+    }
+    close(q->pipe[0]);
+    close(q->pipe[1]);
+    hutch_buf_free(&q->unsent);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->work);
+    free(q);
+}

@@ -1,0 +1,51 @@
+/* calls.h — the tool calls of one execution: each `tool_call` the runner
+ * sends runs on a worker thread of the execution's own pool, which writes
+ * the `tool_result` back to the runner's channel itself, in completion
+ * order.  Used by the run loop in exec.c, from its thread only. */
+#ifndef HUTCH_CALLS_H
+#define HUTCH_CALLS_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "exec.h"
+
+struct hutch_calls;
+
+/* fn answers the calls (NULL: every tool is unknown); chan_fd is the
+ * runner's channel (non-blocking by the time a call comes), where the
+ * answers are written; record is the execution's tool_calls array, where
+ * every call's outcome is appended.  NULL when out of memory. */
+struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
+                                    cJSON *record);
+
+/* Readable when the loop must look: then call hutch_calls_take. */
+int hutch_calls_fd(const struct hutch_calls *q);
+
+/* One tool_call from the runner.  It runs on a worker, bounded by
+ * deadline_ms (the execution's), or is answered at once when it cannot
+ * (too many calls, no handler, out of memory).  Negative when the runner
+ * does not read its answers: stop it. */
+int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,
+                       const cJSON *args, uint64_t deadline_ms);
+
+/* After hutch_calls_fd polled readable.  Negative when the runner does not
+ * read its answers: stop it. */
+int hutch_calls_take(struct hutch_calls *q);
+
+/* Non-zero while answers wait for the channel: poll it for POLLOUT, and
+ * call hutch_calls_flush when it is writable (negative: stop the runner). */
+int hutch_calls_unsent(struct hutch_calls *q);
+int hutch_calls_flush(struct hutch_calls *q);
+
+/* The execution ended: nothing more starts or is written to the channel
+ * (call it before the channel is closed), and the calls still open are
+ * recorded as "unfinished".  NULL is fine; hutch_calls_free does it too. */
+void hutch_calls_end(struct hutch_calls *q);
+
+/* Ends, waits for the workers (each call is bounded by the execution's
+ * deadline, and fn's argument must outlive them) and frees everything.
+ * NULL is fine. */
+void hutch_calls_free(struct hutch_calls *q);
+
+#endif

@@ -1,0 +1,413 @@
+/* test_calls.c — the tool calls of one execution (src/calls.c) with a fake
+ * handler: answers and records, the pool's bound and its queue, completion
+ * order, calls left open when the execution ends, a runner that stops
+ * reading.  No check depends on how fast anything runs. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calls.h"
+#include "caps.h"
+#include "tap.h"
+#include "util.h"
+
+#define WAIT_MS 20000 /* a guard against hanging, not a measurement */
+
+/* The handler: "echo" answers its arguments, "fail" an error, "gate.N"
+ * waits until gate N opens or its timeout passes. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int open_gates[64];
+static int running, max_running, started;
+static int last_timeout_ms = -1;
+
+static int tool(void *arg, const char *name, const cJSON *args, int timeout_ms,
+                struct hutch_tool_reply *reply)
+{
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    started++;
+    last_timeout_ms = timeout_ms;
+    if (++running > max_running)
+        max_running = running;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mu);
+    if (!strncmp(name, "gate.", 5)) {
+        int g = atoi(name + 5);
+        uint64_t until = hutch_now_ms() + (uint64_t)timeout_ms;
+        pthread_mutex_lock(&mu);
+        while (!open_gates[g] && hutch_now_ms() < until) {
+            pthread_mutex_unlock(&mu);
+            usleep(1000);
+            pthread_mutex_lock(&mu);
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    pthread_mutex_lock(&mu);
+    running--;
+    pthread_mutex_unlock(&mu);
+    reply->tool = strdup(name);
+    if (!strcmp(name, "fail")) {
+        reply->code = "upstream";
+        reply->message = strdup("it failed");
+        return -EREMOTEIO;
+    }
+    reply->result = cJSON_Duplicate(args, 1);
+    return 0;
+}
+
+static void open_gate(int g)
+{
+    pthread_mutex_lock(&mu);
+    open_gates[g] = 1;
+    pthread_mutex_unlock(&mu);
+}
+
+static void reset(void)
+{
+    pthread_mutex_lock(&mu);
+    memset(open_gates, 0, sizeof(open_gates));
+    running = max_running = started = 0;
+    last_timeout_ms = -1;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Waits (bounded) until `started` reaches n. */
+static int wait_started(int n)
+{
+    uint64_t until = hutch_now_ms() + WAIT_MS;
+    int got;
+    pthread_mutex_lock(&mu);
+    while (started < n && hutch_now_ms() < until) {
+        pthread_mutex_unlock(&mu);
+        usleep(1000);
+        pthread_mutex_lock(&mu);
+    }
+    got = started;
+    pthread_mutex_unlock(&mu);
+    return got;
+}
+
+/* The runner's side: a pipe as the channel, and every tool_result read
+ * from it, in order. */
+struct sink {
+    int fd[2];
+    cJSON *sent;
+    char *buf;
+    size_t len;
+};
+
+static void sink_init(struct sink *k)
+{
+    k->sent = cJSON_CreateArray();
+    k->buf = NULL;
+    k->len = 0;
+    if (pipe(k->fd) < 0)
+        k->fd[0] = k->fd[1] = -1;
+    hutch_set_nonblock(k->fd[0]);
+    hutch_set_nonblock(k->fd[1]);
+}
+
+static void sink_free(struct sink *k)
+{
+    cJSON_Delete(k->sent);
+    free(k->buf);
+    if (k->fd[0] >= 0)
+        close(k->fd[0]);
+    close(k->fd[1]);
+}
+
+static void sink_read(struct sink *k)
+{
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read(k->fd[0], chunk, sizeof(chunk))) > 0) {
+        char *nb = realloc(k->buf, k->len + (size_t)n);
+        char *nl;
+        if (!nb)
+            return;
+        k->buf = nb;
+        memcpy(k->buf + k->len, chunk, (size_t)n);
+        k->len += (size_t)n;
+        while ((nl = memchr(k->buf, '\n', k->len))) {
+            size_t line = (size_t)(nl - k->buf);
+            cJSON_AddItemToArray(k->sent, cJSON_ParseWithLength(k->buf, line));
+            memmove(k->buf, nl + 1, k->len - line - 1);
+            k->len -= line + 1;
+        }
+    }
+}
+
+/* The loop's side and the runner's: until n answers came (bounded). */
+static int take_until(struct hutch_calls *q, struct sink *k, int n)
+{
+    uint64_t until = hutch_now_ms() + WAIT_MS;
+    sink_read(k);
+    while (cJSON_GetArraySize(k->sent) < n && hutch_now_ms() < until) {
+        struct pollfd p[2] = {{hutch_calls_fd(q), POLLIN, 0}, {k->fd[0], POLLIN, 0}};
+        if (poll(p, 2, 100) > 0 && (p[0].revents & POLLIN) && hutch_calls_take(q) < 0)
+            return -1;
+        if (hutch_calls_unsent(q) && hutch_calls_flush(q) < 0)
+            return -1;
+        sink_read(k);
+    }
+    return cJSON_GetArraySize(k->sent);
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    return cJSON_GetStringValue(cJSON_GetObjectItem(o, k));
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static uint64_t later(void)
+{
+    return hutch_now_ms() + WAIT_MS;
+}
+
+static void test_no_handler(void)
+{
+    struct sink k;
+    cJSON *rec = cJSON_CreateArray(), *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(NULL, NULL, k.fd[1], rec));
+
+    ok(q != NULL, "no handler: created");
+    ok(hutch_calls_submit(q, 1, "a.b", NULL, later()) == 0, "no handler: submitted");
+    sink_read(&k);
+    m = cJSON_GetArrayItem(k.sent, 0);
+    ok(m && cJSON_IsFalse(cJSON_GetObjectItem(m, "ok")) &&
+           !strcmp(str(cJSON_GetObjectItem(m, "error"), "code"), "unknown_tool") &&
+           strstr(str(cJSON_GetObjectItem(m, "error"), "message"), "--servers"),
+       "no handler: answered at once, unknown_tool");
+    hutch_calls_free(q);
+    ok(cJSON_GetArraySize(rec) == 1 &&
+           !strcmp(str(cJSON_GetArrayItem(rec, 0), "outcome"), "unknown_tool"),
+       "no handler: recorded");
+    cJSON_Delete(rec);
+    sink_free(&k);
+}
+
+static void test_answers(void)
+{
+    struct sink k;
+    cJSON *rec = cJSON_CreateArray(), *args = cJSON_Parse("{\"message\":\"x\"}"), *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    int good = 1;
+
+    reset();
+    for (int i = 1; i <= 100; i++) {
+        hutch_calls_submit(q, i, "echo", args, later());
+        if (take_until(q, &k, i) != i)
+            good = 0;
+    }
+    ok(good, "sequential: 100 calls, 100 answers");
+    m = cJSON_GetArrayItem(k.sent, 99);
+    ok(m && !strcmp(str(m, "t"), "tool_result") && num(m, "id") == 100 &&
+           cJSON_IsTrue(cJSON_GetObjectItem(m, "ok")) &&
+           !strcmp(str(cJSON_GetObjectItem(m, "result"), "message"), "x"),
+       "sequential: the answer carries the id and the result");
+    ok(last_timeout_ms > 0 && last_timeout_ms <= WAIT_MS,
+       "sequential: the handler's timeout comes from the deadline (%d)",
+       last_timeout_ms);
+    hutch_calls_submit(q, 101, "fail", args, later());
+    take_until(q, &k, 101);
+    m = cJSON_GetArrayItem(k.sent, 100);
+    ok(m && cJSON_IsFalse(cJSON_GetObjectItem(m, "ok")) &&
+           !strcmp(str(cJSON_GetObjectItem(m, "error"), "code"), "upstream") &&
+           !strcmp(str(cJSON_GetObjectItem(m, "error"), "message"), "it failed"),
+       "an error comes back with its code and message");
+    hutch_calls_submit(q, 102, "echo", args, hutch_now_ms() - 5);
+    take_until(q, &k, 102);
+    ok(last_timeout_ms == 1, "a call past the deadline gets 1 ms (%d)",
+       last_timeout_ms);
+    hutch_calls_free(q);
+    ok(cJSON_GetArraySize(rec) == 102, "every call recorded (%d)",
+       cJSON_GetArraySize(rec));
+    m = cJSON_GetArrayItem(rec, 100);
+    ok(m && !strcmp(str(m, "tool"), "fail") && !strcmp(str(m, "outcome"), "upstream") &&
+           !strcmp(str(m, "error"), "it failed") && num(m, "duration_ms") >= 0,
+       "the record has the tool, outcome, error and duration");
+    cJSON_Delete(args);
+    cJSON_Delete(rec);
+    sink_free(&k);
+}
+
+static void test_pool(void)
+{
+    struct sink k;
+    cJSON *rec = cJSON_CreateArray(), *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    const int n = HUTCH_CALL_WORKERS + 20;
+    char seen[HUTCH_CALL_WORKERS + 21] = {0};
+    int good = 1;
+
+    reset();
+    for (int i = 1; i <= n; i++)
+        hutch_calls_submit(q, i, "gate.1", NULL, later());
+    ok(wait_started(HUTCH_CALL_WORKERS) == HUTCH_CALL_WORKERS,
+       "pool: %d calls run at once", HUTCH_CALL_WORKERS);
+    sink_read(&k);
+    ok(cJSON_GetArraySize(k.sent) == 0, "pool: nothing answered while they wait");
+    open_gate(1);
+    ok(take_until(q, &k, n) == n, "pool: all %d answered once the gate opens", n);
+    cJSON_ArrayForEach(m, k.sent)
+    {
+        int id = (int)num(m, "id");
+        if (id < 1 || id > n || seen[id]++ ||
+            !cJSON_IsTrue(cJSON_GetObjectItem(m, "ok")))
+            good = 0;
+    }
+    ok(good, "pool: each id answered exactly once");
+    ok(max_running <= HUTCH_CALL_WORKERS, "pool: never more than %d at once (%d)",
+       HUTCH_CALL_WORKERS, max_running);
+    ok(max_running > 1, "pool: calls of one execution run concurrently (%d)",
+       max_running);
+    hutch_calls_free(q);
+    cJSON_Delete(rec);
+    sink_free(&k);
+}
+
+static void test_completion_order(void)
+{
+    struct sink k;
+    cJSON *rec = cJSON_CreateArray();
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+
+    reset();
+    hutch_calls_submit(q, 1, "gate.2", NULL, later());
+    hutch_calls_submit(q, 2, "gate.3", NULL, later());
+    wait_started(2);
+    open_gate(3);
+    take_until(q, &k, 1);
+    open_gate(2);
+    take_until(q, &k, 2);
+    ok(num(cJSON_GetArrayItem(k.sent, 0), "id") == 2 &&
+           num(cJSON_GetArrayItem(k.sent, 1), "id") == 1,
+       "answers go back in completion order");
+    hutch_calls_free(q);
+    cJSON_Delete(rec);
+    sink_free(&k);
+}
+
+static void test_unfinished(void)
+{
+    struct sink k;
+    cJSON *rec = cJSON_CreateArray(), *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    const int n = HUTCH_CALL_WORKERS + 5;
+    int good = 1;
+
+    reset();
+    hutch_calls_submit(q, 1, "echo", NULL, later());
+    take_until(q, &k, 1);
+    /* They wait for a gate that never opens, until their deadline. */
+    for (int i = 2; i <= n + 1; i++)
+        hutch_calls_submit(q, i, "gate.4", NULL, hutch_now_ms() + 3000);
+    wait_started(1 + HUTCH_CALL_WORKERS);
+    hutch_calls_free(q); /* waits for the workers */
+    ok(cJSON_GetArraySize(k.sent) == 1, "unfinished: no answer sent after the end");
+    ok(cJSON_GetArraySize(rec) == n + 1, "unfinished: every call recorded (%d)",
+       cJSON_GetArraySize(rec));
+    for (int i = 1; i <= n; i++) {
+        m = cJSON_GetArrayItem(rec, i);
+        if (!m || strcmp(str(m, "outcome"), "unfinished") || num(m, "id") != i + 1 ||
+            !str(m, "error"))
+            good = 0;
+    }
+    ok(good, "unfinished: the open calls are recorded as unfinished, in order");
+    ok(started == 1 + HUTCH_CALL_WORKERS,
+       "unfinished: queued calls never start once the execution ended (%d)", started);
+    cJSON_Delete(rec);
+    sink_free(&k);
+}
+
+/* A runner that never reads: answers pile up to the cap, then it is
+ * reported; one that is gone: answers are dropped, nothing breaks. */
+static void test_stuck_runner(void)
+{
+    struct sink k;
+    cJSON *rec = cJSON_CreateArray(), *args = cJSON_CreateObject();
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    char *pad = malloc((1u << 20) + 1);
+    int r = 0, i;
+
+    reset();
+    memset(pad, 'x', 1u << 20);
+    pad[1u << 20] = '\0';
+    cJSON_AddStringToObject(args, "pad", pad);
+    for (i = 1; i <= 80 && r == 0; i++) {
+        r = hutch_calls_submit(q, i, "echo", args, later());
+        while (r == 0 && cJSON_GetArraySize(rec) < i)
+            usleep(1000);
+        if (r == 0)
+            r = hutch_calls_take(q);
+    }
+    ok(r < 0, "stuck runner: reported after %d answers of 1 MiB nobody reads", i - 1);
+    ok(hutch_calls_unsent(q), "stuck runner: the answers wait for the channel");
+    hutch_calls_free(q);
+    ok(cJSON_GetArraySize(rec) == i - 1, "stuck runner: every call recorded (%d)",
+       cJSON_GetArraySize(rec));
+    sink_free(&k);
+    cJSON_Delete(rec);
+
+    rec = cJSON_CreateArray();
+    q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    close(k.fd[0]);
+    k.fd[0] = -1;
+    r = 0;
+    for (i = 1; i <= 3; i++) {
+        r |= hutch_calls_submit(q, i, "echo", args, later());
+        while (cJSON_GetArraySize(rec) < i)
+            usleep(1000);
+        r |= hutch_calls_take(q);
+    }
+    ok(r == 0 && !hutch_calls_unsent(q), "runner gone: answers are dropped");
+    hutch_calls_free(q);
+    ok(cJSON_GetArraySize(rec) == 3, "runner gone: calls still recorded");
+    sink_free(&k);
+    cJSON_Delete(rec);
+    cJSON_Delete(args);
+    free(pad);
+}
+
+static void test_max_calls(void)
+{
+    struct sink k;
+    cJSON *rec = cJSON_CreateArray(), *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(NULL, NULL, k.fd[1], rec));
+
+    for (int i = 1; i <= HUTCH_WIRE_MAX_TOOL_CALLS + 1; i++) {
+        hutch_calls_submit(q, i, "a.b", NULL, later());
+        sink_read(&k);
+    }
+    m = cJSON_GetArrayItem(k.sent, HUTCH_WIRE_MAX_TOOL_CALLS);
+    ok(m && !strcmp(str(cJSON_GetObjectItem(m, "error"), "code"), "denied") &&
+           strstr(str(cJSON_GetObjectItem(m, "error"), "message"), "tool calls"),
+       "call %d is denied", HUTCH_WIRE_MAX_TOOL_CALLS + 1);
+    hutch_calls_free(q);
+    cJSON_Delete(rec);
+    sink_free(&k);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* as hutch does: the runner may be gone */
+    hutch_calls_free(NULL);
+    test_no_handler();
+    test_answers();
+    test_pool();
+    test_completion_order();
+    test_unfinished();
+    test_stuck_runner();
+    test_max_calls();
+    return tap_done();
+}
