@@ -25,11 +25,17 @@ import sys
 import threading
 import time
 
-ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-BURST = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-MEM_N = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+
+def arg(i, name, default):
+    """Positional argument i, else $name (make bench-pool ROUNDS=40), else default."""
+    return int(sys.argv[i]) if len(sys.argv) > i else int(os.environ.get(name, default))
+
+
+ROUNDS = arg(1, "ROUNDS", 15)
+BURST = arg(2, "BURST", 200)
+MEM_N = arg(3, "POOL_N", 3)
 PAUSE = float(os.environ.get("PAUSE_MS", "200")) / 1000
-BURST_MAX_S = float(os.environ.get("BURST_MAX_S", "45"))  # per executor
+BURST_MAX_S = float(os.environ.get("BURST_MAX_S", "30"))  # per executor
 HUTCH = os.environ.get("HUTCH", "hutch")
 PY = "/usr/bin/python3"
 CALL_TIMEOUT = 60
@@ -87,6 +93,16 @@ def start_time(pid):
             return int(f.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def alive(pid, start):
+    """pid is still the process that started at `start`, and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0] != "Z" and int(fields[19]) == start
+    except (OSError, IndexError, ValueError):
+        return False
 
 
 def ppid_of(pid):
@@ -184,6 +200,9 @@ class Serve:
         self.start = start_time(self.pid)
         self.ready = 0    # pooled sandboxes the server said are ready
         self.taken = 0    # hits: each one is refilled
+        self.ready_t = []  # when each "ready (pooled)" line came
+        self.last_hit = None
+        self.refills = []  # ms from a hit's answer to its replacement being ready
         self.warnings = []
         self.seen = {}    # pid -> start time of every descendant seen
         self.cv = threading.Condition()
@@ -205,6 +224,7 @@ class Serve:
             if READY.search(line):
                 with self.cv:
                     self.ready += 1
+                    self.ready_t.append(time.monotonic())
                     self.cv.notify_all()
             elif ": warning:" in line or ": error:" in line:
                 self.warnings.append(line)
@@ -253,6 +273,7 @@ class Serve:
                      f"{sc.get('executor')!r}: the benchmark measures the wrong path")
         if sc.get("warm"):
             self.taken += 1
+            self.last_hit = time.monotonic()
         return ms, sc
 
     def remember(self):
@@ -272,6 +293,10 @@ class Serve:
                     self.taken = self.ready - self.size  # do not wait again
                     return
                 self.cv.wait(left)
+            if self.last_hit is not None:
+                self.refills.append(
+                    (self.ready_t[self.size + self.taken - 1] - self.last_hit) * 1000)
+                self.last_hit = None
         if self.executor == "docker":
             count = lambda: docker_count(self.pid)  # noqa: E731
         else:
@@ -421,8 +446,13 @@ def cleanup():
     if exec_container:
         run([DOCKER, "rm", "-f", exec_container])
         exec_container = None
-    left = [p for s in Serve.all for p, st in s.seen.items()
-            if st is not None and start_time(p) == st]
+    seen = [(p, st) for s in Serve.all for p, st in s.seen.items() if st is not None]
+    deadline = time.monotonic() + 5  # what was killed may take a moment to go
+    while True:
+        left = [p for p, st in seen if alive(p, st)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     if left:
         note(f"processes of the sandboxes still there after hutch serve ended: "
              + ", ".join(f"{p} ({comm(p)})" for p in left[:10]))
@@ -508,18 +538,20 @@ for name, _ in cases:
     lat[name] = []
 
 progress(f"1-3: warming up, then {ROUNDS} interleaved rounds of {len(cases)} cases")
-for _ in range(2):
+for _ in range(1):
     for name, f in cases:
         settle_all()
         f()
 for e in executors:
     cold_hits[e] = 0
+    hit[e].refills = []
 for i in range(ROUNDS):
     for name, f in cases:
         settle_all()
         ms = f()
         if ms is not None:
             lat[name].append(ms)
+refills = {e: hit[e].refills for e in executors}
 for e in executors:
     if cold_hits[e]:
         note(f"{cold_hits[e]} of {ROUNDS} {e} hits came cold although the pool "
@@ -657,7 +689,11 @@ for name, _ in cases:
     print(f"     {label:48} {len(v):4} {p50(name):9.2f} {pct(v, 99):9.2f}")
 print(f"     (p99 is the nearest rank: with {ROUNDS} samples, the largest)")
 for e in executors:
-    print(f"     {e}: cold / hit p50 = {p50(e + ' cold') / p50(e + ' hit'):.1f}x")
+    v = refills[e]
+    print(f"     {e}: cold / hit p50 = {p50(e + ' cold') / p50(e + ' hit'):.1f}x; "
+          f"refill after a hit (answer to replacement ready): p50 "
+          f"{statistics.median(v) if v else float('nan'):.0f} ms, max "
+          f"{max(v) if v else float('nan'):.0f} ms")
 print()
 print("goals (ratios of p50s from this run)")
 rows = [("local", "warm local / bare python3 -c pass", "python3 -c pass", 0.25),
