@@ -11,6 +11,7 @@ log lines, then waits until the sandboxes of the last job are gone
 (local, gvisor: the server's child processes) and pauses PAUSE ms more, so
 that no refill or teardown runs beside a measured sample."""
 import atexit
+import glob
 import json
 import math
 import os
@@ -456,6 +457,11 @@ def cleanup():
     if left:
         note(f"processes of the sandboxes still there after hutch serve ended: "
              + ", ".join(f"{p} ({comm(p)})" for p in left[:10]))
+    if os.geteuid() == 0:  # the plugins' state directories (src/plugin.c)
+        dirs = [d for s in Serve.all
+                for d in glob.glob(f"/run/hutch/*/{s.pid}.{s.start}*")]
+        if dirs:
+            note("state directories left by hutch serve: " + ", ".join(dirs[:5]))
     cs = owned_containers({s.pid for s in Serve.all})
     if cs:
         note("containers left by hutch serve: " + ", ".join(c[0] for c in cs))
