@@ -127,7 +127,7 @@ static void remove_container(struct dk_state *st, const char *id)
 /* Remove what dead hutch processes left (mine_only: this instance's). */
 static void sweep(struct dk_state *st, int mine_only)
 {
-    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct dk_buf b = {.max = DK_MAX_REPLY};
     struct hutch_err err = {0};
     char path[512];
     cJSON *list, *c;
@@ -369,7 +369,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
  * sandbox that failed to come up.  Docker frames each chunk with 8 bytes. */
 static void container_log(struct dk_state *st, const char *id, char *out, size_t len)
 {
-    struct dk_buf b = {NULL, 0, 64 << 10};
+    struct dk_buf b = {.max = 64 << 10};
     struct hutch_err err = {0};
     char path[160];
     size_t o = 0, i = 0;
@@ -402,7 +402,7 @@ static void container_log(struct dk_state *st, const char *id, char *out, size_t
 static int still_running(void *arg, struct hutch_err *err)
 {
     struct dk_sandbox *sb = arg;
-    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct dk_buf b = {.max = DK_MAX_REPLY};
     char path[160], logs[700];
     cJSON *j, *state;
     int running;
@@ -444,7 +444,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
 {
     struct dk_state *st = state;
     struct dk_sandbox *sb;
-    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct dk_buf b = {.max = DK_MAX_REPLY};
     char path[PATH_MAX + 64], dir[PATH_MAX];
     unsigned long n;
     long status = 0;
@@ -582,7 +582,7 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
                       size_t len, struct hutch_err *err)
 {
     struct dk_sandbox *sb = (struct dk_sandbox *)pub;
-    struct dk_buf owned = {NULL, 0, len + (1u << 20)};
+    struct dk_buf owned = {.max = len + (1u << 20)};
     char path[160];
     int r;
 
@@ -629,7 +629,7 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
      * or the daemon restarted under it.  That is hutch's failure, not the
      * program's: an error (the core ends the run with exit 125). */
     {
-        struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+        struct dk_buf b = {.max = DK_MAX_REPLY};
         struct hutch_err ierr = {0};
         char path[160];
         snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
@@ -672,7 +672,7 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
     /* Tar headers and padding on top of the file data. */
-    struct dk_buf b = {NULL, 0, (size_t)max_bytes + (max_bytes >> 3) + (16u << 20)};
+    struct dk_buf b = {.max = (size_t)max_bytes + (max_bytes >> 3) + (16u << 20)};
     char path[160];
     long status = 0;
     int r;
@@ -728,7 +728,7 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
 {
     struct dk_api api;
     struct hutch_err err = {0};
-    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct dk_buf b = {.max = DK_MAX_REPLY};
     char detail[1200], engine[32], init[PATH_MAX];
     cJSON *j;
 
