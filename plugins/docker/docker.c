@@ -63,7 +63,8 @@ struct dk_sandbox {
     char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
     struct sbio io;
     int killed;
-    char label[64]; /* how->label, then the job's: for log lines */
+    char label[64];       /* how->label, then the job's: for log lines */
+    uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */
 };
 
 /* --- where things are -------------------------------------------------- */
@@ -575,7 +576,24 @@ static int docker_assign(void *state, struct hutch_sandbox *pub,
                           "%s (container %.12s): runs job %s", sb->label, sb->id,
                           label);
     snprintf(sb->label, sizeof(sb->label), "%s", label);
+    sb->deadline_ms = plugin_job_deadline(job);
     return 0;
+}
+
+/* How long PUT or GET /archive may take.  Not a constant: the time an
+ * archive takes is set by its size (capped: HUTCH_TAR_IN_MAX_BYTES in,
+ * max_bytes and HUTCH_TAR_MAX_ENTRIES out) and by how busy the machine is,
+ * and a fixed deadline that fits a small tar on an idle machine fails a
+ * legitimate 10,000-file result under load.  The execution's own deadline
+ * is the budget the agent gave it: a transfer may use what is left of it,
+ * and never less than an ordinary API call (DK_CALL_MS), so a program that
+ * ended just before its deadline still gets its files.  A daemon that
+ * hangs is still given up on, at that bound. */
+static long archive_ms(const struct dk_sandbox *sb)
+{
+    uint64_t now = box_now_ms();
+    uint64_t left = sb->deadline_ms > now ? sb->deadline_ms - now : 0;
+    return left > DK_CALL_MS ? (long)left : DK_CALL_MS;
 }
 
 static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
@@ -602,7 +620,7 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
     if (r == 0) {
         snprintf(path, sizeof(path), "/containers/%s/archive?path=/work", sb->id);
         r = dk_call(&sb->st->api, "PUT", path, "application/x-tar", owned.data,
-                    owned.len, DK_CALL_MS, NULL, NULL, NULL, NULL, err);
+                    owned.len, archive_ms(sb), NULL, NULL, NULL, NULL, err);
     }
     dk_buf_free(&owned);
     return r;
@@ -674,7 +692,7 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
     /* Tar headers and padding on top of the file data. */
     struct dk_buf b = {.max = (size_t)max_bytes + (max_bytes >> 3) + (16u << 20)};
     char path[160];
-    long status = 0;
+    long status = 0, ms;
     int r;
 
     r = sbio_stop(&sb->io, DK_STOP_MS);
@@ -684,10 +702,17 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
                              "(%s)",
                              strerror(-r));
     snprintf(path, sizeof(path), "/containers/%s/archive?path=/work/out/.", sb->id);
-    r = dk_call(&sb->st->api, "GET", path, NULL, NULL, 0, DK_CALL_MS, &status, &b, NULL,
-                NULL, err);
+    ms = archive_ms(sb);
+    r = dk_call(&sb->st->api, "GET", path, NULL, NULL, 0, ms, &status, &b, NULL, NULL,
+                err);
     if (r < 0 && status == 404) {
         r = 0; /* no /work/out: no files */
+    } else if (r == -ETIMEDOUT) {
+        r = hutch_err_set(err, -ETIMEDOUT,
+                          "Docker did not hand over the result files within %ld ms "
+                          "(what was left of the execution's timeout, or at least %d "
+                          "ms)",
+                          ms, DK_CALL_MS);
     } else if (r == -E2BIG) {
         r = hutch_err_set(err, -E2BIG, "the result files exceed %llu bytes",
                           (unsigned long long)max_bytes);
