@@ -35,6 +35,14 @@ static inline const char *plugin_job_label(const struct hutch_job *job,
                : dflt;
 }
 
+/* job->deadline_ms (CLOCK_MONOTONIC ms), or 0 when the core gave none. */
+static inline uint64_t plugin_job_deadline(const struct hutch_job *job)
+{
+    return job && HUTCH_HAS_MEMBER(job, struct hutch_job, deadline_ms)
+               ? job->deadline_ms
+               : 0;
+}
+
 /* Write only what the core's struct_size covers; struct_size is never
  * touched. */
 static inline void plugin_exit_set(struct hutch_exit *ex, int exit_code, int signal,

@@ -27,10 +27,12 @@ struct dk_api {
     char version[16]; /* negotiated, "" until dk_api_negotiate */
 };
 
-/* A reply body, capped. */
+/* A reply body, capped.  Initialised {.max = MAX}; cap is the room
+ * allocated, grown by doubling (never past max). */
 struct dk_buf {
     char *data; /* NUL-terminated when not NULL */
     size_t len, max;
+    size_t cap; /* allocated, without the NUL */
 };
 void dk_buf_free(struct dk_buf *b);
 /* hutch_write_fn appending to a struct dk_buf (-E2BIG past max). */

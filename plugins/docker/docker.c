@@ -63,7 +63,8 @@ struct dk_sandbox {
     char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
     struct sbio io;
     int killed;
-    char label[64]; /* how->label, then the job's: for log lines */
+    char label[64];       /* how->label, then the job's: for log lines */
+    uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */
 };
 
 /* --- where things are -------------------------------------------------- */
@@ -127,7 +128,7 @@ static void remove_container(struct dk_state *st, const char *id)
 /* Remove what dead hutch processes left (mine_only: this instance's). */
 static void sweep(struct dk_state *st, int mine_only)
 {
-    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct dk_buf b = {.max = DK_MAX_REPLY};
     struct hutch_err err = {0};
     char path[512];
     cJSON *list, *c;
@@ -369,7 +370,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
  * sandbox that failed to come up.  Docker frames each chunk with 8 bytes. */
 static void container_log(struct dk_state *st, const char *id, char *out, size_t len)
 {
-    struct dk_buf b = {NULL, 0, 64 << 10};
+    struct dk_buf b = {.max = 64 << 10};
     struct hutch_err err = {0};
     char path[160];
     size_t o = 0, i = 0;
@@ -402,7 +403,7 @@ static void container_log(struct dk_state *st, const char *id, char *out, size_t
 static int still_running(void *arg, struct hutch_err *err)
 {
     struct dk_sandbox *sb = arg;
-    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct dk_buf b = {.max = DK_MAX_REPLY};
     char path[160], logs[700];
     cJSON *j, *state;
     int running;
@@ -444,7 +445,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
 {
     struct dk_state *st = state;
     struct dk_sandbox *sb;
-    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct dk_buf b = {.max = DK_MAX_REPLY};
     char path[PATH_MAX + 64], dir[PATH_MAX];
     unsigned long n;
     long status = 0;
@@ -575,14 +576,31 @@ static int docker_assign(void *state, struct hutch_sandbox *pub,
                           "%s (container %.12s): runs job %s", sb->label, sb->id,
                           label);
     snprintf(sb->label, sizeof(sb->label), "%s", label);
+    sb->deadline_ms = plugin_job_deadline(job);
     return 0;
+}
+
+/* How long PUT or GET /archive may take.  Not a constant: the time an
+ * archive takes is set by its size (capped: HUTCH_TAR_IN_MAX_BYTES in,
+ * max_bytes and HUTCH_TAR_MAX_ENTRIES out) and by how busy the machine is,
+ * and a fixed deadline that fits a small tar on an idle machine fails a
+ * legitimate 10,000-file result under load.  The execution's own deadline
+ * is the budget the agent gave it: a transfer may use what is left of it,
+ * and never less than an ordinary API call (DK_CALL_MS), so a program that
+ * ended just before its deadline still gets its files.  A daemon that
+ * hangs is still given up on, at that bound. */
+static long archive_ms(const struct dk_sandbox *sb)
+{
+    uint64_t now = box_now_ms();
+    uint64_t left = sb->deadline_ms > now ? sb->deadline_ms - now : 0;
+    return left > DK_CALL_MS ? (long)left : DK_CALL_MS;
 }
 
 static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
                       size_t len, struct hutch_err *err)
 {
     struct dk_sandbox *sb = (struct dk_sandbox *)pub;
-    struct dk_buf owned = {NULL, 0, len + (1u << 20)};
+    struct dk_buf owned = {.max = len + (1u << 20)};
     char path[160];
     int r;
 
@@ -602,7 +620,7 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
     if (r == 0) {
         snprintf(path, sizeof(path), "/containers/%s/archive?path=/work", sb->id);
         r = dk_call(&sb->st->api, "PUT", path, "application/x-tar", owned.data,
-                    owned.len, DK_CALL_MS, NULL, NULL, NULL, NULL, err);
+                    owned.len, archive_ms(sb), NULL, NULL, NULL, NULL, err);
     }
     dk_buf_free(&owned);
     return r;
@@ -629,7 +647,7 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
      * or the daemon restarted under it.  That is hutch's failure, not the
      * program's: an error (the core ends the run with exit 125). */
     {
-        struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+        struct dk_buf b = {.max = DK_MAX_REPLY};
         struct hutch_err ierr = {0};
         char path[160];
         snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
@@ -672,9 +690,9 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
     /* Tar headers and padding on top of the file data. */
-    struct dk_buf b = {NULL, 0, (size_t)max_bytes + (max_bytes >> 3) + (16u << 20)};
+    struct dk_buf b = {.max = (size_t)max_bytes + (max_bytes >> 3) + (16u << 20)};
     char path[160];
-    long status = 0;
+    long status = 0, ms;
     int r;
 
     r = sbio_stop(&sb->io, DK_STOP_MS);
@@ -684,10 +702,17 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
                              "(%s)",
                              strerror(-r));
     snprintf(path, sizeof(path), "/containers/%s/archive?path=/work/out/.", sb->id);
-    r = dk_call(&sb->st->api, "GET", path, NULL, NULL, 0, DK_CALL_MS, &status, &b, NULL,
-                NULL, err);
+    ms = archive_ms(sb);
+    r = dk_call(&sb->st->api, "GET", path, NULL, NULL, 0, ms, &status, &b, NULL, NULL,
+                err);
     if (r < 0 && status == 404) {
         r = 0; /* no /work/out: no files */
+    } else if (r == -ETIMEDOUT) {
+        r = hutch_err_set(err, -ETIMEDOUT,
+                          "Docker did not hand over the result files within %ld ms "
+                          "(what was left of the execution's timeout, or at least %d "
+                          "ms)",
+                          ms, DK_CALL_MS);
     } else if (r == -E2BIG) {
         r = hutch_err_set(err, -E2BIG, "the result files exceed %llu bytes",
                           (unsigned long long)max_bytes);
@@ -728,7 +753,7 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
 {
     struct dk_api api;
     struct hutch_err err = {0};
-    struct dk_buf b = {NULL, 0, DK_MAX_REPLY};
+    struct dk_buf b = {.max = DK_MAX_REPLY};
     char detail[1200], engine[32], init[PATH_MAX];
     cJSON *j;
 

@@ -43,9 +43,19 @@
 #define GV_CMD_MS    10000 /* one runsc kill/delete/list */
 #define GV_EXIT_MS   3000  /* sandbox gone after init was told to end */
 #define GV_MAX_FLAGS 16    /* words in HUTCH_RUNSC_FLAGS */
-#define GV_HOST_PIDS 512   /* host tasks of runsc itself, on top of the class's */
-#define GV_BASE      "/run/hutch/gvisor"
-#define GV_LOG_TAIL  600
+/* Host tasks (the host cgroup's pids limit) of one sandbox: a base for
+ * runsc and the sentry, plus a share per process the sandbox may hold.
+ * Every sandbox process costs host tasks of its own (on the ptrace
+ * platform its stub process, the sentry threads tracing it, more sentry
+ * threads blocked on its behalf): about 10 were counted per process of a
+ * fork bomb at its limit, more while the machine is busy.  A flat 512 on
+ * top of the class's limit was hit by a bomb of 62 processes, and hitting
+ * the host limit kills the whole sandbox instead of failing fork() inside
+ * it (the sandbox's kernel does that, at RLIMIT_NPROC). */
+#define GV_HOST_PIDS      512 /* runsc and the sentry */
+#define GV_HOST_PIDS_EACH 16  /* per process of the class's limit */
+#define GV_BASE           "/run/hutch/gvisor"
+#define GV_LOG_TAIL       600
 
 #ifndef HUTCH_IMAGES_DIRS
 #define HUTCH_IMAGES_DIRS "/var/lib/hutch/images"
@@ -561,7 +571,9 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     }
     pids = cJSON_AddObjectToObject(res, "pids");
     cJSON_AddNumberToObject(pids, "limit",
-                            (cls->pids_max ? cls->pids_max : 128) + GV_HOST_PIDS);
+                            (double)(cls->pids_max ? cls->pids_max : 128) *
+                                    GV_HOST_PIDS_EACH +
+                                GV_HOST_PIDS);
     if (cls->cpu_millis) {
         cJSON *cpu = cJSON_AddObjectToObject(res, "cpu");
         cJSON_AddNumberToObject(cpu, "period", 100000);
