@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bridge.h"
 #include "caps.h"
 #include "cli.h"
 #include "upstream.h"
@@ -74,6 +75,14 @@ int hutch_cli_start_upstreams(const char *servers, const char *who, cJSON **conf
     }
     cJSON_Delete(st);
     return 0;
+}
+
+int hutch_cli_start_tools(const char *servers, const char *who, cJSON **config,
+                          struct hutch_upstreams **ups, struct hutch_bridge **bridge,
+                          struct hutch_err *err)
+{
+    int r = servers ? hutch_cli_start_upstreams(servers, who, config, ups, err) : 0;
+    return r < 0 ? r : hutch_bridge_new(*ups, bridge, err);
 }
 
 int hutch_cli_limit(const char *who, const char *flag, const char *arg, uint64_t *val)

@@ -29,6 +29,13 @@ int hutch_cli_open_executor(const char *plugin_dir, const char *name,
 int hutch_cli_start_upstreams(const char *servers, const char *who, cJSON **config,
                               struct hutch_upstreams **ups, struct hutch_err *err);
 
+/* The tools executions call: the servers file's upstreams (none when
+ * servers is NULL) and the bridge to them.  Caller frees all three. */
+struct hutch_bridge;
+int hutch_cli_start_tools(const char *servers, const char *who, cJSON **config,
+                          struct hutch_upstreams **ups, struct hutch_bridge **bridge,
+                          struct hutch_err *err);
+
 /* --timeout, --memory and --pids, the same in every command: 0 and *val
  * within hutch's caps, or -1 after saying on stderr what is allowed. */
 int hutch_cli_limit(const char *who, const char *flag, const char *arg, uint64_t *val);

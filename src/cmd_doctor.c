@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bridge.h"
 #include "cli.h"
 #include "govern.h"
 #include "job.h"
@@ -234,12 +235,17 @@ static double timed_run(const char *dir, const char *name, int pool, int *warm,
     struct hutch_exec_result res;
     struct hutch_jobs *jobs = NULL;
     struct hutch_gov *gov = NULL;
+    struct hutch_bridge *bridge = NULL;
     double ms = -1;
     uint64_t t0, until = hutch_now_ms() + 60000;
 
     hutch_exec_result_init(&res);
     if (hutch_gov_new(NULL, "/dev/null", &gov, err) < 0 ||
-        hutch_jobs_new(&jo, &jobs, err) < 0)
+        hutch_bridge_new(NULL, &bridge, err) < 0)
+        goto out;
+    jo.gov = gov;
+    jo.bridge = bridge;
+    if (hutch_jobs_new(&jo, &jobs, err) < 0)
         goto out;
     /* Wait (generously) for the pool to hold its sandbox. */
     while (pool && hutch_now_ms() < until) {
@@ -261,6 +267,7 @@ static double timed_run(const char *dir, const char *name, int pool, int *warm,
 out:
     hutch_exec_result_free(&res);
     hutch_jobs_free(jobs);
+    hutch_bridge_free(bridge);
     hutch_gov_free(gov);
     return ms;
 }

@@ -266,10 +266,6 @@ int hutch_cmd_run(int argc, char **argv)
         fprintf(stderr, "hutch run: the program contains a NUL byte\n");
         goto out;
     }
-    if (!jo.executor && getenv("HUTCH_EXECUTOR") && *getenv("HUTCH_EXECUTOR")) {
-        jo.executor = getenv("HUTCH_EXECUTOR");
-        jo.executor_from = "HUTCH_EXECUTOR";
-    }
     /* Without --audit the decisions go nowhere: a one-shot run on the
      * shell is not a deployment. */
     if (hutch_gov_new(policy_file, audit_file ? audit_file : "/dev/null", &gov, &err) <
@@ -277,13 +273,8 @@ int hutch_cmd_run(int argc, char **argv)
         fprintf(stderr, "hutch run: policy: %s\n", err.msg);
         goto out;
     }
-    if (servers &&
-        hutch_cli_start_upstreams(servers, "hutch run", &config, &ups, &err) < 0) {
+    if (hutch_cli_start_tools(servers, "hutch run", &config, &ups, &bridge, &err) < 0) {
         fprintf(stderr, "hutch run: --servers: %s\n", err.msg);
-        goto out;
-    }
-    if (hutch_bridge_new(ups, &bridge, &err) < 0) {
-        fprintf(stderr, "hutch run: %s\n", err.msg);
         goto out;
     }
     jo.gov = gov;

@@ -397,22 +397,14 @@ int hutch_cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &hup, NULL);
     if (pthread_create(&reloader, NULL, reload_thread, NULL) == 0)
         pthread_detach(reloader);
-    if (servers &&
-        hutch_cli_start_upstreams(servers, "hutch serve", &config, &ups, &err) < 0) {
-        fprintf(stderr, "hutch serve: %s\n", err.msg);
-        goto out;
-    }
-    if (hutch_bridge_new(ups, &bridge, &err) < 0) {
+    if (hutch_cli_start_tools(servers, "hutch serve", &config, &ups, &bridge, &err) <
+        0) {
         fprintf(stderr, "hutch serve: %s\n", err.msg);
         goto out;
     }
     jo.plugin_dir = plugin_dir;
     jo.executor = executor;
     jo.executor_from = "--executor";
-    if (!executor && getenv("HUTCH_EXECUTOR") && *getenv("HUTCH_EXECUTOR")) {
-        jo.executor = getenv("HUTCH_EXECUTOR");
-        jo.executor_from = "HUTCH_EXECUTOR";
-    }
     jo.gov = gov;
     jo.bridge = bridge;
     jo.timeout_ms = timeout_set ? timeout : 0;

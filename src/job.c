@@ -184,8 +184,13 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
         return hutch_err_set(err, -ENOMEM, "out of memory");
     pthread_mutex_init(&j->mu, NULL);
     j->o = *opts;
-    if (opts->executor && *opts->executor &&
-        !(j->executor_flag = strdup(opts->executor))) {
+    if ((!opts->executor || !*opts->executor) && getenv("HUTCH_EXECUTOR") &&
+        *getenv("HUTCH_EXECUTOR")) {
+        j->o.executor = getenv("HUTCH_EXECUTOR");
+        j->o.executor_from = "HUTCH_EXECUTOR";
+    }
+    if (j->o.executor && *j->o.executor &&
+        !(j->executor_flag = strdup(j->o.executor))) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto fail;
     }

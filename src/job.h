@@ -32,8 +32,8 @@ struct hutch_bridge;
 
 struct hutch_jobs_opts {
     const char *plugin_dir; /* NULL: $HUTCH_PLUGIN_DIR or the install dir */
-    /* The operator's executor: --executor, else $HUTCH_EXECUTOR; NULL for
-     * none.  `executor_from` names where it came from, for messages. */
+    /* The operator's executor (--executor), or NULL: then $HUTCH_EXECUTOR
+     * when set.  `executor_from` names where it came from, for messages. */
     const char *executor;
     const char *executor_from;
     struct hutch_gov *gov;       /* policy, audit, rate limits (required) */

@@ -476,10 +476,11 @@ export function runnersUnder(pid) {
   return descendants(pid).filter((p) => p.state !== "Z" && p.cmd.includes("/run/hutch/runner"));
 }
 
-// Runners that have burnt at least `ticks` clock ticks of CPU (a program
-// spinning in a loop, not an idle pre-started runner).
+// Runners that have burnt at least `ticks` clock ticks of CPU and are not
+// asleep (a program spinning in a loop, not an idle pre-started runner: a
+// warm pool's runners did their start-up work and sleep).
 export function busyRunnersUnder(pid, ticks = 10) {
-  return runnersUnder(pid).filter((p) => p.cpu >= ticks);
+  return runnersUnder(pid).filter((p) => p.cpu >= ticks && p.state !== "S");
 }
 
 export function pidAlive(pid) {

@@ -492,14 +492,22 @@ return "written";`),
     // executor its runner is also a process below hutch that must go.
     const count = async () => (await ex(py('tools.recorder.calls()["count"]'))).s.result;
     const ac = new AbortController();
-    const p = ex(py('import time\nprint("started", flush=True)\nwhile True:\n    tools.recorder.strict(n=1)\n    time.sleep(0.05)'),
+    const p = ex(py('print("started", flush=True)\nwhile True:\n    tools.recorder.strict(n=1)\n    for _ in range(20000):\n        pass'),
       { signal: ac.signal });
     p.catch(() => {});
     const c0 = await count();
     const running = await waitFor(async () => (await count()) > c0, 20000, 200);
     assert(running, "the victim never called its tool");
     const local = (process.env.HUTCH_EXECUTOR || "local") === "local";
-    const busy = local ? busyRunnersUnder(h.pid, 0).filter((r) => r.cmd.includes("runner.py")) : [];
+    // On local, the victim is the runner whose CPU time grows (a warm
+    // pool's idle runners are there too, asleep).
+    let busy = [];
+    if (local) {
+      const before = new Map(runnersUnder(h.pid).map((r) => [r.pid, r.cpu]));
+      await sleep(1000);
+      busy = runnersUnder(h.pid).filter((r) => before.has(r.pid) && r.cpu > before.get(r.pid));
+      assert(busy.length >= 1, `no runner below hutch ${h.pid} uses CPU: ${JSON.stringify(runnersUnder(h.pid))}`);
+    }
     const t0 = performance.now();
     ac.abort("test cancels");
     let rejected = false;
@@ -509,7 +517,8 @@ return "written";`),
       rejected = true;
     }
     assert(rejected, "the callTool promise rejects on abort");
-    // Stopped: two reads a second apart agree (a live victim calls 20 times a second).
+    // Stopped: two reads a second apart agree (a live victim calls its tool
+    // many times a second).
     let last = await count();
     const stopped = await waitFor(async () => {
       await sleep(1000);
