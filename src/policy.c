@@ -143,10 +143,15 @@ static const char env_key = 0, envmt_key = 0;
 
 /* --- small helpers --- */
 
+/* A hook's budget is CPU time of the thread running it, not wall-clock
+ * time: Lua here cannot sleep or wait, so a hook that spends its budget
+ * is looping, while one that a busy machine merely keeps off the CPU has
+ * done nothing wrong and must not be denied for it. */
 static uint64_t now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+        clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -420,10 +425,11 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     what =
         st->loading ? "the policy took too long to load" : "policy hook ran too long";
     if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
-        lua_pushfstring(L, "%s:%d: %s (more than %d ms)", ar->short_src,
+        lua_pushfstring(L, "%s:%d: %s (more than %d ms of CPU time)", ar->short_src,
                         ar->currentline, what, (int)st->budget_ms);
     else
-        lua_pushfstring(L, "%s (more than %d ms)", what, (int)st->budget_ms);
+        lua_pushfstring(L, "%s (more than %d ms of CPU time)", what,
+                        (int)st->budget_ms);
     lua_error(L);
 }
 

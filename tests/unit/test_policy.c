@@ -911,7 +911,8 @@ static void hostile_tool(const char *file, const char *name, const char *want)
     t0 = now_s();
     r = tool(p, name, "{\"n\": 1}", NULL);
     t0 = now_s() - t0;
-    ok(r < 0 && has(reason, want) && t0 < 1.0, "%s %s: denied in %.0f ms: %s", file,
+    /* The budget is CPU time; the wall-clock bound is only "it ends". */
+    ok(r < 0 && has(reason, want) && t0 < 30.0, "%s %s: denied in %.0f ms: %s", file,
        name, t0 * 1000, reason);
     /* The state it ran in is rebuilt or reused: the next call behaves the same. */
     r = tool(p, name, "{\"n\": 1}", NULL);
@@ -935,7 +936,8 @@ static void hostile_exec(const char *file, const char *lang, const char *want)
     reason[0] = '\0';
     r = hutch_policy_check_execute(p, &req, &d, reason, sizeof(reason));
     t0 = now_s() - t0;
-    ok(r < 0 && has(reason, want) && t0 < 1.0,
+    /* The budget is CPU time; the wall-clock bound is only "it ends". */
+    ok(r < 0 && has(reason, want) && t0 < 30.0,
        "%s on_execute(%s): refused in %.0f ms: %s", file, lang, t0 * 1000, reason);
     hutch_policy_unref(p);
 }
@@ -947,7 +949,7 @@ static void hostile_load(const char *file, const char *want)
     double t0 = now_s();
     p = fixture(file, &err);
     t0 = now_s() - t0;
-    ok(!p && has(err.msg, want) && t0 < 2.0, "%s: refused in %.0f ms: %s", file,
+    ok(!p && has(err.msg, want) && t0 < 30.0, "%s: refused in %.0f ms: %s", file,
        t0 * 1000, err.msg);
     hutch_policy_unref(p);
 }
