@@ -453,17 +453,19 @@ return "written";`),
   });
 
   // --- concurrency, timeouts, cancellation, progress ------------------------------------------------
-  await t.step("three 1 s executions at once finish in well under 3 s", async () => {
-    const t0 = performance.now();
+  await t.step("three executions at once run at the same time", async () => {
+    // Behaviour, not speed: each program holds for a while and reports when
+    // it ran (the sandboxes share the host clock); all three intervals
+    // overlap only if they ran concurrently.
     const xs = await Promise.all([
-      ex(py('import time\ntime.sleep(1)\n"py"')),
-      ex(js('await new Promise(r => setTimeout(r, 1000)); return "js";')),
-      ex(py('import time\ntime.sleep(1)\n"py2"')),
+      ex(py('import time\nt0 = time.time()\ntime.sleep(5)\n["py", t0, time.time()]')),
+      ex(js('const t0 = Date.now() / 1000; await new Promise(r => setTimeout(r, 5000)); return ["js", t0, Date.now() / 1000];')),
+      ex(py('import time\nt0 = time.time()\ntime.sleep(5)\n["py2", t0, time.time()]')),
     ]);
-    const ms = performance.now() - t0;
-    assert(xs.map((x) => x.s.result).join() === "py,js,py2", xs.map(describe).join("\n"));
-    assert(ms < 2500, `took ${ms.toFixed(0)} ms`);
-    t.diag(`3 parallel 1 s executions: ${ms.toFixed(0)} ms`);
+    assert(xs.map((x) => x.s.result && x.s.result[0]).join() === "py,js,py2", xs.map(describe).join("\n"));
+    const lastStart = Math.max(...xs.map((x) => x.s.result[1]));
+    const firstEnd = Math.min(...xs.map((x) => x.s.result[2]));
+    assert(lastStart < firstEnd, `they ran one after another: ${JSON.stringify(xs.map((x) => x.s.result))}`);
   });
   await t.step("timeout_ms: an endless loop is stopped, timed_out, isError", async () => {
     const t0 = performance.now();
@@ -475,16 +477,22 @@ return "written";`),
     assert(left, `a spinning runner is left: ${JSON.stringify(busyRunnersUnder(h.pid))}`);
   });
   await t.step("a slow execution does not block the session's other requests", async () => {
-    const slow = ex(py('import time\ntime.sleep(2)\n"slow"'));
+    // Behaviour, not speed: the slow one waits until it is cancelled, so
+    // everything else must be answered while it still runs.
+    const ac = new AbortController();
+    let slowDone = false;
+    const slow = ex(py('import time\ntime.sleep(600)\n"slow"'), { signal: ac.signal }).finally(() => {
+      slowDone = true;
+    });
+    slow.catch(() => {});
     await sleep(200);
-    const t0 = performance.now();
     await client.ping();
     const s = await client.callTool({ name: "search_tools", arguments: { query: "echo", limit: 1 } });
     const fast = await ex(py("1 + 1"));
-    const ms = performance.now() - t0;
     assert(s.structuredContent?.tools?.length === 1 && fast.s.result === 2, "answers");
-    assert(ms < 1500, `ping + search + execute took ${ms.toFixed(0)} ms while another ran`);
-    assert((await slow).s.result === "slow", "the slow one finishes");
+    assert(!slowDone, "the slow execution ended before the others were answered");
+    ac.abort("done with it");
+    await slow.catch(() => {});
   });
   await t.step("a cancelled execution's sandbox is gone", async () => {
     // Executor-agnostic evidence: the victim calls an upstream tool in a
