@@ -472,7 +472,8 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     hutch_tar_free(own);
     return 0;
 fail:
-    job->spent = hutch_steal(&box);
+    if (box) /* a box that never ran (exec_run's was handed over above) */
+        job->spent = hutch_steal(&box);
     hutch_gov_end(&gx, NULL, err->msg);
     hutch_tar_free(own);
     return r;
