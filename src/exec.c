@@ -525,9 +525,7 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     snprintf(res->executor, sizeof(res->executor), "%s", b->plugin->name);
     res->warm = b->pooled;
     res->memory_mb = b->cls.memory_bytes >> 20;
-    res->pids = b->cls.pids_max;
     timeout_ms = req->timeout_ms ? req->timeout_ms : HUTCH_DEFAULT_TIMEOUT_MS;
-    res->timeout_ms = timeout_ms;
     hutch_buf_init(&rn.pending, HUTCH_WIRE_MAX_PENDING);
     if (!res->files || !res->tool_calls) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");

@@ -99,9 +99,7 @@ struct hutch_exec_result {
     char message[HUTCH_ERR_MSG];   /* hutch's note (timeout, protocol error…) */
     char executor[64];             /* the executor that ran it */
     int warm;                      /* its sandbox came from a warm pool */
-    uint64_t memory_mb;            /* the limits it ran under */
-    uint32_t pids;
-    uint64_t timeout_ms;
+    uint64_t memory_mb;            /* its memory limit, for the OOM note */
 };
 
 void hutch_exec_result_init(struct hutch_exec_result *res);

@@ -265,11 +265,6 @@ int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err)
     return r;
 }
 
-const char *hutch_jobs_executor(const struct hutch_jobs *j)
-{
-    return j->dflt->name;
-}
-
 cJSON *hutch_jobs_pool_status(struct hutch_jobs *j)
 {
     return j->pool ? hutch_pool_status(j->pool) : cJSON_CreateArray();

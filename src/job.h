@@ -63,8 +63,6 @@ void hutch_jobs_free(struct hutch_jobs *j);
  * executor conflicts with the operator's): it is logged, and every execution
  * is refused with it until the policy agrees again. */
 int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err);
-/* The default executor's name. */
-const char *hutch_jobs_executor(const struct hutch_jobs *j);
 /* The pools' state as JSON (per class: executor, language, size, idle,
  * starting, hits, misses, last failure); caller frees. */
 cJSON *hutch_jobs_pool_status(struct hutch_jobs *j);
