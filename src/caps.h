@@ -214,6 +214,7 @@
 #define HUTCH_POOL_MAX_SIZE        64     /* sandboxes of one class */
 #define HUTCH_POOL_MAX_CLASSES     16     /* classes kept warm at once */
 #define HUTCH_POOL_REFILL_THREADS  2      /* sandboxes started at once */
+#define HUTCH_POOL_EXIT_THREADS    8      /* sandboxes destroyed at once at exit */
 #define HUTCH_POOL_MAX_IDLE_MS     300000 /* an idle sandbox is replaced */
 #define HUTCH_POOL_CLASS_IDLE_MS   600000 /* an unused on-demand class ends */
 #define HUTCH_POOL_REFILL_DEFER_MS 250    /* a refill waits for running jobs */

@@ -449,6 +449,10 @@ int hutch_cmd_serve(int argc, char **argv)
     }
 out:
     hutch_mcp_free(m);
+    /* Nothing calls an upstream any more: they stop while the pools'
+     * sandboxes are destroyed, not after (a client that closed our stdin
+     * gives us a few seconds before it kills us). */
+    hutch_upstreams_stop(ups);
     {
         struct hutch_jobs *jb = jobs;
         jobs = NULL; /* the reload thread must not see it go */

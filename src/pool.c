@@ -295,9 +295,50 @@ int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
     return 0;
 }
 
+/* The boxes left at exit, destroyed by several threads at once: each
+ * destroy waits on its executor (a container removed, a runsc sandbox
+ * reaped), and a client gives a server that closed its stdin a few seconds
+ * before it kills it (the official SDKs: 2 s, then SIGTERM, 2 s more). */
+struct exit_list {
+    pthread_mutex_t mu;
+    struct hutch_box *head;
+};
+
+static void *exit_destroyer(void *arg)
+{
+    struct exit_list *l = arg;
+    for (;;) {
+        struct hutch_box *b;
+        pthread_mutex_lock(&l->mu);
+        b = l->head;
+        if (b)
+            l->head = b->next;
+        pthread_mutex_unlock(&l->mu);
+        if (!b)
+            return NULL;
+        hutch_box_destroy(b);
+    }
+}
+
+static void destroy_at_exit(struct hutch_box *head, int n)
+{
+    struct exit_list l = {.mu = PTHREAD_MUTEX_INITIALIZER, .head = head};
+    pthread_t th[HUTCH_POOL_EXIT_THREADS];
+    int nth = 0;
+    while (nth < n - 1 && nth < HUTCH_POOL_EXIT_THREADS &&
+           pthread_create(&th[nth], NULL, exit_destroyer, &l) == 0)
+        nth++;
+    exit_destroyer(&l); /* this thread too; alone when threads cannot start */
+    for (int i = 0; i < nth; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&l.mu);
+}
+
 void hutch_pool_free(struct hutch_pool *p)
 {
     struct klass *k;
+    struct hutch_box *left;
+    int n = 0;
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
@@ -306,17 +347,19 @@ void hutch_pool_free(struct hutch_pool *p)
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->nth; i++)
         pthread_join(p->th[i], NULL);
-    while (p->spent) {
-        struct hutch_box *b = p->spent;
-        p->spent = b->next;
-        hutch_box_destroy(b);
-    }
+    left = p->spent;
+    for (struct hutch_box *b = left; b; b = b->next)
+        n++;
     while ((k = p->classes)) {
         p->classes = k->next;
-        for (int i = 0; i < k->nidle; i++)
-            hutch_box_destroy(k->idle[i]);
+        for (int i = 0; i < k->nidle; i++) {
+            k->idle[i]->next = left;
+            left = k->idle[i];
+            n++;
+        }
         klass_free(k);
     }
+    destroy_at_exit(left, n);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);

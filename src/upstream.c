@@ -2790,7 +2790,7 @@ static void server_free(struct server *s)
     pthread_cond_destroy(&s->cond);
 }
 
-void hutch_upstreams_free(struct hutch_upstreams *u)
+void hutch_upstreams_stop(struct hutch_upstreams *u)
 {
     if (!u)
         return;
@@ -2800,6 +2800,13 @@ void hutch_upstreams_free(struct hutch_upstreams *u)
         pthread_cond_broadcast(&u->srv[i].cond);
         pthread_mutex_unlock(&u->srv[i].lock);
     }
+}
+
+void hutch_upstreams_free(struct hutch_upstreams *u)
+{
+    if (!u)
+        return;
+    hutch_upstreams_stop(u);
     for (size_t i = 0; i < u->n; i++)
         if (u->srv[i].sup_started)
             pthread_join(u->srv[i].sup, NULL);

@@ -43,6 +43,10 @@ int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err
  * Caller frees with hutch_upstreams_free, which stops every child. */
 int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts *opts,
                           struct hutch_upstreams **out, struct hutch_err *err);
+/* Tell every supervisor to stop its child, without waiting: the teardowns
+ * (each up to a few seconds for a child that ignores its closed stdin) run
+ * while the caller frees other things; hutch_upstreams_free waits for them. */
+void hutch_upstreams_stop(struct hutch_upstreams *u);
 void hutch_upstreams_free(struct hutch_upstreams *u);
 
 /* The tools of every ready server, as an array of {"server": NAME, "tool":

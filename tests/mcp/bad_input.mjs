@@ -5,7 +5,7 @@
 // through execute_code.  TAP; run by make check.
 import {
   assert, execute, fs, haveSdk, hutchEnv, loadSdk, makeFixture, path, pidAlive, py, js, requireEnv, spawn,
-  startStdio, tap, waitFor, MCP, SERVERS_DIR,
+  startStdio, tap, waitFor, MCP, SERVERS_DIR, SHUTDOWN_BUDGET_MS,
 } from "./lib.mjs";
 
 const hutch = requireEnv({ needSdk: false, needServers: false });
@@ -82,7 +82,7 @@ class Raw {
   }
   async close() {
     this.proc.stdin.end();
-    if (!(await waitFor(() => this.exit, 5000))) this.proc.kill("SIGKILL");
+    if (!(await waitFor(() => this.exit, SHUTDOWN_BUDGET_MS))) this.proc.kill("SIGKILL");
     return this.exit;
   }
 }
@@ -357,7 +357,7 @@ await t.step("after all that, hutch still serves", async () => {
   assert(pidAlive(h.pid), "hutch alive");
 });
 const hpid = h.pid;
-await h.close();
-t.ok(await waitFor(() => !pidAlive(hpid), 5000), "hutch exits cleanly afterwards");
+const how = await h.close();
+t.ok(how && how.code === 0 && !how.sig && !pidAlive(hpid), "hutch exits cleanly afterwards", JSON.stringify(how));
 if (t.failed) t.diag("--- hutch stderr (tail) ---\n" + h.logs().slice(-6000));
 t.done();

@@ -27,6 +27,11 @@ export const MCP = path.join(NM, "@modelcontextprotocol");
 export const SERVERS_DIR = path.join(HERE, "servers");
 export const NODE = process.execPath;
 
+// How long a hutch may take to shut down on its own (close its upstreams,
+// destroy its warm sandboxes) before a test gives up on it: generous, since
+// the machine may be busy; reaching it is a failure, not a fallback.
+export const SHUTDOWN_BUDGET_MS = 60000;
+
 const children = new Set(); // pids to kill if we exit early
 let cleanups = [];
 
@@ -286,6 +291,12 @@ export async function startStdio({ sdk, hutch, servers, args = [], env = {}, nam
   }
   const pid = transport.pid;
   if (pid) children.add(pid);
+  // The SDK keeps the child process private; its exit is what close() waits for.
+  const proc = transport._process;
+  let exited = null;
+  proc?.once("exit", (code, sig) => {
+    exited = { code, sig };
+  });
   return {
     kind: "stdio",
     client,
@@ -294,9 +305,23 @@ export async function startStdio({ sdk, hutch, servers, args = [], env = {}, nam
     seen,
     connectMs: Date.now() - t0,
     logs: log.text,
-    async close() {
+    // How hutch ended: { code, sig } once it has; null while it runs.
+    exited: () => exited,
+    // Close stdin and let hutch shut down on its own, as a client that
+    // waits would: the SDK's close() sends SIGTERM after 2 s and SIGKILL
+    // after 4, and a hutch killed mid-shutdown (destroying warm sandboxes
+    // on a busy machine) leaves its state for the next start to clean,
+    // which other tests' leftover checks would see.  The budget is
+    // generous; a hutch that does not exit within it is a failure the
+    // caller sees in exited().
+    async close(budgetMs = SHUTDOWN_BUDGET_MS) {
+      try {
+        proc?.stdin?.end();
+      } catch {}
+      if (proc) await waitFor(() => exited, budgetMs, 50);
       await client.close().catch(() => {});
       if (pid) children.delete(pid);
+      return exited;
     },
   };
 }
@@ -354,9 +379,9 @@ export async function spawnHttp({ hutch, servers, token, args = [], env = {} }) 
         async stop() {
           if (exited) return exited;
           proc.kill("SIGTERM");
-          const r = await waitFor(() => exited, 5000);
+          const r = await waitFor(() => exited, SHUTDOWN_BUDGET_MS);
           if (!r) proc.kill("SIGKILL");
-          return waitFor(() => exited, 2000);
+          return (await waitFor(() => exited, 5000)) && r;
         },
       };
     }

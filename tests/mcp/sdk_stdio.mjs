@@ -28,8 +28,9 @@ const upstreams = descendants(h.pid).filter((p) => /server-(everything|filesyste
 t.ok(upstreams.length >= 4, `the upstream servers run below hutch (${upstreams.length})`,
   JSON.stringify(descendants(h.pid).map((p) => p.cmd)));
 const t0 = Date.now();
-await h.close();
-t.ok(await waitFor(() => !pidAlive(h.pid), 5000), `hutch exits when its stdin closes (${Date.now() - t0} ms)`);
+const how = await h.close();
+t.ok(how && how.code === 0 && !how.sig, `hutch exits on its own, status 0, when its stdin closes (${Date.now() - t0} ms)`,
+  JSON.stringify(how));
 const left = await waitFor(() => upstreams.every((p) => !pidAlive(p.pid)), 5000);
 t.ok(left, "the upstream servers exit with hutch",
   JSON.stringify(upstreams.filter((p) => pidAlive(p.pid)).map((p) => p.cmd)));
