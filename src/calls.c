@@ -50,6 +50,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "calls.h"
 #include "caps.h"
 #include "log.h"
@@ -70,6 +71,8 @@ struct call {
     uint64_t deadline_ms;
     uint64_t t0; /* µs */
     struct hutch_tool_reply reply;
+    struct hutch_budget *budget;
+    size_t cost;                        /* args, charged to budget */
     struct call *next;                  /* queued */
     struct call *open_prev, *open_next; /* accepted, not answered */
 };
@@ -87,6 +90,8 @@ struct hutch_calls {
     int chan_fd; /* the runner's channel, non-blocking */
     struct hutch_buf unsent;
     size_t unsent_off;
+    size_t unsent_cost;          /* unsent bytes charged to budget */
+    struct hutch_budget *budget; /* the execution's; NULL: none */
     bool chan_gone; /* a write failed: the runner is gone, answers dropped */
     bool failed;    /* the runner does not read its answers */
     cJSON *record;
@@ -99,6 +104,7 @@ struct hutch_calls {
 
 static void call_free(struct call *c)
 {
+    hutch_budget_give(c->budget, c->cost);
     free(c->tool);
     cJSON_Delete(c->args);
     cJSON_Delete(c->reply.result);
@@ -168,8 +174,11 @@ static void flush_locked(struct hutch_calls *q)
         }
         q->unsent_off += (size_t)n;
     }
-    if (q->unsent_off == q->unsent.len || q->chan_gone)
+    if (q->unsent_off == q->unsent.len || q->chan_gone) {
         q->unsent.len = q->unsent_off = 0;
+        hutch_budget_give(q->budget, q->unsent_cost);
+        q->unsent_cost = 0;
+    }
 }
 
 /* One whole line for the runner: written now unless something waits before
@@ -198,10 +207,13 @@ static void send_locked(struct hutch_calls *q, const char *line, size_t len)
             return;
         nudge(q); /* the loop polls the channel for POLLOUT from now on */
     }
-    if (hutch_buf_append(&q->unsent, line + off, len - off) < 0) {
+    if (hutch_budget_take(q->budget, len - off) < 0 ||
+        hutch_buf_append(&q->unsent, line + off, len - off) < 0) {
         q->failed = true;
         nudge(q);
+        return;
     }
+    q->unsent_cost += len - off;
 }
 
 /* Records the call's outcome and sends its tool_result (takes
@@ -210,10 +222,30 @@ static void send_locked(struct hutch_calls *q, const char *line, size_t len)
 static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char *tool,
                    int r, struct hutch_tool_reply *reply, uint64_t t0)
 {
-    cJSON *msg = cJSON_CreateObject(), *rec;
-    size_t len = 0;
+    cJSON *msg, *rec;
+    size_t len = 0, cost = 0;
     char *line;
 
+    /* A result held, then encoded: both count until the line is sent. */
+    if (r == 0 && reply->result) {
+        cost = hutch_json_cost(reply->result);
+        if (hutch_budget_take(q->budget, cost) < 0) {
+            char text[300];
+            snprintf(text, sizeof(text),
+                     "the result of %.100s takes about %zu MiB of hutch's memory, more "
+                     "than this execution has left of its %zu MiB budget",
+                     reply->tool ? reply->tool : tool, (cost + (1u << 20) - 1) >> 20,
+                     q->budget->max >> 20);
+            cJSON_Delete(reply->result);
+            reply->result = NULL;
+            free(reply->message);
+            reply->message = strdup(text);
+            reply->code = "too_large";
+            r = -E2BIG;
+            cost = 0;
+        }
+    }
+    msg = cJSON_CreateObject();
     cJSON_AddStringToObject(msg, "t", "tool_result");
     cJSON_AddNumberToObject(msg, "id", (double)id);
     if (r == 0) {
@@ -247,6 +279,7 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     }
     line = hutch_wire_encode(msg, &len);
     cJSON_Delete(msg);
+    hutch_budget_give(q->budget, cost);
 
     pthread_mutex_lock(&q->mu);
     if (q->stop) {
@@ -300,6 +333,11 @@ static void *worker_main(void *arg)
         now = hutch_now_ms();
         timeout_ms = c->deadline_ms > now ? (int)(c->deadline_ms - now) : 1;
         r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
+        /* The arguments are done with: their memory is the result's now. */
+        cJSON_Delete(c->args);
+        c->args = NULL;
+        hutch_budget_give(c->budget, c->cost);
+        c->cost = 0;
         answer(q, c, c->id, c->tool, r, &c->reply, c->t0);
         pthread_mutex_lock(&q->mu);
     }
@@ -382,11 +420,17 @@ int hutch_calls_fd(const struct hutch_calls *q)
     return q->pipe[0];
 }
 
-int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,
-                       const cJSON *args, uint64_t deadline_ms)
+void hutch_calls_set_budget(struct hutch_calls *q, struct hutch_budget *budget)
+{
+    q->budget = budget;
+}
+
+int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSON *args,
+                       uint64_t deadline_ms)
 {
     struct hutch_tool_reply reply = {0};
     uint64_t t0 = hutch_now_us();
+    size_t cost = args ? hutch_json_cost(args) : 0;
     struct call *c;
     int r;
 
@@ -396,15 +440,34 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,
     } else if (!q->fn) {
         reply.code = "unknown_tool";
         r = -ENOENT;
+    } else if (hutch_budget_take(q->budget, cost) < 0) {
+        char text[300];
+        snprintf(
+            text, sizeof(text),
+            "the arguments of this call take about %zu MiB of hutch's memory, more "
+            "than this execution has left of its %zu MiB budget (calls in flight "
+            "hold theirs until they return)",
+            (cost + (1u << 20) - 1) >> 20, q->budget->max >> 20);
+        reply.message = strdup(text);
+        reply.code = "too_large";
+        r = -E2BIG;
     } else {
         c = calloc(1, sizeof(*c));
+        if (c) {
+            c->budget = q->budget;
+            c->cost = cost;
+        } else {
+            hutch_budget_give(q->budget, cost);
+        }
         if (!c || !(c->tool = strdup(tool)) ||
-            !(c->args = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject())) {
+            !(c->args = args ? args : cJSON_CreateObject())) {
             if (c)
                 call_free(c);
+            cJSON_Delete(args);
             reply.code = "internal";
             r = -ENOMEM;
         } else {
+            args = NULL; /* the call's now */
             c->id = id;
             c->t0 = t0;
             c->deadline_ms = deadline_ms;
@@ -415,6 +478,7 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,
             reply.code = "internal";
         }
     }
+    cJSON_Delete(args);
     answer(q, NULL, id, tool, r, &reply, t0);
     cJSON_Delete(reply.result);
     free(reply.message);

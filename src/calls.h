@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "exec.h"
 
 struct hutch_calls;
@@ -22,12 +23,19 @@ struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
 /* Readable when the loop must look: then call hutch_calls_take. */
 int hutch_calls_fd(const struct hutch_calls *q);
 
-/* One tool_call from the runner.  It runs on a worker, bounded by
- * deadline_ms (the execution's), or is answered at once when it cannot
- * (too many calls, no handler, out of memory).  Negative when the runner
- * does not read its answers: stop it. */
-int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,
-                       const cJSON *args, uint64_t deadline_ms);
+/* The execution's memory budget (budget.h), before the first call: each
+ * call's arguments count from submit until it is answered, each result
+ * until it is encoded, each answer until the runner has read it.  A call
+ * that does not fit is answered with the error code "too_large"; answers
+ * that do not fit stop the runner as one that does not read them. */
+void hutch_calls_set_budget(struct hutch_calls *q, struct hutch_budget *budget);
+
+/* One tool_call from the runner (takes args, which may be NULL).  It runs
+ * on a worker, bounded by deadline_ms (the execution's), or is answered at
+ * once when it cannot (too many calls, no handler, over the budget, out of
+ * memory).  Negative when the runner does not read its answers: stop it. */
+int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSON *args,
+                       uint64_t deadline_ms);
 
 /* After hutch_calls_fd polled readable.  Negative when the runner does not
  * read its answers: stop it. */

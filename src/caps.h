@@ -36,6 +36,15 @@
 #define HUTCH_TAR_IN_MAX_BYTES  (HUTCH_MAX_INPUT_BYTES + HUTCH_MAX_CODE_BYTES)
 #define HUTCH_TAR_MAX_STREAM    (HUTCH_TAR_OUT_MAX_BYTES + (16u << 20)) /* + headers */
 
+/* hutch's own memory, per execution (budget.h): what the program makes
+ * hutch hold (its messages as parsed, its tool calls' arguments and
+ * results, the answers it has not read) passes this, and what asked fails. */
+#define HUTCH_EXEC_MEMORY_BUDGET (128u << 20)
+/* One JSON message from outside (a client, an upstream server) may not
+ * take more than this to parse: its text is 16 MiB at most, but a tree of
+ * "[0,0,...]" costs 40 times its text. */
+#define HUTCH_JSON_MAX_TREE (64u << 20)
+
 /* Wire protocol (runner <-> core). */
 #define HUTCH_WIRE_MAX_LINE       (8u << 20)  /* one NDJSON message */
 #define HUTCH_WIRE_MAX_DEPTH      64          /* JSON nesting */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "calls.h"
 #include "caps.h"
 #include "exec.h"
@@ -50,6 +51,7 @@ struct run {
     uint64_t ntool;
     uint64_t deadline; /* ms, once the job runs */
     struct hutch_calls *calls;
+    struct hutch_budget budget; /* hutch's memory this execution holds */
     struct hutch_exit exit;
     uint64_t t_done; /* µs, for the debug log */
 };
@@ -196,8 +198,22 @@ static void on_line(struct run *rn, const char *line, size_t len)
 {
     struct hutch_msg m;
     struct hutch_err perr = {0};
+    /* What parsing it holds, until the message is freed (a done message's
+     * result stays with the execution: its charge too). */
+    size_t cost = hutch_json_text_cost(line, len);
 
+    if (hutch_budget_take(&rn->budget, cost) < 0) {
+        note(rn,
+             "the sandbox sent a %zu-byte message (a result, or a tool call's "
+             "arguments) that would take about %zu MiB of hutch's memory to hold, more "
+             "than this execution has left of its %zu MiB budget: return or pass less "
+             "(large data belongs in files under /work/out); execution stopped",
+             len, (cost + (1u << 20) - 1) >> 20, rn->budget.max >> 20);
+        rn->fail = 1;
+        return;
+    }
     if (hutch_wire_parse(line, len, &m, &perr) < 0) {
+        hutch_budget_give(&rn->budget, cost);
         note(rn, "the sandbox sent an invalid protocol message (%s); execution stopped",
              perr.msg);
         rn->fail = 1;
@@ -212,9 +228,14 @@ static void on_line(struct run *rn, const char *line, size_t len)
         if (rn->phase != RUNNING) {
             note(rn, "the sandbox sent a tool call outside a job; execution stopped");
             rn->fail = 1;
-        } else if (hutch_calls_submit(rn->calls, m.id, m.tool, m.args, rn->deadline) <
-                   0) {
-            answers_stuck(rn);
+        } else {
+            /* The arguments move to the call, which charges them itself. */
+            cJSON *args = m.args ? cJSON_DetachItemViaPointer(m.root, m.args) : NULL;
+            m.args = NULL;
+            hutch_budget_give(&rn->budget, cost);
+            cost = 0;
+            if (hutch_calls_submit(rn->calls, m.id, m.tool, args, rn->deadline) < 0)
+                answers_stuck(rn);
         }
         break;
     case HUTCH_MSG_DONE:
@@ -234,9 +255,11 @@ static void on_line(struct run *rn, const char *line, size_t len)
             m.result ? cJSON_DetachItemViaPointer(m.root, m.result) : NULL;
         if (!m.ok && m.error)
             rn->res->error = cJSON_DetachItemViaPointer(m.root, m.error);
+        cost = 0; /* held with the result */
         break;
     }
     hutch_msg_free(&m);
+    hutch_budget_give(&rn->budget, cost);
 }
 
 static void read_chan(struct run *rn)
@@ -540,12 +563,14 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         res->out.max = (size_t)req->output_bytes;
         res->err.max = (size_t)req->output_bytes;
     }
+    hutch_budget_init(&rn.budget, HUTCH_EXEC_MEMORY_BUDGET);
     rn.calls =
         hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, res->tool_calls);
     if (!rn.calls) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
+    hutch_calls_set_budget(rn.calls, &rn.budget);
     rn.deadline = hutch_now_ms() + timeout_ms;
     r = start_job(&rn, err);
     if (r < 0)

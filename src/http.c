@@ -39,6 +39,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "budget.h"
 #include "buf.h"
 #include "caps.h"
 #include "http.h"
@@ -718,10 +719,14 @@ static int accepts_sse(struct MHD_Connection *conn)
 /* 1: a single initialize request; 0: something else; -1: not JSON. */
 static int body_is_initialize(const char *body, size_t len)
 {
-    cJSON *j = body ? cJSON_ParseWithLength(body, len) : NULL;
+    cJSON *j;
     const cJSON *method;
     int r;
 
+    /* Too costly to parse: not an initialize, and the server refuses it. */
+    if (body && hutch_json_text_cost(body, len) > HUTCH_JSON_MAX_TREE)
+        return 0;
+    j = body ? cJSON_ParseWithLength(body, len) : NULL;
     if (!j)
         return -1;
     method = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "method") : NULL;

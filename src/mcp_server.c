@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bridge.h"
+#include "budget.h"
 #include "buf.h"
 #include "caps.h"
 #include "exec.h"
@@ -1008,6 +1009,14 @@ int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, siz
         send_error(s, stream, NULL, E_PARSE,
                    "Parse error: the message is not valid UTF-8");
         return 1;
+    }
+    {
+        struct hutch_err jerr = HUTCH_ERR_INIT;
+        if (hutch_json_check_text(json, len, HUTCH_JSON_MAX_TREE, "a message", &jerr) <
+            0) {
+            send_error(s, stream, NULL, E_INVALID_REQUEST, "%s", jerr.msg);
+            return 1;
+        }
     }
     msg = cJSON_ParseWithLength(json, len);
     if (!msg) {

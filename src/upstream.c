@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "buf.h"
 #include "caps.h"
 #include "curl_lib.h"
@@ -1062,6 +1063,11 @@ static void stdio_line(struct server *s, struct child *c, const char *line, size
         len--;
     if (!len)
         return;
+    if (hutch_json_text_cost(line, len) > HUTCH_JSON_MAX_TREE) {
+        count_garbage(s, c, "a message that would take too much memory to parse", NULL,
+                      0);
+        return;
+    }
     msg = cJSON_ParseWithLengthOpts(line, len, &end, false);
     if (!msg || end != line + len || (!cJSON_IsObject(msg) && !cJSON_IsArray(msg))) {
         cJSON_Delete(msg);
@@ -1892,6 +1898,7 @@ static void http_message(struct xfer *x, cJSON *msg)
 /* A whole body or SSE event: one message or a batch. */
 static void http_payload(struct xfer *x, const char *text, size_t len)
 {
+    struct hutch_err jerr = HUTCH_ERR_INIT;
     const char *end = NULL;
     cJSON *msg;
 
@@ -1899,6 +1906,10 @@ static void http_payload(struct xfer *x, const char *text, size_t len)
         len--;
     if (!len)
         return;
+    if (hutch_json_check_text(text, len, HUTCH_JSON_MAX_TREE, "a body", &jerr) < 0) {
+        hutch_log(HUTCH_LOG_WARN, x->s->who, "ignoring %s", jerr.msg);
+        return;
+    }
     msg = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!msg || end != text + len) {
         char shown[120];
@@ -2252,7 +2263,8 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
         char shown[SNIPPET] = "";
         cJSON *msg = NULL;
         const cJSON *e, *em;
-        if (x.mode != 2 && x.body.data)
+        if (x.mode != 2 && x.body.data &&
+            hutch_json_text_cost(x.body.data, x.body.len) <= HUTCH_JSON_MAX_TREE)
             msg = cJSON_ParseWithLength(x.body.data, x.body.len);
         e = get(msg, "error");
         em = get(e, "message");

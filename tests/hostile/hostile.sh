@@ -101,6 +101,26 @@ const a = []; while (true) a.push(Buffer.alloc(16 * 1024 * 1024, 1));'
 is "javascript memory bomb: exit 137" "$(echo "$OUT" | json exit_code)" 137
 assert_clean "javascript memory bomb"
 
+# hutch's own memory: a result of 8 MB of text whose parse would hold about
+# 300 MB in hutch (a JSON value costs ~80 bytes) passes the execution's
+# memory budget, and the run says so; hutch itself stays small (it peaked
+# at 640 MB before the budget).  ru_maxrss of hutch, not of the sandbox.
+peak_kb() {
+    python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+print(r.stdout, end="")' "$@"
+}
+OUT=$(peak_kb "$HUTCH" run $PYH -e '[0] * 4000000')
+PEAK=$(echo "$OUT" | head -1)
+OUT=$(echo "$OUT" | tail -n +2)
+is "a result that would take 300 MB to hold: exit 125" "$(echo "$OUT" | json exit_code)" 125
+like "... explained: over the execution's memory budget" "$(echo "$OUT" | json message)" \
+    "of hutch's memory to hold, more than this execution has left of its"
+is "... named the executor" "$(echo "$OUT" | json executor)" "$EXECUTOR"
+ok "... and hutch stayed below 100 MB (peak ${PEAK} KiB)" test "${PEAK:-999999}" -lt 102400
+assert_clean "oversized result"
+
 # Killed by its own --timeout: the whole run (sandbox start and teardown
 # included, however slow a busy machine makes them) ends before the
 # default timeout would have.

@@ -170,6 +170,20 @@ await bad("JSON nested 100000 deep", "[".repeat(100000) + "]".repeat(100000) + "
   t.diag(`20 MB line handled in ${Date.now() - t0} ms`);
 }
 {
+  // 15 MB of "[0,0,...]" is under the message cap, but parsed it would hold
+  // about 600 MB: refused before parsing, saying why.
+  const zeros = Buffer.from("0,".repeat(7 << 20) + "0");
+  await bad(
+    "a message whose parse would hold 600 MB",
+    Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":22,"method":"ping","params":{"pad":['), zeros, Buffer.from("]}}\n")]),
+    -32600,
+    { check: (r) => /would take about \d+ MiB of hutch's memory/.test(r.error?.message || "") },
+  );
+  // VmHWM: hutch's peak so far, the 20 MB line above included.
+  const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${s.proc.pid}/status`, "utf8"))?.[1]);
+  t.ok(hwm < 300 * 1024, `… and hutch's peak stayed below 300 MB (${hwm} KiB)`);
+}
+{
   // execute_code argument errors: a tool error (isError) or -32602, never a crash.
   for (const [what, args] of [
     ["a bad language", { language: "cobol", code: "x" }],

@@ -56,6 +56,14 @@ static int tool(void *arg, const char *name, const cJSON *args, int timeout_ms,
         reply->message = strdup("it failed");
         return -EREMOTEIO;
     }
+    if (!strcmp(name, "big")) { /* a 2 MiB string */
+        char *text = malloc((2u << 20) + 1);
+        memset(text, 'x', 2u << 20);
+        text[2u << 20] = '\0';
+        reply->result = cJSON_CreateString(text);
+        free(text);
+        return 0;
+    }
     reply->result = cJSON_Duplicate(args, 1);
     return 0;
 }
@@ -205,7 +213,7 @@ static void test_answers(void)
 
     reset();
     for (int i = 1; i <= 100; i++) {
-        hutch_calls_submit(q, i, "echo", args, later());
+        hutch_calls_submit(q, i, "echo", cJSON_Duplicate(args, 1), later());
         if (take_until(q, &k, i) != i)
             good = 0;
     }
@@ -218,14 +226,14 @@ static void test_answers(void)
     ok(last_timeout_ms > 0 && last_timeout_ms <= WAIT_MS,
        "sequential: the handler's timeout comes from the deadline (%d)",
        last_timeout_ms);
-    hutch_calls_submit(q, 101, "fail", args, later());
+    hutch_calls_submit(q, 101, "fail", cJSON_Duplicate(args, 1), later());
     take_until(q, &k, 101);
     m = cJSON_GetArrayItem(k.sent, 100);
     ok(m && cJSON_IsFalse(cJSON_GetObjectItem(m, "ok")) &&
            !strcmp(str(cJSON_GetObjectItem(m, "error"), "code"), "upstream") &&
            !strcmp(str(cJSON_GetObjectItem(m, "error"), "message"), "it failed"),
        "an error comes back with its code and message");
-    hutch_calls_submit(q, 102, "echo", args, hutch_now_ms() - 5);
+    hutch_calls_submit(q, 102, "echo", cJSON_Duplicate(args, 1), hutch_now_ms() - 5);
     take_until(q, &k, 102);
     ok(last_timeout_ms == 1, "a call past the deadline gets 1 ms (%d)",
        last_timeout_ms);
@@ -345,7 +353,7 @@ static void test_stuck_runner(void)
     pad[1u << 20] = '\0';
     cJSON_AddStringToObject(args, "pad", pad);
     for (i = 1; i <= 80 && r == 0; i++) {
-        r = hutch_calls_submit(q, i, "echo", args, later());
+        r = hutch_calls_submit(q, i, "echo", cJSON_Duplicate(args, 1), later());
         while (r == 0 && cJSON_GetArraySize(rec) < i)
             usleep(1000);
         if (r == 0)
@@ -365,7 +373,7 @@ static void test_stuck_runner(void)
     k.fd[0] = -1;
     r = 0;
     for (i = 1; i <= 3; i++) {
-        r |= hutch_calls_submit(q, i, "echo", args, later());
+        r |= hutch_calls_submit(q, i, "echo", cJSON_Duplicate(args, 1), later());
         while (cJSON_GetArraySize(rec) < i)
             usleep(1000);
         r |= hutch_calls_take(q);
@@ -398,6 +406,58 @@ static void test_max_calls(void)
     sink_free(&k);
 }
 
+/* The execution's memory budget: arguments count while their calls are in
+ * flight, a result that does not fit is an error, and everything is given
+ * back in the end. */
+static void test_budget(void)
+{
+    struct sink k;
+    struct hutch_budget b;
+    cJSON *rec = cJSON_CreateArray(), *args = cJSON_CreateObject(), *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    char *text = malloc(300001);
+    int n;
+
+    memset(text, 'a', 300000);
+    text[300000] = '\0';
+    cJSON_AddStringToObject(args, "text", text);
+    free(text);
+    hutch_budget_init(&b, 1u << 20);
+    hutch_calls_set_budget(q, &b);
+    reset();
+    for (int i = 1; i <= 3; i++)
+        hutch_calls_submit(q, i, "gate.7", cJSON_Duplicate(args, 1), later());
+    ok(wait_started(3) == 3, "budget: three calls of 300 KB in flight");
+    hutch_calls_submit(q, 4, "gate.7", cJSON_Duplicate(args, 1), later());
+    n = take_until(q, &k, 1);
+    m = cJSON_GetArrayItem(k.sent, 0);
+    ok(n == 1 && num(m, "id") == 4 &&
+           !strcmp(str(cJSON_GetObjectItem(m, "error"), "code"), "too_large") &&
+           strstr(str(cJSON_GetObjectItem(m, "error"), "message"), "budget"),
+       "budget: the fourth is answered at once with too_large");
+    open_gate(7);
+    n = take_until(q, &k, 4);
+    ok(n == 4 && cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(k.sent, 3), "ok")),
+       "budget: the three in flight return their results (%d answers)", n);
+    hutch_calls_submit(q, 5, "big", NULL, later());
+    n = take_until(q, &k, 5);
+    m = cJSON_GetArrayItem(k.sent, 4);
+    ok(n == 5 && !strcmp(str(cJSON_GetObjectItem(m, "error"), "code"), "too_large") &&
+           strstr(str(cJSON_GetObjectItem(m, "error"), "message"), "result of big"),
+       "budget: a result larger than the budget becomes a too_large error");
+    hutch_calls_submit(q, 6, "echo", cJSON_Duplicate(args, 1), later());
+    n = take_until(q, &k, 6);
+    ok(n == 6 && cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(k.sent, 5), "ok")),
+       "budget: calls that fit work afterwards");
+    hutch_calls_free(q);
+    ok(atomic_load(&b.used) == 0 && atomic_load(&b.peak) <= b.max,
+       "budget: everything given back (used %zu, peak %zu of %zu)",
+       (size_t)atomic_load(&b.used), (size_t)atomic_load(&b.peak), b.max);
+    cJSON_Delete(args);
+    cJSON_Delete(rec);
+    sink_free(&k);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as hutch does: the runner may be gone */
@@ -409,5 +469,6 @@ int main(void)
     test_unfinished();
     test_stuck_runner();
     test_max_calls();
+    test_budget();
     return tap_done();
 }

@@ -1,0 +1,84 @@
+/* test_budget.c — hutch's memory budget per execution (src/budget.c): the
+ * charges, and the estimate from text that every parser of untrusted JSON
+ * checks first, which must never be below what the parse then holds. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget.h"
+#include "tap.h"
+
+static void test_charges(void)
+{
+    struct hutch_budget b;
+    hutch_budget_init(&b, 1000);
+    ok(hutch_budget_take(&b, 600) == 0, "take 600 of 1000");
+    ok(hutch_budget_take(&b, 500) == -ENOMEM, "500 more does not fit");
+    ok(atomic_load(&b.used) == 600, "a failed take charges nothing");
+    ok(hutch_budget_take(&b, 400) == 0, "exactly up to the budget");
+    ok(hutch_budget_take(&b, (size_t)-1) == -ENOMEM, "a huge take does not wrap");
+    hutch_budget_give(&b, 1000);
+    ok(atomic_load(&b.used) == 0 && atomic_load(&b.peak) == 1000,
+       "given back; peak 1000");
+    ok(hutch_budget_take(NULL, 1u << 30) == 0, "no budget: anything");
+}
+
+/* The text estimate is an upper bound of the tree's cost, for shapes that
+ * make cJSON hold the most per byte. */
+static void test_estimate(void)
+{
+    const char *samples[] = {
+        "{}",
+        "[]",
+        "0",
+        "\"\"",
+        "[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]",
+        "[[],[],[],[],[],[],[],[],[],[],[],[]]",
+        "[{},{},{},{},{},{},{},{},{},{},{},{}]",
+        "{\"a\":1,\"b\":[1,2,{\"c\":\"d\"}],\"e\":\"f\\\"g,[{\"}",
+        "[\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\"]",
+        "{\"\":{\"\":{\"\":{\"\":[null,true,false,1e308,-0.5]}}}}",
+        "  [ 1 , 2 , [ 3 , [ 4 ] ] ]  ",
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
+        cJSON *j = cJSON_Parse(samples[i]);
+        size_t est = hutch_json_text_cost(samples[i], strlen(samples[i]));
+        size_t got = hutch_json_cost(j);
+        if (!j || est < got) {
+            printf("# %s: estimate %zu < held %zu\n", samples[i], est, got);
+            good = 0;
+        }
+        cJSON_Delete(j);
+    }
+    ok(good, "the estimate from text is never below the tree's cost");
+}
+
+static void test_check(void)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    size_t n = 4000000, len = 2 * n + 1;
+    char *text = malloc(len + 1);
+    text[0] = '[';
+    for (size_t i = 0; i < n; i++) {
+        text[1 + 2 * i] = '0';
+        text[2 + 2 * i] = i + 1 < n ? ',' : ']';
+    }
+    text[len] = '\0';
+    ok(hutch_json_check_text(text, len, 64u << 20, "a message", &err) == -E2BIG &&
+           strstr(err.msg, "a message of 8000001 bytes") &&
+           strstr(err.msg, "at most 64 MiB"),
+       "4M zeros (8 MB) are refused before parsing: %s", err.msg);
+    ok(hutch_json_check_text("{\"a\":\"b\"}", 9, 64u << 20, "a message", &err) == 0,
+       "a small message passes");
+    free(text);
+}
+
+int main(void)
+{
+    test_charges();
+    test_estimate();
+    test_check();
+    return tap_done();
+}
