@@ -284,13 +284,29 @@ int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *
     return r;
 }
 
+const struct hutch_catalog_entry *
+hutch_bridge_find(struct hutch_bridge *b, const char *tool, int timeout_ms, void **ref)
+{
+    struct hutch_catalog *cat = hutch_bridge_catalog_get(b, ref);
+    const struct hutch_catalog_entry *e = cat ? hutch_catalog_find(cat, tool) : NULL;
+    const char *dot = strchr(tool, '.');
+
+    if (e || !b->u || !dot ||
+        !hutch_upstreams_wait_started(b->u, tool, (size_t)(dot - tool),
+                                      hutch_now_ms() + (uint64_t)timeout_ms))
+        return e;
+    /* Its server settled: look again in the catalog that brought. */
+    hutch_bridge_catalog_put(b, *ref);
+    cat = hutch_bridge_catalog_get(b, ref);
+    return cat ? hutch_catalog_find(cat, tool) : NULL;
+}
+
 int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                       struct hutch_tool_reply *reply)
 {
     struct hutch_bridge *b = arg;
     void *ref;
-    struct hutch_catalog *cat = hutch_bridge_catalog_get(b, &ref);
-    const struct hutch_catalog_entry *e = cat ? hutch_catalog_find(cat, tool) : NULL;
+    const struct hutch_catalog_entry *e = hutch_bridge_find(b, tool, timeout_ms, &ref);
     int r = e ? hutch_bridge_call(b, e, args, timeout_ms, reply)
               : hutch_bridge_unknown(b, tool, reply);
     hutch_bridge_catalog_put(b, ref);

@@ -25,6 +25,14 @@ void hutch_bridge_free(struct hutch_bridge *b);
 struct hutch_catalog *hutch_bridge_catalog_get(struct hutch_bridge *b, void **ref);
 void hutch_bridge_catalog_put(struct hutch_bridge *b, void *ref);
 
+/* The entry for `tool` in the current catalog (NULL when it lacks it), with
+ * the catalog held as hutch_bridge_catalog_get does.  A tool of a server
+ * still starting for the first time (hutch serve answers before its
+ * upstreams are up) is waited for, until that server is ready or failed or
+ * timeout_ms passed. */
+const struct hutch_catalog_entry *
+hutch_bridge_find(struct hutch_bridge *b, const char *tool, int timeout_ms, void **ref);
+
 /* hutch_tool_fn for hutch_exec_req.tool; arg is the struct hutch_bridge. */
 int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                       struct hutch_tool_reply *reply);

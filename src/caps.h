@@ -129,23 +129,26 @@
  * and what search shows of them.  SIG_*: Python/TypeScript signatures. */
 #define HUTCH_CATALOG_MAX_TOOLS                                                        \
     ((size_t)HUTCH_UPSTREAM_MAX_TOOLS * HUTCH_UPSTREAM_MAX_SERVERS)
-#define HUTCH_CATALOG_MAX_IDENT      128   /* bytes of a Python/TS identifier */
-#define HUTCH_CATALOG_MAX_WARNINGS   200   /* kept; the rest are counted */
-#define HUTCH_CATALOG_WARNING_BYTES  1024  /* of one warning */
-#define HUTCH_SIG_MAX_DEPTH          16    /* subschemas followed, $ref included */
-#define HUTCH_SIG_MAX_BYTES          8192  /* of one signature */
-#define HUTCH_SIG_MAX_STEPS          20000 /* subschemas visited for one */
-#define HUTCH_SIG_MAX_PROPS          256   /* properties of one object */
-#define HUTCH_SIG_MAX_UNION          16    /* members of one union */
-#define HUTCH_SIG_MAX_ENUM           20    /* longer: shown as its base type */
-#define HUTCH_SEARCH_DESC_SHORT      200   /* one-line description in results */
-#define HUTCH_SEARCH_DESC_FULL       8192  /* full description in results */
-#define HUTCH_SEARCH_DESC_BYTES      4096  /* of a description, searched */
-#define HUTCH_SEARCH_NAME_BYTES      256   /* of a parameter name or title */
-#define HUTCH_SEARCH_MAX_WORD        48    /* bytes of a word; longer are cut */
-#define HUTCH_SEARCH_FIELD_WORDS     512   /* words kept per searched field */
-#define HUTCH_SEARCH_MAX_QUERY       1024  /* bytes of a query */
-#define HUTCH_SEARCH_QUERY_WORDS     32
+#define HUTCH_CATALOG_MAX_IDENT     128   /* bytes of a Python/TS identifier */
+#define HUTCH_CATALOG_MAX_WARNINGS  200   /* kept; the rest are counted */
+#define HUTCH_CATALOG_WARNING_BYTES 1024  /* of one warning */
+#define HUTCH_SIG_MAX_DEPTH         16    /* subschemas followed, $ref included */
+#define HUTCH_SIG_MAX_BYTES         8192  /* of one signature */
+#define HUTCH_SIG_MAX_STEPS         20000 /* subschemas visited for one */
+#define HUTCH_SIG_MAX_PROPS         256   /* properties of one object */
+#define HUTCH_SIG_MAX_UNION         16    /* members of one union */
+#define HUTCH_SIG_MAX_ENUM          20    /* longer: shown as its base type */
+#define HUTCH_SEARCH_DESC_SHORT     200   /* one-line description in results */
+#define HUTCH_SEARCH_DESC_FULL      8192  /* full description in results */
+#define HUTCH_SEARCH_DESC_BYTES     4096  /* of a description, searched */
+#define HUTCH_SEARCH_NAME_BYTES     256   /* of a parameter name or title */
+#define HUTCH_SEARCH_MAX_WORD       48    /* bytes of a word; longer are cut */
+#define HUTCH_SEARCH_FIELD_WORDS    512   /* words kept per searched field */
+#define HUTCH_SEARCH_MAX_QUERY      1024  /* bytes of a query */
+#define HUTCH_SEARCH_QUERY_WORDS    32
+/* search_tools waits this long for upstreams still starting (hutch serve
+ * answers initialize before they are up). */
+#define HUTCH_SEARCH_START_WAIT_MS   5000
 #define HUTCH_SEARCH_DEFAULT_RESULTS 10
 
 /* JSON Schema of tool arguments (schema.c, and catalog.c for $ref). */

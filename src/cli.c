@@ -50,17 +50,18 @@ fail:
     return r;
 }
 
-int hutch_cli_start_upstreams(const char *servers, const char *who, cJSON **config,
-                              struct hutch_upstreams **ups, struct hutch_err *err)
+int hutch_cli_start_upstreams(const char *servers, const char *who, bool wait,
+                              cJSON **config, struct hutch_upstreams **ups,
+                              struct hutch_err *err)
 {
-    struct hutch_upstream_opts uo = {0};
+    struct hutch_upstream_opts uo = {.no_wait = !wait};
     cJSON *st, *it;
     int r;
 
     r = hutch_upstreams_load(servers, config, err);
     if (r == 0)
         r = hutch_upstreams_start(*config, &uo, ups, err);
-    if (r < 0)
+    if (r < 0 || !wait)
         return r;
     /* A server that did not come up is no reason to stop: say why, go on. */
     st = hutch_upstreams_status(*ups);
@@ -77,11 +78,12 @@ int hutch_cli_start_upstreams(const char *servers, const char *who, cJSON **conf
     return 0;
 }
 
-int hutch_cli_start_tools(const char *servers, const char *who, cJSON **config,
-                          struct hutch_upstreams **ups, struct hutch_bridge **bridge,
-                          struct hutch_err *err)
+int hutch_cli_start_tools(const char *servers, const char *who, bool wait,
+                          cJSON **config, struct hutch_upstreams **ups,
+                          struct hutch_bridge **bridge, struct hutch_err *err)
 {
-    int r = servers ? hutch_cli_start_upstreams(servers, who, config, ups, err) : 0;
+    int r =
+        servers ? hutch_cli_start_upstreams(servers, who, wait, config, ups, err) : 0;
     return r < 0 ? r : hutch_bridge_new(*ups, bridge, err);
 }
 

@@ -273,7 +273,8 @@ int hutch_cmd_run(int argc, char **argv)
         fprintf(stderr, "hutch run: policy: %s\n", err.msg);
         goto out;
     }
-    if (hutch_cli_start_tools(servers, "hutch run", &config, &ups, &bridge, &err) < 0) {
+    if (hutch_cli_start_tools(servers, "hutch run", true, &config, &ups, &bridge,
+                              &err) < 0) {
         fprintf(stderr, "hutch run: --servers: %s\n", err.msg);
         goto out;
     }

@@ -156,7 +156,7 @@ static void stdio_send(void *arg, void *stream, const char *json, size_t len, in
     free(line);
 }
 
-static int serve_stdio(struct hutch_mcp *m)
+static int serve_stdio(struct hutch_mcp *m, struct hutch_upstreams *ups)
 {
     struct hutch_mcp_session *s = hutch_mcp_session_new(m, stdio_send, NULL, "local");
     struct hutch_buf in;
@@ -206,6 +206,9 @@ static int serve_stdio(struct hutch_mcp *m)
         }
         scan = in.len;
     }
+    /* The session's executions are cancelled and waited for: their tool
+     * calls in flight must end now (see the end of hutch_cmd_serve). */
+    hutch_upstreams_stop(ups);
     hutch_mcp_session_free(s);
     hutch_buf_free(&in);
     return rc;
@@ -397,8 +400,8 @@ int hutch_cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &hup, NULL);
     if (pthread_create(&reloader, NULL, reload_thread, NULL) == 0)
         pthread_detach(reloader);
-    if (hutch_cli_start_tools(servers, "hutch serve", &config, &ups, &bridge, &err) <
-        0) {
+    if (hutch_cli_start_tools(servers, "hutch serve", false, &config, &ups, &bridge,
+                              &err) < 0) {
         fprintf(stderr, "hutch serve: %s\n", err.msg);
         goto out;
     }
@@ -445,14 +448,16 @@ int hutch_cmd_serve(int argc, char **argv)
         }
         rc = 0;
     } else {
-        rc = serve_stdio(m);
+        rc = serve_stdio(m, ups);
     }
 out:
-    hutch_mcp_free(m);
-    /* Nothing calls an upstream any more: they stop while the pools'
-     * sandboxes are destroyed, not after (a client that closed our stdin
-     * gives us a few seconds before it kills us). */
+    /* The upstreams stop first: a call still in flight (its execution is
+     * being cancelled) or waiting for a server that is still starting
+     * fails now rather than at its timeout, and they wind down while the
+     * pools' sandboxes are destroyed, not after (a client that closed our
+     * stdin gives us a few seconds before it kills us). */
     hutch_upstreams_stop(ups);
+    hutch_mcp_free(m);
     {
         struct hutch_jobs *jb = jobs;
         jobs = NULL; /* the reload thread must not see it go */

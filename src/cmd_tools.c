@@ -96,7 +96,8 @@ int hutch_cmd_tools(int argc, char **argv)
                 "Claude Desktop / Claude Code)\n");
         return 2;
     }
-    if (hutch_cli_start_upstreams(servers, "hutch tools", &config, &ups, &err) < 0) {
+    if (hutch_cli_start_upstreams(servers, "hutch tools", true, &config, &ups, &err) <
+        0) {
         fprintf(stderr, "hutch tools: %s\n", err.msg);
         goto out;
     }

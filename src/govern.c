@@ -199,7 +199,6 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     struct hutch_gov_exec *x = arg;
     struct hutch_gov *g = x->g;
     const struct hutch_catalog_entry *e;
-    struct hutch_catalog *cat;
     char reason[512] = "";
     uint64_t t0, retry = 0;
     double dur;
@@ -207,8 +206,7 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     void *ref;
     int r;
 
-    cat = hutch_bridge_catalog_get(x->bridge, &ref);
-    e = cat ? hutch_catalog_find(cat, tool) : NULL;
+    e = hutch_bridge_find(x->bridge, tool, timeout_ms, &ref);
     if (!e) {
         /* Nothing to decide: the bridge says why it is unknown. */
         r = hutch_bridge_unknown(x->bridge, tool, reply);

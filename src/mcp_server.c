@@ -254,6 +254,10 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
     p = prop(oprops, "tools", "array", NULL);
     cJSON_AddObjectToObject(p, "items");
     prop(oprops, "total", "integer", "tools in the catalog");
+    p = prop(oprops, "servers", "array",
+             "upstream servers whose tools are missing: starting, restarting or "
+             "failed, with the reason");
+    cJSON_AddObjectToObject(p, "items");
     req = cJSON_AddArrayToObject(out, "required");
     cJSON_AddItemToArray(req, cJSON_CreateString("tools"));
     ann = cJSON_AddObjectToObject(t, "annotations");
@@ -502,6 +506,43 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res)
 /* --- search_tools -------------------------------------------------------------------
  */
 
+/* The upstreams that are not ready, for search_tools: a line of text each
+ * in t, and the list (NULL when every server is ready).  hutch serve
+ * answers before its upstreams are up: a search in the first seconds says
+ * which are still starting rather than leaving their tools out silently. */
+static cJSON *not_ready(struct hutch_mcp *m, struct hutch_buf *t)
+{
+    cJSON *st = m->o.upstreams ? hutch_upstreams_status(m->o.upstreams) : NULL;
+    cJSON *down = NULL, *it;
+
+    cJSON_ArrayForEach(it, st)
+    {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+        const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"));
+        cJSON *o;
+        if (!name || !state || !strcmp(state, "ready"))
+            continue;
+        if (!down) {
+            down = cJSON_CreateArray();
+            hutch_buf_appendf(t, "Servers whose tools are not listed:\n");
+        }
+        hutch_buf_appendf(t, "  %s: %s%s%.300s%s\n", name, state, why ? " (" : "",
+                          why ? why : "", why ? ")" : "");
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "server", name);
+        cJSON_AddStringToObject(o, "state", state);
+        if (why)
+            cJSON_AddStringToObject(o, "error", why);
+        cJSON_AddItemToArray(down, o);
+    }
+    if (down && strstr(hutch_buf_str(t), ": starting"))
+        hutch_buf_appendf(t, "A server still starting joins in a moment: search again "
+                             "(a call to one of its tools waits for it).\n");
+    cJSON_Delete(st);
+    return down;
+}
+
 static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
 {
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(args, "query");
@@ -510,7 +551,7 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
     enum hutch_detail detail = HUTCH_DETAIL_SIGNATURES;
     struct hutch_buf t;
     struct hutch_catalog *cat;
-    cJSON *found, *r, *sc, *it;
+    cJSON *found, *r, *sc, *it, *down;
     size_t limit = HUTCH_SEARCH_DEFAULT_RESULTS;
     void *ref;
 
@@ -539,6 +580,10 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
                                "\"signatures\" or \"full\"",
                                1);
     }
+    /* A search in hutch serve's first seconds waits a little for servers
+     * still starting, then answers with what is there and names the rest. */
+    hutch_upstreams_wait_settled(m->o.upstreams,
+                                 hutch_now_ms() + HUTCH_SEARCH_START_WAIT_MS);
     cat = hutch_bridge_catalog_get(m->bridge, &ref);
     found = cat ? hutch_catalog_search(cat, q->valuestring, limit, detail)
                 : cJSON_CreateArray();
@@ -568,6 +613,7 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
         if (ts)
             hutch_buf_appendf(&t, "  typescript: %s\n", ts);
     }
+    down = not_ready(m, &t);
     {
         cJSON *content = cJSON_AddArrayToObject(r, "content"),
               *tx = cJSON_CreateObject();
@@ -578,6 +624,8 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
     sc = cJSON_AddObjectToObject(r, "structuredContent");
     cJSON_AddItemToObject(sc, "tools", found);
     cJSON_AddNumberToObject(sc, "total", cat ? (double)hutch_catalog_count(cat) : 0);
+    if (down)
+        cJSON_AddItemToObject(sc, "servers", down);
     hutch_bridge_catalog_put(m->bridge, ref);
     hutch_buf_free(&t);
     return r;

@@ -2809,9 +2809,60 @@ void hutch_upstreams_stop(struct hutch_upstreams *u)
     __atomic_store_n(&u->stop, true, __ATOMIC_RELEASE);
     for (size_t i = 0; i < u->n; i++) {
         pthread_mutex_lock(&u->srv[i].lock);
+        /* A handshake waiting for a server that hangs ends now, not at
+         * the start timeout (a hutch told to stop took 30 s). */
+        fail_pending_locked(&u->srv[i], -ECANCELED,
+                            "was not answered: hutch is stopping");
         pthread_cond_broadcast(&u->srv[i].cond);
         pthread_mutex_unlock(&u->srv[i].lock);
     }
+    pthread_mutex_lock(&u->lock);
+    pthread_cond_broadcast(&u->cond);
+    pthread_mutex_unlock(&u->lock);
+}
+
+void hutch_upstreams_wait_settled(struct hutch_upstreams *u, uint64_t deadline_ms)
+{
+    if (!u)
+        return;
+    pthread_mutex_lock(&u->lock);
+    while (u->settled < u->n && !stopping(u) &&
+           cond_wait_until(&u->cond, &u->lock, deadline_ms) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&u->lock);
+}
+
+int hutch_upstreams_wait_started(struct hutch_upstreams *u, const char *name,
+                                 size_t len, uint64_t deadline_ms)
+{
+    struct server *s = NULL;
+    bool settled;
+
+    for (size_t i = 0; u && i < u->n && !s; i++)
+        if (strlen(u->srv[i].name) == len && !strncasecmp(u->srv[i].name, name, len))
+            s = &u->srv[i];
+    if (!s)
+        return 0;
+    /* u->settled counts up after a server's own flag is set: a change of
+     * the count seen before reading the flag is never missed. */
+    pthread_mutex_lock(&u->lock);
+    for (;;) {
+        size_t seen = u->settled;
+        pthread_mutex_unlock(&u->lock);
+        pthread_mutex_lock(&s->lock);
+        settled = s->settled;
+        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_lock(&u->lock);
+        if (settled)
+            break;
+        while (u->settled == seen && !stopping(u) &&
+               cond_wait_until(&u->cond, &u->lock, deadline_ms) != ETIMEDOUT)
+            ;
+        if (u->settled == seen)
+            break; /* the deadline, or hutch stops */
+    }
+    pthread_mutex_unlock(&u->lock);
+    return 1;
 }
 
 void hutch_upstreams_free(struct hutch_upstreams *u)
@@ -2838,7 +2889,6 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
     const cJSON *e;
     sigset_t all, old;
     bool any_http = false;
-    uint64_t deadline;
     size_t i = 0;
     int r;
 
@@ -2917,12 +2967,8 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
         goto out;
     }
 
-    deadline = hutch_now_ms() + (unsigned)u->start_ms + 250;
-    pthread_mutex_lock(&u->lock);
-    while (u->settled < u->n &&
-           cond_wait_until(&u->cond, &u->lock, deadline) != ETIMEDOUT)
-        ;
-    pthread_mutex_unlock(&u->lock);
+    if (!(opts && opts->no_wait))
+        hutch_upstreams_wait_settled(u, hutch_now_ms() + (unsigned)u->start_ms + 250);
     *out = u;
     return 0;
 out:

@@ -30,6 +30,7 @@ struct hutch_upstream_opts {
     int call_timeout_ms;     /* per tools/call; 0: HUTCH_UPSTREAM_CALL_MS */
     int start_timeout_ms;    /* initialize + first tools/list; 0: default */
     const char *client_name; /* clientInfo.name, "hutch" when NULL */
+    bool no_wait;            /* return at once: servers join as they come up */
 };
 
 /* Read and validate a servers file.  *config is the "mcpServers" object
@@ -37,16 +38,24 @@ struct hutch_upstream_opts {
 int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err);
 
 /* Start every server of `config` concurrently and wait (up to the start
- * timeout) until each is ready or failed.  Fails only on bad arguments or
- * out of memory: servers that do not come up are kept with their reason
- * (see hutch_upstreams_status) and retried in the background.
- * Caller frees with hutch_upstreams_free, which stops every child. */
+ * timeout; not at all with opts->no_wait) until each is ready or failed.  Fails only on
+ * bad arguments or out of memory: servers that do not come up are kept with their
+ * reason (see hutch_upstreams_status) and retried in the background. Caller frees with
+ * hutch_upstreams_free, which stops every child. */
 int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts *opts,
                           struct hutch_upstreams **out, struct hutch_err *err);
 /* Tell every supervisor to stop its child, without waiting: the teardowns
  * (each up to a few seconds for a child that ignores its closed stdin) run
  * while the caller frees other things; hutch_upstreams_free waits for them. */
 void hutch_upstreams_stop(struct hutch_upstreams *u);
+/* The server whose name is the first len bytes of `name` (compared without
+ * case) is starting for the first time: wait until it is ready or failed,
+ * or deadline_ms, or hutch stops.  1 when it waited for such a server. */
+int hutch_upstreams_wait_started(struct hutch_upstreams *u, const char *name,
+                                 size_t len, uint64_t deadline_ms);
+/* Until every server has been ready or failed once, or deadline_ms, or
+ * hutch stops. */
+void hutch_upstreams_wait_settled(struct hutch_upstreams *u, uint64_t deadline_ms);
 void hutch_upstreams_free(struct hutch_upstreams *u);
 
 /* The tools of every ready server, as an array of {"server": NAME, "tool":

@@ -275,7 +275,21 @@ function ringLog(max = 256 << 10) {
   };
 }
 
-export async function startStdio({ sdk, hutch, servers, args = [], env = {}, name = "hutch-tests" }) {
+// hutch serve answers before its upstreams are up (their tools join the
+// catalog as each comes up): a test that needs the whole catalog waits
+// until no server is still starting, as search_tools reports it, within a
+// generous budget.  waitServers: false for a test about that very state.
+export async function untilServersUp(client, budgetMs = 120000) {
+  let last = null;
+  const up = await waitFor(async () => {
+    const r = await client.callTool({ name: "search_tools", arguments: { query: "", limit: 1 } });
+    last = r.structuredContent?.servers ?? [];
+    return !last.some((x) => x.state === "starting");
+  }, budgetMs, 200);
+  if (!up) throw new Error(`upstream servers still starting after ${budgetMs} ms: ${JSON.stringify(last)}`);
+}
+
+export async function startStdio({ sdk, hutch, servers, args = [], env = {}, name = "hutch-tests", waitServers = true }) {
   const { Client, StdioClientTransport } = sdk;
   const argv = ["serve", ...(servers ? ["--servers", servers] : []), ...args];
   const transport = new StdioClientTransport({ command: hutch, args: argv, env: hutchEnv(env), stderr: "pipe" });
@@ -289,6 +303,7 @@ export async function startStdio({ sdk, hutch, servers, args = [], env = {}, nam
   } catch (e) {
     throw new Error(`connect failed: ${e.message}\n--- hutch stderr ---\n${log.text()}`);
   }
+  if (servers && waitServers) await untilServersUp(client);
   const pid = transport.pid;
   if (pid) children.add(pid);
   // The SDK keeps the child process private; its exit is what close() waits for.
@@ -403,12 +418,13 @@ export async function connectHttp({ sdk, url, token, name = "hutch-tests" }) {
   return { client, transport, seen };
 }
 
-export async function startHttp({ sdk, hutch, servers, token = "t0ken-" + process.pid, args = [], env = {} }) {
+export async function startHttp({ sdk, hutch, servers, token = "t0ken-" + process.pid, args = [], env = {}, waitServers = true }) {
   const srv = await spawnHttp({ hutch, servers, token, args, env });
   const t0 = Date.now();
   let c;
   try {
     c = await connectHttp({ sdk, url: srv.url, token });
+    if (servers && waitServers) await untilServersUp(c.client);
   } catch (e) {
     await srv.stop();
     throw new Error(`connect failed: ${e.message}\n--- hutch output ---\n${srv.logs()}`);

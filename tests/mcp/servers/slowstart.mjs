@@ -1,6 +1,8 @@
 // slowstart.mjs — a deliberately slow upstream for hutch's tests (stdio,
 // NDJSON, no dependencies): it answers initialize only after
-// SLOWSTART_MS milliseconds (default 2000).
+// SLOWSTART_MS milliseconds (default 2000), or, with SLOWSTART_FILE, once
+// that file exists (a test decides when it comes up).
+import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 
 const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
@@ -14,7 +16,17 @@ createInterface({ input: process.stdin }).on("line", (line) => {
     return;
   }
   if (m.method === "initialize") {
-    setTimeout(
+    const gate = process.env.SLOWSTART_FILE;
+    const later = (f) => {
+      if (!gate) return setTimeout(f, delay);
+      const poll = setInterval(() => {
+        if (existsSync(gate)) {
+          clearInterval(poll);
+          f();
+        }
+      }, 50);
+    };
+    later(
       () =>
         send({
           id: m.id,
@@ -24,7 +36,6 @@ createInterface({ input: process.stdin }).on("line", (line) => {
             serverInfo: { name: "slowstart", version: "1.0.0" },
           },
         }),
-      delay,
     );
   } else if (m.method === "tools/list") {
     send({ id: m.id, result: { tools: [{ name: "slow", inputSchema: { type: "object" } }] } });
