@@ -3,6 +3,60 @@
 # the host (plugins/init/init.c), and what the image tells it.  Uses
 # hostile.sh's T, PYH, run_hutch and assert_clean.
 
+# 300 MB through every way out the program has (its stderr, and init's fds
+# where it can open them) grow nothing on the host: hutch's state directory
+# (bundles, logs, sockets) and, on docker, the container's log stay small.
+# Measured while the program still runs (hutch removes all of it after).
+"$HUTCH" run --lang python --timeout 300000 -e '
+import os, sys, time
+chunk = b"x" * (1 << 20)
+outs = [2]
+for n in (1, 2):
+    try:
+        outs.append(os.open("/proc/1/fd/%d" % n, os.O_WRONLY))
+    except OSError:
+        pass
+for fd in outs:
+    for _ in range(300):
+        try:
+            os.write(fd, chunk)
+        except OSError:
+            break
+print("written", len(outs), flush=True)
+time.sleep(120)' >"$T/flood.out" 2>/dev/null </dev/null &
+fpid=$!
+while kill -0 "$fpid" 2>/dev/null && ! grep -q written "$T/flood.out" 2>/dev/null; do
+    sleep 0.5
+done
+if [ "$EXECUTOR" = gvisor ]; then
+    state=$(ls -d "$GVISOR_DIR/$fpid".* 2>/dev/null)
+else
+    state=$(ls -d "$(docker_state_dir)/$fpid".* 2>/dev/null)
+fi
+kb=$(du -sk $state 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
+logkb=0 logs=""
+if [ "$EXECUTOR" = docker ]; then
+    for c in $(docker ps -q --filter label=hutch.owner); do
+        case "$(docker inspect -f '{{index .Config.Labels "hutch.owner"}}' "$c")" in
+        *":$fpid:"*)
+            f=$(docker inspect -f '{{.LogPath}}' "$c")
+            logs="$logs $f"
+            logkb=$((logkb + $(du -sk "$f"* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')))
+            ;;
+        esac
+    done
+fi
+kill "$fpid"
+wait "$fpid" 2>/dev/null
+like "host disk: the flood ran" "$(cat "$T/flood.out")" "written"
+ok "host disk: hutch's state directory stays small (${state:-none}: $kb KiB)" \
+    test -n "$state" -a "$kb" -lt 8192
+if [ "$EXECUTOR" = docker ]; then
+    ok "host disk: the container's log stays small (${logs:-none}: $logkb KiB)" \
+        test -n "$logs" -a "$logkb" -lt 8192
+fi
+assert_clean "flood"
+
 # The image says nothing of the machine that built it.
 run_hutch run $PYH -e '
 import socket
