@@ -17,8 +17,8 @@
  *
  * Nothing a sandbox can reach writes to the host's disk without a cap:
  * `runsc run`'s stderr (runsc's and the sentry's log, and the sandbox
- * init's stdio) is a file on a tmpfs of its own, HUTCH_GVISOR_LOG_MAX_BYTES
- * big.  A file rather than a pipe
+ * init's stdio until init replaces it with /dev/null) is a file on a tmpfs
+ * of its own, HUTCH_GVISOR_LOG_MAX_BYTES big.  A file rather than a pipe
  * the plugin drains: nothing has to read it while the sandbox runs (a full
  * pipe would block runsc), and a full tmpfs makes runsc drop log lines
  * (ENOSPC), where RLIMIT_FSIZE would kill runsc with SIGXFSZ, or refuse
@@ -515,8 +515,10 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
 {
     char tmpsize[48];
     static const char *const ns[] = {"pid", "network", "ipc", "uts", "mount", NULL};
+    static const char *const init_caps[] = {BOX_INIT_CAPS, NULL};
     cJSON *c = cJSON_CreateObject(), *proc, *user, *caps, *root, *mounts, *lnx, *res,
           *mem, *pids, *nsa, *rl, *r1;
+    unsigned nproc;
     char *out;
 
     snprintf(tmpsize, sizeof(tmpsize), "size=%llu", box_tmp_bytes(cls));
@@ -524,17 +526,19 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     cJSON_AddStringToObject(c, "ociVersion", "1.0.2");
     proc = cJSON_AddObjectToObject(c, "process");
     cJSON_AddBoolToObject(proc, "terminal", 0);
+    /* hutch-init runs as root with the few capabilities it needs, and runs
+     * the program as the sandbox user with none (see plugins/init/init.c). */
     user = cJSON_AddObjectToObject(proc, "user");
-    cJSON_AddNumberToObject(user, "uid", 1000);
-    cJSON_AddNumberToObject(user, "gid", 1000);
-    cJSON_AddItemToObject(proc, "args", box_command(cls));
+    cJSON_AddNumberToObject(user, "uid", 0);
+    cJSON_AddNumberToObject(user, "gid", 0);
+    cJSON_AddItemToObject(proc, "args", box_command(cls, BOX_UID, BOX_GID));
     cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");
-    cJSON_AddArrayToObject(caps, "bounding");
-    cJSON_AddArrayToObject(caps, "effective");
+    cJSON_AddItemToObject(caps, "bounding", box_str_array(init_caps));
+    cJSON_AddItemToObject(caps, "effective", box_str_array(init_caps));
     cJSON_AddArrayToObject(caps, "inheritable");
-    cJSON_AddArrayToObject(caps, "permitted");
+    cJSON_AddItemToObject(caps, "permitted", box_str_array(init_caps));
     cJSON_AddArrayToObject(caps, "ambient");
     cJSON_AddBoolToObject(proc, "noNewPrivileges", 1);
     rl = cJSON_AddArrayToObject(proc, "rlimits");
@@ -545,11 +549,18 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     cJSON_AddItemToArray(rl, r1);
     /* The sandbox's own kernel counts its processes against RLIMIT_NPROC;
      * the host cgroup's pids limit (below) counts the sentry's threads and
-     * ptrace stubs too, and hitting it kills the whole sandbox. */
+     * ptrace stubs too, and hitting it kills the whole sandbox.  The
+     * class's limit counts every process of the sandbox, as Docker's
+     * PidsLimit does: init and the runner are not counted against the
+     * sandbox user (init is root's, and gVisor charges a task to the uid
+     * that created it, so the runner, forked by init before it dropped to
+     * the sandbox user, is root's too), so the user gets two fewer. */
+    nproc = cls->pids_max ? cls->pids_max : 128;
+    nproc = nproc > 3 ? nproc - 2 : 1;
     r1 = cJSON_CreateObject();
     cJSON_AddStringToObject(r1, "type", "RLIMIT_NPROC");
-    cJSON_AddNumberToObject(r1, "hard", cls->pids_max ? cls->pids_max : 128);
-    cJSON_AddNumberToObject(r1, "soft", cls->pids_max ? cls->pids_max : 128);
+    cJSON_AddNumberToObject(r1, "hard", nproc);
+    cJSON_AddNumberToObject(r1, "soft", nproc);
     cJSON_AddItemToArray(rl, r1);
 
     root = cJSON_AddObjectToObject(c, "root");

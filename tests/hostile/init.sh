@@ -3,6 +3,51 @@
 # the host (plugins/init/init.c), and what the image tells it.  Uses
 # hostile.sh's T, PYH, run_hutch and assert_clean.
 
+# pid 1 runs as root with a few capabilities, the program as another uid
+# with none: it can neither signal init nor read its environment, and init's
+# stdio (files on the host: runsc's stderr, the container's log) is not
+# reachable from it.  gVisor lets any uid open /proc/1/fd/N: there they
+# must lead to /dev/null.
+run_hutch run $PYH -e '
+import os, stat
+res = {}
+for sig in (15, 9):
+    try:
+        os.kill(1, sig)
+        res["kill %d" % sig] = "sent"
+    except OSError as e:
+        res["kill %d" % sig] = e.errno
+try:
+    data = open("/proc/1/environ", "rb").read()
+    res["environ"] = "read" if b"=" in data else "empty"
+except OSError as e:
+    res["environ"] = e.errno
+for n in (0, 1, 2):
+    try:
+        fd = os.open("/proc/1/fd/%d" % n, os.O_WRONLY)
+        s = os.fstat(fd)
+        os.close(fd)
+        null = stat.S_ISCHR(s.st_mode) and os.major(s.st_rdev) == 1 and os.minor(s.st_rdev) == 3
+        res["fd %d" % n] = "null" if null else "opened"
+    except OSError as e:
+        res["fd %d" % n] = "refused"
+print(res)
+"still mine"'
+S=$(echo "$OUT" | json stdout)
+like "pid 1: the program cannot send it SIGTERM (EPERM)" "$S" "'kill 15': 1"
+like "pid 1: the program cannot send it SIGKILL (EPERM)" "$S" "'kill 9': 1"
+is "pid 1: the run reports the program's own result" \
+    "$(echo "$OUT" | json exit_code) $(echo "$OUT" | json result)" "0 still mine"
+unlike "pid 1: its environment is not readable" "$S" "'environ': 'read'"
+for n in 0 1 2; do
+    if [ "$EXECUTOR" = docker ]; then
+        like "pid 1: /proc/1/fd/$n cannot be opened" "$S" "'fd $n': 'refused'"
+    else
+        unlike "pid 1: /proc/1/fd/$n leads nowhere (refused or /dev/null)" "$S" "'fd $n': 'opened'"
+    fi
+done
+assert_clean "pid 1"
+
 # 300 MB through every way out the program has (its stderr, and init's fds
 # where it can open them) grow nothing on the host: hutch's state directory
 # (bundles, logs, sockets) and, on docker, the container's log stay small.
