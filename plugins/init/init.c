@@ -10,8 +10,10 @@
  *
  *   ctl   init <-> plugin: "exit STATUS OOM\n" once the runner ended;
  *         "stop\n" asks init to kill every other process, answered with
- *         "stopped\n"; end of file (the plugin closed it) ends init and so
- *         the sandbox.
+ *         "stopped OUT\n", OUT saying what /work/out is now that nothing
+ *         can change it any more (ok, absent, symlink, notdir, owner, or
+ *         errno=N: see sbio_out_check); end of file (the plugin closed it)
+ *         ends init and so the sandbox.
  *   chan  the runner's fd 3 (wire protocol, see src/runners/PROTOCOL.md)
  *   out   the runner's fd 1
  *   err   the runner's fd 2
@@ -267,6 +269,30 @@ static void kill_all_others(void)
             reaped(pid, status);
 }
 
+/* What /work/out is, once every other process is gone and nothing can
+ * change it any more: the plugin may then let a daemon that follows
+ * symbolic links as root (Docker's archive endpoint) fetch it. */
+static void say_stopped(int fd)
+{
+    struct stat st;
+    char line[48];
+    const char *what = "ok";
+
+    if (lstat("/work/out", &st) < 0)
+        what = errno == ENOENT ? "absent" : NULL;
+    else if (S_ISLNK(st.st_mode))
+        what = "symlink";
+    else if (!S_ISDIR(st.st_mode))
+        what = "notdir";
+    else if (st.st_uid != box_uid)
+        what = "owner";
+    if (what)
+        snprintf(line, sizeof(line), "stopped %s\n", what);
+    else
+        snprintf(line, sizeof(line), "stopped errno=%d\n", errno);
+    write_all(fd, line);
+}
+
 /* UID:GID, neither of them root. */
 static int parse_user(const char *s)
 {
@@ -363,7 +389,7 @@ int main(int argc, char **argv)
         cmd[n] = 0;
         if (strcmp(cmd, "stop\n") == 0) {
             kill_all_others();
-            write_all(fds[CTL], "stopped\n");
+            say_stopped(fds[CTL]);
         }
     }
 }

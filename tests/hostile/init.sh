@@ -102,6 +102,21 @@ if [ "$EXECUTOR" = docker ]; then
 fi
 assert_clean "flood"
 
+# Docker's archive endpoint resolves /work/out as root, following links:
+# a /work/out turned into a link to /etc must not bring the image's /etc
+# out, and the run says why, as the core says it on local and gVisor.
+mkdir "$T/out"
+run_hutch run $PYH --out "$T/out" -e '
+import os, shutil
+shutil.rmtree("/work/out")
+os.symlink("/etc", "/work/out")
+"swapped"'
+is "symlinked /work/out: nothing arrives" "$(ls -A "$T/out")" ""
+is "symlinked /work/out: the run fails (125)" "$(echo "$OUT" | json exit_code)" 125
+like "symlinked /work/out: explained" "$(echo "$OUT" | json message)" \
+    "it is a symbolic link (not followed)"
+assert_clean "symlinked /work/out"
+
 # The image says nothing of the machine that built it.
 run_hutch run $PYH -e '
 import socket
