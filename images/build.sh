@@ -49,6 +49,21 @@ docker_import() { # LANG DIR
     fi
 }
 
+# What debootstrap copies from the machine that builds the image (its
+# hostname, its name servers) says nothing a sandbox should know: the
+# sandbox's own name (the executors set the UTS name "hutch" too), no name
+# server (there is no network), localhost only.  Docker mounts its own
+# over these; gVisor shows the rootfs as it is.  Applied to a reused rootfs
+# as well, so one built before this is neutral too.
+neutralise() { # DIR
+    rm -f "$1/etc/hostname" "$1/etc/resolv.conf" "$1/etc/hosts" # links too
+    echo hutch >"$1/etc/hostname"
+    : >"$1/etc/resolv.conf"
+    printf '127.0.0.1\tlocalhost hutch\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+        >"$1/etc/hosts"
+    chmod 0644 "$1/etc/hostname" "$1/etc/resolv.conf" "$1/etc/hosts"
+}
+
 mkdir -p "$OUT"
 for lang in "$@"; do
     case $lang in
@@ -64,6 +79,7 @@ for lang in "$@"; do
     if [ "${HUTCH_REUSE_ROOTFS:-0}" = 1 ] &&
         [ "$(cat "$dir/etc/hutch-image" 2>/dev/null)" = "hutch-$lang:$VERSION" ]; then
         echo "reusing $dir"
+        neutralise "$dir"
         docker_import "$lang" "$dir"
         continue
     fi
@@ -81,6 +97,7 @@ for lang in "$@"; do
     chown 1000:1000 "$tmp/work"
     rm -rf "$tmp/var/cache/apt/archives"/*.deb "$tmp/var/lib/apt/lists"/* \
         "$tmp/usr/share/doc"/* "$tmp/usr/share/man"/* "$tmp/usr/share/locale"/*
+    neutralise "$tmp"
     echo "hutch-$lang:$VERSION" >"$tmp/etc/hutch-image"
     rm -rf "$dir" "$tmp.log"
     mv "$tmp" "$dir"

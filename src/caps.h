@@ -57,6 +57,9 @@
 
 /* Program output kept per stream; the rest is drained and counted. */
 #define HUTCH_OUTPUT_MAX_BYTES (1u << 20)
+/* What runsc may write to its log file per gVisor sandbox (a tmpfs of
+ * this size: past it, log lines are dropped, runsc goes on). */
+#define HUTCH_GVISOR_LOG_MAX_BYTES (1u << 20)
 
 /* Default limits of one execution. */
 #define HUTCH_DEFAULT_TIMEOUT_MS 30000

@@ -156,11 +156,12 @@ unsigned long long box_tmp_bytes(const struct hutch_sandbox_class *cls)
     return cls->tmp_bytes ? cls->tmp_bytes : 64ull << 20;
 }
 
-cJSON *box_command(const struct hutch_sandbox_class *cls)
+cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid)
 {
     unsigned long long work = box_work_bytes(cls), tmp = box_tmp_bytes(cls);
-    char nofile[24], fsize[32];
+    char user[32], nofile[24], fsize[32];
     const char *py[] = {BOX_INIT,
+                        user,
                         nofile,
                         fsize,
                         "/usr/bin/python3",
@@ -169,8 +170,9 @@ cJSON *box_command(const struct hutch_sandbox_class *cls)
                         BOX_RUNNER "/runner.py",
                         NULL};
     const char *js[] = {
-        BOX_INIT, nofile, fsize, "/usr/bin/node", BOX_RUNNER "/runner.js", NULL};
+        BOX_INIT, user, nofile, fsize, "/usr/bin/node", BOX_RUNNER "/runner.js", NULL};
 
+    snprintf(user, sizeof(user), "%u:%u", uid, gid);
     snprintf(nofile, sizeof(nofile), "%u", cls->open_files ? cls->open_files : 256);
     /* Above the tmpfs sizes, so a full /work says ENOSPC, not EFBIG. */
     snprintf(fsize, sizeof(fsize), "%llu", (work > tmp ? work : tmp) + (1u << 20));

@@ -18,6 +18,10 @@
 #define BOX_IO     "/run/hutch/io"
 #define BOX_UID    1000
 #define BOX_GID    1000
+/* What hutch-init needs as root: to become the sandbox user (SETUID,
+ * SETGID), to empty the program's bounding set (SETPCAP), to end the
+ * program's processes (KILL).  Their names, for OCI and Docker alike. */
+#define BOX_INIT_CAPS "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_KILL"
 
 /* hutch-init sits next to the plugin directory: lib/hutch/hutch-init for
  * lib/hutch/plugins/X.so, build/plugins/hutch-init for
@@ -36,9 +40,11 @@ ssize_t box_read_file(const char *path, char *buf, size_t len);
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t box_now_ms(void);
 
-/* The sandbox's command (hutch-init, its limits, the runner) and
- * environment, as JSON string arrays (caller frees). */
-cJSON *box_command(const struct hutch_sandbox_class *cls);
+/* The sandbox's command (hutch-init, the user it runs the program as, its
+ * limits, the runner) and environment, as JSON string arrays (caller
+ * frees).  The command runs as root with the capabilities BOX_INIT_CAPS,
+ * and nothing else; hutch-init drops them all for the program. */
+cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid);
 cJSON *box_environment(void);
 
 /* A JSON array of the NULL-terminated strings v (caller frees). */

@@ -168,8 +168,11 @@ static void read_ctl(struct sbio *io)
                 io->exited = 1;
                 io->status = status;
                 io->oom = oom;
-            } else if (strcmp(io->line, "stopped") == 0) {
+            } else if (strncmp(io->line, "stopped", 7) == 0 &&
+                       (io->line[7] == ' ' || io->line[7] == '\0')) {
                 io->stopped = 1;
+                snprintf(io->out, sizeof(io->out), "%s",
+                         io->line[7] ? io->line + 8 : "");
             }
             io->line_len -= (size_t)(nl + 1 - io->line);
             memmove(io->line, nl + 1, io->line_len + 1);
@@ -193,6 +196,7 @@ int sbio_stop(struct sbio *io, int timeout_ms)
     static const char cmd[] = "stop\n";
 
     io->stopped = 0;
+    io->out[0] = '\0';
     if (io->fd[SBIO_CTL] < 0 || io->ctl_eof ||
         send(io->fd[SBIO_CTL], cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) !=
             (ssize_t)sizeof(cmd) - 1)
@@ -210,6 +214,32 @@ int sbio_stop(struct sbio *io, int timeout_ms)
         if (poll(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR)
             return -errno;
     }
+}
+
+int sbio_out_check(const struct sbio *io, struct hutch_err *err)
+{
+    int e;
+
+    if (strcmp(io->out, "ok") == 0)
+        return 0;
+    if (strcmp(io->out, "absent") == 0)
+        return 1;
+    if (strcmp(io->out, "symlink") == 0)
+        return hutch_err_set(err, -ELOOP,
+                             "cannot pack /work/out: it is a symbolic link (not "
+                             "followed)");
+    if (strcmp(io->out, "notdir") == 0)
+        return hutch_err_set(err, -ENOTDIR, "cannot pack /work/out: %s",
+                             strerror(ENOTDIR));
+    if (strcmp(io->out, "owner") == 0)
+        return hutch_err_set(err, -EPERM,
+                             "cannot pack /work/out: it does not belong to the "
+                             "sandbox user");
+    if (sscanf(io->out, "errno=%d", &e) == 1 && e > 0)
+        return hutch_err_set(err, -e, "cannot pack /work/out: %s", strerror(e));
+    return hutch_err_set(err, -EPROTO,
+                         "the sandbox's init did not say what /work/out is (\"%s\")",
+                         io->out);
 }
 
 void sbio_close(struct sbio *io)

@@ -23,6 +23,7 @@ struct sbio {
     size_t line_len;
     int exited, status, oom; /* from init's "exit STATUS OOM" */
     int stopped;             /* init said "stopped" */
+    char out[16];            /* what init said of /work/out with "stopped" */
     int ctl_eof;
 };
 
@@ -48,6 +49,13 @@ int sbio_poll_exit(struct sbio *io);
  * (the runner's exit, if still unknown, arrives on the way).  0, or
  * -EPIPE / -ETIMEDOUT. */
 int sbio_stop(struct sbio *io, int timeout_ms);
+
+/* After sbio_stop: may /work/out be fetched by someone who follows
+ * symbolic links (Docker's archive endpoint runs as root)?  0 when it is a
+ * directory of the sandbox user, 1 when there is none (no files), else an
+ * error worded as the core's own packer words it for the local and gVisor
+ * executors. */
+int sbio_out_check(const struct sbio *io, struct hutch_err *err);
 
 /* Close everything and remove the directory.  Closing ctl ends init, and
  * with it the sandbox. */

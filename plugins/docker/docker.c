@@ -302,9 +302,12 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     cJSON_AddStringToObject(c, "Image", sb->image);
     cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "Cmd", box_command(cls));
+    cJSON_AddItemToObject(c, "Cmd", box_command(cls, BOX_UID, BOX_GID));
     cJSON_AddItemToObject(c, "Env", box_environment());
-    cJSON_AddStringToObject(c, "User", "1000:1000");
+    /* hutch-init runs as root with the few capabilities it needs (CapAdd
+     * below), and runs the program as the sandbox user with none (see
+     * plugins/init/init.c): the program can neither signal nor ptrace it. */
+    cJSON_AddStringToObject(c, "User", "0:0");
     cJSON_AddStringToObject(c, "WorkingDir", "/work");
     cJSON_AddStringToObject(c, "Hostname", "hutch");
     cJSON_AddBoolToObject(c, "NetworkDisabled", 1);
@@ -323,6 +326,8 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
         cJSON_AddStringToObject(hc, "Runtime", sb->runtime);
     cJSON_AddBoolToObject(hc, "ReadonlyRootfs", 1);
     cJSON_AddItemToObject(hc, "CapDrop", box_str_array((const char *[]){"ALL", NULL}));
+    cJSON_AddItemToObject(hc, "CapAdd",
+                          box_str_array((const char *[]){BOX_INIT_CAPS, NULL}));
     cJSON_AddItemToObject(hc, "SecurityOpt",
                           box_str_array((const char *[]){"no-new-privileges", NULL}));
     cJSON_AddNumberToObject(hc, "PidsLimit", cls->pids_max ? cls->pids_max : 128);
@@ -701,6 +706,13 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
                              "the sandbox ended before its files could be collected "
                              "(%s)",
                              strerror(-r));
+    /* The daemon resolves the path as root, following symbolic links: a
+     * /work/out the program turned into a link to /etc would hand over
+     * the image's /etc/shadow.  init looked at it after it killed every
+     * other process, so what it saw is what the daemon will find. */
+    r = sbio_out_check(&sb->io, err);
+    if (r != 0)
+        return r < 0 ? r : 0;
     snprintf(path, sizeof(path), "/containers/%s/archive?path=/work/out/.", sb->id);
     ms = archive_ms(sb);
     r = dk_call(&sb->st->api, "GET", path, NULL, NULL, 0, ms, &status, &b, NULL, NULL,

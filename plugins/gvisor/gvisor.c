@@ -13,7 +13,16 @@
  * Each hutch process keeps its runsc state root and bundles in the state
  * directory the core gives it (/run/hutch/gvisor/PID.START/); open() removes
  * what hutch processes that are gone left beside it (runsc delete --force,
- * unmount, remove). */
+ * unmount, remove).
+ *
+ * Nothing a sandbox can reach writes to the host's disk without a cap:
+ * `runsc run`'s stderr (runsc's and the sentry's log, and the sandbox
+ * init's stdio until init replaces it with /dev/null) is a file on a tmpfs
+ * of its own, HUTCH_GVISOR_LOG_MAX_BYTES big.  A file rather than a pipe
+ * the plugin drains: nothing has to read it while the sandbox runs (a full
+ * pipe would block runsc), and a full tmpfs makes runsc drop log lines
+ * (ENOSPC), where RLIMIT_FSIZE would kill runsc with SIGXFSZ, or refuse
+ * the gofer's writes to /work. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -89,7 +98,9 @@ struct gv_sandbox {
     char cgroup[PATH_MAX]; /* cgroupsPath given to runsc */
     char platform[16];     /* ptrace or kvm, for every runsc call about it */
     int work_mounted;
-    pid_t runsc_pid; /* `runsc run`, our child */
+    int log_mounted;
+    char log_dir[PATH_MAX + 8]; /* tmpfs holding runsc.log */
+    pid_t runsc_pid;            /* `runsc run`, our child */
     struct sbio io;
     int killed;
     char label[64]; /* how->label, then the job's: for log lines */
@@ -288,6 +299,8 @@ static void clean_dir(const struct gv_state *st, const char *dir)
             tail[2] = id;
             runsc_cmd(st, root, NULL, tail, GV_CMD_MS);
             snprintf(sub, sizeof(sub), "%s/%s/work", dir, de->d_name);
+            umount2(sub, MNT_DETACH);
+            snprintf(sub, sizeof(sub), "%s/%s/log", dir, de->d_name);
             umount2(sub, MNT_DETACH);
         }
         closedir(d);
@@ -502,8 +515,10 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
 {
     char tmpsize[48];
     static const char *const ns[] = {"pid", "network", "ipc", "uts", "mount", NULL};
+    static const char *const init_caps[] = {BOX_INIT_CAPS, NULL};
     cJSON *c = cJSON_CreateObject(), *proc, *user, *caps, *root, *mounts, *lnx, *res,
           *mem, *pids, *nsa, *rl, *r1;
+    unsigned nproc;
     char *out;
 
     snprintf(tmpsize, sizeof(tmpsize), "size=%llu", box_tmp_bytes(cls));
@@ -511,17 +526,19 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     cJSON_AddStringToObject(c, "ociVersion", "1.0.2");
     proc = cJSON_AddObjectToObject(c, "process");
     cJSON_AddBoolToObject(proc, "terminal", 0);
+    /* hutch-init runs as root with the few capabilities it needs, and runs
+     * the program as the sandbox user with none (see plugins/init/init.c). */
     user = cJSON_AddObjectToObject(proc, "user");
-    cJSON_AddNumberToObject(user, "uid", 1000);
-    cJSON_AddNumberToObject(user, "gid", 1000);
-    cJSON_AddItemToObject(proc, "args", box_command(cls));
+    cJSON_AddNumberToObject(user, "uid", 0);
+    cJSON_AddNumberToObject(user, "gid", 0);
+    cJSON_AddItemToObject(proc, "args", box_command(cls, BOX_UID, BOX_GID));
     cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");
-    cJSON_AddArrayToObject(caps, "bounding");
-    cJSON_AddArrayToObject(caps, "effective");
+    cJSON_AddItemToObject(caps, "bounding", box_str_array(init_caps));
+    cJSON_AddItemToObject(caps, "effective", box_str_array(init_caps));
     cJSON_AddArrayToObject(caps, "inheritable");
-    cJSON_AddArrayToObject(caps, "permitted");
+    cJSON_AddItemToObject(caps, "permitted", box_str_array(init_caps));
     cJSON_AddArrayToObject(caps, "ambient");
     cJSON_AddBoolToObject(proc, "noNewPrivileges", 1);
     rl = cJSON_AddArrayToObject(proc, "rlimits");
@@ -532,11 +549,18 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     cJSON_AddItemToArray(rl, r1);
     /* The sandbox's own kernel counts its processes against RLIMIT_NPROC;
      * the host cgroup's pids limit (below) counts the sentry's threads and
-     * ptrace stubs too, and hitting it kills the whole sandbox. */
+     * ptrace stubs too, and hitting it kills the whole sandbox.  The
+     * class's limit counts every process of the sandbox, as Docker's
+     * PidsLimit does: init and the runner are not counted against the
+     * sandbox user (init is root's, and gVisor charges a task to the uid
+     * that created it, so the runner, forked by init before it dropped to
+     * the sandbox user, is root's too), so the user gets two fewer. */
+    nproc = cls->pids_max ? cls->pids_max : 128;
+    nproc = nproc > 3 ? nproc - 2 : 1;
     r1 = cJSON_CreateObject();
     cJSON_AddStringToObject(r1, "type", "RLIMIT_NPROC");
-    cJSON_AddNumberToObject(r1, "hard", cls->pids_max ? cls->pids_max : 128);
-    cJSON_AddNumberToObject(r1, "soft", cls->pids_max ? cls->pids_max : 128);
+    cJSON_AddNumberToObject(r1, "hard", nproc);
+    cJSON_AddNumberToObject(r1, "soft", nproc);
     cJSON_AddItemToArray(rl, r1);
 
     root = cJSON_AddObjectToObject(c, "root");
@@ -616,13 +640,13 @@ static int write_file(const char *path, const char *data, struct hutch_err *err)
 static int still_running(void *arg, struct hutch_err *err)
 {
     struct gv_sandbox *sb = arg;
-    char log[PATH_MAX + 16], tail[GV_LOG_TAIL];
+    char log[PATH_MAX + 32], tail[GV_LOG_TAIL];
     int status;
 
     if (waitpid(sb->runsc_pid, &status, WNOHANG) != sb->runsc_pid)
         return 0;
     sb->runsc_pid = 0;
-    snprintf(log, sizeof(log), "%s/runsc.log", sb->bundle);
+    snprintf(log, sizeof(log), "%s/runsc.log", sb->log_dir);
     read_tail(log, tail, sizeof(tail));
     return hutch_err_set(
         err, -EIO, "runsc ended (status %d) before the sandbox came up%s%s",
@@ -664,6 +688,8 @@ static void sandbox_free(struct gv_sandbox *sb)
     }
     if (sb->work_mounted)
         umount2(sb->work, MNT_DETACH);
+    if (sb->log_mounted)
+        umount2(sb->log_dir, MNT_DETACH);
     if (sb->bundle[0])
         rm_tree(sb->bundle);
     free(sb);
@@ -750,6 +776,16 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
         goto fail;
     }
     sb->work_mounted = 1;
+    snprintf(sb->log_dir, sizeof(sb->log_dir), "%s/log", sb->bundle);
+    snprintf(opts, sizeof(opts), "size=%u,mode=0700", HUTCH_GVISOR_LOG_MAX_BYTES);
+    if (mkdir(sb->log_dir, 0700) < 0 ||
+        mount("tmpfs", sb->log_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) <
+            0) {
+        r = hutch_err_set(err, -errno, "mounting a tmpfs at %s: %s", sb->log_dir,
+                          strerror(errno));
+        goto fail;
+    }
+    sb->log_mounted = 1;
     snprintf(path, sizeof(path), "%s/io", sb->bundle);
     r = sbio_open(&sb->io, path, err);
     if (r < 0)
@@ -767,8 +803,8 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
         r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
         goto fail;
     }
-    snprintf(path, sizeof(path), "%s/runsc.log", sb->bundle);
-    log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    snprintf(path, sizeof(path), "%s/runsc.log", sb->log_dir);
+    log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     {
         const char *tail[] = {"run", "--bundle", sb->bundle, sb->id, NULL};
         sb->runsc_pid = runsc_spawn(st, NULL, sb->platform, tail, log_fd);

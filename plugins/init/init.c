@@ -10,17 +10,41 @@
  *
  *   ctl   init <-> plugin: "exit STATUS OOM\n" once the runner ended;
  *         "stop\n" asks init to kill every other process, answered with
- *         "stopped\n"; end of file (the plugin closed it) ends init and so
- *         the sandbox.
+ *         "stopped OUT\n", OUT saying what /work/out is now that nothing
+ *         can change it any more (ok, absent, symlink, notdir, owner, or
+ *         errno=N: see sbio_out_check); end of file (the plugin closed it)
+ *         ends init and so the sandbox.
  *   chan  the runner's fd 3 (wire protocol, see src/runners/PROTOCOL.md)
  *   out   the runner's fd 1
  *   err   the runner's fd 2
  *
- * usage: hutch-init NOFILE FSIZE INTERP [ARG]...   (the runner's command) */
+ * Init is started as root with CAP_SETUID, CAP_SETGID, CAP_SETPCAP and
+ * CAP_KILL only (the executor's spec gives it no other).  The runner drops
+ * to UID:GID with an empty bounding set and no capabilities before it
+ * execs; init then keeps CAP_KILL alone, to end the program's processes.
+ * So the program, another uid without capabilities, can neither signal
+ * init nor ptrace it nor open its /proc/1 files, whatever the executor's
+ * kernel does about non-dumpable processes (gVisor ignores it).  Init's
+ * own stdio (the container's log, runsc's stderr: files on the host) is
+ * /dev/null once the sockets are connected, so nothing in the sandbox
+ * holds an fd that writes to the host's disk.  gVisor (release 20221219)
+ * lets every process read /proc/1/environ, maps, auxv and cmdline, and
+ * open what /proc/1/fd links to, whatever the uid: init erases its
+ * environment strings, and its fds are /dev/null, sockets (which cannot
+ * be opened by path) and a signalfd (likewise); its memory layout stays
+ * readable there (a static binary: nothing secret), never writable
+ * (/proc/1/mem is root's, ptrace is refused, process_vm_writev does not
+ * exist in gVisor).
+ *
+ * usage: hutch-init UID:GID NOFILE FSIZE INTERP [ARG]...
+ *        (the sandbox user, its limits, the runner's command) */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,11 +63,14 @@
 enum { CTL, CHAN, OUT, ERR, NSOCK };
 static const char *const sock_names[NSOCK] = {"ctl", "chan", "out", "err"};
 
+/* Where init's own errors go: the container's stderr until the sockets
+ * exist (the plugin shows its log when the sandbox fails to come up), then
+ * the program's stderr socket. */
+static int diag_fd = 2;
+
 __attribute__((noreturn)) static void die(const char *what)
 {
-    /* Before the sockets exist, the container's own stderr is all there
-     * is: the plugin shows its log when the sandbox fails to come up. */
-    fprintf(stderr, "hutch-init: %s: %s\n", what, strerror(errno));
+    dprintf(diag_fd, "hutch-init: %s: %s\n", what, strerror(errno));
     _exit(126);
 }
 
@@ -106,10 +133,79 @@ static void set_limit(int res, rlim_t v)
     setrlimit(res, &rl);
 }
 
+/* Sets this process's capabilities to `keep` (a mask of CAP_* bits below
+ * 32) in the effective and permitted sets, none inheritable.  0 or -1. */
+static int caps_set(uint32_t keep)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2] = {{keep, keep, 0}, {0, 0, 0}};
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+/* 1 when this process holds any capability at all. */
+static int caps_any(void)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return 1;
+    return (d[0].effective | d[0].permitted | d[0].inheritable | d[1].effective |
+            d[1].permitted | d[1].inheritable) != 0;
+}
+
+static uid_t box_uid;
+static gid_t box_gid;
+static char **runner_env;
+
+/* Takes the environment (the runner's) into the heap and erases the
+ * original strings: gVisor lets any process read /proc/1/environ, which
+ * shows that memory. */
+static int take_environment(void)
+{
+    extern char **environ;
+    size_t n = 0;
+
+    while (environ[n])
+        n++;
+    runner_env = calloc(n + 1, sizeof(*runner_env));
+    if (!runner_env)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        runner_env[i] = strdup(environ[i]);
+        if (!runner_env[i])
+            return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        memset(environ[i], 0, strlen(environ[i]));
+    return 0;
+}
+
+/* Becomes the sandbox user for good: an empty bounding set (so nothing the
+ * program execs can regain a capability), no supplementary groups, uid and
+ * gid changed for real, saved and effective alike, which clears the
+ * permitted and effective sets; then checks all of it. */
+static int drop_to_user(void)
+{
+    for (int cap = 0; cap < 64; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            return -1;
+    if (setgroups(0, NULL) < 0 || setresgid(box_gid, box_gid, box_gid) < 0 ||
+        setresuid(box_uid, box_uid, box_uid) < 0)
+        return -1;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return -1;
+    if (getuid() != box_uid || geteuid() != box_uid || getgid() != box_gid ||
+        setresuid(0, 0, 0) == 0 || caps_any()) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
 __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
 {
     sigset_t none;
-    int devnull = open("/dev/null", O_RDWR);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -118,22 +214,29 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
         _exit(127);
     syscall(SYS_close_range, 4, ~0U, 0);
     setsid();
+    /* While still root: once the uid changed, /proc/self belongs to root
+     * until exec. */
     {
-        int fd = open("/proc/self/oom_score_adj", O_WRONLY);
+        int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
         if (fd >= 0) {
             write_all(fd, "1000");
             close(fd);
         }
     }
     set_limit(RLIMIT_CORE, 0);
-    set_limit(RLIMIT_NOFILE, strtoul(argv[1], NULL, 10));
-    set_limit(RLIMIT_FSIZE, strtoull(argv[2], NULL, 10));
-    if (chdir("/work") < 0) {
+    set_limit(RLIMIT_NOFILE, strtoul(argv[2], NULL, 10));
+    set_limit(RLIMIT_FSIZE, strtoull(argv[3], NULL, 10));
+    if (drop_to_user() < 0) {
+        dprintf(2, "hutch sandbox: cannot become uid %u: %s\n", (unsigned)box_uid,
+                strerror(errno));
+        _exit(127);
+    }
+    if (chdir("/work") < 0 || (mkdir("/work/out", 0755) < 0 && errno != EEXIST)) {
         dprintf(2, "hutch sandbox: /work: %s\n", strerror(errno));
         _exit(127);
     }
-    execv(argv[3], argv + 3);
-    dprintf(2, "hutch sandbox: cannot start %s: %s\n", argv[3], strerror(errno));
+    execve(argv[4], argv + 4, runner_env);
+    dprintf(2, "hutch sandbox: cannot start %s: %s\n", argv[4], strerror(errno));
     _exit(127);
 }
 
@@ -166,23 +269,75 @@ static void kill_all_others(void)
             reaped(pid, status);
 }
 
+/* What /work/out is, once every other process is gone and nothing can
+ * change it any more: the plugin may then let a daemon that follows
+ * symbolic links as root (Docker's archive endpoint) fetch it. */
+static void say_stopped(int fd)
+{
+    struct stat st;
+    char line[48];
+    const char *what = "ok";
+
+    if (lstat("/work/out", &st) < 0)
+        what = errno == ENOENT ? "absent" : NULL;
+    else if (S_ISLNK(st.st_mode))
+        what = "symlink";
+    else if (!S_ISDIR(st.st_mode))
+        what = "notdir";
+    else if (st.st_uid != box_uid)
+        what = "owner";
+    if (what)
+        snprintf(line, sizeof(line), "stopped %s\n", what);
+    else
+        snprintf(line, sizeof(line), "stopped errno=%d\n", errno);
+    write_all(fd, line);
+}
+
+/* UID:GID, neither of them root. */
+static int parse_user(const char *s)
+{
+    char *end;
+    unsigned long u = strtoul(s, &end, 10), g;
+    if (end == s || *end != ':')
+        return -1;
+    s = end + 1;
+    g = strtoul(s, &end, 10);
+    if (end == s || *end || u == 0 || g == 0 || u > 0x7fffffff || g > 0x7fffffff)
+        return -1;
+    box_uid = (uid_t)u;
+    box_gid = (gid_t)g;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int fds[NSOCK], sfd;
+    int fds[NSOCK], sfd, devnull;
     sigset_t mask;
 
-    if (argc < 4) {
-        fprintf(stderr, "usage: hutch-init NOFILE FSIZE INTERP [ARG]...\n");
+    if (argc < 5 || parse_user(argv[1]) < 0) {
+        fprintf(stderr, "usage: hutch-init UID:GID NOFILE FSIZE INTERP [ARG]...\n");
         return 2;
     }
+    if (take_environment() < 0)
+        die("copying the environment");
     for (int i = 0; i < NSOCK; i++) {
         fds[i] = connect_to(sock_names[i]);
         if (fds[i] < 0)
             die("connecting to " IO_DIR);
     }
     ctl_fd = fds[CTL];
-    /* The program runs as the same uid: it must not ptrace init or read
-     * its memory, and it cannot signal it (pid 1 of its namespace). */
+    diag_fd = fds[ERR];
+    /* Init's stdio reaches files on the host (the container's log, runsc's
+     * stderr): from now on nothing in the sandbox holds them. */
+    devnull = open("/dev/null", O_RDWR);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 ||
+        dup2(devnull, 2) < 0)
+        die("/dev/null");
+    if (devnull > 2)
+        close(devnull);
+    /* Defence in depth: the program runs as another uid, so it can neither
+     * ptrace init nor signal it; non-dumpable on top, where the kernel
+     * honours it. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -190,8 +345,6 @@ int main(int argc, char **argv)
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0)
         die("signalfd");
-    if (mkdir("/work/out", 0755) < 0 && errno != EEXIST)
-        die("mkdir /work/out");
     oom_before = oom_kills();
 
     runner = fork();
@@ -202,6 +355,10 @@ int main(int argc, char **argv)
     close(fds[CHAN]);
     close(fds[OUT]);
     close(fds[ERR]);
+    diag_fd = 1; /* /dev/null */
+    /* What init still needs: to kill the program's processes.  Should this
+     * fail, init keeps capabilities that no other process can use. */
+    caps_set(1u << CAP_KILL);
 
     for (;;) {
         struct pollfd p[2] = {{fds[CTL], POLLIN, 0}, {sfd, POLLIN, 0}};
@@ -232,7 +389,7 @@ int main(int argc, char **argv)
         cmd[n] = 0;
         if (strcmp(cmd, "stop\n") == 0) {
             kill_all_others();
-            write_all(fds[CTL], "stopped\n");
+            say_stopped(fds[CTL]);
         }
     }
 }

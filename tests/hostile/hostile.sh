@@ -316,4 +316,6 @@ like "empty bounding set" "$S" "CapBnd:\t0000000000000000"
 like "no_new_privs" "$S" "no_new_privs=1"
 like "not root inside" "$S" "1000 1000"
 
+is_local || . "$HUTCH_SRCDIR/tests/hostile/init.sh"
+
 done_testing

@@ -1,0 +1,127 @@
+# init.sh — sourced by hostile.sh on the docker and gvisor executors: what
+# the program can do to hutch-init, pid 1 of its sandbox, and through it to
+# the host (plugins/init/init.c), and what the image tells it.  Uses
+# hostile.sh's T, PYH, run_hutch and assert_clean.
+
+# pid 1 runs as root with a few capabilities, the program as another uid
+# with none: it can neither signal init nor read its environment, and init's
+# stdio (files on the host: runsc's stderr, the container's log) is not
+# reachable from it.  gVisor lets any uid open /proc/1/fd/N: there they
+# must lead to /dev/null.
+run_hutch run $PYH -e '
+import os, stat
+res = {}
+for sig in (15, 9):
+    try:
+        os.kill(1, sig)
+        res["kill %d" % sig] = "sent"
+    except OSError as e:
+        res["kill %d" % sig] = e.errno
+try:
+    data = open("/proc/1/environ", "rb").read()
+    res["environ"] = "read" if b"=" in data else "empty"
+except OSError as e:
+    res["environ"] = e.errno
+for n in (0, 1, 2):
+    try:
+        fd = os.open("/proc/1/fd/%d" % n, os.O_WRONLY)
+        s = os.fstat(fd)
+        os.close(fd)
+        null = stat.S_ISCHR(s.st_mode) and os.major(s.st_rdev) == 1 and os.minor(s.st_rdev) == 3
+        res["fd %d" % n] = "null" if null else "opened"
+    except OSError as e:
+        res["fd %d" % n] = "refused"
+print(res)
+"still mine"'
+S=$(echo "$OUT" | json stdout)
+like "pid 1: the program cannot send it SIGTERM (EPERM)" "$S" "'kill 15': 1"
+like "pid 1: the program cannot send it SIGKILL (EPERM)" "$S" "'kill 9': 1"
+is "pid 1: the run reports the program's own result" \
+    "$(echo "$OUT" | json exit_code) $(echo "$OUT" | json result)" "0 still mine"
+unlike "pid 1: its environment is not readable" "$S" "'environ': 'read'"
+for n in 0 1 2; do
+    if [ "$EXECUTOR" = docker ]; then
+        like "pid 1: /proc/1/fd/$n cannot be opened" "$S" "'fd $n': 'refused'"
+    else
+        unlike "pid 1: /proc/1/fd/$n leads nowhere (refused or /dev/null)" "$S" "'fd $n': 'opened'"
+    fi
+done
+assert_clean "pid 1"
+
+# 300 MB through every way out the program has (its stderr, and init's fds
+# where it can open them) grow nothing on the host: hutch's state directory
+# (bundles, logs, sockets) and, on docker, the container's log stay small.
+# Measured while the program still runs (hutch removes all of it after).
+"$HUTCH" run --lang python --timeout 300000 -e '
+import os, sys, time
+chunk = b"x" * (1 << 20)
+outs = [2]
+for n in (1, 2):
+    try:
+        outs.append(os.open("/proc/1/fd/%d" % n, os.O_WRONLY))
+    except OSError:
+        pass
+for fd in outs:
+    for _ in range(300):
+        try:
+            os.write(fd, chunk)
+        except OSError:
+            break
+print("written", len(outs), flush=True)
+time.sleep(120)' >"$T/flood.out" 2>/dev/null </dev/null &
+fpid=$!
+while kill -0 "$fpid" 2>/dev/null && ! grep -q written "$T/flood.out" 2>/dev/null; do
+    sleep 0.5
+done
+if [ "$EXECUTOR" = gvisor ]; then
+    state=$(ls -d "$GVISOR_DIR/$fpid".* 2>/dev/null)
+else
+    state=$(ls -d "$(docker_state_dir)/$fpid".* 2>/dev/null)
+fi
+kb=$(du -sk $state 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
+logkb=0 logs=""
+if [ "$EXECUTOR" = docker ]; then
+    for c in $(docker ps -q --filter label=hutch.owner); do
+        case "$(docker inspect -f '{{index .Config.Labels "hutch.owner"}}' "$c")" in
+        *":$fpid:"*)
+            f=$(docker inspect -f '{{.LogPath}}' "$c")
+            logs="$logs $f"
+            logkb=$((logkb + $(du -sk "$f"* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')))
+            ;;
+        esac
+    done
+fi
+kill "$fpid"
+wait "$fpid" 2>/dev/null
+like "host disk: the flood ran" "$(cat "$T/flood.out")" "written"
+ok "host disk: hutch's state directory stays small (${state:-none}: $kb KiB)" \
+    test -n "$state" -a "$kb" -lt 8192
+if [ "$EXECUTOR" = docker ]; then
+    ok "host disk: the container's log stays small (${logs:-none}: $logkb KiB)" \
+        test -n "$logs" -a "$logkb" -lt 8192
+fi
+assert_clean "flood"
+
+# Docker's archive endpoint resolves /work/out as root, following links:
+# a /work/out turned into a link to /etc must not bring the image's /etc
+# out, and the run says why, as the core says it on local and gVisor.
+mkdir "$T/out"
+run_hutch run $PYH --out "$T/out" -e '
+import os, shutil
+shutil.rmtree("/work/out")
+os.symlink("/etc", "/work/out")
+"swapped"'
+is "symlinked /work/out: nothing arrives" "$(ls -A "$T/out")" ""
+is "symlinked /work/out: the run fails (125)" "$(echo "$OUT" | json exit_code)" 125
+like "symlinked /work/out: explained" "$(echo "$OUT" | json message)" \
+    "it is a symbolic link (not followed)"
+assert_clean "symlinked /work/out"
+
+# The image says nothing of the machine that built it.
+run_hutch run $PYH -e '
+import socket
+print(repr(open("/etc/hostname").read().strip()), socket.gethostname())
+print(repr(open("/etc/resolv.conf").read()))'
+S=$(echo "$OUT" | json stdout)
+like "image: /etc/hostname is the sandbox's" "$S" "'hutch' hutch"
+unlike "image: /etc/resolv.conf names no name server" "$S" "nameserver"
