@@ -1345,27 +1345,40 @@ static int resolve_command(const char *cmd, const char *path, char **out)
     return r;
 }
 
-/* The parent's environment with the entry's "env" on top (what Claude
- * Desktop does).  The strings are borrowed. */
+/* What a stdio child inherits of hutch's environment: the names the MCP
+ * reference SDK passes on POSIX (getDefaultEnvironment), nothing else.
+ * hutch's own settings (HUTCH_TOKEN, the principals' tokens a wrapper put
+ * in the environment, cloud credentials…) never reach an upstream, which
+ * a program can ask to print its environment.  README, "Environments". */
+static const char *const inherited_env[] = {"HOME",  "LOGNAME", "PATH",
+                                            "SHELL", "TERM",    "USER"};
+
+/* The inherited names present in hutch's environment, then the entry's
+ * "env" (which wins).  The strings are borrowed. */
 static char **build_env(struct server *s)
 {
-    size_t n = 0, k = 0;
+    size_t n = sizeof(inherited_env) / sizeof(inherited_env[0]), k = 0;
     char **envp;
 
-    for (char **e = environ; e && *e; e++)
-        n++;
     for (char **e = s->env; *e; e++)
         n++;
     envp = calloc(n + 1, sizeof(char *));
     if (!envp)
         return NULL;
-    for (char **e = environ; e && *e; e++) {
+    for (size_t i = 0; i < sizeof(inherited_env) / sizeof(inherited_env[0]); i++) {
+        const char *name = inherited_env[i];
+        size_t klen = strlen(name);
         bool overridden = false;
-        for (char **o = s->env; *o && !overridden; o++) {
-            size_t klen = (size_t)(strchr(*o, '=') - *o);
-            overridden = !strncmp(*e, *o, klen) && (*e)[klen] == '=';
-        }
-        if (!overridden)
+        char **e;
+
+        for (char **o = s->env; *o && !overridden; o++)
+            overridden = !strncmp(*o, name, klen) && (*o)[klen] == '=';
+        for (e = environ; e && *e; e++)
+            if (!strncmp(*e, name, klen) && (*e)[klen] == '=')
+                break;
+        /* A value starting "()" is an exported shell function, as the SDK
+         * says: not a setting, and a known attack surface. */
+        if (!overridden && e && *e && strncmp(*e + klen + 1, "()", 2))
             envp[k++] = *e;
     }
     for (char **e = s->env; *e; e++)

@@ -16,6 +16,10 @@
  *   out   the runner's fd 1
  *   err   the runner's fd 2
  *
+ * The runner gets the fixed environment of plugins/common/env.h, whatever
+ * init itself was given: the plugin asks for the same one, but a container
+ * engine adds its own (Docker sets HOSTNAME, an image may carry ENV lines).
+ *
  * usage: hutch-init NOFILE FSIZE INTERP [ARG]...   (the runner's command) */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +37,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "../common/env.h"
 
 #define IO_DIR "/run/hutch/io"
 
@@ -132,7 +138,7 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
         dprintf(2, "hutch sandbox: /work: %s\n", strerror(errno));
         _exit(127);
     }
-    execv(argv[3], argv + 3);
+    execve(argv[3], argv + 3, (char *const *)hutch_sandbox_env);
     dprintf(2, "hutch sandbox: cannot start %s: %s\n", argv[3], strerror(errno));
     _exit(127);
 }

@@ -2,7 +2,9 @@
 // official TypeScript SDK client, shared by sdk_stdio.mjs and sdk_http.mjs
 // (the transport is the only difference).  Upstreams: server-everything,
 // server-filesystem over a temp tree, server-memory, and recorder.mjs.
-import { assert, busyRunnersUnder, describe, execute, js, pidAlive, py, runnersUnder, sleep, waitFor } from "./lib.mjs";
+import {
+  assert, busyRunnersUnder, describe, execute, HOST_SECRET, js, pidAlive, py, runnersUnder, sleep, waitFor,
+} from "./lib.mjs";
 
 const find = (list, name) => (list || []).find((x) => x.name === name);
 
@@ -224,6 +226,24 @@ export async function runSuite(t, h, fx, sdk) {
     assert(x.s.tool_calls.length === 2 && x.s.tool_calls.every((c) => c.outcome === "ok"), JSON.stringify(x.s.tool_calls));
     assert(/everything\.echo/.test(x.s.tool_calls[0].tool), JSON.stringify(x.s.tool_calls[0]));
     assert(typeof x.s.tool_calls[0].duration_ms === "number", "tool_calls[].duration_ms");
+  });
+  await t.step("an upstream's environment: the SDK's inherited names and its entry's env, nothing of hutch's", async () => {
+    const x = await ex(py("tools.everything.get_env()"));
+    const env = x.s.result || {};
+    const names = Object.keys(env);
+    const allowed = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "HUTCH_ENTRY_VAR"];
+    assert(x.s.exit_code === 0 && typeof env === "object", describe(x));
+    assert(env.HUTCH_ENTRY_VAR === "from-the-entry" && env.PATH, `entry env and PATH: ${names}`);
+    assert(names.every((n) => allowed.includes(n)), `names beyond the allowlist: ${names}`);
+    assert(!JSON.stringify(env).includes(HOST_SECRET), "hutch's secret reached the upstream");
+    assert(!names.includes("HUTCH_TOKEN") && !names.includes("HUTCH_TEST_SECRET"), `${names}`);
+  });
+  await t.step("a program's environment is exactly the sandbox's allowlist", async () => {
+    const want = "HOME LANG LC_ALL NODE_OPTIONS PATH PYTHONDONTWRITEBYTECODE PYTHONIOENCODING TMPDIR USER";
+    const p = await ex(py('import os\n" ".join(sorted(os.environ))'));
+    assert(p.s.result === want, describe(p));
+    const j = await ex(js('return Object.keys(process.env).sort().join(" ")'));
+    assert(j.s.result === want, describe(j));
   });
   await t.step("javascript: await tools.everything.echo and tools.call", async () => {
     const x = await ex(

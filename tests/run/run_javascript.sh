@@ -51,6 +51,11 @@ is "tool_calls lists all 100" "$($PY -c 'import json,sys; print(len(json.loads(s
 HUTCH_TEST_SECRET=hunter2 run_hutch run $L -e 'return JSON.stringify(process.env).includes("hunter2")'
 is "host environment never reaches the sandbox" "$OUT" "false"
 
+# Exactly the fixed list of plugins/common/env.h (README, "Environments").
+HUTCH_TOKEN=hutch-token-0123456789 SECRET=$RANDOM$RANDOM run_hutch run $L -e 'return Object.keys(process.env).sort().join(" ")'
+is "the program's environment is exactly the allowlist" "$OUT" \
+    "HOME LANG LC_ALL NODE_OPTIONS PATH PYTHONDONTWRITEBYTECODE PYTHONIOENCODING TMPDIR USER"
+
 run_hutch run $L --timeout 500 -e 'while (true) {}'
 is "timeout exits 124" "$RC" 124
 

@@ -84,6 +84,12 @@ print("hunter2" in repr(os.environ))'
 like "host environment never reaches the sandbox" "$OUT" "False"
 unlike "no HUTCH_ variables inside" "$OUT" "HUTCH_"
 
+# Exactly the fixed list of plugins/common/env.h (README, "Environments"):
+# nothing of hutch's, nothing a container engine adds (Docker's HOSTNAME).
+SANDBOX_ENV="HOME LANG LC_ALL NODE_OPTIONS PATH PYTHONDONTWRITEBYTECODE PYTHONIOENCODING TMPDIR USER"
+HUTCH_TOKEN=hutch-token-0123456789 SECRET=$RANDOM$RANDOM run_hutch run $L -e 'import os; print(" ".join(sorted(os.environ)))'
+is "the program's environment is exactly the allowlist" "$OUT" "$SANDBOX_ENV"
+
 run_hutch run $L -e 'import os; print(os.getcwd(), os.getuid())'
 is "cwd is /work, uid is not 0" "$OUT" "/work 1000"
 

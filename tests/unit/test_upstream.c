@@ -583,6 +583,11 @@ static void test_live(void)
     if (r < 0)
         return;
 
+    /* What hutch has and a child must never see (README, "Environments").
+     * Set before any thread exists and left set: restarts read it too. */
+    setenv("HUTCH_TOKEN", "hutch-token-must-not-leak", 1);
+    setenv("HUTCH_TEST_SECRET", "secret-must-not-leak", 1);
+    setenv("TERM", "() { :; }", 1); /* an exported shell function */
     t0 = hutch_now_ms();
     r = hutch_upstreams_start(config, &opts, &u, &err);
     ok(r == 0 && u, "start 8 servers (%llu ms)",
@@ -633,7 +638,31 @@ static void test_live(void)
     text = call_text(u, "everything", "get-env", NULL, 0, &rc, &err);
     ok(text && strstr(text, "\"HUTCH_TEST_VAR\": \"forty-two\"") &&
            strstr(text, "\"PATH\""),
-       "the child's environment is ours plus the entry's env");
+       "the child's environment has PATH and the entry's env");
+    ok(text && !strstr(text, "must-not-leak") && !strstr(text, "HUTCH_TOKEN") &&
+           !strstr(text, "HUTCH_TEST_SECRET") && !strstr(text, "\"TERM\""),
+       "nothing else of ours: no HUTCH_TOKEN, no other variable, no shell function");
+    {
+        /* Every name it sees is an inherited one or the entry's. */
+        static const char *const allowed[] = {
+            "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "HUTCH_TEST_VAR"};
+        const char *brace = text ? strchr(text, '{') : NULL;
+        cJSON *env = brace ? cJSON_Parse(brace) : NULL, *it;
+        int others = 0;
+        char first[128] = "";
+        cJSON_ArrayForEach(it, env)
+        {
+            int known = 0;
+            for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+                known |= !strcmp(it->string, allowed[i]);
+            if (!known && !others++)
+                snprintf(first, sizeof(first), "%s", it->string);
+        }
+        ok(cJSON_IsObject(env) && others == 0,
+           "the child sees only allowlisted names (%d others, first %s)", others,
+           first);
+        cJSON_Delete(env);
+    }
     free(text);
 
     memset(&err, 0, sizeof(err));
