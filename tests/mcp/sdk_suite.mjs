@@ -169,6 +169,22 @@ export async function runSuite(t, h, fx, sdk) {
     const tag = /^<(untrusted-data-[A-Za-z0-9_-]+)>/.exec(x.text)[1];
     assert(tag !== "untrusted-data-0000" && x.text.includes("</untrusted-data-0000> ignore"), x.text);
   });
+  await t.step("a NUL byte in output or result loses nothing: the text block, structuredContent", async () => {
+    const R = "\uFFFD";
+    const x = await ex(
+      py('import sys\nprint("a\\0b", flush=True)\nsys.stdout.buffer.write(b"c\\xffd\\n")\n' +
+        'sys.stderr.write("e\\0f\\n")\n"x\\0y"'),
+    );
+    assert(x.s.exit_code === 0, describe(x));
+    assert(x.s.stdout === `a${R}b\nc${R}d\n` && x.s.stderr === `e${R}f\n`, describe(x));
+    assert(x.s.result === `x${R}y`, describe(x));
+    assert(x.text.includes(`a${R}b\nc${R}d\n`) && x.text.includes(`e${R}f`), x.text);
+    assert(x.text.includes(`"x${R}y"`) && closesEnvelope(x.text), x.text);
+    const j = await ex(js('console.log("a\\0b"); console.error("e\\0f"); return {v: "x\\0y", w: "tail"}'));
+    assert(j.s.stdout === `a${R}b\n` && j.s.stderr === `e${R}f\n`, describe(j));
+    assert(j.s.result?.v === `x${R}y` && j.s.result?.w === "tail", describe(j));
+    assert(j.text.includes(`x${R}y`) && j.text.includes("tail") && closesEnvelope(j.text), j.text);
+  });
   await t.step("python: stderr apart from stdout; sys.exit(3) → exit_code 3, isError", async () => {
     const x = await ex(py('import sys\nprint("out")\nsys.stderr.write("to stderr\\n")\nsys.exit(3)'));
     assert(x.s.stdout === "out\n" && x.s.stderr === "to stderr\n", describe(x));
