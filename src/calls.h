@@ -23,7 +23,9 @@ struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
 int hutch_calls_fd(const struct hutch_calls *q);
 
 /* One tool_call from the runner.  It runs on a worker, bounded by
- * deadline_ms (the execution's), or is answered at once when it cannot
+ * deadline_ms (the execution's: the call gets at most
+ * HUTCH_CALL_SHARE_OF_REMAINING % of the time left, so the program can
+ * catch its timeout), or is answered at once when it cannot
  * (too many calls, no handler, out of memory).  Negative when the runner
  * does not read its answers: stop it. */
 int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool,

@@ -126,6 +126,7 @@ struct server {
     /* http */
     char *url;
     char **headers; /* "Name: value", NULL-terminated */
+    int call_ms;    /* the entry's "timeout_ms" per tools/call; 0: u->call_ms */
 
     pthread_t sup;
     bool sup_started;
@@ -379,12 +380,24 @@ __attribute__((format(printf, 4, 5))) static int cfg_err(struct hutch_err *err,
 static int parse_entry(const char *where, const char *name, const cJSON *e,
                        struct server *s, struct hutch_err *err)
 {
-    const cJSON *type, *cmd, *url, *args, *env, *cwd, *hdrs, *it;
+    const cJSON *type, *cmd, *url, *args, *env, *cwd, *hdrs, *it, *tmo;
     enum transport tr;
     size_t n, i;
 
     if (!cJSON_IsObject(e))
         return cfg_err(err, where, name, "must be an object");
+    /* The time one tools/call may take (README, "Tool calls that hang").
+     * Not "timeout": Cline reads it in seconds, Gemini CLI in ms. */
+    tmo = get(e, "timeout_ms");
+    if (tmo && (!cJSON_IsNumber(tmo) || tmo->valuedouble < 1 ||
+                tmo->valuedouble > (double)HUTCH_MAX_TIMEOUT_MS ||
+                tmo->valuedouble != (double)(int)tmo->valuedouble))
+        return cfg_err(
+            err, where, name,
+            "\"timeout_ms\" must be a whole number of milliseconds from 1 to %u",
+            HUTCH_MAX_TIMEOUT_MS);
+    if (s && tmo)
+        s->call_ms = (int)tmo->valuedouble;
     type = get(e, "type");
     cmd = get(e, "command");
     url = get(e, "url");
@@ -3027,7 +3040,11 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
         return hutch_err_set(err, -EHOSTDOWN, "upstream %s is not ready (%s)", s->name,
                              state);
 
-    ms = timeout_ms > 0 ? (unsigned)timeout_ms : (unsigned)u->call_ms;
+    /* The server's own limit, lowered to the caller's (what is left of an
+     * execution's time, less the share the program keeps for itself). */
+    ms = (unsigned)(s->call_ms ? s->call_ms : u->call_ms);
+    if (timeout_ms > 0 && (unsigned)timeout_ms < ms)
+        ms = (unsigned)timeout_ms;
     clean_text(tname, sizeof(tname), tool, strlen(tool));
     snprintf(what, sizeof(what), "tools/call %s", tname);
     params = cJSON_CreateObject();
