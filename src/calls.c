@@ -13,12 +13,13 @@
  * Calls past the pool's size wait in a FIFO queue and start as workers free
  * up.  Per execution rather than process-wide, because `hutch serve` runs
  * many executions at once and a call may block for up to its timeout (60 s
- * by default): in a shared pool, one execution's Promise.all of slow calls
- * would hold every worker and starve the others, and any cap per execution
- * below the pool's size still lets a few such executions do it.  With a pool
- * each, an execution only ever waits for its own calls; the cost is up to
- * HUTCH_CALL_WORKERS threads per running execution, which is small next to
- * the sandbox each of them already has.
+ * by default, and at most 80% of the execution's remaining time: caps.h
+ * HUTCH_CALL_SHARE_OF_REMAINING): in a shared pool, one execution's Promise.all of slow
+ * calls would hold every worker and starve the others, and any cap per execution below
+ * the pool's size still lets a few such executions do it.  With a pool each, an
+ * execution only ever waits for its own calls; the cost is up to HUTCH_CALL_WORKERS
+ * threads per running execution, which is small next to the sandbox each of them
+ * already has.
  *
  * Answers.  The worker that ran a call writes its tool_result to the
  * runner's channel itself, without waking the loop: one thread hop less per
@@ -329,9 +330,16 @@ static void *worker_main(void *arg)
         c->next = NULL;
         pthread_mutex_unlock(&q->mu);
 
-        /* A call never outlives its execution's deadline. */
+        /* A call ends well before its execution's deadline: the program
+         * gets a `timeout` error it can catch, with time left to go on
+         * (the server's own per-call limit may be lower still). */
         now = hutch_now_ms();
-        timeout_ms = c->deadline_ms > now ? (int)(c->deadline_ms - now) : 1;
+        timeout_ms =
+            c->deadline_ms > now
+                ? (int)((c->deadline_ms - now) * HUTCH_CALL_SHARE_OF_REMAINING / 100)
+                : 0;
+        if (timeout_ms < 1)
+            timeout_ms = 1;
         r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
         /* The arguments are done with: their memory is the result's now. */
         cJSON_Delete(c->args);

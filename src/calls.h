@@ -31,9 +31,11 @@ int hutch_calls_fd(const struct hutch_calls *q);
 void hutch_calls_set_budget(struct hutch_calls *q, struct hutch_budget *budget);
 
 /* One tool_call from the runner (takes args, which may be NULL).  It runs
- * on a worker, bounded by deadline_ms (the execution's), or is answered at
- * once when it cannot (too many calls, no handler, over the budget, out of
- * memory).  Negative when the runner does not read its answers: stop it. */
+ * on a worker, bounded by deadline_ms (the execution's: the call gets at
+ * most HUTCH_CALL_SHARE_OF_REMAINING % of the time left, so the program can
+ * catch its timeout), or is answered at once when it cannot (too many calls, no
+ * handler, over the budget, out of memory).  Negative when the runner does not read its
+ * answers: stop it. */
 int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSON *args,
                        uint64_t deadline_ms);
 

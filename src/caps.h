@@ -79,9 +79,13 @@
 #define HUTCH_HTTP_MAX_BODY           HUTCH_MCP_MAX_MESSAGE
 #define HUTCH_HTTP_MAX_SESSIONS       256
 #define HUTCH_UPSTREAM_MAX_MESSAGE    (16u << 20)
-#define HUTCH_UPSTREAM_MAX_TOOLS      2000 /* per server */
-#define HUTCH_UPSTREAM_MAX_PAGES      100  /* tools/list pages */
-#define HUTCH_UPSTREAM_CALL_MS        60000
+#define HUTCH_UPSTREAM_MAX_TOOLS      2000  /* per server */
+#define HUTCH_UPSTREAM_MAX_PAGES      100   /* tools/list pages */
+#define HUTCH_UPSTREAM_CALL_MS        60000 /* per tools/call; "timeout_ms" per server */
+/* A tool call from a program gets at most this share (%) of the execution's
+ * remaining time, so a call that hangs fails with a `timeout` error the
+ * program still has time to catch, instead of taking the run down. */
+#define HUTCH_CALL_SHARE_OF_REMAINING 80
 #define HUTCH_UPSTREAM_START_MS       30000
 #define HUTCH_UPSTREAM_MAX_SERVERS    64
 #define HUTCH_SEARCH_MAX_RESULTS      100

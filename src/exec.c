@@ -742,42 +742,12 @@ out:
 }
 
 /* JSON strings must be UTF-8: invalid bytes become U+FFFD. */
+/* Captured output as a JSON string: every byte kept, a NUL or a byte that
+ * is not UTF-8 shown as U+FFFD (hutch_utf8_sanitize). */
 static cJSON *text_json(const struct hutch_buf *b)
 {
-    const unsigned char *p = (const unsigned char *)(b->data ? b->data : "");
-    size_t n = b->len, i = 0, o = 0;
-    char *s = malloc(n * 3 + 1);
-    cJSON *j;
-    if (!s)
-        return cJSON_CreateString("");
-    while (i < n) {
-        size_t len = 1;
-        unsigned c = p[i];
-        if (c >= 0xc2 && c <= 0xdf)
-            len = 2;
-        else if (c >= 0xe0 && c <= 0xef)
-            len = 3;
-        else if (c >= 0xf0 && c <= 0xf4)
-            len = 4;
-        if (c == 0) {
-            s[o++] = ' ';
-            i++;
-        } else if (c < 0x80) {
-            s[o++] = (char)c;
-            i++;
-        } else if (i + len <= n && len > 1 &&
-                   hutch_utf8_valid((const char *)p + i, len)) {
-            memcpy(s + o, p + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(s + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    s[o] = '\0';
-    j = cJSON_CreateString(s);
+    char *s = hutch_utf8_sanitize(b->data ? b->data : "", b->len, NULL);
+    cJSON *j = cJSON_CreateString(s ? s : "");
     free(s);
     return j;
 }

@@ -438,7 +438,7 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res)
     struct hutch_buf body, all;
     struct embed emb = {.content = content};
     const cJSON *f;
-    char tag[64], nonce[17];
+    char tag[64], nonce[17], *text;
 
     /* The readable block: truncated first, so the envelope's closing tag
      * always survives. */
@@ -481,10 +481,15 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res)
     } else {
         hutch_buf_append(&all, hutch_buf_str(&body), body.len);
     }
+    /* Program output may hold NUL bytes, bytes that are not UTF-8, or a
+     * sequence the cut split: as a C string the text would end at the
+     * first NUL, losing the rest and the closing tag. */
+    text = hutch_utf8_sanitize(hutch_buf_str(&all), all.len, NULL);
     t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "type", "text");
-    cJSON_AddStringToObject(t, "text", hutch_buf_str(&all));
+    cJSON_AddStringToObject(t, "text", text ? text : "");
     cJSON_AddItemToArray(content, t);
+    free(text);
     hutch_buf_free(&body);
     hutch_buf_free(&all);
 

@@ -127,6 +127,7 @@ struct server {
     /* http */
     char *url;
     char **headers; /* "Name: value", NULL-terminated */
+    int call_ms;    /* the entry's "timeout_ms" per tools/call; 0: u->call_ms */
 
     pthread_t sup;
     bool sup_started;
@@ -380,12 +381,24 @@ __attribute__((format(printf, 4, 5))) static int cfg_err(struct hutch_err *err,
 static int parse_entry(const char *where, const char *name, const cJSON *e,
                        struct server *s, struct hutch_err *err)
 {
-    const cJSON *type, *cmd, *url, *args, *env, *cwd, *hdrs, *it;
+    const cJSON *type, *cmd, *url, *args, *env, *cwd, *hdrs, *it, *tmo;
     enum transport tr;
     size_t n, i;
 
     if (!cJSON_IsObject(e))
         return cfg_err(err, where, name, "must be an object");
+    /* The time one tools/call may take (README, "Tool calls that hang").
+     * Not "timeout": Cline reads it in seconds, Gemini CLI in ms. */
+    tmo = get(e, "timeout_ms");
+    if (tmo && (!cJSON_IsNumber(tmo) || tmo->valuedouble < 1 ||
+                tmo->valuedouble > (double)HUTCH_MAX_TIMEOUT_MS ||
+                tmo->valuedouble != (double)(int)tmo->valuedouble))
+        return cfg_err(
+            err, where, name,
+            "\"timeout_ms\" must be a whole number of milliseconds from 1 to %u",
+            HUTCH_MAX_TIMEOUT_MS);
+    if (s && tmo)
+        s->call_ms = (int)tmo->valuedouble;
     type = get(e, "type");
     cmd = get(e, "command");
     url = get(e, "url");
@@ -1351,27 +1364,40 @@ static int resolve_command(const char *cmd, const char *path, char **out)
     return r;
 }
 
-/* The parent's environment with the entry's "env" on top (what Claude
- * Desktop does).  The strings are borrowed. */
+/* What a stdio child inherits of hutch's environment: the names the MCP
+ * reference SDK passes on POSIX (getDefaultEnvironment), nothing else.
+ * hutch's own settings (HUTCH_TOKEN, the principals' tokens a wrapper put
+ * in the environment, cloud credentials…) never reach an upstream, which
+ * a program can ask to print its environment.  README, "Environments". */
+static const char *const inherited_env[] = {"HOME",  "LOGNAME", "PATH",
+                                            "SHELL", "TERM",    "USER"};
+
+/* The inherited names present in hutch's environment, then the entry's
+ * "env" (which wins).  The strings are borrowed. */
 static char **build_env(struct server *s)
 {
-    size_t n = 0, k = 0;
+    size_t n = sizeof(inherited_env) / sizeof(inherited_env[0]), k = 0;
     char **envp;
 
-    for (char **e = environ; e && *e; e++)
-        n++;
     for (char **e = s->env; *e; e++)
         n++;
     envp = calloc(n + 1, sizeof(char *));
     if (!envp)
         return NULL;
-    for (char **e = environ; e && *e; e++) {
+    for (size_t i = 0; i < sizeof(inherited_env) / sizeof(inherited_env[0]); i++) {
+        const char *name = inherited_env[i];
+        size_t klen = strlen(name);
         bool overridden = false;
-        for (char **o = s->env; *o && !overridden; o++) {
-            size_t klen = (size_t)(strchr(*o, '=') - *o);
-            overridden = !strncmp(*e, *o, klen) && (*e)[klen] == '=';
-        }
-        if (!overridden)
+        char **e;
+
+        for (char **o = s->env; *o && !overridden; o++)
+            overridden = !strncmp(*o, name, klen) && (*o)[klen] == '=';
+        for (e = environ; e && *e; e++)
+            if (!strncmp(*e, name, klen) && (*e)[klen] == '=')
+                break;
+        /* A value starting "()" is an exported shell function, as the SDK
+         * says: not a setting, and a known attack surface. */
+        if (!overridden && e && *e && strncmp(*e + klen + 1, "()", 2))
             envp[k++] = *e;
     }
     for (char **e = s->env; *e; e++)
@@ -3079,7 +3105,11 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
         return hutch_err_set(err, -EHOSTDOWN, "upstream %s is not ready (%s)", s->name,
                              state);
 
-    ms = timeout_ms > 0 ? (unsigned)timeout_ms : (unsigned)u->call_ms;
+    /* The server's own limit, lowered to the caller's (what is left of an
+     * execution's time, less the share the program keeps for itself). */
+    ms = (unsigned)(s->call_ms ? s->call_ms : u->call_ms);
+    if (timeout_ms > 0 && (unsigned)timeout_ms < ms)
+        ms = (unsigned)timeout_ms;
     clean_text(tname, sizeof(tname), tool, strlen(tool));
     snprintf(what, sizeof(what), "tools/call %s", tname);
     params = cJSON_CreateObject();

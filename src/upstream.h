@@ -27,7 +27,8 @@
 struct hutch_upstreams;
 
 struct hutch_upstream_opts {
-    int call_timeout_ms;     /* per tools/call; 0: HUTCH_UPSTREAM_CALL_MS */
+    int call_timeout_ms;     /* per tools/call, unless the server's entry says
+                                "timeout_ms"; 0: HUTCH_UPSTREAM_CALL_MS */
     int start_timeout_ms;    /* initialize + first tools/list; 0: default */
     const char *client_name; /* clientInfo.name, "hutch" when NULL */
     bool no_wait;            /* return at once: servers join as they come up */
@@ -70,7 +71,9 @@ uint64_t hutch_upstreams_generation(struct hutch_upstreams *u);
 cJSON *hutch_upstreams_status(struct hutch_upstreams *u);
 
 /* Call `tool` (the upstream's own name) on `server`.  Blocking; safe from
- * many threads at once.  0 and *result = the CallToolResult object (caller
+ * many threads at once.  It waits the server's per-call timeout (its
+ * entry's "timeout_ms", else call_timeout_ms), or timeout_ms when that is
+ * positive and lower.  0 and *result = the CallToolResult object (caller
  * frees; it may have isError true: that is still 0), or a negative code:
  * -ENOENT no such server, -EHOSTDOWN server not ready, -ETIMEDOUT,
  * -ECONNRESET the server died during the call, -EPROTO it sent garbage,

@@ -1,8 +1,12 @@
 /* wire.c — the runner wire protocol, core side.  Everything parsed here came
  * out of a sandbox and is treated as hostile: bounded, validated, and never
- * trusted to be what it claims beyond what is checked. */
+ * trusted to be what it claims beyond what is checked.  Also the UTF-8
+ * check and the sanitiser that turns a sandbox's bytes into text safe for a
+ * C string and JSON (NUL and invalid bytes as U+FFFD), which every renderer
+ * of its output uses (exec.c, mcp_server.c). */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +89,80 @@ int hutch_utf8_valid(const char *s, size_t len)
     return 1;
 }
 
+/* Length of the well-formed sequence at p (1 to 4), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t avail)
+{
+    unsigned c = p[0];
+    size_t n = c < 0x80                 ? 1
+               : c >= 0xc2 && c <= 0xdf ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+    return n && n <= avail && hutch_utf8_valid((const char *)p, n) ? n : 0;
+}
+
+char *hutch_utf8_sanitize(const char *s, size_t len, size_t *outlen)
+{
+    static const char repl[] = "\xef\xbf\xbd"; /* U+FFFD */
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, o = 0;
+    char *out;
+
+    if (len > (SIZE_MAX - 1) / 3)
+        return NULL;
+    out = malloc(len * 3 + 1);
+    if (!out)
+        return NULL;
+    while (i < len) {
+        size_t n = p[i] ? utf8_seq(p + i, len - i) : 0;
+        if (n) {
+            memcpy(out + o, p + i, n);
+            o += n;
+            i += n;
+        } else {
+            memcpy(out + o, repl, 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    if (outlen)
+        *outlen = o;
+    return out;
+}
+
+/* cJSON decodes the escape \u0000 into a NUL that ends its C string, and
+ * with it the rest of the value ("a\u0000b" would read as "a"): rewrite
+ * each such escape as \ufffd, the same length, before parsing.  In valid
+ * JSON a backslash only occurs in a string, where it starts an escape of
+ * two characters (\uXXXX: six), so walking escapes pair by pair cannot
+ * mistake "\\u0000" (a backslash, then text) for one.  NULL when the line
+ * has none (parse it as it is) or out of memory (*oom set). */
+static char *nul_escapes_replaced(const char *line, size_t len, int *oom)
+{
+    char *copy = NULL;
+
+    *oom = 0;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (line[i] != '\\')
+            continue;
+        if (line[i + 1] == 'u' && i + 6 <= len && !memcmp(line + i + 2, "0000", 4)) {
+            if (!copy) {
+                copy = malloc(len + 1);
+                if (!copy) {
+                    *oom = 1;
+                    return NULL;
+                }
+                memcpy(copy, line, len);
+                copy[len] = '\0';
+            }
+            memcpy(copy + i + 2, "fffd", 4);
+        }
+        i++; /* the escaped character is not a backslash that starts one */
+    }
+    return copy;
+}
+
 int hutch_json_depth(const cJSON *j)
 {
     int best = 0;
@@ -124,7 +202,16 @@ int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
                              HUTCH_WIRE_MAX_LINE);
     if (!hutch_utf8_valid(line, len))
         return hutch_err_set(err, -EILSEQ, "message is not valid UTF-8");
-    m->root = cJSON_ParseWithLength(line, len);
+    if (memchr(line, '\0', len)) /* JSON has none outside an escape */
+        return hutch_err_set(err, -EBADMSG, "message contains a NUL byte");
+    {
+        int oom;
+        char *fixed = nul_escapes_replaced(line, len, &oom);
+        if (oom)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
+        m->root = cJSON_ParseWithLength(fixed ? fixed : line, len);
+        free(fixed);
+    }
     if (!m->root)
         return hutch_err_set(err, -EBADMSG, "message is not valid JSON");
     if (!cJSON_IsObject(m->root)) {

@@ -60,6 +60,11 @@ char *hutch_wire_encode(const cJSON *msg, size_t *len);
 
 /* 1 when s[0..len) is well-formed UTF-8. */
 int hutch_utf8_valid(const char *s, size_t len);
+/* Bytes from a sandbox as text that survives a C string and a JSON string
+ * whole: well-formed UTF-8 is kept, and a NUL and every byte that does not
+ * belong to a well-formed sequence become U+FFFD.  malloc'd, NUL-terminated,
+ * its length in *outlen when not NULL; NULL only when out of memory. */
+char *hutch_utf8_sanitize(const char *s, size_t len, size_t *outlen);
 /* Depth of nested arrays/objects. */
 int hutch_json_depth(const cJSON *j);
 

@@ -36,6 +36,10 @@
  * (/proc/1/mem is root's, ptrace is refused, process_vm_writev does not
  * exist in gVisor).
  *
+ * The runner gets the fixed environment of plugins/common/env.h, whatever
+ * init itself was given: the plugin asks for the same one, but a container
+ * engine adds its own (Docker sets HOSTNAME, an image may carry ENV lines).
+ *
  * usage: hutch-init UID:GID NOFILE FSIZE INTERP [ARG]...
  *        (the sandbox user, its limits, the runner's command) */
 #include <errno.h>
@@ -57,6 +61,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "../common/env.h"
 
 #define IO_DIR "/run/hutch/io"
 
@@ -155,27 +161,13 @@ static int caps_any(void)
 
 static uid_t box_uid;
 static gid_t box_gid;
-static char **runner_env;
 
-/* Takes the environment (the runner's) into the heap and erases the
- * original strings: gVisor lets any process read /proc/1/environ, which
- * shows that memory. */
+/* Erases the environment init was given (the runner gets the fixed one):
+ * gVisor lets any process read /proc/1/environ, which shows that memory. */
 static int take_environment(void)
 {
     extern char **environ;
-    size_t n = 0;
-
-    while (environ[n])
-        n++;
-    runner_env = calloc(n + 1, sizeof(*runner_env));
-    if (!runner_env)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        runner_env[i] = strdup(environ[i]);
-        if (!runner_env[i])
-            return -1;
-    }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; environ[i]; i++)
         memset(environ[i], 0, strlen(environ[i]));
     return 0;
 }
@@ -235,7 +227,7 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
         dprintf(2, "hutch sandbox: /work: %s\n", strerror(errno));
         _exit(127);
     }
-    execve(argv[4], argv + 4, runner_env);
+    execve(argv[4], argv + 4, (char *const *)hutch_sandbox_env);
     dprintf(2, "hutch sandbox: cannot start %s: %s\n", argv[4], strerror(errno));
     _exit(127);
 }

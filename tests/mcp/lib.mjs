@@ -190,11 +190,16 @@ export async function loadSdk() {
   };
 }
 
+// Every hutch the tests start has this in its environment: nothing it
+// starts (an upstream, a sandbox) may ever see it (README, "Environments").
+export const HOST_SECRET = "host-secret-" + Math.random().toString(36).slice(2);
+
 export function hutchEnv(extra = {}) {
   const env = {
     PATH: process.env.PATH || "/usr/local/bin:/usr/bin:/bin",
     HOME: process.env.HOME || "/tmp",
     LANG: "C.UTF-8",
+    HUTCH_TEST_SECRET: HOST_SECRET,
   };
   for (const k of ["HUTCH_PLUGIN_DIR", "HUTCH_RUNNER_DIR", "HUTCH_EXECUTOR", "TMPDIR"])
     if (process.env[k]) env[k] = process.env[k];
@@ -225,7 +230,11 @@ export function makeFixture({ hostile = false, extra = {} } = {}) {
   fs.writeFileSync(path.join(tree, "sub", "c.md"), "# c\n\ndelta ünïcødé\n");
   fs.writeFileSync(path.join(tree, "sub", "deeper", "d.json"), '{"n": 4}\n');
   const mcpServers = {
-    everything: { command: NODE, args: [path.join(MCP, "server-everything", "dist", "index.js"), "stdio"] },
+    everything: {
+      command: NODE,
+      args: [path.join(MCP, "server-everything", "dist", "index.js"), "stdio"],
+      env: { HUTCH_ENTRY_VAR: "from-the-entry" },
+    },
     fs: { command: NODE, args: [path.join(MCP, "server-filesystem", "dist", "index.js"), tree] },
     memory: {
       command: NODE,

@@ -14,7 +14,8 @@ const fx = makeFixture();
 
 let h;
 try {
-  h = await startStdio({ sdk, hutch, servers: fx.servers });
+  // HUTCH_TOKEN has no use over stdio: it is here to show it never leaks.
+  h = await startStdio({ sdk, hutch, servers: fx.servers, env: { HUTCH_TOKEN: "stdio-token-" + process.pid } });
 } catch (e) {
   t.ok(false, "hutch serve --servers starts over stdio", e.message);
   t.done();

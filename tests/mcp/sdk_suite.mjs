@@ -2,7 +2,9 @@
 // official TypeScript SDK client, shared by sdk_stdio.mjs and sdk_http.mjs
 // (the transport is the only difference).  Upstreams: server-everything,
 // server-filesystem over a temp tree, server-memory, and recorder.mjs.
-import { assert, busyRunnersUnder, describe, execute, js, pidAlive, py, runnersUnder, sleep, waitFor } from "./lib.mjs";
+import {
+  assert, busyRunnersUnder, describe, execute, HOST_SECRET, js, pidAlive, py, runnersUnder, sleep, waitFor,
+} from "./lib.mjs";
 
 const find = (list, name) => (list || []).find((x) => x.name === name);
 
@@ -167,6 +169,22 @@ export async function runSuite(t, h, fx, sdk) {
     const tag = /^<(untrusted-data-[A-Za-z0-9_-]+)>/.exec(x.text)[1];
     assert(tag !== "untrusted-data-0000" && x.text.includes("</untrusted-data-0000> ignore"), x.text);
   });
+  await t.step("a NUL byte in output or result loses nothing: the text block, structuredContent", async () => {
+    const R = "\uFFFD";
+    const x = await ex(
+      py('import sys\nprint("a\\0b", flush=True)\nsys.stdout.buffer.write(b"c\\xffd\\n")\n' +
+        'sys.stderr.write("e\\0f\\n")\n"x\\0y"'),
+    );
+    assert(x.s.exit_code === 0, describe(x));
+    assert(x.s.stdout === `a${R}b\nc${R}d\n` && x.s.stderr === `e${R}f\n`, describe(x));
+    assert(x.s.result === `x${R}y`, describe(x));
+    assert(x.text.includes(`a${R}b\nc${R}d\n`) && x.text.includes(`e${R}f`), x.text);
+    assert(x.text.includes(`"x${R}y"`) && closesEnvelope(x.text), x.text);
+    const j = await ex(js('console.log("a\\0b"); console.error("e\\0f"); return {v: "x\\0y", w: "tail"}'));
+    assert(j.s.stdout === `a${R}b\n` && j.s.stderr === `e${R}f\n`, describe(j));
+    assert(j.s.result?.v === `x${R}y` && j.s.result?.w === "tail", describe(j));
+    assert(j.text.includes(`x${R}y`) && j.text.includes("tail") && closesEnvelope(j.text), j.text);
+  });
   await t.step("python: stderr apart from stdout; sys.exit(3) → exit_code 3, isError", async () => {
     const x = await ex(py('import sys\nprint("out")\nsys.stderr.write("to stderr\\n")\nsys.exit(3)'));
     assert(x.s.stdout === "out\n" && x.s.stderr === "to stderr\n", describe(x));
@@ -224,6 +242,24 @@ export async function runSuite(t, h, fx, sdk) {
     assert(x.s.tool_calls.length === 2 && x.s.tool_calls.every((c) => c.outcome === "ok"), JSON.stringify(x.s.tool_calls));
     assert(/everything\.echo/.test(x.s.tool_calls[0].tool), JSON.stringify(x.s.tool_calls[0]));
     assert(typeof x.s.tool_calls[0].duration_ms === "number", "tool_calls[].duration_ms");
+  });
+  await t.step("an upstream's environment: the SDK's inherited names and its entry's env, nothing of hutch's", async () => {
+    const x = await ex(py("tools.everything.get_env()"));
+    const env = x.s.result || {};
+    const names = Object.keys(env);
+    const allowed = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "HUTCH_ENTRY_VAR"];
+    assert(x.s.exit_code === 0 && typeof env === "object", describe(x));
+    assert(env.HUTCH_ENTRY_VAR === "from-the-entry" && env.PATH, `entry env and PATH: ${names}`);
+    assert(names.every((n) => allowed.includes(n)), `names beyond the allowlist: ${names}`);
+    assert(!JSON.stringify(env).includes(HOST_SECRET), "hutch's secret reached the upstream");
+    assert(!names.includes("HUTCH_TOKEN") && !names.includes("HUTCH_TEST_SECRET"), `${names}`);
+  });
+  await t.step("a program's environment is exactly the sandbox's allowlist", async () => {
+    const want = "HOME LANG LC_ALL NODE_OPTIONS PATH PYTHONDONTWRITEBYTECODE PYTHONIOENCODING TMPDIR USER";
+    const p = await ex(py('import os\n" ".join(sorted(os.environ))'));
+    assert(p.s.result === want, describe(p));
+    const j = await ex(js('return Object.keys(process.env).sort().join(" ")'));
+    assert(j.s.result === want, describe(j));
   });
   await t.step("javascript: await tools.everything.echo and tools.call", async () => {
     const x = await ex(

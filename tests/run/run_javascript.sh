@@ -51,6 +51,22 @@ is "tool_calls lists all 100" "$($PY -c 'import json,sys; print(len(json.loads(s
 HUTCH_TEST_SECRET=hunter2 run_hutch run $L -e 'return JSON.stringify(process.env).includes("hunter2")'
 is "host environment never reaches the sandbox" "$OUT" "false"
 
+# A NUL byte in the output or the result loses nothing after it.  Plain
+# output is the program's own, byte for byte; the result and --json's
+# strings show a NUL (and any byte that is not UTF-8) as U+FFFD.
+got=$("$HUTCH" run $L -e 'console.log("a\0b"); return "x\0y"' </dev/null |
+    $PY -c 'import sys; print(repr(sys.stdin.buffer.read()))')
+is "NUL: plain stdout byte for byte, the result's NUL as U+FFFD" "$got" \
+    "b'a\\x00b\\nx\\xef\\xbf\\xbdy\\n'"
+run_hutch run $L --json -e 'console.log("a\0b\0c"); return ["x\0y", "tail"]'
+is "NUL: --json stdout keeps what follows a NUL" "$(echo "$OUT" | json stdout)" "a"$'\xef\xbf\xbd'"b"$'\xef\xbf\xbd'"c"
+is "NUL: --json result keeps what follows a NUL" "$(echo "$OUT" | json result)" '["x\ufffdy", "tail"]'
+
+# Exactly the fixed list of plugins/common/env.h (README, "Environments").
+HUTCH_TOKEN=hutch-token-0123456789 SECRET=$RANDOM$RANDOM run_hutch run $L -e 'return Object.keys(process.env).sort().join(" ")'
+is "the program's environment is exactly the allowlist" "$OUT" \
+    "HOME LANG LC_ALL NODE_OPTIONS PATH PYTHONDONTWRITEBYTECODE PYTHONIOENCODING TMPDIR USER"
+
 run_hutch run $L --timeout 500 -e 'while (true) {}'
 is "timeout exits 124" "$RC" 124
 

@@ -84,6 +84,23 @@ print("hunter2" in repr(os.environ))'
 like "host environment never reaches the sandbox" "$OUT" "False"
 unlike "no HUTCH_ variables inside" "$OUT" "HUTCH_"
 
+# A NUL byte in the output or the result loses nothing after it.  Plain
+# output is the program's own, byte for byte; the result and --json's
+# strings show a NUL (and any byte that is not UTF-8) as U+FFFD.
+got=$("$HUTCH" run $L -e 'print("a\0b"); "x\0y"' </dev/null |
+    $PY -c 'import sys; print(repr(sys.stdin.buffer.read()))')
+is "NUL: plain stdout byte for byte, the result's NUL as U+FFFD" "$got" \
+    "b'a\\x00b\\nx\\xef\\xbf\\xbdy\\n'"
+run_hutch run $L --json -e 'print("a\0b\0c"); ["x\0y", "tail"]'
+is "NUL: --json stdout keeps what follows a NUL" "$(echo "$OUT" | json stdout)" "a"$'\xef\xbf\xbd'"b"$'\xef\xbf\xbd'"c"
+is "NUL: --json result keeps what follows a NUL" "$(echo "$OUT" | json result)" '["x\ufffdy", "tail"]'
+
+# Exactly the fixed list of plugins/common/env.h (README, "Environments"):
+# nothing of hutch's, nothing a container engine adds (Docker's HOSTNAME).
+SANDBOX_ENV="HOME LANG LC_ALL NODE_OPTIONS PATH PYTHONDONTWRITEBYTECODE PYTHONIOENCODING TMPDIR USER"
+HUTCH_TOKEN=hutch-token-0123456789 SECRET=$RANDOM$RANDOM run_hutch run $L -e 'import os; print(" ".join(sorted(os.environ)))'
+is "the program's environment is exactly the allowlist" "$OUT" "$SANDBOX_ENV"
+
 run_hutch run $L -e 'import os; print(os.getcwd(), os.getuid())'
 is "cwd is /work, uid is not 0" "$OUT" "/work 1000"
 

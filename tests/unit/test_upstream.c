@@ -408,6 +408,21 @@ static void test_load(void)
                   "\"1\"}}}}",
                   "invalid variable name"),
        "env name with '='");
+    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"timeout_ms\": 0}}}",
+                  "\"timeout_ms\" must be a whole number of milliseconds"),
+       "timeout_ms 0");
+    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"timeout_ms\": "
+                  "\"5000\"}}}",
+                  "\"timeout_ms\" must be"),
+       "timeout_ms as a string");
+    ok(load_fails("{\"mcpServers\": {\"w\": {\"url\": \"http://h/\", \"timeout_ms\": "
+                  "1.5}}}",
+                  "\"timeout_ms\" must be"),
+       "timeout_ms with a fraction");
+    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"timeout_ms\": "
+                  "1e12}}}",
+                  "\"timeout_ms\" must be"),
+       "timeout_ms past the maximum");
     ok(load_fails(
            "{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": \"ftp://x/\"}}}",
            "server \"w\": \"url\" must be an http:// or https:// URL"),
@@ -567,13 +582,15 @@ static void test_live(void)
             "  \"echo 'oops: bad config' >&2; exit 3\"]},\n"
             " \"crash\": {\"command\": \"%s\", \"args\": [\"%s/crash.mjs\"]},\n"
             " \"hang\": {\"command\": \"%s\", \"args\": [\"%s/hang.mjs\"]},\n"
+            " \"hangfast\": {\"command\": \"%s\", \"args\": [\"%s/hang.mjs\"],"
+            "  \"timeout_ms\": 300},\n"
             " \"garbage\": {\"command\": \"%s\", \"args\": [\"%s/garbage.mjs\"]},\n"
             " \"web\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:%d/mcp\","
             "  \"headers\": {\"X-Hutch-Test\": \"1\"}},\n"
             " \"deadweb\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:1/mcp\"}\n"
             "}}\n",
             node, everything_js, node, servers_dir, node, servers_dir, node,
-            servers_dir, port) < 0)
+            servers_dir, node, servers_dir, port) < 0)
         return;
     snprintf(path, sizeof(path), "%s/live.json", tmpdir);
     write_text(path, cfg);
@@ -583,9 +600,14 @@ static void test_live(void)
     if (r < 0)
         return;
 
+    /* What hutch has and a child must never see (README, "Environments").
+     * Set before any thread exists and left set: restarts read it too. */
+    setenv("HUTCH_TOKEN", "hutch-token-must-not-leak", 1);
+    setenv("HUTCH_TEST_SECRET", "secret-must-not-leak", 1);
+    setenv("TERM", "() { :; }", 1); /* an exported shell function */
     t0 = hutch_now_ms();
     r = hutch_upstreams_start(config, &opts, &u, &err);
-    ok(r == 0 && u, "start 8 servers (%llu ms)",
+    ok(r == 0 && u, "start 9 servers (%llu ms)",
        (unsigned long long)(hutch_now_ms() - t0));
     cJSON_Delete(config);
     if (r < 0)
@@ -633,7 +655,31 @@ static void test_live(void)
     text = call_text(u, "everything", "get-env", NULL, 0, &rc, &err);
     ok(text && strstr(text, "\"HUTCH_TEST_VAR\": \"forty-two\"") &&
            strstr(text, "\"PATH\""),
-       "the child's environment is ours plus the entry's env");
+       "the child's environment has PATH and the entry's env");
+    ok(text && !strstr(text, "must-not-leak") && !strstr(text, "HUTCH_TOKEN") &&
+           !strstr(text, "HUTCH_TEST_SECRET") && !strstr(text, "\"TERM\""),
+       "nothing else of ours: no HUTCH_TOKEN, no other variable, no shell function");
+    {
+        /* Every name it sees is an inherited one or the entry's. */
+        static const char *const allowed[] = {
+            "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "HUTCH_TEST_VAR"};
+        const char *brace = text ? strchr(text, '{') : NULL;
+        cJSON *env = brace ? cJSON_Parse(brace) : NULL, *it;
+        int others = 0;
+        char first[128] = "";
+        cJSON_ArrayForEach(it, env)
+        {
+            int known = 0;
+            for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+                known |= !strcmp(it->string, allowed[i]);
+            if (!known && !others++)
+                snprintf(first, sizeof(first), "%s", it->string);
+        }
+        ok(cJSON_IsObject(env) && others == 0,
+           "the child sees only allowlisted names (%d others, first %s)", others,
+           first);
+        cJSON_Delete(env);
+    }
     free(text);
 
     memset(&err, 0, sizeof(err));
@@ -680,6 +726,18 @@ static void test_live(void)
         ok(0, "echo latency over HTTP");
     r = hutch_upstreams_call(u, "deadweb", "echo", NULL, 0, &res, &err);
     ok(r == -EHOSTDOWN, "deadweb: %s", err.msg);
+
+    /* A server's own "timeout_ms" bounds its calls; a caller's lower
+     * timeout wins over it. */
+    text = call_text(u, "hangfast", "wait", NULL, 0, &rc, &err);
+    ok(!text && rc == -ETIMEDOUT && strstr(err.msg, "within 300 ms"),
+       "hangfast: its timeout_ms applies: %s", err.msg);
+    text = call_text(u, "hangfast", "wait", NULL, 20000, &rc, &err);
+    ok(!text && rc == -ETIMEDOUT && strstr(err.msg, "within 300 ms"),
+       "hangfast: a caller's longer timeout does not extend it: %s", err.msg);
+    text = call_text(u, "hangfast", "wait", NULL, 100, &rc, &err);
+    ok(!text && rc == -ETIMEDOUT && strstr(err.msg, "within 100 ms"),
+       "hangfast: a caller's shorter timeout wins: %s", err.msg);
 
     /* A call that never gets an answer. */
     t0 = hutch_now_ms();

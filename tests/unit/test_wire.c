@@ -106,5 +106,46 @@ int main(void)
     }
     ok(hutch_utf8_valid("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80", 15),
        "valid UTF-8 passes");
+
+    /* A NUL in a value: \u0000 arrives as U+FFFD, nothing after it lost. */
+    ok(parse("{\"t\":\"done\",\"ok\":true,\"result\":[\"a\\u0000b\",{\"k\\u0000\":"
+             "\"\\u0000\"},\"tail\"]}",
+             &m, &e) == 0 &&
+           !strcmp(cJSON_GetArrayItem(m.result, 0)->valuestring, "a\xef\xbf\xbd"
+                                                                 "b") &&
+           !strcmp(cJSON_GetArrayItem(m.result, 1)->child->string, "k\xef\xbf\xbd") &&
+           !strcmp(cJSON_GetArrayItem(m.result, 1)->child->valuestring,
+                   "\xef\xbf\xbd") &&
+           !strcmp(cJSON_GetArrayItem(m.result, 2)->valuestring, "tail"),
+       "\\u0000 in a string, a key, a value alone becomes U+FFFD; the rest is kept");
+    hutch_msg_free(&m);
+    ok(parse("{\"t\":\"done\",\"ok\":true,\"result\":\"\\\\u0000 \\\\\\u0000\"}", &m,
+             &e) == 0 &&
+           !strcmp(m.result->valuestring, "\\u0000 \\\xef\xbf\xbd"),
+       "an escaped backslash before u0000 is text, not an escape");
+    hutch_msg_free(&m);
+    {
+        static const char raw[] = "{\"t\":\"ready\",\"x\":\"a\0b\"}";
+        memset(&e, 0, sizeof(e));
+        ok(hutch_wire_parse(raw, sizeof(raw) - 1, &m, &e) < 0 && strstr(e.msg, "NUL"),
+           "a raw NUL byte in a message is refused: %s", e.msg);
+    }
+
+    /* Output as text: NUL and bytes that are not UTF-8 become U+FFFD. */
+    {
+        static const char in[] = "a\0b\xff\xc3\xa9\xe2\x82\n\xf0\x9f\x98\x80";
+        size_t n = 0;
+        char *t = hutch_utf8_sanitize(in, sizeof(in) - 1, &n);
+        static const char want[] = "a\xef\xbf\xbd"
+                                   "b\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"
+                                   "\n\xf0\x9f\x98\x80";
+        ok(t && n == sizeof(want) - 1 && !memcmp(t, want, n) && strlen(t) == n &&
+               hutch_utf8_valid(t, n),
+           "sanitize: NUL, a stray byte and a cut sequence are U+FFFD, the rest kept");
+        free(t);
+        t = hutch_utf8_sanitize("", 0, &n);
+        ok(t && n == 0 && !*t, "sanitize: empty");
+        free(t);
+    }
     return tap_done();
 }
