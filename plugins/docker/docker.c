@@ -302,7 +302,19 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     cJSON_AddStringToObject(c, "Image", sb->image);
     cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "Cmd", box_command(cls));
+    {
+        /* hutch's own filter in the runner, over Docker's profile (which,
+         * depending on the version, lets vsock and other families through). */
+        cJSON *cmd = box_command(cls), *with = cJSON_CreateArray(), *it;
+        cJSON_ArrayForEach(it, cmd)
+        {
+            cJSON_AddItemToArray(with, cJSON_CreateString(it->valuestring));
+            if (it == cmd->child) /* after hutch-init's path */
+                cJSON_AddItemToArray(with, cJSON_CreateString("--seccomp"));
+        }
+        cJSON_Delete(cmd);
+        cJSON_AddItemToObject(c, "Cmd", with);
+    }
     cJSON_AddItemToObject(c, "Env", box_environment());
     cJSON_AddStringToObject(c, "User", "1000:1000");
     cJSON_AddStringToObject(c, "WorkingDir", "/work");

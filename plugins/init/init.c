@@ -16,7 +16,13 @@
  *   out   the runner's fd 1
  *   err   the runner's fd 2
  *
- * usage: hutch-init NOFILE FSIZE INTERP [ARG]...   (the runner's command) */
+ * usage: hutch-init [--seccomp] NOFILE FSIZE INTERP [ARG]...
+ *
+ * --seccomp installs hutch's system call filter (plugins/common/filter.c,
+ * the local executor's) in the runner, on top of the container runtime's
+ * own profile: Docker's default allows socket families (vsock) hutch
+ * refuses.  The gVisor executor does not ask for it: its kernel is gVisor's
+ * own. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -33,6 +39,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "filter.h"
 
 #define IO_DIR "/run/hutch/io"
 
@@ -106,6 +114,9 @@ static void set_limit(int res, rlim_t v)
     setrlimit(res, &rl);
 }
 
+static const void *filter_bpf; /* set by --seccomp */
+static size_t filter_len;
+
 __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
 {
     sigset_t none;
@@ -131,6 +142,16 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
     if (chdir("/work") < 0) {
         dprintf(2, "hutch sandbox: /work: %s\n", strerror(errno));
         _exit(127);
+    }
+    if (filter_bpf) {
+        int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0
+                    ? -errno
+                    : filter_apply(filter_bpf, filter_len);
+        if (r < 0) {
+            dprintf(2, "hutch sandbox: installing the seccomp filter: %s\n",
+                    strerror(-r));
+            _exit(127);
+        }
     }
     execv(argv[3], argv + 3);
     dprintf(2, "hutch sandbox: cannot start %s: %s\n", argv[3], strerror(errno));
@@ -171,8 +192,20 @@ int main(int argc, char **argv)
     int fds[NSOCK], sfd;
     sigset_t mask;
 
+    if (argc > 1 && strcmp(argv[1], "--seccomp") == 0) {
+        char why[256];
+        void *bpf;
+        if (filter_build(&bpf, &filter_len, why, sizeof(why)) < 0) {
+            fprintf(stderr, "hutch-init: seccomp filter: %s\n", why);
+            return 126;
+        }
+        filter_bpf = bpf;
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     if (argc < 4) {
-        fprintf(stderr, "usage: hutch-init NOFILE FSIZE INTERP [ARG]...\n");
+        fprintf(stderr, "usage: hutch-init [--seccomp] NOFILE FSIZE INTERP [ARG]...\n");
         return 2;
     }
     for (int i = 0; i < NSOCK; i++) {

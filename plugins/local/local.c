@@ -1,6 +1,7 @@
 /* local.c — the local executor, host side: the plugin entry, cgroups, and
  * driving one sandbox through its control socket.  The processes inside the
- * sandbox live in sandbox.c; the system call filter in seccomp.c.
+ * sandbox live in sandbox.c; the system call filter in
+ * plugins/common/filter.c.
  *
  * Needs no daemon and no privilege: user namespaces give the sandbox its own
  * root to build mounts with.  When hutch runs as root, or the host delegates
@@ -28,6 +29,7 @@
 
 #include "abi.h"
 #include "caps.h"
+#include "filter.h"
 #include "hutch-executor.h"
 #include "sandbox.h"
 
@@ -613,7 +615,7 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
              cfg && cfg->instance_id ? cfg->instance_id : "0");
     {
         char why[256];
-        int r = lsb_seccomp_build(&st->bpf, &st->bpf_len, why, sizeof(why));
+        int r = filter_build(&st->bpf, &st->bpf_len, why, sizeof(why));
         if (r < 0) {
             free(st);
             return hutch_err_set(err, r, "seccomp filter: %s", why);

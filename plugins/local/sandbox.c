@@ -41,6 +41,7 @@
 
 #include "caps.h"
 #include "env.h"
+#include "filter.h"
 #include "sandbox.h"
 
 /* The new root is assembled on a tmpfs mounted over this directory, which
@@ -386,7 +387,7 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
         dprintf(2, "hutch sandbox: landlock: %s\n", errbuf);
         _exit(127);
     }
-    r = lsb_seccomp_apply(p->bpf, p->bpf_len);
+    r = filter_apply(p->bpf, p->bpf_len);
     if (r < 0) {
         dprintf(2, "hutch sandbox: installing the seccomp filter: %s\n", strerror(-r));
         _exit(127);
@@ -426,7 +427,7 @@ static int send_data(void *arg, const void *buf, size_t len)
 /* An empty /work/out sends no tar at all: the core then needs no
  * libarchive for the common run that writes no files.  getdents64 on the
  * stack, not opendir(): nothing in init's common path may allocate (see
- * lsb_seccomp_build). */
+ * filter_build). */
 static int out_is_empty(void)
 {
     int fd = open("/work/out", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

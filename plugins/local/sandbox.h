@@ -1,5 +1,5 @@
 /* sandbox.h — what the local executor's host side (local.c) and sandbox side
- * (sandbox.c, seccomp.c) share: the parameters of one sandbox and the
+ * (sandbox.c, landlock.c) share: the parameters of one sandbox and the
  * framing of the control channel between the plugin and the sandbox's init.
  */
 #ifndef HUTCH_LOCAL_SANDBOX_H
@@ -73,12 +73,6 @@ __attribute__((noreturn)) void lsb_child_main(struct lsb_params *p);
 int lsb_landlock_scope(char *errbuf, size_t len);
 /* The Landlock ABI version of the running kernel, or <= 0 without it. */
 int lsb_landlock_abi(void);
-
-/* Compile the runner's seccomp filter to BPF (caller frees *bpf), once, in
- * hutch's process; install it in a runner (after no_new_privs) without
- * allocating.  0 or -errno. */
-int lsb_seccomp_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len);
-int lsb_seccomp_apply(const void *bpf, size_t bpf_len);
 
 /* Framed I/O on the control socket (blocking). */
 int lsb_send(int fd, uint32_t type, const void *data, size_t len);

@@ -296,4 +296,45 @@ like "empty bounding set" "$S" "CapBnd:\t0000000000000000"
 like "no_new_privs" "$S" "no_new_privs=1"
 like "not root inside" "$S" "1000 1000"
 
+# Socket families are an allow list (unix, IPv4, IPv6, netlink routing):
+# vsock would reach the hypervisor's sockets, outside any network
+# namespace.  The sockets are only created, never bound.
+run_hutch run $PYH -e '
+import socket
+res = {}
+for name, fam, typ in [("vsock", 40, socket.SOCK_STREAM), ("packet", 17, socket.SOCK_RAW),
+                       ("alg", 38, socket.SOCK_SEQPACKET), ("bluetooth", 31, socket.SOCK_STREAM),
+                       ("appletalk", 5, socket.SOCK_DGRAM), ("unspec", 0, socket.SOCK_STREAM),
+                       ("family 63", 63, socket.SOCK_STREAM), ("family 64", 64, socket.SOCK_STREAM)]:
+    try:
+        socket.socket(fam, typ, 0).close()
+        res[name] = "created"
+    except OSError as e:
+        res[name] = e.errno
+try:
+    socket.socketpair(40, socket.SOCK_STREAM)
+    res["vsock pair"] = "created"
+except OSError as e:
+    res["vsock pair"] = e.errno
+for name, fam in [("unix", socket.AF_UNIX), ("inet", socket.AF_INET), ("inet6", socket.AF_INET6)]:
+    socket.socket(fam, socket.SOCK_STREAM).close()
+    res[name] = "created"
+socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()
+res["netlink route"] = "created"
+print(sorted(res.items()))'
+S=$(echo "$OUT" | json stdout)
+is "socket families: the allowed ones work, every other is refused (exit)" \
+    "$(echo "$OUT" | json exit_code)" 0
+for f in vsock "vsock pair" packet alg bluetooth appletalk unspec "family 63" "family 64"; do
+    if [ "$EXECUTOR" = gvisor ]; then
+        # gVisor's own kernel answers: refused is refused, whatever the errno.
+        unlike "socket families: $f refused" "$S" "('$f', 'created')"
+    else
+        like "socket families: $f refused with EAFNOSUPPORT" "$S" "('$f', 97)"
+    fi
+done
+for f in unix inet inet6 "netlink route"; do
+    like "socket families: $f allowed" "$S" "('$f', 'created')"
+done
+
 done_testing
