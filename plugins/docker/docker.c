@@ -334,6 +334,17 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     if (sb->runtime[0])
         cJSON_AddStringToObject(hc, "Runtime", sb->runtime);
     cJSON_AddBoolToObject(hc, "ReadonlyRootfs", 1);
+    /* Docker's default masked paths (which this list replaces), plus what
+     * they leave readable of the host: its kernel's command line and build
+     * configuration, and its boot id.  API 1.38 and later. */
+    cJSON_AddItemToObject(
+        hc, "MaskedPaths",
+        box_str_array((const char *[]){
+            "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys",
+            "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+            "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+            "/sys/devices/virtual/powercap", "/proc/cmdline", "/proc/config.gz",
+            "/proc/sys/kernel/random/boot_id", NULL}));
     cJSON_AddItemToObject(hc, "CapDrop", box_str_array((const char *[]){"ALL", NULL}));
     cJSON_AddItemToObject(hc, "SecurityOpt",
                           box_str_array((const char *[]){"no-new-privileges", NULL}));
