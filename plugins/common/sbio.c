@@ -1,6 +1,7 @@
 /* sbio.c — listening for hutch-init and speaking its ctl protocol (see
  * sbio.h and plugins/init/init.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,8 @@ static void close_listeners(struct sbio *io)
 int sbio_open(struct sbio *io, const char *dir, struct hutch_err *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int r;
+    char path[PATH_MAX];
+    int r, dfd;
 
     memset(io, 0, sizeof(*io));
     for (int i = 0; i < SBIO_NSOCK; i++)
@@ -57,18 +59,34 @@ int sbio_open(struct sbio *io, const char *dir, struct hutch_err *err)
     }
     /* mkdir is subject to the umask; the sandbox user must search it. */
     chmod(dir, 0755);
+    /* Bound through /proc/self/fd/N/: a socket's name is what bind() was
+     * given, and the sandbox sees it in its /proc/net/unix (the server end
+     * of each connection init makes lives in the sandbox's network
+     * namespace and carries the listener's name), so the host's path of
+     * the state directory does not show there. */
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        r = -errno;
+        hutch_err_set(err, r, "opening %s: %s", dir, strerror(-r));
+        sbio_close(io);
+        return r;
+    }
     for (int i = 0; i < SBIO_NSOCK; i++) {
-        sock_path(io, i, sa.sun_path, sizeof(sa.sun_path));
+        sock_path(io, i, path, sizeof(path));
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
+                 names[i]);
         io->lfd[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (io->lfd[i] < 0 ||
             bind(io->lfd[i], (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-            chmod(sa.sun_path, 0666) < 0 || listen(io->lfd[i], 1) < 0) {
+            chmod(path, 0666) < 0 || listen(io->lfd[i], 1) < 0) {
             r = -errno;
-            hutch_err_set(err, r, "listening on %s: %s", sa.sun_path, strerror(-r));
+            hutch_err_set(err, r, "listening on %s: %s", path, strerror(-r));
+            close(dfd);
             sbio_close(io);
             return r;
         }
     }
+    close(dfd);
     return 0;
 }
 

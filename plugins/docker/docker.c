@@ -302,7 +302,20 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     cJSON_AddStringToObject(c, "Image", sb->image);
     cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
-    cJSON_AddItemToObject(c, "Cmd", box_command(cls, BOX_UID, BOX_GID));
+    {
+        /* hutch's own filter in the runner, over Docker's profile (which,
+         * depending on the version, lets vsock and other families through). */
+        cJSON *cmd = box_command(cls, BOX_UID, BOX_GID), *with = cJSON_CreateArray(),
+              *it;
+        cJSON_ArrayForEach(it, cmd)
+        {
+            cJSON_AddItemToArray(with, cJSON_CreateString(it->valuestring));
+            if (it == cmd->child) /* after hutch-init's path */
+                cJSON_AddItemToArray(with, cJSON_CreateString("--seccomp"));
+        }
+        cJSON_Delete(cmd);
+        cJSON_AddItemToObject(c, "Cmd", with);
+    }
     cJSON_AddItemToObject(c, "Env", box_environment());
     /* hutch-init runs as root with the few capabilities it needs (CapAdd
      * below), and runs the program as the sandbox user with none (see
@@ -325,6 +338,17 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     if (sb->runtime[0])
         cJSON_AddStringToObject(hc, "Runtime", sb->runtime);
     cJSON_AddBoolToObject(hc, "ReadonlyRootfs", 1);
+    /* Docker's default masked paths (which this list replaces), plus what
+     * they leave readable of the host: its kernel's command line and build
+     * configuration, and its boot id.  API 1.38 and later. */
+    cJSON_AddItemToObject(
+        hc, "MaskedPaths",
+        box_str_array((const char *[]){
+            "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys",
+            "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+            "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+            "/sys/devices/virtual/powercap", "/proc/cmdline", "/proc/config.gz",
+            "/proc/sys/kernel/random/boot_id", NULL}));
     cJSON_AddItemToObject(hc, "CapDrop", box_str_array((const char *[]){"ALL", NULL}));
     cJSON_AddItemToObject(hc, "CapAdd",
                           box_str_array((const char *[]){BOX_INIT_CAPS, NULL}));

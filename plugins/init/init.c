@@ -40,8 +40,14 @@
  * init itself was given: the plugin asks for the same one, but a container
  * engine adds its own (Docker sets HOSTNAME, an image may carry ENV lines).
  *
- * usage: hutch-init UID:GID NOFILE FSIZE INTERP [ARG]...
- *        (the sandbox user, its limits, the runner's command) */
+ * usage: hutch-init [--seccomp] UID:GID NOFILE FSIZE INTERP [ARG]...
+ *        (the sandbox user, its limits, the runner's command)
+ *
+ * --seccomp installs hutch's system call filter (plugins/common/filter.c,
+ * the local executor's) in the runner, on top of the container runtime's
+ * own profile: Docker's default allows socket families (vsock) hutch
+ * refuses.  The gVisor executor does not ask for it: its kernel is gVisor's
+ * own. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -63,6 +69,7 @@
 #include <unistd.h>
 
 #include "../common/env.h"
+#include "filter.h"
 
 #define IO_DIR "/run/hutch/io"
 
@@ -194,6 +201,9 @@ static int drop_to_user(void)
     return 0;
 }
 
+static const void *filter_bpf; /* set by --seccomp */
+static size_t filter_len;
+
 __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
 {
     sigset_t none;
@@ -226,6 +236,16 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
     if (chdir("/work") < 0 || (mkdir("/work/out", 0755) < 0 && errno != EEXIST)) {
         dprintf(2, "hutch sandbox: /work: %s\n", strerror(errno));
         _exit(127);
+    }
+    if (filter_bpf) {
+        int r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0
+                    ? -errno
+                    : filter_apply(filter_bpf, filter_len);
+        if (r < 0) {
+            dprintf(2, "hutch sandbox: installing the seccomp filter: %s\n",
+                    strerror(-r));
+            _exit(127);
+        }
     }
     execve(argv[4], argv + 4, (char *const *)hutch_sandbox_env);
     dprintf(2, "hutch sandbox: cannot start %s: %s\n", argv[4], strerror(errno));
@@ -306,8 +326,21 @@ int main(int argc, char **argv)
     int fds[NSOCK], sfd, devnull;
     sigset_t mask;
 
+    if (argc > 1 && strcmp(argv[1], "--seccomp") == 0) {
+        char why[256];
+        void *bpf;
+        if (filter_build(&bpf, &filter_len, why, sizeof(why)) < 0) {
+            fprintf(stderr, "hutch-init: seccomp filter: %s\n", why);
+            return 126;
+        }
+        filter_bpf = bpf;
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     if (argc < 5 || parse_user(argv[1]) < 0) {
-        fprintf(stderr, "usage: hutch-init UID:GID NOFILE FSIZE INTERP [ARG]...\n");
+        fprintf(stderr,
+                "usage: hutch-init [--seccomp] UID:GID NOFILE FSIZE INTERP [ARG]...\n");
         return 2;
     }
     if (take_environment() < 0)

@@ -1,6 +1,7 @@
 /* local.c — the local executor, host side: the plugin entry, cgroups, and
  * driving one sandbox through its control socket.  The processes inside the
- * sandbox live in sandbox.c; the system call filter in seccomp.c.
+ * sandbox live in sandbox.c; the system call filter in
+ * plugins/common/filter.c.
  *
  * Needs no daemon and no privilege: user namespaces give the sandbox its own
  * root to build mounts with.  When hutch runs as root, or the host delegates
@@ -9,16 +10,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/nsfs.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -28,6 +25,7 @@
 
 #include "abi.h"
 #include "caps.h"
+#include "filter.h"
 #include "hutch-executor.h"
 #include "sandbox.h"
 
@@ -43,7 +41,8 @@ struct cgroup_set {
 
 struct local_state {
     const struct hutch_host *host;
-    int netns_fd; /* shared empty network namespace, or -1 */
+    int landlock;     /* Landlock can scope the runner (ABI 6) */
+    uint32_t id_base; /* as root: the sandboxes' host uids, see sandbox.h */
     char instance[64];
     struct cgroup_set cg;
     unsigned long seq; /* atomic: sandboxes start on many threads */
@@ -406,123 +405,6 @@ static int cg_oom(struct local_sandbox *sb)
     return 0;
 }
 
-/* --- the shared empty network namespace -------------------------------------
- *
- * Creating a network namespace per sandbox costs 1 ms when the machine is
- * quiet and up to 20 ms under churn: the kernel serialises creation with
- * the cleanup of the namespaces of earlier runs.  As root, sandboxes join
- * one persistent namespace instead, which has only a loopback device that
- * stays down (bringing it up needs CAP_NET_ADMIN over the host's user
- * namespace).  What sandboxes could share there, Landlock scoping closes
- * (abstract unix sockets, signals) and seccomp closes (netlink families
- * beyond routing).  Without root or without Landlock scoping (Linux 6.12),
- * each sandbox gets a namespace of its own. */
-
-#define NETNS_DIR  "/run/hutch"
-#define NETNS_PATH NETNS_DIR "/netns-empty"
-
-static int netns_check(int fd)
-{
-    struct stat a, b;
-    int uns;
-    if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET)
-        return -EINVAL;
-    uns = ioctl(fd, NS_GET_USERNS);
-    if (uns < 0)
-        return -errno;
-    /* Owned by the host's user namespace: no sandbox can configure it. */
-    if (fstat(uns, &a) < 0 || stat("/proc/self/ns/user", &b) < 0 ||
-        a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
-        close(uns);
-        return -EPERM;
-    }
-    close(uns);
-    return 0;
-}
-
-static int netns_create(void)
-{
-    int sync[2], fd, r = 0;
-    char path[64], c;
-    pid_t pid;
-
-    fd = open(NETNS_PATH, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
-    if (fd < 0)
-        return -errno;
-    close(fd);
-    if (pipe2(sync, O_CLOEXEC) < 0)
-        return -errno;
-    pid = fork();
-    if (pid < 0) {
-        r = -errno;
-        close(sync[0]);
-        close(sync[1]);
-        return r;
-    }
-    if (pid == 0) {
-        close(sync[0]);
-        c = unshare(CLONE_NEWNET) < 0 ? 'e' : 'k';
-        if (write(sync[1], &c, 1) != 1)
-            _exit(1);
-        pause();
-        _exit(0);
-    }
-    close(sync[1]);
-    if (read(sync[0], &c, 1) != 1 || c != 'k')
-        r = -EPERM;
-    snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
-    if (r == 0 && mount(path, NETNS_PATH, NULL, MS_BIND, NULL) < 0)
-        r = -errno;
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    close(sync[0]);
-    return r;
-}
-
-static int netns_open(const struct hutch_host *host)
-{
-    struct stat st;
-    int fd, lock, r;
-
-    if (geteuid() != 0 || lsb_landlock_abi() < 6)
-        return -1;
-    if (mkdir(NETNS_DIR, 0755) < 0 && errno != EEXIST)
-        return -1;
-    if (lstat(NETNS_DIR, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
-        (st.st_mode & 022))
-        return -1;
-    lock =
-        open(NETNS_DIR "/netns.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (lock < 0 || flock(lock, LOCK_EX) < 0) {
-        if (lock >= 0)
-            close(lock);
-        return -1;
-    }
-    fd = open(NETNS_PATH, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0 && netns_check(fd) < 0) {
-        /* Left by a crash between create and mount: a plain file. */
-        close(fd);
-        fd = -1;
-        umount2(NETNS_PATH, MNT_DETACH);
-        unlink(NETNS_PATH);
-    }
-    if (fd < 0) {
-        r = netns_create();
-        if (r == 0)
-            fd = open(NETNS_PATH, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0 || netns_check(fd) < 0) {
-            host->log(HUTCH_LOG_INFO, "local",
-                      "no shared network namespace (%s): one per sandbox",
-                      strerror(r < 0 ? -r : errno));
-            if (fd >= 0)
-                close(fd);
-            fd = -1;
-        }
-    }
-    close(lock);
-    return fd;
-}
-
 /* --- interpreters --------------------------------------------------------- */
 
 /* The real interpreter binary, never a shim from $PATH (pyenv, asdf…): only
@@ -613,14 +495,34 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
              cfg && cfg->instance_id ? cfg->instance_id : "0");
     {
         char why[256];
-        int r = lsb_seccomp_build(&st->bpf, &st->bpf_len, why, sizeof(why));
+        int r = filter_build(&st->bpf, &st->bpf_len, why, sizeof(why));
         if (r < 0) {
             free(st);
             return hutch_err_set(err, r, "seccomp filter: %s", why);
         }
     }
     cgroup_detect(&st->cg);
-    st->netns_fd = netns_open(host);
+    st->landlock = lsb_landlock_abi() >= 6;
+    st->id_base = LSB_HOST_ID_BASE;
+    {
+        const char *env = getenv("HUTCH_LOCAL_UID_BASE");
+        char *end;
+        unsigned long v;
+        if (env && *env) {
+            errno = 0;
+            v = strtoul(env, &end, 0);
+            if (errno || *end || v < 65536 || v > 0xfffffffeul - LSB_HOST_ID_RANGE) {
+                free(st->bpf);
+                free(st);
+                return hutch_err_set(err, -EINVAL,
+                                     "HUTCH_LOCAL_UID_BASE=%s: want a uid from 65536 "
+                                     "to %lu, the first of %u unused host uids",
+                                     env, 0xfffffffeul - LSB_HOST_ID_RANGE,
+                                     LSB_HOST_ID_RANGE);
+            }
+            st->id_base = (uint32_t)v;
+        }
+    }
     {
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/task/%d/children", getpid(), getpid());
@@ -635,8 +537,6 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
 static void local_close(void *state)
 {
     struct local_state *st = state;
-    if (st && st->netns_fd >= 0)
-        close(st->netns_fd);
     if (st)
         free(st->bpf);
     free(st);
@@ -761,10 +661,12 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, "-"));
 
     p.host = st->host;
-    p.language = cls->language;
     r = find_interp(cls->language, p.interp, sizeof(p.interp), err);
     if (r < 0)
         goto fail;
+    /* Not cls->language itself: it may point into hutch's argv, which the
+     * sandbox overwrites (see hide_argv in sandbox.c). */
+    p.language = strcmp(cls->language, "python") == 0 ? "python" : "javascript";
     snprintf(p.runner, sizeof(p.runner), "%s",
              strcmp(cls->language, "python") == 0 ? "runner.py" : "runner.js");
     if (!realpath(st->host->runner_dir, p.runner_dir)) {
@@ -774,6 +676,7 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
         goto fail;
     }
     p.is_root = geteuid() == 0;
+    p.id_base = st->id_base;
     p.memory_bytes =
         cls->memory_bytes ? cls->memory_bytes : (uint64_t)HUTCH_DEFAULT_MEMORY_MB << 20;
     p.work_bytes =
@@ -806,7 +709,7 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
                           strerror(errno));
         goto fail;
     }
-    p.netns_fd = st->netns_fd;
+    p.landlock = st->landlock;
     p.bpf = st->bpf;
     p.bpf_len = st->bpf_len;
     p.ctrl_fd = ctrl[1];
@@ -859,12 +762,14 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
         hutch_err_set(err, r, "moving the sandbox into its cgroup: %s", strerror(-r));
         goto fail;
     }
-    snprintf(map, sizeof(map), "%d %d 1\n", LSB_UID,
-             p.is_root ? LSB_ROOT_MAP_UID : (int)geteuid());
+    /* As root, the sandbox user is the host uid C1 switched to (see
+     * LSB_HOST_ID_BASE); otherwise hutch's own user. */
+    snprintf(map, sizeof(map), "%d %u 1\n", LSB_UID,
+             p.is_root ? p.id_base + (unsigned)sb->c1 : (unsigned)geteuid());
     if ((r = write_map(sb->c1, "uid_map", map)) < 0 ||
         (r = write_map(sb->c1, "setgroups", "deny")) < 0 ||
-        (snprintf(map, sizeof(map), "%d %d 1\n", LSB_GID,
-                  p.is_root ? LSB_ROOT_MAP_GID : (int)getegid()),
+        (snprintf(map, sizeof(map), "%d %u 1\n", LSB_GID,
+                  p.is_root ? p.id_base + (unsigned)sb->c1 : (unsigned)getegid()),
          (r = write_map(sb->c1, "gid_map", map)) < 0)) {
         hutch_err_set(err, r, "writing the sandbox's uid/gid map: %s", strerror(-r));
         goto fail;

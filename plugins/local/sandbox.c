@@ -1,7 +1,9 @@
 /* sandbox.c — the local executor's sandbox side: everything that runs after
  * fork() in the child processes.
  *
- *   hutch ── fork ──> C1: unshare(user, mount, pid, net, ipc, uts);
+ *   hutch ── fork ──> C1: hides hutch's argv, opens the runners, becomes
+ *                         the sandbox's host uid (as root), then
+ *                         unshare(user, mount, pid, net, ipc, uts, cgroup);
  *                         waits for the host to write its uid/gid maps and
  *                         put it into the sandbox's cgroups
  *                     ── fork ──> init (pid 1): builds the root file system,
@@ -20,6 +22,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -27,11 +30,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -41,6 +47,7 @@
 
 #include "caps.h"
 #include "env.h"
+#include "filter.h"
 #include "sandbox.h"
 
 /* The new root is assembled on a tmpfs mounted over this directory, which
@@ -235,6 +242,105 @@ static void bind_dev(struct lsb_params *p, const char *name)
         fail(p, "sandbox set-up: binding %s: %s", src, strerror(errno));
 }
 
+/* The runners are copied into the sandbox rather than bind-mounted: the
+ * directory was opened by C1 in the host's mount namespace (as hutch's user,
+ * before it became the sandbox's), which a bind mount from here may not
+ * use, and a bind mount would show the host's path in
+ * /proc/self/mountinfo.  Regular files only, and `depth` levels of
+ * directories (__pycache__).  Nothing here allocates (see out_is_empty). */
+static void copy_dir(struct lsb_params *p, int from, const char *to, int depth)
+{
+    char buf[4096], path[PATH_MAX];
+    int dfd = openat(from, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    long n;
+
+    if (dfd < 0)
+        fail(p, "sandbox set-up: reading the runner directory: %s", strerror(errno));
+    while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+        for (long off = 0; off < n;) {
+            struct {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *de = (void *)(buf + off);
+            struct stat st;
+            off += de->reclen;
+            if (strcmp(de->name, ".") == 0 || strcmp(de->name, "..") == 0 ||
+                fstatat(dfd, de->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+            if (snprintf(path, sizeof(path), "%s/%s", to, de->name) >=
+                (int)sizeof(path))
+                fail(p, "sandbox set-up: runner path too long: %s", de->name);
+            if (S_ISDIR(st.st_mode) && depth > 0) {
+                int sub = openat(dfd, de->name,
+                                 O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub < 0 || mkdir(path, 0755) < 0)
+                    fail(p, "sandbox set-up: copying %s: %s", de->name,
+                         strerror(errno));
+                copy_dir(p, sub, path, depth - 1);
+                close(sub);
+            } else if (S_ISREG(st.st_mode)) {
+                int in = openat(dfd, de->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+                off_t left = st.st_size;
+                ssize_t w = 0;
+                while (in >= 0 && out >= 0 && left > 0 &&
+                       (w = sendfile(out, in, NULL, (size_t)left)) > 0)
+                    left -= w;
+                if (in < 0 || out < 0 || w < 0)
+                    fail(p, "sandbox set-up: copying the runner %s: %s", de->name,
+                         strerror(errno));
+                close(in);
+                close(out);
+            }
+        }
+    }
+    if (n < 0)
+        fail(p, "sandbox set-up: reading the runner directory: %s", strerror(errno));
+    close(dfd);
+}
+
+/* What of /proc a Docker container hides, the sandbox does not see either
+ * (masked: an empty read-only tmpfs over a directory, /dev/null over a
+ * file; the rest read-only), plus what Docker leaves: the host kernel's
+ * command line, its build configuration and the boot id.  Entries this
+ * kernel lacks are skipped. */
+static void mask_proc(struct lsb_params *p)
+{
+    static const char *const masked[] = {
+        "acpi",          "asound",     "kcore",       "keys",
+        "latency_stats", "timer_list", "timer_stats", "sched_debug",
+        "scsi",          "cmdline",    "config.gz",   "sys/kernel/random/boot_id"};
+    static const char *const read_only[] = {"bus", "fs", "irq", "sys", "sysrq-trigger"};
+    char path[128];
+    struct stat st;
+
+    for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++) {
+        snprintf(path, sizeof(path), NEWROOT "/proc/%s", masked[i]);
+        if (lstat(path, &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode)
+                ? mount("tmpfs", path, "tmpfs",
+                        MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                        "size=4k,mode=0555") < 0
+                : mount(NEWROOT "/dev/null", path, NULL, MS_BIND, NULL) < 0)
+            fail(p, "sandbox set-up: masking /proc/%s: %s", masked[i], strerror(errno));
+    }
+    for (size_t i = 0; i < sizeof(read_only) / sizeof(read_only[0]); i++) {
+        snprintf(path, sizeof(path), NEWROOT "/proc/%s", read_only[i]);
+        if (lstat(path, &st) < 0)
+            continue;
+        if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+            mount(NULL, path, NULL,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  NULL) < 0)
+            fail(p, "sandbox set-up: making /proc/%s read-only: %s", read_only[i],
+                 strerror(errno));
+    }
+}
+
 static void build_root(struct lsb_params *p, int runner_fd)
 {
     static const char *const top[] = {"usr",   "bin",   "sbin",  "lib",
@@ -242,11 +348,8 @@ static void build_root(struct lsb_params *p, int runner_fd)
     static const char *const devs[] = {"null", "zero", "full", "random", "urandom"};
     char passwd[256], group[256];
 
-    char runner_src[64];
-
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         fail(p, "sandbox set-up: making mounts private: %s", strerror(errno));
-    snprintf(runner_src, sizeof(runner_src), "/proc/self/fd/%d", runner_fd);
     mount_tmpfs(p, NEWROOT, 4u << 20, "mode=0755", 0);
     for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
         add_toplevel(p, top[i]);
@@ -290,6 +393,8 @@ static void build_root(struct lsb_params *p, int runner_fd)
         0)
         fail(p, "sandbox set-up: mounting /proc: %s", strerror(errno));
 
+    mask_proc(p);
+
     mkdir_or_die(p, NEWROOT "/tmp", 01777);
     mount_tmpfs(p, NEWROOT "/tmp", p->tmp_bytes, "mode=1777", 0);
 
@@ -302,8 +407,12 @@ static void build_root(struct lsb_params *p, int runner_fd)
 
     mkdir_or_die(p, NEWROOT "/run", 0755);
     mkdir_or_die(p, NEWROOT "/run/hutch", 0755);
-    bind_ro(p, runner_src, NEWROOT "/run/hutch");
+    mount_tmpfs(p, NEWROOT "/run/hutch", LSB_RUNNER_BYTES, "mode=0755", MS_NOEXEC);
+    copy_dir(p, runner_fd, NEWROOT "/run/hutch", 1);
     close(runner_fd);
+    if (mount(NULL, NEWROOT "/run/hutch", NULL,
+              MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        fail(p, "sandbox set-up: making /run/hutch read-only: %s", strerror(errno));
 
     if (chdir(NEWROOT) < 0)
         fail(p, "sandbox set-up: chdir: %s", strerror(errno));
@@ -318,6 +427,29 @@ static void build_root(struct lsb_params *p, int runner_fd)
     if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
               NULL) < 0)
         fail(p, "sandbox set-up: making / read-only: %s", strerror(errno));
+}
+
+/* --- network ------------------------------------------------------------ */
+
+/* Each sandbox has a network namespace of its own, owned by its user
+ * namespace: nothing but a loopback device, brought up so that a program
+ * may talk to itself over 127.0.0.1 (as in a Docker container without a
+ * network).  Nothing there is shared with the host or another sandbox. */
+static void loopback_up(struct lsb_params *p)
+{
+    struct ifreq ifr;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        fail(p, "sandbox set-up: socket: %s", strerror(errno));
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+        fail(p, "sandbox set-up: loopback flags: %s", strerror(errno));
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+        fail(p, "sandbox set-up: bringing loopback up: %s", strerror(errno));
+    close(fd);
 }
 
 /* --- privileges -------------------------------------------------------- */
@@ -373,6 +505,7 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
               (p->work_bytes > p->tmp_bytes ? p->work_bytes : p->tmp_bytes) +
                   (1u << 20));
     set_limit(RLIMIT_MSGQUEUE, 0);
+    set_limit(RLIMIT_SIGPENDING, HUTCH_SANDBOX_SIGPENDING);
     if (!p->have_pidscg)
         set_limit(RLIMIT_NPROC, p->pids_max);
     if (!p->have_memcg && p->memory_bytes)
@@ -382,11 +515,11 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
                                  ? p->memory_bytes + (8ull << 30)
                                  : p->memory_bytes);
 
-    if (p->netns_fd >= 0 && lsb_landlock_scope(errbuf, sizeof(errbuf)) < 0) {
+    if (p->landlock && lsb_landlock_scope(errbuf, sizeof(errbuf)) < 0) {
         dprintf(2, "hutch sandbox: landlock: %s\n", errbuf);
         _exit(127);
     }
-    r = lsb_seccomp_apply(p->bpf, p->bpf_len);
+    r = filter_apply(p->bpf, p->bpf_len);
     if (r < 0) {
         dprintf(2, "hutch sandbox: installing the seccomp filter: %s\n", strerror(-r));
         _exit(127);
@@ -426,7 +559,7 @@ static int send_data(void *arg, const void *buf, size_t len)
 /* An empty /work/out sends no tar at all: the core then needs no
  * libarchive for the common run that writes no files.  getdents64 on the
  * stack, not opendir(): nothing in init's common path may allocate (see
- * lsb_seccomp_build). */
+ * filter_build). */
 static int out_is_empty(void)
 {
     int fd = open("/work/out", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -519,7 +652,7 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
     struct hutch_err err = HUTCH_ERR_INIT;
-    int ctrl = p->ctrl_fd, devnull, sfd, runner_fd, runner_done = 0;
+    int ctrl = p->ctrl_fd, devnull, sfd, runner_done = 0;
     sigset_t mask;
     pid_t runner;
 
@@ -531,20 +664,14 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
     if (sfd < 0)
         fail(p, "sandbox set-up: signalfd: %s", strerror(errno));
     sethostname("hutch", 5);
-    /* The runner directory may live under NEWROOT on the host (a build tree
-     * in /tmp) or under a directory the sandbox user cannot search (/root):
-     * hold it by fd before the tmpfs hides it and before the switch below. */
-    runner_fd = open(p->runner_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (runner_fd < 0)
-        fail(p, "sandbox set-up: runner directory %s: %s", p->runner_dir,
-             strerror(errno));
+    loopback_up(p);
     /* Become the sandbox user now: files and mounts made below must belong
      * to an id mapped in this user namespace (host root is not).  The
      * capabilities of the namespace stay until drop_privileges(). */
     if (setresgid(LSB_GID, LSB_GID, LSB_GID) < 0 ||
         setresuid(LSB_UID, LSB_UID, LSB_UID) < 0)
         fail(p, "sandbox set-up: switching to uid %d: %s", LSB_UID, strerror(errno));
-    build_root(p, runner_fd);
+    build_root(p, p->runner_fd);
     drop_privileges(p);
     /* Not dumpable: the program runs as the same uid and must not be able
      * to ptrace init or read its memory through /proc. */
@@ -665,6 +792,43 @@ static void close_others(int *keep, size_t n)
     }
 }
 
+/* init is a fork of hutch that never execs (it unpacks and packs files with
+ * hutch's code): its /proc/PID/cmdline, which every process of the sandbox
+ * may read, would be hutch's own argv (--out, --servers, --policy paths,
+ * serve's flags).  Those strings live in this process's private copy of
+ * hutch's stack, between the arg_start and arg_end of /proc/self/stat:
+ * overwrite them here, in C1, before init is forked.  Overwriting is what
+ * works unprivileged too (PR_SET_MM needs CAP_SYS_RESOURCE), and an exec
+ * would lose hutch's code.  The environment is not shown: init is not
+ * dumpable, so /proc/1/environ is closed. */
+static void hide_argv(void)
+{
+    char buf[2048], *c;
+    unsigned long start = 0, end = 0;
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), field = 2;
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    c = strrchr(buf, ')'); /* the command name may hold spaces */
+    for (; c && *c; c++) {
+        if (*c != ' ')
+            continue;
+        field++;
+        if (field == 48)
+            start = strtoul(c + 1, NULL, 10);
+        else if (field == 49)
+            end = strtoul(c + 1, NULL, 10);
+    }
+    if (start && end > start) {
+        memset((void *)start, 0, end - start);
+        memcpy((void *)start, "init", end - start < 5 ? end - start : 5);
+    }
+}
+
 void lsb_child_main(struct lsb_params *p)
 {
     pid_t init;
@@ -672,22 +836,29 @@ void lsb_child_main(struct lsb_params *p)
     char go;
 
     {
-        int keep[] = {p->ctrl_fd, p->sync_fd, p->chan_fd,
-                      p->out_fd,  p->err_fd,  p->netns_fd};
+        int keep[] = {p->ctrl_fd, p->sync_fd, p->chan_fd, p->out_fd, p->err_fd};
         close_others(keep, sizeof(keep) / sizeof(keep[0]));
     }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (p->is_root && setgroups(0, NULL) < 0)
-        die(p->sync_fd, LSB_FAIL, "sandbox set-up: setgroups: %s", strerror(errno));
-    /* Joining the shared empty network namespace needs the host privilege
-     * we still have before the user namespace. */
-    if (p->netns_fd >= 0 && setns(p->netns_fd, CLONE_NEWNET) < 0)
-        die(p->sync_fd, LSB_FAIL, "joining the empty network namespace: %s",
-            strerror(errno));
-    if (p->netns_fd >= 0)
-        close(p->netns_fd);
+    hide_argv();
+    /* The runner directory may live under NEWROOT on the host (a build tree
+     * in /tmp) or under a directory the sandbox user cannot search (/root):
+     * hold it by fd while still hutch's user, before the tmpfs hides it. */
+    p->runner_fd = open(p->runner_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (p->runner_fd < 0)
+        die(p->sync_fd, LSB_FAIL, "sandbox set-up: runner directory %s: %s",
+            p->runner_dir, strerror(errno));
+    if (p->is_root) {
+        uid_t id = p->id_base + (uid_t)getpid();
+        if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 ||
+            setresuid(id, id, id) < 0)
+            die(p->sync_fd, LSB_FAIL, "sandbox set-up: switching to host uid %u: %s",
+                (unsigned)id, strerror(errno));
+        /* A change of uid clears the parent-death signal. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    }
     if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-                CLONE_NEWUTS | (p->netns_fd >= 0 ? 0 : CLONE_NEWNET)) < 0)
+                CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
         die(p->sync_fd, LSB_FAIL,
             "cannot create namespaces: %s (is kernel.unprivileged_userns_clone or "
             "user.max_user_namespaces disabled? see 'hutch doctor')",
@@ -710,6 +881,7 @@ void lsb_child_main(struct lsb_params *p)
     close(p->chan_fd);
     close(p->out_fd);
     close(p->err_fd);
+    close(p->runner_fd);
     while (waitpid(init, &status, 0) < 0 && errno == EINTR)
         ;
     _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));

@@ -1,5 +1,5 @@
 /* sandbox.h — what the local executor's host side (local.c) and sandbox side
- * (sandbox.c, seccomp.c) share: the parameters of one sandbox and the
+ * (sandbox.c, landlock.c) share: the parameters of one sandbox and the
  * framing of the control channel between the plugin and the sandbox's init.
  */
 #ifndef HUTCH_LOCAL_SANDBOX_H
@@ -15,9 +15,19 @@
 /* uid/gid of the program inside the sandbox. */
 #define LSB_UID 1000
 #define LSB_GID 1000
-/* Host uid the sandbox user maps to when hutch runs as root. */
-#define LSB_ROOT_MAP_UID 65534
-#define LSB_ROOT_MAP_GID 65534
+/* When hutch runs as root, the sandbox user is a host uid (and gid) of its
+ * own: LSB_HOST_ID_BASE plus the host pid of the sandbox's first process
+ * (C1), unique among the sandboxes alive on the host.  C1 becomes that uid
+ * before it creates the user namespace, so the kernel charges the
+ * sandbox's per-user counts (inotify instances, pending signals, user
+ * namespaces…) to it, never to root nor to another sandbox.  The default
+ * base is in a range no distribution allocates (systemd's "unused"
+ * 0x70000000…); HUTCH_LOCAL_UID_BASE moves it. */
+#define LSB_HOST_ID_BASE  0x70000000u
+#define LSB_HOST_ID_RANGE 4194304u /* PID_MAX_LIMIT on 64-bit Linux */
+
+/* Size of the tmpfs the runners are copied into, at /run/hutch. */
+#define LSB_RUNNER_BYTES (16u << 20)
 
 /* Control frames: a fixed header then `len` payload bytes. */
 enum lsb_frame {
@@ -48,6 +58,8 @@ struct lsb_params {
     char runner_dir[PATH_MAX]; /* host dir bound at /run/hutch */
     const char *language;
     int is_root;        /* hutch runs as host root */
+    uint32_t id_base;   /* with is_root: see LSB_HOST_ID_BASE */
+    int runner_fd;      /* C1 opens runner_dir (O_PATH) for init */
     int ctrl_fd;        /* child end of the control socket */
     int sync_fd;        /* child end of the start-up sync socket */
     int chan_fd;        /* runner end of the wire channel */
@@ -57,7 +69,7 @@ struct lsb_params {
     uint64_t tmp_bytes;
     uint32_t pids_max;
     uint32_t open_files;
-    int netns_fd;    /* shared empty netns to join, -1: a new one */
+    int landlock;    /* scope the runner with Landlock */
     const void *bpf; /* the compiled seccomp filter */
     size_t bpf_len;
     int have_memcg;  /* memory limit enforced by a cgroup */
@@ -68,17 +80,11 @@ struct lsb_params {
 __attribute__((noreturn)) void lsb_child_main(struct lsb_params *p);
 
 /* Scope the runner with Landlock so it can neither connect to abstract unix
- * sockets nor signal processes outside its own sandbox: what makes sharing
- * one empty network namespace between sandboxes safe.  0 or -errno. */
+ * sockets nor signal processes outside its own sandbox (its network and pid
+ * namespaces already say so: a second wall).  0 or -errno. */
 int lsb_landlock_scope(char *errbuf, size_t len);
 /* The Landlock ABI version of the running kernel, or <= 0 without it. */
 int lsb_landlock_abi(void);
-
-/* Compile the runner's seccomp filter to BPF (caller frees *bpf), once, in
- * hutch's process; install it in a runner (after no_new_privs) without
- * allocating.  0 or -errno. */
-int lsb_seccomp_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len);
-int lsb_seccomp_apply(const void *bpf, size_t bpf_len);
 
 /* Framed I/O on the control socket (blocking). */
 int lsb_send(int fd, uint32_t type, const void *data, size_t len);

@@ -50,7 +50,18 @@ if [ "$EXECUTOR" = gvisor ]; then
     kill "$cgpid"
     wait "$cgpid" 2>/dev/null
 else
-    run_hutch run --lang python -e 'print(open("/proc/self/cgroup").read())'
+    # Seen from the host: inside, a cgroup namespace hides the path.
+    "$HUTCH" run --lang python -e 'import os; os.execv("/usr/bin/sleep", ["sleep", "4'$$'"])' \
+        >/dev/null 2>&1 </dev/null &
+    cgpid=$!
+    sbpid=""
+    while kill -0 "$cgpid" 2>/dev/null && [ -z "$sbpid" ]; do
+        sleep 0.1
+        sbpid=$(pgrep -f "^sleep 4$$\$" | head -1)
+    done
+    OUT=$(cat "/proc/${sbpid:-0}/cgroup" 2>/dev/null)
+    kill "$cgpid"
+    wait "$cgpid" 2>/dev/null
 fi
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     like "the sandbox is below the outer guard" \
@@ -317,5 +328,180 @@ like "no_new_privs" "$S" "no_new_privs=1"
 like "not root inside" "$S" "1000 1000"
 
 is_local || . "$HUTCH_SRCDIR/tests/hostile/init.sh"
+
+# Socket families are an allow list (unix, IPv4, IPv6, netlink routing):
+# vsock would reach the hypervisor's sockets, outside any network
+# namespace.  The sockets are only created, never bound.
+run_hutch run $PYH -e '
+import socket
+res = {}
+for name, fam, typ in [("vsock", 40, socket.SOCK_STREAM), ("packet", 17, socket.SOCK_RAW),
+                       ("alg", 38, socket.SOCK_SEQPACKET), ("bluetooth", 31, socket.SOCK_STREAM),
+                       ("appletalk", 5, socket.SOCK_DGRAM), ("unspec", 0, socket.SOCK_STREAM),
+                       ("family 63", 63, socket.SOCK_STREAM), ("family 64", 64, socket.SOCK_STREAM)]:
+    try:
+        socket.socket(fam, typ, 0).close()
+        res[name] = "created"
+    except OSError as e:
+        res[name] = e.errno
+try:
+    socket.socketpair(40, socket.SOCK_STREAM)
+    res["vsock pair"] = "created"
+except OSError as e:
+    res["vsock pair"] = e.errno
+for name, fam in [("unix", socket.AF_UNIX), ("inet", socket.AF_INET), ("inet6", socket.AF_INET6)]:
+    socket.socket(fam, socket.SOCK_STREAM).close()
+    res[name] = "created"
+socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()
+res["netlink route"] = "created"
+print(sorted(res.items()))'
+S=$(echo "$OUT" | json stdout)
+is "socket families: the allowed ones work, every other is refused (exit)" \
+    "$(echo "$OUT" | json exit_code)" 0
+for f in vsock "vsock pair" packet alg bluetooth appletalk unspec "family 63" "family 64"; do
+    if [ "$EXECUTOR" = gvisor ]; then
+        # gVisor's own kernel answers: refused is refused, whatever the errno.
+        unlike "socket families: $f refused" "$S" "('$f', 'created')"
+    else
+        like "socket families: $f refused with EAFNOSUPPORT" "$S" "('$f', 97)"
+    fi
+done
+for f in unix inet inet6 "netlink route"; do
+    like "socket families: $f allowed" "$S" "('$f', 'created')"
+done
+
+# Each sandbox has a network namespace of its own: a second sandbox neither
+# sees the first one's listeners (/proc/net/tcp, /proc/net/unix) nor finds
+# their port or abstract name taken.
+"$HUTCH" run --lang python --timeout 60000 -e '
+import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 47011)); s.listen()
+u = socket.socket(socket.AF_UNIX); u.bind("\0hutch-hostile-squat"); u.listen()
+print("bound", flush=True)
+time.sleep(50)' >"$T/squat.out" 2>&1 </dev/null &
+SQPID=$!
+while kill -0 "$SQPID" 2>/dev/null && ! grep -q bound "$T/squat.out"; do sleep 0.1; done
+like "own network namespace: the first sandbox holds 127.0.0.1:47011 and an abstract name" \
+    "$(cat "$T/squat.out")" "bound"
+run_hutch run $PYH -e '
+import socket
+res = {"tcp listed": ":B7A3 " in open("/proc/net/tcp").read(),
+       "unix listed": "@hutch-hostile-squat" in open("/proc/net/unix").read()}
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", 47011)); s.listen(); res["tcp bind"] = "ok"
+except OSError as e:
+    res["tcp bind"] = e.errno
+u = socket.socket(socket.AF_UNIX)
+try:
+    u.bind("\0hutch-hostile-squat"); res["unix bind"] = "ok"
+except OSError as e:
+    res["unix bind"] = e.errno
+print(sorted(res.items()))'
+kill "$SQPID" 2>/dev/null
+wait "$SQPID" 2>/dev/null
+S=$(echo "$OUT" | json stdout)
+like "own network namespace: the port is free in a second sandbox" "$S" "('tcp bind', 'ok')"
+like "own network namespace: the abstract name is free too" "$S" "('unix bind', 'ok')"
+like "own network namespace: /proc/net/tcp does not list the other's listener" "$S" \
+    "('tcp listed', False)"
+like "own network namespace: /proc/net/unix does not list the other's name" "$S" \
+    "('unix listed', False)"
+assert_clean "two sandboxes on one port"
+
+# Per-user kernel quotas: a sandbox that takes every inotify instance and
+# queues timers until refused must not take them from the host's root (the
+# local executor as root gives each sandbox a host uid of its own).
+"$HUTCH" run --lang python --timeout 60000 -e '
+import ctypes, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+class sigevent(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int),
+                ("notify", ctypes.c_int), ("pad", ctypes.c_byte * 48)]
+fds = timers = 0
+while libc.inotify_init1(0) >= 0 and fds < 10000:
+    fds += 1
+e1 = ctypes.get_errno()
+tid = ctypes.c_void_p()
+while timers < 4096 and libc.timer_create(1, ctypes.byref(sigevent(None, signal.SIGUSR1, 0)),
+                                           ctypes.byref(tid)) == 0:
+    timers += 1
+print("exhausted", fds, e1, timers, flush=True)
+time.sleep(50)' >"$T/quota.out" 2>&1 </dev/null &
+QPID=$!
+while kill -0 "$QPID" 2>/dev/null && ! grep -q exhausted "$T/quota.out"; do sleep 0.1; done
+HOSTQ=$($PY -c '
+import ctypes, signal
+libc = ctypes.CDLL(None, use_errno=True)
+class sigevent(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int),
+                ("notify", ctypes.c_int), ("pad", ctypes.c_byte * 48)]
+fd = libc.inotify_init1(0)
+print("inotify", "ok" if fd >= 0 else ctypes.get_errno())
+tid = ctypes.c_void_p()
+r = libc.timer_create(1, ctypes.byref(sigevent(None, signal.SIGUSR1, 0)), ctypes.byref(tid))
+print("timer", "ok" if r == 0 else ctypes.get_errno())')
+kill "$QPID" 2>/dev/null
+wait "$QPID" 2>/dev/null
+like "per-user quotas: the sandbox ran out of inotify instances" "$(cat "$T/quota.out")" \
+    "exhausted"
+like "per-user quotas: root on the host can still inotify_init meanwhile" "$HOSTQ" "inotify ok"
+like "per-user quotas: root on the host can still create a timer meanwhile" "$HOSTQ" "timer ok"
+if is_local; then
+    n=$(awk '/exhausted/ { print $4 }' "$T/quota.out")
+    ok "per-user quotas: pending signals capped per sandbox ($n timers)" \
+        test "${n:-4096}" -lt 4096
+fi
+assert_clean "per-user quotas"
+
+# What of the host a sandbox sees: nothing of hutch's command line (the
+# local executor's init is a fork of hutch), not the host kernel's command
+# line, build configuration or boot id; on local, no host path in its
+# mounts or cgroups.
+run_hutch run $PYH --out "$T/hutch-leak-marker" -e '
+import os
+res = {}
+for pid in [d for d in os.listdir("/proc") if d.isdigit()]:
+    try:
+        res["cmdline " + pid] = open("/proc/%s/cmdline" % pid).read().replace("\0", " ")
+    except OSError:
+        pass
+for f in ["cmdline", "sys/kernel/random/boot_id", "config.gz", "keys", "timer_list"]:
+    try:
+        res[f] = len(open("/proc/" + f, "rb").read())
+    except OSError as e:
+        res[f] = "denied"
+for f in ["self/mountinfo", "self/cgroup"]:
+    res[f] = open("/proc/" + f).read()
+print(sorted(res.items()))
+print("UNIX", [l.split()[7] for l in open("/proc/net/unix").readlines()[1:] if len(l.split()) > 7])'
+S=$(echo "$OUT" | json stdout)
+like "leaks: the program ran" "$S" "'self/mountinfo'"
+unlike "leaks: no process shows hutch's arguments" "$S" "hutch-leak-marker"
+unlike "leaks: not the host kernel's command line" "$S" "$(head -c 40 /proc/cmdline)"
+unlike "leaks: not the host's boot id" "$S" "$(cat /proc/sys/kernel/random/boot_id)"
+empty_or_absent() {
+    case "$S" in
+    *"('$1', 0)"* | *"('$1', 'denied')"*) return 0 ;;
+    *"('$1', "*) return 1 ;;
+    esac
+}
+# gVisor's /proc is its own kernel's (a made-up command line, its own boot
+# id): the host's values are checked above.
+if [ "$EXECUTOR" != gvisor ]; then
+    for f in cmdline sys/kernel/random/boot_id config.gz keys timer_list; do
+        ok "leaks: /proc/$f is empty or absent" empty_or_absent "$f"
+    done
+fi
+if is_local; then
+    unlike "leaks: no host path in mountinfo" "$S" "$HUTCH_RUNNER_DIR"
+    unlike "leaks: no host cgroup path" "$S" "hutch-guard-"
+fi
+if [ "$EXECUTOR" != gvisor ]; then
+    # The plugin's sockets live in its state directory, /run/hutch/EXECUTOR/.
+    U=$(echo "$S" | grep '^UNIX ')
+    like "leaks: /proc/net/unix read" "$U" "UNIX ["
+    unlike "leaks: no host socket path in /proc/net/unix" "$U" "/run/hutch/$EXECUTOR/"
+fi
 
 done_testing

@@ -1,16 +1,25 @@
-/* seccomp.c — the system call filter of the local executor's runner.
+/* filter.c — the system call filter of every runner (see filter.h): the
+ * local executor's, and the one hutch-init adds to Docker's own profile.
  *
  * A deny list over an allow-by-default filter: the runtimes (CPython, Node)
  * use a wide and changing set of calls, while what must never be reachable
  * from a sandbox is a short, stable list.  Namespace creation is refused
  * both as unshare/setns and as clone flags; clone3 answers ENOSYS so libc
- * falls back to clone, whose flags a filter can see.  Foreign architectures
- * (x32, i386 on x86_64) are killed outright. */
+ * falls back to clone, whose flags a filter can see.  Socket families are
+ * the exception, an allow list: unix, IPv4, IPv6 and netlink routing, and
+ * EAFNOSUPPORT for every other family (vsock reaches the hypervisor, outside
+ * any network namespace; packet, alg, bluetooth… are attack surface no
+ * program here needs).  Foreign architectures (x32, i386 on x86_64) are
+ * killed outright.
+ *
+ * What does not live here: Landlock (plugins/local/landlock.c), and when the
+ * filter is installed (sandbox.c, init.c). */
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +27,9 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "filter.h"
 
 static const char *const denied[] = {
     /* debugging other processes */
@@ -93,11 +101,61 @@ static const unsigned long ns_flags[] = {CLONE_NEWUSER,   CLONE_NEWNS,  CLONE_NE
                                          CLONE_NEWNET,    CLONE_NEWIPC, CLONE_NEWUTS,
                                          CLONE_NEWCGROUP, 0x00000080 /* NEWTIME */};
 
-/* The filter is compiled once, in hutch's process, and installed in each
- * runner with one prctl: after fork() the child must not allocate (a
- * sanitizer's allocator lock held by another thread at fork time would
- * never be released in the child). */
-int lsb_seccomp_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len)
+/* Socket families a runner may create: everything else is refused with
+ * EAFNOSUPPORT, as if the kernel had been built without it. */
+static const unsigned allowed_families[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
+#define FAMILY_LIMIT 64u /* families at or above: refused by one comparison */
+static const int socket_calls[] = {SCMP_SYS(socket), SCMP_SYS(socketpair)};
+
+static int family_allowed(unsigned f)
+{
+    for (size_t i = 0; i < sizeof(allowed_families) / sizeof(allowed_families[0]); i++)
+        if (allowed_families[i] == f)
+            return 1;
+    return 0;
+}
+
+/* Refuse the families in [lo, hi] as aligned power-of-two blocks, one
+ * masked comparison each, rather than one rule per value. */
+static int deny_range(scmp_filter_ctx ctx, int sys, uint64_t lo, uint64_t hi)
+{
+    while (lo <= hi) {
+        uint64_t size = 1;
+        int r;
+        while (lo % (size * 2) == 0 && lo + size * 2 - 1 <= hi)
+            size *= 2;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), sys, 1,
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, ~(size - 1), lo));
+        if (r < 0)
+            return r;
+        lo += size;
+    }
+    return 0;
+}
+
+/* The domain is an int but compared as 64 bits: anything with upper bits
+ * set (a negative domain, garbage in the register) is above the limit and
+ * refused too. */
+static int deny_families(scmp_filter_ctx ctx, int sys)
+{
+    unsigned lo = 0;
+    int r;
+    for (unsigned f = 0; f <= FAMILY_LIMIT; f++) {
+        if (f < FAMILY_LIMIT && !family_allowed(f))
+            continue;
+        if (f > lo && (r = deny_range(ctx, sys, lo, f - 1)) < 0)
+            return r;
+        lo = f + 1;
+    }
+    return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), sys, 1,
+                            SCMP_A0(SCMP_CMP_GE, FAMILY_LIMIT));
+}
+
+/* Compiled once and installed with one prctl: the local executor's runner
+ * is a fork() of a threaded process and must not allocate (a sanitizer's
+ * allocator lock held by another thread at fork time would never be
+ * released in the child). */
+int filter_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     int r = 0, nr, fd = -1;
@@ -138,9 +196,16 @@ int lsb_seccomp_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len)
             goto out;
         }
     }
-    /* Netlink beyond NETLINK_ROUTE (sock_diag would list the sockets of other
-     * sandboxes sharing the empty network namespace; user-defined families
-     * would let them talk). */
+    for (size_t i = 0; i < sizeof(socket_calls) / sizeof(socket_calls[0]); i++) {
+        r = deny_families(ctx, socket_calls[i]);
+        if (r < 0) {
+            snprintf(errbuf, len, "filtering socket families: %s", strerror(-r));
+            goto out;
+        }
+    }
+    /* Netlink beyond NETLINK_ROUTE: sock_diag lists sockets, and other
+     * protocols reach kernel subsystems (audit, netfilter, uevents) no
+     * program here needs. */
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
                          SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, 0));
     if (r < 0) {
@@ -181,7 +246,7 @@ out:
     return r;
 }
 
-int lsb_seccomp_apply(const void *bpf, size_t bpf_len)
+int filter_apply(const void *bpf, size_t bpf_len)
 {
     struct sock_fprog prog = {
         .len = (unsigned short)(bpf_len / sizeof(struct sock_filter)),
@@ -192,50 +257,4 @@ int lsb_seccomp_apply(const void *bpf, size_t bpf_len)
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
         return -errno;
     return 0;
-}
-
-/* Landlock scoping (ABI 6, Linux 6.12).  Debian 12's headers predate it, so
- * the attribute struct and flags are spelled out here. */
-struct lsb_landlock_attr {
-    uint64_t handled_access_fs;
-    uint64_t handled_access_net;
-    uint64_t scoped;
-};
-#define LSB_LANDLOCK_CREATE_RULESET_VERSION     (1u << 0)
-#define LSB_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ull << 0)
-#define LSB_LANDLOCK_SCOPE_SIGNAL               (1ull << 1)
-
-int lsb_landlock_abi(void)
-{
-#ifdef SYS_landlock_create_ruleset
-    return (int)syscall(SYS_landlock_create_ruleset, NULL, 0,
-                        LSB_LANDLOCK_CREATE_RULESET_VERSION);
-#else
-    return -1;
-#endif
-}
-
-int lsb_landlock_scope(char *errbuf, size_t len)
-{
-#if defined(SYS_landlock_create_ruleset) && defined(SYS_landlock_restrict_self)
-    struct lsb_landlock_attr attr = {
-        .scoped = LSB_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LSB_LANDLOCK_SCOPE_SIGNAL,
-    };
-    int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
-    if (fd < 0) {
-        snprintf(errbuf, len, "landlock_create_ruleset: %s", strerror(errno));
-        return -errno;
-    }
-    if (syscall(SYS_landlock_restrict_self, fd, 0) < 0) {
-        int e = errno;
-        close(fd);
-        snprintf(errbuf, len, "landlock_restrict_self: %s", strerror(e));
-        return -e;
-    }
-    close(fd);
-    return 0;
-#else
-    snprintf(errbuf, len, "built without Landlock support");
-    return -ENOSYS;
-#endif
 }
