@@ -142,7 +142,8 @@ int lsb_seccomp_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len)
      * sandboxes sharing the empty network namespace; user-defined families
      * would let them talk). */
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-                         SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, 0));
+                         SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+                         SCMP_A2(SCMP_CMP_NE, 0, 0));
     if (r < 0) {
         snprintf(errbuf, len, "filtering netlink: %s", strerror(-r));
         goto out;
