@@ -1,7 +1,9 @@
 #!/bin/sh
 # test.sh — the quick start's second command, and what CI runs: install the
 # dependencies, build twice (plain, and with ASan+UBSan), run the whole test
-# suite on both, and print one summary line "N passed, N failed, N skipped".
+# suite on both (which replays the fuzz corpus), then build the fuzz
+# harnesses with clang and libFuzzer and run each for FUZZ_SECONDS (20 s by
+# default), and print one summary line "N passed, N failed, N skipped".
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/contrib/deps.sh"
 cd "$SRC" || exit 1
@@ -21,7 +23,8 @@ setup_docker || {
 
 if [ -n "${CI:-}" ] || [ "${HUTCH_CHECK_FORMAT:-1}" = 1 ]; then
     if ! clang-format --dry-run --Werror src/*.c src/*.h plugins/*/*.c plugins/*/*.h \
-        tests/unit/*.c tests/unit/*.h tests/plugins/*.c tests/plugins/*.h 2>format.out; then
+        tests/unit/*.c tests/unit/*.h tests/plugins/*.c tests/plugins/*.h \
+        tests/fuzz/*.c tests/fuzz/*.h 2>format.out; then
         head -40 format.out
         echo "format check failed: run 'make format'"
         failed_steps=$((failed_steps + 1))
@@ -29,7 +32,7 @@ if [ -n "${CI:-}" ] || [ "${HUTCH_CHECK_FORMAT:-1}" = 1 ]; then
     rm -f format.out
     # Banned functions (STYLE.md habit 12).
     if grep -nE '\b(sprintf|vsprintf|strcpy|strcat|gets|system)\(' \
-        src/*.c plugins/*/*.c tests/unit/*.c | grep -v snprintf; then
+        src/*.c plugins/*/*.c tests/unit/*.c tests/fuzz/*.c | grep -v snprintf; then
         echo "banned function used"
         failed_steps=$((failed_steps + 1))
     fi
@@ -47,7 +50,9 @@ run_suite() { # name builddir configure-args…
     fi
     # The sandbox images, once: built in build/images (Docker's images are
     # per version); other build trees share those rootfs directories.
-    if [ "$dir" = "$SRC/build" ]; then
+    if [ -n "$CHECK_ARGS" ]; then
+        : # the fuzz build runs no sandbox
+    elif [ "$dir" = "$SRC/build" ]; then
         ensure_images "$dir" || {
             echo "building the sandbox images failed"
             failed_steps=$((failed_steps + 1))
@@ -56,7 +61,7 @@ run_suite() { # name builddir configure-args…
         ln -s "$SRC/build/images" "$dir/images"
     fi
     echo "== $name tests"
-    make -C "$dir" -j2 check >"$dir/check.out" 2>&1
+    make -C "$dir" -j2 check $CHECK_ARGS >"$dir/check.out" 2>&1
     grep -E '^(PASS|FAIL|ERROR|SKIP|XFAIL|XPASS)' "$dir/check.out" | grep -v '^PASS' | head -100
     grep -E '^# (TOTAL|PASS|FAIL|SKIP|ERROR)' "$dir/check.out"
     for log in $(grep -lE '^(not ok|Bail out)' "$dir"/tests/*/*.log 2>/dev/null); do
@@ -90,16 +95,22 @@ after_suite() {
     fi
 }
 
+CHECK_ARGS=""
 run_suite plain "$SRC/build" --enable-werror
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite sanitizers "$SRC/build-asan" --enable-sanitizers --enable-werror
+# The fuzz harnesses under clang (ASan+UBSan): the corpus replayed, then
+# each harness fuzzing briefly (7 harnesses, about 2.5 minutes at 20 s).
+CHECK_ARGS="FUZZ_SECONDS=${FUZZ_SECONDS:-20}"
+run_suite fuzz "$SRC/build-fuzz" --enable-fuzzers --enable-werror
 
 # Count every TAP result of both runs.
 pass=$after_passed
 fail=$failed_steps
 skip=0
-for trs in "$SRC"/build/tests/*/*.trs "$SRC"/build-asan/tests/*/*.trs; do
+for trs in "$SRC"/build/tests/*/*.trs "$SRC"/build-asan/tests/*/*.trs \
+    "$SRC"/build-fuzz/tests/*/*.trs; do
     [ -f "$trs" ] || continue
     p=$(grep -c '^:test-result: PASS' "$trs")
     f=$(grep -cE '^:test-result: (FAIL|ERROR|XPASS)' "$trs")

@@ -899,16 +899,17 @@ static int judge_next(struct judge *j, struct archive_entry **e, struct xent *x,
 
 /* Whether an untrusted tar is acceptable, from its headers alone (no data
  * read, nothing written); on 0, xs holds its entries in tar order and the
- * parent directories they imply. */
+ * parent directories they imply.  `how` as for judge_open: the filter's
+ * entries are those it keeps, under the same rules for the whole set. */
 static int judge_tar(const void *tar, size_t len,
-                     const struct hutch_archive_limits *lim, struct xset *xs,
-                     struct hutch_err *err)
+                     const struct hutch_archive_limits *lim, enum judge_how how,
+                     struct xset *xs, struct hutch_err *err)
 {
     struct judge j;
     struct archive_entry *e;
     int r;
 
-    r = judge_open(&j, tar, len, lim, JUDGE_STRICT, err);
+    r = judge_open(&j, tar, len, lim, how, err);
     if (r < 0)
         return r;
     for (;;) {
@@ -1009,7 +1010,7 @@ int hutch_archive_list(const void *tar, size_t len,
     r = hutch_libarchive_load(err);
     if (r < 0)
         return r;
-    r = judge_tar(tar, len, lim, &xs, err);
+    r = judge_tar(tar, len, lim, JUDGE_STRICT, &xs, err);
     for (size_t i = 0; r == 0 && fn && i < xs.nent; i++)
         if (fn(arg, xs.v[i].path, xs.v[i].is_dir, xs.v[i].size))
             break;
@@ -1360,7 +1361,7 @@ int hutch_archive_extract(const void *tar, size_t len, const char *dest_dir,
     r = hutch_libarchive_load(err);
     if (r < 0)
         return r;
-    r = judge_tar(tar, len, lim, &xs, err);
+    r = judge_tar(tar, len, lim, JUDGE_STRICT, &xs, err);
     if (r < 0)
         goto out;
 
@@ -1879,8 +1880,11 @@ out:
 /* Re-packs an untrusted tar the way pack_dir would have packed the tree it
  * describes: the judge, as a packer, drops links and special files and
  * normalises modes to 0644/0755, and refuses the tar for everything else it
- * refuses anywhere (paths, counts, sizes).  For executors whose sandbox
- * hands over its own tar (Docker's archive endpoint). */
+ * refuses anywhere (paths, counts, sizes, and the rules about the set: no
+ * path twice, no file used as a directory, implied parents counted, checked
+ * over the headers first so nothing is written for a refused tar).  For
+ * executors whose sandbox hands over its own tar (Docker's archive
+ * endpoint). */
 int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void *arg,
                          const struct hutch_archive_limits *lim, uint32_t uid,
                          uint32_t gid, struct hutch_err *err)
@@ -1891,6 +1895,7 @@ int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void
     struct archive_entry *e;
     struct packer p = {0};
     struct judge j = {0};
+    struct xset xs = {0};
     int r;
 
     r = hutch_libarchive_load(err);
@@ -1899,6 +1904,10 @@ int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void
     if (!limits_ok(lim))
         return limits_refused(lim, err);
     lim = limits_or_default(lim, &dl);
+    r = judge_tar(tar, len, lim, JUDGE_AS_PACKER, &xs, err);
+    xset_free(&xs);
+    if (r < 0)
+        return r;
     r = judge_open(&j, tar, len, lim, JUDGE_AS_PACKER, err);
     if (r < 0)
         return r;
@@ -2198,7 +2207,7 @@ int hutch_archive_read_files(const void *tar, size_t len, size_t max_file,
     if (r < 0)
         return r;
     hutch_archive_limits_out(&lim);
-    r = judge_tar(tar, len, &lim, &xs, err);
+    r = judge_tar(tar, len, &lim, JUDGE_STRICT, &xs, err);
     if (r == 0)
         r = judge_walk(tar, len, &lim, &xs, read_one, &rd, err);
     free(rd.data);

@@ -53,8 +53,10 @@ int hutch_archive_pack_dir(const char *dir, hutch_write_fn write, void *arg,
 /* Re-pack an untrusted tar held in memory as pack_dir would have packed
  * the tree it describes: regular files and directories, "./" prefixes
  * dropped, links and special files skipped, modes 0644/0755, paths and caps
- * checked, every entry owned by uid:gid.  A NULL `lim` means
- * hutch_archive_limits_out(). */
+ * checked, every entry owned by uid:gid.  What it keeps obeys the judge's
+ * rules about the whole set (no path twice, no file used as a directory),
+ * checked before anything is written: what it writes, the judge accepts.  A NULL `lim`
+ * means hutch_archive_limits_out(). */
 int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void *arg,
                          const struct hutch_archive_limits *lim, uint32_t uid,
                          uint32_t gid, struct hutch_err *err);

@@ -836,7 +836,8 @@ static cJSON *execute_code(struct job *j)
     job->tick_arg = j;
 
     hutch_exec_result_init(&res);
-    r = hutch_job_run(m->o.jobs, job, &res, &err);
+    r = m->o.jobs ? hutch_job_run(m->o.jobs, job, &res, &err)
+                  : hutch_err_set(&err, -ENOSYS, "this server runs no code");
     if (r == -EPERM || r == -EAGAIN) {
         snprintf(msg, sizeof(msg), "execute_code %s", err.msg);
         out = text_result(msg, 1);
@@ -886,7 +887,8 @@ static void *job_main(void *p)
     } else {
         send_result(s, j->stream, j->id, result);
     }
-    hutch_job_release(s->m->o.jobs, &j->hj);
+    if (s->m->o.jobs)
+        hutch_job_release(s->m->o.jobs, &j->hj);
     job_free(j);
     pthread_mutex_lock(&s->mu);
     s->workers--;

@@ -25,7 +25,9 @@ struct hutch_jobs;
 struct hutch_bridge;
 
 struct hutch_mcp_opts {
-    struct hutch_jobs *jobs;           /* runs execute_code (job.h) */
+    /* Runs execute_code (job.h).  NULL: execute_code checks its arguments
+     * and answers that nothing can run (the fuzz harness, tests/fuzz). */
+    struct hutch_jobs *jobs;
     struct hutch_bridge *bridge;       /* the upstream tools' catalog */
     struct hutch_upstreams *upstreams; /* may be NULL: no upstream tools */
     uint64_t timeout_ms;               /* the most execute_code may ask for */

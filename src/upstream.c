@@ -24,6 +24,9 @@
  * under which it found s->child, and a teardown takes it once after
  * unpublishing the child, so a child is never freed under a writer.
  *
+ * The parser of HTTP responses is also reachable alone, without curl or a
+ * server, through upstream_parse.h (for the fuzz harness).
+ *
  * Not here: what hutch serves to agents (mcp_server.c), searching tools
  * (catalog.c). */
 #include <errno.h>
@@ -52,6 +55,7 @@
 #include "curl_lib.h"
 #include "log.h"
 #include "upstream.h"
+#include "upstream_parse.h"
 #include "util.h"
 
 extern char **environ;
@@ -2317,6 +2321,39 @@ out:
     pool_put(s, &x);
     cJSON_Delete(x.reply);
     xfer_free_bufs(&x);
+    return r;
+}
+
+/* http_post's parsing without curl (upstream_parse.h): depth 1, so a
+ * request in the body is answered by nobody. */
+int hutch_upstream_parse_http(const char *body, size_t len, int sse, size_t chunk,
+                              int64_t want_id, cJSON **reply)
+{
+    struct server s = {.tr = TR_HTTP, .name = "fuzz", .who = "upstream fuzz"};
+    struct xfer x = {
+        .s = &s, .want_id = want_id, .depth = 1, .mode = sse ? 2 : 1, XFER_BUFS};
+    int r = 0;
+
+    *reply = NULL;
+    pthread_mutex_init(&s.lock, NULL);
+    cond_init_mono(&s.cond);
+    for (size_t off = 0, n; off < len && !r; off += n) {
+        n = chunk && chunk < len - off ? chunk : len - off;
+        if (http_write_cb((char *)body + off, 1, n, &x) != n)
+            r = x.err ? x.err : -EPROTO;
+    }
+    if (!r && !x.done && x.mode == 2)
+        sse_feed(&x, "\n\n", 2);
+    if (!r && x.mode != 2 && want_id)
+        http_payload(&x, hutch_buf_str(&x.body), x.body.len);
+    if (!r && want_id && !x.done)
+        r = -EPROTO;
+    if (!r && x.done)
+        *reply = hutch_steal(&x.reply);
+    cJSON_Delete(x.reply);
+    xfer_free_bufs(&x);
+    pthread_cond_destroy(&s.cond);
+    pthread_mutex_destroy(&s.lock);
     return r;
 }
 

@@ -28,14 +28,29 @@ void hutch_wire_reader_free(struct hutch_wire_reader *r)
 
 int hutch_wire_feed(struct hutch_wire_reader *r, const void *data, size_t n)
 {
+    const char *p, *end, *nl;
+    size_t old;
+
     hutch_buf_consume(&r->buf, r->consumed);
     r->consumed = 0;
+    old = r->buf.len;
     if (hutch_buf_append(&r->buf, data, n) < 0)
         return -E2BIG;
-    /* A partial line already past the cap can never become valid. */
-    if (!memchr(r->buf.data, '\n', r->buf.len) && r->buf.len > r->max_line)
-        return -E2BIG;
-    return 0;
+    /* No line may pass the cap, complete or not (a partial one past it can
+     * never become valid).  What came before was checked up to the start
+     * of its last, partial line. */
+    p = r->buf.data;
+    end = p + r->buf.len;
+    nl = old ? memrchr(p, '\n', old) : NULL;
+    if (nl)
+        p = nl + 1;
+    for (;; p = nl + 1) {
+        nl = memchr(p, '\n', (size_t)(end - p));
+        if ((size_t)((nl ? nl : end) - p) > r->max_line)
+            return -E2BIG;
+        if (!nl)
+            return 0;
+    }
 }
 
 int hutch_wire_next(struct hutch_wire_reader *r, const char **line, size_t *len)

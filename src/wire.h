@@ -18,7 +18,8 @@ struct hutch_wire_reader {
 };
 void hutch_wire_reader_init(struct hutch_wire_reader *r, size_t max_line);
 void hutch_wire_reader_free(struct hutch_wire_reader *r);
-/* Append bytes; -E2BIG when a line grows past max_line. */
+/* Append bytes; -E2BIG when a line, complete or not, is longer than
+ * max_line (the reader is then useless). */
 int hutch_wire_feed(struct hutch_wire_reader *r, const void *data, size_t n);
 /* 1 and the next complete line (without '\n', valid until the next call), or
  * 0 when none is complete. */

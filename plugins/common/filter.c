@@ -148,7 +148,7 @@ static int deny_families(scmp_filter_ctx ctx, int sys)
         lo = f + 1;
     }
     return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), sys, 1,
-                            SCMP_A0(SCMP_CMP_GE, FAMILY_LIMIT));
+                            SCMP_A0(SCMP_CMP_GE, FAMILY_LIMIT, 0));
 }
 
 /* Compiled once and installed with one prctl: the local executor's runner
@@ -207,7 +207,8 @@ int filter_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len)
      * protocols reach kernel subsystems (audit, netfilter, uevents) no
      * program here needs. */
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-                         SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, 0));
+                         SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+                         SCMP_A2(SCMP_CMP_NE, 0, 0));
     if (r < 0) {
         snprintf(errbuf, len, "filtering netlink: %s", strerror(-r));
         goto out;

@@ -1465,6 +1465,40 @@ static int t_filter_rejects(void)
     r = hutch_archive_filter("not a tar at all, clearly", 25, hutch_buf_write, &out,
                              NULL, 0, 0, &err);
     CHECK(r < 0 && err.msg[0]);
+
+    /* The rules about the whole set too, before anything is written (the
+     * fuzzer found both passing: tests/fuzz/crashes/tar). */
+    tw_open(&t, TW_PAX);
+    tw_file(&t, "a", "1");
+    tw_file(&t, "./a", "2");
+    tw_close(&t);
+    hutch_buf_reset(&out);
+    memset(&err, 0, sizeof(err));
+    r = hutch_archive_filter(t.b.data, t.b.len, hutch_buf_write, &out, NULL, 0, 0,
+                             &err);
+    CHECK(r < 0 && strstr(err.msg, "more than once") && out.len == 0);
+    hutch_buf_free(&t.b);
+
+    tw_open(&t, TW_PAX);
+    tw_file(&t, "a", "1");
+    tw_file(&t, "a/b", "2");
+    tw_close(&t);
+    memset(&err, 0, sizeof(err));
+    r = hutch_archive_filter(t.b.data, t.b.len, hutch_buf_write, &out, NULL, 0, 0,
+                             &err);
+    CHECK(r < 0 && strstr(err.msg, "not a directory") && out.len == 0);
+    hutch_buf_free(&t.b);
+
+    /* A link the filter drops collides with nothing. */
+    tw_open(&t, TW_PAX);
+    tw_add(&t, "a", AE_IFLNK, 0777, NULL, "b", false);
+    tw_file(&t, "a", "1");
+    tw_close(&t);
+    memset(&err, 0, sizeof(err));
+    r = hutch_archive_filter(t.b.data, t.b.len, hutch_buf_write, &out, NULL, 0, 0,
+                             &err);
+    CHECK(r == 0 && out.len > 0);
+    hutch_buf_free(&t.b);
     hutch_buf_free(&out);
     return 0;
 }
@@ -1568,7 +1602,8 @@ static const struct {
     {"tar builder round trip", t_builder},
     {"tar builder errors", t_builder_errors},
     {"filter re-packs as pack_dir would: links, devices, fifos dropped", t_filter},
-    {"filter refuses .., caps, non-tar", t_filter_rejects},
+    {"filter refuses .., caps, non-tar, a path twice, a file as a directory",
+     t_filter_rejects},
 };
 
 int main(void)

@@ -46,6 +46,25 @@ int main(void)
     big = malloc(100);
     memset(big, 'x', 100);
     ok(hutch_wire_feed(&rd, big, 100) == -E2BIG, "a line past the cap is refused");
+    hutch_wire_reader_free(&rd);
+    /* Complete, and with short lines around it, in one piece or in two
+     * (tests/fuzz/crashes/wire). */
+    big[0] = '\n';
+    big[90] = '\n';
+    hutch_wire_reader_init(&rd, 64);
+    ok(hutch_wire_feed(&rd, big, 100) == -E2BIG,
+       "a complete line past the cap between short ones is refused");
+    hutch_wire_reader_free(&rd);
+    hutch_wire_reader_init(&rd, 64);
+    ok(hutch_wire_feed(&rd, big, 50) == 0 &&
+           hutch_wire_feed(&rd, big + 50, 50) == -E2BIG,
+       "so is one that ends in a later piece");
+    hutch_wire_reader_free(&rd);
+    hutch_wire_reader_init(&rd, 89);
+    ok(hutch_wire_feed(&rd, big, 50) == 0 && hutch_wire_feed(&rd, big + 50, 50) == 0 &&
+           hutch_wire_next(&rd, &line, &len) == 1 && len == 0 &&
+           hutch_wire_next(&rd, &line, &len) == 1 && len == 89,
+       "a line exactly at the cap comes out");
     free(big);
     hutch_wire_reader_free(&rd);
 

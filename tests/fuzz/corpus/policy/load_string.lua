@@ -1,0 +1,2 @@
+local f = load("return {}")
+return f()

@@ -1,0 +1,1 @@
+return { limits = { timeout_ms = "soon" }, tools = { allow = "x" } }
