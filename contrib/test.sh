@@ -2,7 +2,7 @@
 # test.sh — the quick start's second command, and what CI runs: install the
 # dependencies, build twice (plain, and with ASan+UBSan), run the whole test
 # suite on both (which replays the fuzz corpus), then build the fuzz
-# harnesses with clang and libFuzzer and run each for FUZZ_SECONDS (20 s by
+# harnesses with clang and libFuzzer and run each for FUZZ_SECONDS (15 s by
 # default), and print one summary line "N passed, N failed, N skipped".
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/contrib/deps.sh"
@@ -101,8 +101,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite sanitizers "$SRC/build-asan" --enable-sanitizers --enable-werror
 # The fuzz harnesses under clang (ASan+UBSan): the corpus replayed, then
-# each harness fuzzing briefly (7 harnesses, about 2.5 minutes at 20 s).
-CHECK_ARGS="FUZZ_SECONDS=${FUZZ_SECONDS:-20}"
+# each harness fuzzing briefly (7 harnesses, about 2 minutes at 15 s).
+CHECK_ARGS="FUZZ_SECONDS=${FUZZ_SECONDS:-15}"
 run_suite fuzz "$SRC/build-fuzz" --enable-fuzzers --enable-werror
 
 # Count every TAP result of both runs.

@@ -20,6 +20,7 @@
 #define HUTCH_UPSTREAM_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hutch-executor.h"
