@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -269,4 +270,19 @@ const char *hutch_suggest(const char *k, const char *const *known)
         }
     }
     return best;
+}
+
+const char *hutch_lang_canon(const char *name)
+{
+    static const struct {
+        const char *alias, *lang;
+    } names[] = {
+        {"python", "python"},         {"python3", "python"}, {"py", "python"},
+        {"javascript", "javascript"}, {"js", "javascript"},  {"node", "javascript"},
+        {"nodejs", "javascript"},
+    };
+    for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcasecmp(name, names[i].alias))
+            return names[i].lang;
+    return NULL;
 }

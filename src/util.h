@@ -44,6 +44,11 @@ int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
  * case, when at most two edits away: for "did you mean …?" hints. */
 const char *hutch_suggest(const char *k, const char *const *known);
 
+/* The language a user named: "python" for python, python3 or py;
+ * "javascript" for javascript, js, node or nodejs (any case); NULL for
+ * anything else (TypeScript too: the runner runs JavaScript). */
+const char *hutch_lang_canon(const char *name);
+
 /* Base64 (RFC 4648, with padding).  encode: caller frees, NUL-terminated.
  * decode: ignores nothing — whitespace or a bad character is an error
  * (-EINVAL); caller frees *out. */
