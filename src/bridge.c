@@ -210,8 +210,10 @@ static int server_down(struct hutch_bridge *b, const char *tool, char *msg, size
         if (name && state && strlen(name) == (size_t)(dot - tool) &&
             strncasecmp(name, tool, (size_t)(dot - tool)) == 0 &&
             strcmp(state, "ready")) {
-            snprintf(msg, len, "upstream server \"%s\" is %s%s%s; try again shortly",
-                     name, state, why ? ": " : "", why ? why : "");
+            bool never = !strcmp(state, "disabled") || !strcmp(state, "skipped");
+            snprintf(msg, len, "upstream server \"%s\" is %s%s%s%s", name, state,
+                     why ? ": " : "", why ? why : "",
+                     never ? " (in the servers file)" : "; try again shortly");
             down = 1;
             break;
         }

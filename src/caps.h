@@ -119,6 +119,7 @@
 #define HUTCH_UPSTREAM_MAX_ENV        1024       /* "env" of one server */
 #define HUTCH_UPSTREAM_MAX_HEADERS    64         /* "headers" of one server */
 #define HUTCH_UPSTREAM_MAX_URL        4096
+#define HUTCH_UPSTREAM_MAX_EXPANDED   8192 /* a string after ${VAR} expansion */
 #define HUTCH_UPSTREAM_MAX_CURSOR     4096 /* a tools/list nextCursor */
 #define HUTCH_UPSTREAM_MAX_SESSION_ID 256  /* an Mcp-Session-Id it sends */
 #define HUTCH_UPSTREAM_STDERR_LINE    1000 /* bytes of a stderr line logged */

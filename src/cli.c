@@ -69,9 +69,14 @@ int hutch_cli_start_upstreams(const char *servers, const char *who, bool wait,
     {
         const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
         const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"));
-        if (state && strcmp(state, "ready") != 0)
-            fprintf(stderr, "%s: upstream %s is %s: %s\n", who,
-                    cJSON_GetStringValue(cJSON_GetObjectItem(it, "server")), state,
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
+        /* "skipped" was said when the file was loaded. */
+        if (!state || !strcmp(state, "ready") || !strcmp(state, "skipped"))
+            continue;
+        if (!strcmp(state, "disabled"))
+            fprintf(stderr, "%s: upstream %s is disabled (not started)\n", who, name);
+        else
+            fprintf(stderr, "%s: upstream %s is %s: %s\n", who, name, state,
                     why ? why : "no reason given");
     }
     cJSON_Delete(st);

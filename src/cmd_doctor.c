@@ -1,13 +1,14 @@
 /* cmd_doctor.c — `hutch doctor`: what this machine offers the executors, and
  * how to fix what is missing.  Each check prints one line: ok, warn or FAIL,
- * then the fix.  Exit status 1 when a check the default executor needs
- * failed. */
+ * then the fix (with --json: one JSON document instead).  Exit status 1
+ * when a check the default executor needs failed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <sched.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +26,39 @@
 
 extern char **environ;
 
-/* One run of the checks: what failed, counted for the exit status. */
+/* One run of the checks: what failed, counted for the exit status; with
+ * --json the lines are collected in `checks` rather than printed. */
 struct doctor {
     int failures;
+    cJSON *checks;
 };
+
+/* One line, or one {"status", "check", "detail", "essential"} object. */
+static void emit(struct doctor *d, const char *status, const char *what,
+                 const char *detail, bool essential)
+{
+    cJSON *o;
+
+    if (!d->checks) {
+        printf("%-5s %-22s %s\n", status, what, detail);
+        return;
+    }
+    o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "status", status) ||
+        !cJSON_AddStringToObject(o, "check", what) ||
+        !cJSON_AddStringToObject(o, "detail", detail) ||
+        !cJSON_AddBoolToObject(o, "essential", essential)) {
+        cJSON_Delete(o);
+        d->failures++; /* out of memory: the document would lie */
+        return;
+    }
+    cJSON_AddItemToArray(d->checks, o);
+}
 
 static void report(struct doctor *d, const char *status, const char *what,
                    const char *detail)
 {
-    printf("%-5s %-22s %s\n", status, what, detail);
+    emit(d, status, what, detail, true);
     if (!strcmp(status, "FAIL"))
         d->failures++;
 }
@@ -178,7 +203,7 @@ static void report_plugin(void *ctx, const char *status, const char *what,
                           const char *detail)
 {
     struct plugin_report *pr = ctx;
-    printf("%-5s %-22s %s\n", status, what, detail);
+    emit(pr->d, status, what, detail, pr->essential);
     if (pr->essential && !strcmp(status, "FAIL"))
         pr->d->failures++;
 }
@@ -311,6 +336,7 @@ int hutch_cmd_doctor(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"plugins", required_argument, NULL, 'p'},
+        {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -320,23 +346,34 @@ int hutch_cmd_doctor(int argc, char **argv)
                                      "/usr/bin/nodejs", NULL};
     const char *dir = NULL;
     struct doctor d = {0};
+    bool json = false;
     int c;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "p:jh", opts, NULL)) != -1) {
         if (c == 'p') {
             dir = optarg;
+        } else if (c == 'j') {
+            json = true;
         } else if (c == 'h') {
             printf(
-                "Usage: hutch doctor [--plugins DIR]\n\n"
+                "Usage: hutch doctor [--plugins DIR] [--json]\n\n"
                 "Checks namespaces, seccomp, cgroups, the Python and Node.js\n"
                 "runtimes, the runners and the executor plugins, and says how to fix\n"
-                "each problem.  Exit status 1 when the local executor cannot work.\n");
+                "each problem.  Exit status 1 when the local executor cannot work.\n"
+                "--json: one JSON object on stdout, {\"ok\", \"failures\", "
+                "\"checks\":\n"
+                "[{\"status\": \"ok\"|\"warn\"|\"FAIL\", \"check\", \"detail\",\n"
+                "\"essential\"}]}; the exit status is the same.\n");
             return 0;
         } else {
-            fprintf(stderr, "Usage: hutch doctor [--plugins DIR]\n");
+            fprintf(stderr, "Usage: hutch doctor [--plugins DIR] [--json]\n");
             return 2;
         }
+    }
+    if (json && !(d.checks = cJSON_CreateArray())) {
+        fprintf(stderr, "hutch doctor: out of memory\n");
+        return 1;
     }
     check_userns(&d);
     check_seccomp(&d);
@@ -346,6 +383,24 @@ int hutch_cmd_doctor(int argc, char **argv)
     check_runners(&d);
     check_plugins(&d, dir);
     check_pools(&d, dir);
+    if (json) {
+        cJSON *doc = cJSON_CreateObject();
+        char *text = NULL;
+        if (doc && cJSON_AddBoolToObject(doc, "ok", d.failures == 0) &&
+            cJSON_AddNumberToObject(doc, "failures", d.failures)) {
+            cJSON_AddItemToObject(doc, "checks", hutch_steal(&d.checks));
+            text = cJSON_Print(doc);
+        }
+        cJSON_Delete(doc);
+        cJSON_Delete(d.checks);
+        if (!text) {
+            fprintf(stderr, "hutch doctor: out of memory\n");
+            return 1;
+        }
+        printf("%s\n", text);
+        free(text);
+        return d.failures ? 1 : 0;
+    }
     printf("%s\n", d.failures ? "some checks failed: see the lines marked FAIL"
                               : "the local executor can run here");
     return d.failures ? 1 : 0;

@@ -38,8 +38,8 @@ static void usage(FILE *f)
         "hutch exits with its exit status, 124 on timeout, 137 when it was killed\n"
         "for memory, 125 when hutch itself failed.\n"
         "\n"
-        "  -l, --lang LANG        python or javascript (default: from FILE's "
-        "extension)\n"
+        "  -l, --lang LANG        python (py, python3) or javascript (js, node)\n"
+        "                         (default: from FILE's extension)\n"
         "  -e, --eval CODE        the program's source\n"
         "  -f, --file SRC[:DEST]  copy host file or directory SRC to /work/DEST\n"
         "                         (default DEST: SRC's base name); repeatable\n"
@@ -230,9 +230,15 @@ int hutch_cmd_run(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (!lang)
-        lang = lang_from_path(path);
-    if (!lang || (strcmp(lang, "python") && strcmp(lang, "javascript"))) {
+    if (lang && !hutch_lang_canon(lang)) {
+        fprintf(stderr,
+                "hutch run: --lang must be python or javascript (or py, python3; "
+                "js, node, nodejs)\n");
+        rc = 2;
+        goto out;
+    }
+    lang = lang ? hutch_lang_canon(lang) : lang_from_path(path);
+    if (!lang) {
         fprintf(stderr, "hutch run: --lang must be python or javascript\n");
         rc = 2;
         goto out;

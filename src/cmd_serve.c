@@ -126,7 +126,7 @@ static int parse_pool(const char *arg, int size[2])
             return -EINVAL;
         *eq = '\0';
         for (int i = 0; i < 2; i++)
-            if (!strcmp(tok, names[i])) {
+            if (hutch_lang_canon(tok) && !strcmp(hutch_lang_canon(tok), names[i])) {
                 if (!strcmp(eq + 1, "0"))
                     v = 0;
                 else if (hutch_parse_u64(eq + 1, 0, HUTCH_POOL_MAX_SIZE, &v) < 0)

@@ -20,7 +20,34 @@ static void usage(FILE *f)
         "Starts the upstream MCP servers of FILE and prints their tools as code sees\n"
         "them (tools.server.tool), with Python and TypeScript signatures; `search`\n"
         "ranks them against QUERY like the search_tools tool does.  Servers that do\n"
-        "not start are listed with their reason on stderr.\n");
+        "not start are listed with their reason on stderr, and the exit status is\n"
+        "then 1 (the tools of the others are still printed); disabled entries are\n"
+        "listed but do not count.\n");
+}
+
+/* Started servers that are not ready (each was named on stderr): their
+ * tools are missing from what was printed.  Disabled and skipped entries
+ * do not count. */
+static int down_servers(struct hutch_upstreams *ups)
+{
+    cJSON *st = hutch_upstreams_status(ups), *it;
+    int down = 0, all = 0;
+
+    cJSON_ArrayForEach(it, st)
+    {
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+        if (!state || !strcmp(state, "disabled") || !strcmp(state, "skipped"))
+            continue;
+        all++;
+        down += strcmp(state, "ready") != 0;
+    }
+    cJSON_Delete(st);
+    if (down)
+        fprintf(stderr,
+                "hutch tools: %d of %d servers did not start; their tools are "
+                "not listed\n",
+                down, all);
+    return down;
 }
 
 int hutch_cmd_tools(int argc, char **argv)
@@ -131,7 +158,7 @@ int hutch_cmd_tools(int argc, char **argv)
         if (!cJSON_GetArraySize(found))
             printf(query[0] ? "no tool matches \"%s\"\n" : "no tools\n", query);
     }
-    rc = 0;
+    rc = down_servers(ups) ? 1 : 0;
 out:
     cJSON_Delete(found);
     cJSON_Delete(tools);

@@ -526,7 +526,10 @@ static cJSON *not_ready(struct hutch_mcp *m, struct hutch_buf *t)
         const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
         const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"));
         cJSON *o;
-        if (!name || !state || !strcmp(state, "ready"))
+        /* Only servers that were started: a disabled or skipped one is the
+         * user's choice, nothing an agent can wait for (README). */
+        if (!name || !state || !strcmp(state, "ready") || !strcmp(state, "disabled") ||
+            !strcmp(state, "skipped"))
             continue;
         if (!down) {
             down = cJSON_CreateArray();

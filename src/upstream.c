@@ -66,9 +66,11 @@ extern char **environ;
 #define SNIPPET          200 /* bytes of an unexpected body quoted in an error */
 
 enum transport { TR_STDIO, TR_HTTP };
-enum state { ST_STARTING, ST_READY, ST_FAILED, ST_RESTARTING };
+/* disabled, skipped: never started ("disabled": true, an unsupported type). */
+enum state { ST_STARTING, ST_READY, ST_FAILED, ST_RESTARTING, ST_DISABLED, ST_SKIPPED };
 
-static const char *const state_names[] = {"starting", "ready", "failed", "restarting"};
+static const char *const state_names[] = {"starting",   "ready",    "failed",
+                                          "restarting", "disabled", "skipped"};
 
 struct outmsg {
     struct outmsg *next;
@@ -381,9 +383,251 @@ __attribute__((format(printf, 4, 5))) static int cfg_err(struct hutch_err *err,
     return hutch_err_set(err, -EINVAL, "%s: server \"%s\": %s", where, name, what);
 }
 
-/* Check one entry of "mcpServers"; with s, also fill its configuration. */
-static int parse_entry(const char *where, const char *name, const cJSON *e,
-                       struct server *s, struct hutch_err *err)
+/* --- ${VAR} in the servers file ------------------------------------------
+ *
+ * Claude Code's syntax in .mcp.json: ${VAR} is the variable's value (an
+ * error when it is unset), ${VAR:-default} is default when VAR is unset or
+ * empty (as in the shell).  VS Code's ${env:VAR} is read as ${VAR}.  $${
+ * is a literal "${"; any other $ is itself.  Expanded in "command",
+ * "args", "env" values, "cwd", "url" and "headers" values, never in names.
+ * Values come from hutch's own environment when the file is loaded. */
+
+static bool var_char(char ch, bool first)
+{
+    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_' ||
+           (!first && ch >= '0' && ch <= '9');
+}
+
+/* 0 and *out (caller frees); -ENOENT unset (var names it), -EINVAL
+ * malformed (var holds what was written), -E2BIG, -ENOMEM. */
+static int expand_text(const char *in, char **out, char *var, size_t var_cap)
+{
+    struct hutch_buf b;
+    const char *p = in;
+    int r = 0;
+
+    hutch_buf_init(&b, HUTCH_UPSTREAM_MAX_EXPANDED);
+    var[0] = '\0';
+    while (*p && r == 0) {
+        const char *dollar = strchr(p, '$'), *name, *close, *val;
+        size_t nlen;
+        if (!dollar) {
+            r = hutch_buf_appends(&b, p);
+            break;
+        }
+        r = hutch_buf_append(&b, p, (size_t)(dollar - p));
+        if (r < 0)
+            break;
+        if (!strncmp(dollar, "$${", 3)) {
+            r = hutch_buf_appends(&b, "${");
+            p = dollar + 3;
+            continue;
+        }
+        if (dollar[1] != '{') {
+            r = hutch_buf_append(&b, "$", 1);
+            p = dollar + 1;
+            continue;
+        }
+        name = dollar + 2;
+        if (!strncmp(name, "env:", 4))
+            name += 4;
+        for (nlen = 0; var_char(name[nlen], nlen == 0); nlen++)
+            ;
+        close = strchr(name + nlen, '}');
+        if (!nlen || !close || (name[nlen] != '}' && strncmp(name + nlen, ":-", 2))) {
+            clean_text(var, var_cap, dollar,
+                       close ? (size_t)(close - dollar + 1) : strnlen(dollar, 16));
+            r = -EINVAL;
+            break;
+        }
+        clean_text(var, var_cap, name, nlen);
+        val = nlen < var_cap - 1 ? getenv(var) : NULL;
+        if (name[nlen] == ':' && (!val || !*val))
+            r = hutch_buf_append(&b, name + nlen + 2,
+                                 (size_t)(close - name - nlen - 2));
+        else if (!val)
+            r = -ENOENT;
+        else
+            r = hutch_buf_appends(&b, val);
+        p = close + 1;
+    }
+    if (r == 0) {
+        *out = hutch_buf_steal(&b, NULL);
+        r = *out ? 0 : -ENOMEM;
+    }
+    hutch_buf_free(&b);
+    return r;
+}
+
+/* Expand one string item in place; `field` names it in errors. */
+static int expand_item(const char *where, const char *name, const char *field,
+                       cJSON *item, struct hutch_err *err)
+{
+    char var[80], *v = NULL;
+    int r;
+
+    if (!cJSON_IsString(item) || !strstr(item->valuestring, "${"))
+        return 0; /* the checks that follow name a wrong type */
+    r = expand_text(item->valuestring, &v, var, sizeof(var));
+    if (r == -ENOENT)
+        return cfg_err(err, where, name,
+                       "%s: ${%s} is not set (set it, or give a default: "
+                       "${%s:-value})",
+                       field, var, var);
+    if (r == -EINVAL)
+        return cfg_err(err, where, name,
+                       "%s: \"%s\" is not a variable: write ${NAME} or "
+                       "${NAME:-default}, or $${ for a literal \"${\"",
+                       field, var);
+    if (r == -E2BIG)
+        return cfg_err(err, where, name, "%s is longer than %u bytes once expanded",
+                       field, HUTCH_UPSTREAM_MAX_EXPANDED);
+    if (r < 0)
+        return hutch_err_set(err, r, "out of memory");
+    r = cJSON_SetValuestring(item, v) ? 0
+                                      : hutch_err_set(err, -ENOMEM, "out of memory");
+    free(v);
+    return r;
+}
+
+/* A copy of entry e with its variables expanded (caller frees). */
+static int expand_entry(const char *where, const char *name, const cJSON *e,
+                        cJSON **out, struct hutch_err *err)
+{
+    static const char *const scalars[] = {"command", "cwd", "url"};
+    static const char *const maps[] = {"env", "headers"};
+    cJSON *x = cJSON_Duplicate(e, true), *it;
+    char field[HUTCH_MAX_SERVER_NAME + 300];
+    int r = 0, i;
+
+    *out = NULL;
+    if (!x)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    for (size_t k = 0; k < 3 && r == 0; k++) {
+        snprintf(field, sizeof(field), "\"%s\"", scalars[k]);
+        r = expand_item(where, name, field,
+                        cJSON_GetObjectItemCaseSensitive(x, scalars[k]), err);
+    }
+    i = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(x, "args"))
+    {
+        if (r < 0 || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(x, "args")))
+            break;
+        snprintf(field, sizeof(field), "\"args\"[%d]", i++);
+        r = expand_item(where, name, field, it, err);
+    }
+    for (size_t k = 0; k < 2 && r == 0; k++) {
+        cJSON *m = cJSON_GetObjectItemCaseSensitive(x, maps[k]);
+        if (!cJSON_IsObject(m))
+            continue;
+        cJSON_ArrayForEach(it, m)
+        {
+            char key[256];
+            clean_text(key, sizeof(key), it->string, strlen(it->string));
+            snprintf(field, sizeof(field), "\"%s\".\"%s\"", maps[k], key);
+            r = expand_item(where, name, field, it, err);
+            if (r < 0)
+                break;
+        }
+    }
+    if (r < 0) {
+        cJSON_Delete(x);
+        return r;
+    }
+    *out = x;
+    return 0;
+}
+
+/* --- what an entry is --------------------------------------------------- */
+
+/* Keys hutch reads, then keys other clients write that hutch leaves alone
+ * (README, "The servers file"). */
+static const char *const entry_keys[] = {"type", "command", "args", "env", "cwd", "url",
+                                         "headers", "timeout_ms", "disabled",
+                                         "transportType",
+                                         /* ignored: */
+                                         "alwaysAllow", "autoApprove", "disabledTools",
+                                         "timeout", "watchPaths", "description", NULL};
+#define ENTRY_KEYS_READ 10
+
+enum entry_kind { ENTRY_RUN, ENTRY_DISABLED, ENTRY_SKIPPED };
+
+/* The entry's "type" (or Cline's older "transportType"), or NULL. */
+static const cJSON *entry_type(const cJSON *e)
+{
+    const cJSON *t = get(e, "type");
+    return t ? t : get(e, "transportType");
+}
+
+static bool type_http(const char *t)
+{
+    return !strcmp(t, "http") || !strcmp(t, "streamable-http") ||
+           !strcmp(t, "streamableHttp");
+}
+
+/* Whether entry e runs; why: for a skipped entry, the reason. */
+static int entry_kind(const char *where, const char *name, const cJSON *e, char *why,
+                      size_t why_cap, struct hutch_err *err)
+{
+    const cJSON *d, *t;
+
+    why[0] = '\0';
+    if (!cJSON_IsObject(e))
+        return cfg_err(err, where, name, "must be an object");
+    d = get(e, "disabled");
+    if (d && !cJSON_IsBool(d))
+        return cfg_err(err, where, name, "\"disabled\" must be true or false");
+    if (cJSON_IsTrue(d))
+        return ENTRY_DISABLED;
+    t = entry_type(e);
+    if (!t || !cJSON_IsString(t) || !strcmp(t->valuestring, "stdio") ||
+        type_http(t->valuestring))
+        return ENTRY_RUN; /* a wrong type is parse_entry's error */
+    if (!strcmp(t->valuestring, "sse")) {
+        snprintf(why, why_cap,
+                 "\"type\": \"sse\" (the old HTTP+SSE transport) is not supported; "
+                 "if the server also speaks streamable HTTP, use \"type\": \"http\"");
+    } else {
+        char shown[64];
+        clean_text(shown, sizeof(shown), t->valuestring, strlen(t->valuestring));
+        snprintf(why, why_cap,
+                 "unknown \"type\" \"%s\" (hutch runs \"stdio\" and \"http\")", shown);
+    }
+    return ENTRY_SKIPPED;
+}
+
+/* Warn about the keys of e that nobody reads. */
+static void warn_keys(const char *where, const char *name, const cJSON *e)
+{
+    const cJSON *it;
+
+    cJSON_ArrayForEach(it, e)
+    {
+        const char *const *k;
+        const char *near;
+        char shown[80];
+        size_t i = 0;
+        for (k = entry_keys; *k && strcmp(*k, it->string); k++)
+            i++;
+        if (*k) {
+            if (i >= ENTRY_KEYS_READ)
+                hutch_info("%s: server \"%s\": \"%s\" (another client's setting) is "
+                           "ignored",
+                           where, name, *k);
+            continue;
+        }
+        clean_text(shown, sizeof(shown), it->string, strlen(it->string));
+        near = hutch_suggest(it->string, entry_keys);
+        hutch_warn("%s: server \"%s\": unknown key \"%s\" is ignored%s%s%s", where,
+                   name, shown, near ? " (did you mean \"" : "", near ? near : "",
+                   near ? "\"?)" : "");
+    }
+}
+
+/* Check one entry (its variables expanded) that runs; with s, also fill
+ * its configuration. */
+static int parse_fields(const char *where, const char *name, const cJSON *e,
+                        struct server *s, struct hutch_err *err)
 {
     const cJSON *type, *cmd, *url, *args, *env, *cwd, *hdrs, *it, *tmo;
     enum transport tr;
@@ -403,28 +647,14 @@ static int parse_entry(const char *where, const char *name, const cJSON *e,
             HUTCH_MAX_TIMEOUT_MS);
     if (s && tmo)
         s->call_ms = (int)tmo->valuedouble;
-    type = get(e, "type");
+    type = entry_type(e);
     cmd = get(e, "command");
     url = get(e, "url");
     if (type) {
+        /* entry_kind skipped the other types */
         if (!cJSON_IsString(type))
             return cfg_err(err, where, name, "\"type\" must be a string");
-        if (!strcmp(type->valuestring, "stdio"))
-            tr = TR_STDIO;
-        else if (!strcmp(type->valuestring, "http") ||
-                 !strcmp(type->valuestring, "streamable-http"))
-            tr = TR_HTTP;
-        else if (!strcmp(type->valuestring, "sse"))
-            return cfg_err(err, where, name,
-                           "\"type\": \"sse\" (the old HTTP+SSE transport) is not "
-                           "supported; use \"http\" (streamable HTTP)");
-        else {
-            char t[64];
-            clean_text(t, sizeof(t), type->valuestring, strlen(type->valuestring));
-            return cfg_err(err, where, name,
-                           "unknown \"type\" \"%s\" (expected \"stdio\" or \"http\")",
-                           t);
-        }
+        tr = type_http(type->valuestring) ? TR_HTTP : TR_STDIO;
     } else {
         tr = !cmd && url ? TR_HTTP : TR_STDIO;
     }
@@ -567,20 +797,38 @@ static int parse_entry(const char *where, const char *name, const cJSON *e,
     return 0;
 }
 
-static int check_servers(const char *where, const cJSON *servers, struct hutch_err *err)
+/* Check one entry that runs: its variables expanded, then its fields; with
+ * s, also fill its configuration. */
+static int parse_entry(const char *where, const char *name, const cJSON *e,
+                       struct server *s, struct hutch_err *err)
+{
+    cJSON *x = NULL;
+    int r = expand_entry(where, name, e, &x, err);
+
+    if (r < 0)
+        return r;
+    r = parse_fields(where, name, x, s, err);
+    cJSON_Delete(x);
+    return r;
+}
+
+/* Check every entry of `servers` (the file's `key` object).  warn: say
+ * which entries are disabled or skipped and which keys nobody reads (once,
+ * when the file is loaded). */
+static int check_servers(const char *where, const char *key, const cJSON *servers,
+                         bool warn, struct hutch_err *err)
 {
     const cJSON *e, *o;
+    char why[256];
     int n = 0, r;
 
     if (!cJSON_IsObject(servers))
-        return hutch_err_set(err, -EINVAL, "%s: \"mcpServers\" must be an object",
-                             where);
+        return hutch_err_set(err, -EINVAL, "%s: \"%s\" must be an object", where, key);
     cJSON_ArrayForEach(e, servers)
     {
         if (++n > HUTCH_UPSTREAM_MAX_SERVERS)
-            return hutch_err_set(err, -EINVAL,
-                                 "%s: more than %d servers in \"mcpServers\"", where,
-                                 HUTCH_UPSTREAM_MAX_SERVERS);
+            return hutch_err_set(err, -EINVAL, "%s: more than %d servers in \"%s\"",
+                                 where, HUTCH_UPSTREAM_MAX_SERVERS, key);
         if (!name_ok(e->string)) {
             char shown[80];
             clean_text(shown, sizeof(shown), e->string, strlen(e->string));
@@ -594,6 +842,17 @@ static int check_servers(const char *where, const cJSON *servers, struct hutch_e
             if (!strcmp(o->string, e->string))
                 return hutch_err_set(err, -EINVAL, "%s: server \"%s\" is defined twice",
                                      where, e->string);
+        r = entry_kind(where, e->string, e, why, sizeof(why), err);
+        if (r < 0)
+            return r;
+        if (r == ENTRY_DISABLED && warn)
+            hutch_info("%s: server \"%s\" is disabled: not started", where, e->string);
+        if (r == ENTRY_SKIPPED && warn)
+            hutch_warn("%s: server \"%s\" is skipped: %s", where, e->string, why);
+        if (r != ENTRY_RUN)
+            continue;
+        if (warn)
+            warn_keys(where, e->string, e);
         r = parse_entry(where, e->string, e, NULL, err);
         if (r < 0)
             return r;
@@ -605,8 +864,8 @@ int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err
 {
     char *data = NULL;
     size_t len = 0;
-    cJSON *root = NULL, *servers;
-    const char *end = NULL;
+    cJSON *root = NULL, *servers, *vscode;
+    const char *end = NULL, *key = "mcpServers";
     int r;
 
     if (!path || !config)
@@ -640,12 +899,28 @@ int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err
                           "%s: expected a JSON object with \"mcpServers\"", path);
         goto out;
     }
+    /* Claude Desktop, Claude Code, Cline, Roo Code: "mcpServers"; VS Code's
+     * .vscode/mcp.json: "servers", the same entries. */
     servers = cJSON_GetObjectItemCaseSensitive(root, "mcpServers");
-    if (!servers) {
-        r = hutch_err_set(err, -EINVAL, "%s: no \"mcpServers\" object", path);
+    vscode = cJSON_GetObjectItemCaseSensitive(root, "servers");
+    if (servers && vscode) {
+        r = hutch_err_set(err, -EINVAL,
+                          "%s: both \"mcpServers\" and \"servers\" (VS Code's name): "
+                          "keep one",
+                          path);
         goto out;
     }
-    r = check_servers(path, servers, err);
+    if (vscode) {
+        servers = vscode;
+        key = "servers";
+    }
+    if (!servers) {
+        r = hutch_err_set(err, -EINVAL,
+                          "%s: no \"mcpServers\" object (or VS Code's \"servers\")",
+                          path);
+        goto out;
+    }
+    r = check_servers(path, key, servers, true, err);
     if (r < 0)
         goto out;
     *config = cJSON_DetachItemViaPointer(root, servers);
@@ -2960,7 +3235,7 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
     *out = NULL;
     if (opts && (opts->call_timeout_ms < 0 || opts->start_timeout_ms < 0))
         return hutch_err_set(err, -EINVAL, "upstream timeouts cannot be negative");
-    r = check_servers("mcpServers", config, err);
+    r = check_servers("mcpServers", "mcpServers", config, false, err);
     if (r < 0)
         return r;
 
@@ -2995,7 +3270,17 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
         struct server *s = &u->srv[i++];
         snprintf(s->name, sizeof(s->name), "%s", e->string);
         snprintf(s->who, sizeof(s->who), "upstream %s", e->string);
-        r = parse_entry("mcpServers", e->string, e, s, err);
+        r = entry_kind("mcpServers", e->string, e, s->error, sizeof(s->error), err);
+        if (r == ENTRY_DISABLED || r == ENTRY_SKIPPED) {
+            /* Listed with their state, never started: settled already. */
+            s->state = r == ENTRY_DISABLED ? ST_DISABLED : ST_SKIPPED;
+            s->tr = get(e, "url") && !get(e, "command") ? TR_HTTP : TR_STDIO;
+            s->settled = true;
+            u->settled++;
+            continue;
+        }
+        if (r == 0)
+            r = parse_entry("mcpServers", e->string, e, s, err);
         if (r < 0) {
             if (r == -ENOMEM)
                 hutch_err_set(err, r, "out of memory");
@@ -3019,6 +3304,8 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     for (i = 0; i < u->n; i++) {
+        if (u->srv[i].state == ST_DISABLED || u->srv[i].state == ST_SKIPPED)
+            continue;
         r = -pthread_create(&u->srv[i].sup, NULL, supervisor_main, &u->srv[i]);
         if (r < 0)
             break;
@@ -3092,7 +3379,9 @@ cJSON *hutch_upstreams_status(struct hutch_upstreams *u)
         pthread_mutex_lock(&s->lock);
         ok = cJSON_AddStringToObject(o, "server", s->name) &&
              cJSON_AddStringToObject(o, "transport",
-                                     s->tr == TR_STDIO ? "stdio" : "http") &&
+                                     s->state == ST_SKIPPED ? "none"
+                                     : s->tr == TR_STDIO    ? "stdio"
+                                                            : "http") &&
              cJSON_AddStringToObject(o, "state", state_names[s->state]) &&
              (s->state == ST_READY || !s->error[0] ||
               cJSON_AddStringToObject(o, "error", s->error)) &&
@@ -3138,6 +3427,9 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
     snprintf(state, sizeof(state), "%s%s%s", state_names[s->state],
              s->error[0] ? ": " : "", s->error);
     pthread_mutex_unlock(&s->lock);
+    if (!ready && (s->state == ST_DISABLED || s->state == ST_SKIPPED))
+        return hutch_err_set(err, -EHOSTDOWN, "upstream %s is %s in the servers file",
+                             s->name, state);
     if (!ready)
         return hutch_err_set(err, -EHOSTDOWN, "upstream %s is not ready (%s)", s->name,
                              state);

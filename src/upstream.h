@@ -7,6 +7,12 @@
  *       "docs": { "type": "http", "url": "http://127.0.0.1:9000/mcp",
  *                 "headers": {"Authorization": "Bearer …"} } } }
  *
+ * (VS Code's "servers" object is read the same way.)  "disabled": true
+ * entries and unsupported ones ("type": "sse", unknown types) are kept,
+ * never started, and listed as "disabled" / "skipped"; ${VAR} and
+ * ${VAR:-default} are expanded in command, args, cwd, url and the env and
+ * headers values (README, "The servers file").
+ *
  * stdio entries are spawned as children (NDJSON on their stdin/stdout,
  * stderr logged line by line); http entries use libcurl (POST, JSON or SSE
  * responses, Mcp-Session-Id).  Every server is initialized, its tools are
@@ -35,8 +41,11 @@ struct hutch_upstream_opts {
     bool no_wait;            /* return at once: servers join as they come up */
 };
 
-/* Read and validate a servers file.  *config is the "mcpServers" object
- * (caller frees).  Errors name the file, the server and the field. */
+/* Read and validate a servers file.  *config is the "mcpServers" (or VS
+ * Code's "servers") object as written, variables unexpanded (caller
+ * frees); skipped entries and unknown keys are logged as warnings here,
+ * once.  Errors name the file, the server and the field (an unset ${VAR}:
+ * the variable too). */
 int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err);
 
 /* Start every server of `config` concurrently and wait (up to the start
@@ -66,9 +75,11 @@ void hutch_upstreams_free(struct hutch_upstreams *u);
 cJSON *hutch_upstreams_tools(struct hutch_upstreams *u);
 /* Bumped whenever any server's tool list changed (list_changed, restart). */
 uint64_t hutch_upstreams_generation(struct hutch_upstreams *u);
-/* One object per server: {"server", "transport": "stdio"|"http",
- * "state": "starting"|"ready"|"failed"|"restarting", "error"?, "tools": N}.
- * Caller frees. */
+/* One object per entry: {"server", "transport": "stdio"|"http"|"none",
+ * "state": "starting"|"ready"|"failed"|"restarting"|"disabled"|"skipped",
+ * "error"?, "tools": N}.  disabled and skipped entries were never started
+ * (a skipped one's "error" says why; its transport is "none").  Caller
+ * frees. */
 cJSON *hutch_upstreams_status(struct hutch_upstreams *u);
 
 /* Call `tool` (the upstream's own name) on `server`.  Blocking; safe from

@@ -1,4 +1,4 @@
-/* util.h — small helpers shared by the core: time, fds, files. */
+/* util.h — small helpers shared by the core: time, fds, files, hints. */
 #ifndef HUTCH_UTIL_H
 #define HUTCH_UTIL_H
 
@@ -39,6 +39,15 @@ int hutch_read_fd(int fd, size_t max, char **data, size_t *len, struct hutch_err
 void hutch_random_id(char out[17]);
 /* Parse a positive decimal integer within [min, max]. */
 int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* The word of `known` (NULL-terminated) closest to k, compared without
+ * case, when at most two edits away: for "did you mean …?" hints. */
+const char *hutch_suggest(const char *k, const char *const *known);
+
+/* The language a user named: "python" for python, python3 or py;
+ * "javascript" for javascript, js, node or nodejs (any case); NULL for
+ * anything else (TypeScript too: the runner runs JavaScript). */
+const char *hutch_lang_canon(const char *name);
 
 /* Base64 (RFC 4648, with padding).  encode: caller frees, NUL-terminated.
  * decode: ignores nothing — whitespace or a bad character is an error

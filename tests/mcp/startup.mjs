@@ -3,7 +3,8 @@
 // answered only after every upstream had started, 30 s with one that hangs,
 // and closing stdin took as long again).
 //   - initialize and search_tools answer while an upstream is still starting
-//     (one that would take ten minutes), and search_tools names it;
+//     (one that would take ten minutes), and search_tools names it, but not
+//     the servers file's disabled and skipped entries (never started);
 //   - a program's call of a tool whose server is still starting waits for
 //     that server and gets its answer;
 //   - once up, the server's tools are in the catalog;
@@ -26,6 +27,9 @@ fs.writeFileSync(servers, JSON.stringify({
     never: { command: NODE, args: [slow], env: { SLOWSTART_MS: "600000" } },
     // Answers once the test creates its gate file.
     later: { command: NODE, args: [slow], env: { SLOWSTART_FILE: gate } },
+    // Never started: not "servers whose tools are not listed" to an agent.
+    off: { command: NODE, args: [slow], disabled: true },
+    legacy: { type: "sse", url: "http://127.0.0.1:1/sse" },
   },
 }));
 
@@ -41,6 +45,11 @@ await t.step("initialize is answered while an upstream is still starting", async
     const st = (s.servers || []).find((x) => x.server === name);
     if (!st || st.state !== "starting" || !text.includes(`${name}: starting`)) {
       throw new Error(`search_tools does not say "${name}" is starting: ${JSON.stringify(s)} ${text}`);
+    }
+  }
+  for (const name of ["off", "legacy"]) {
+    if ((s.servers || []).some((x) => x.server === name) || text.includes(`${name}:`)) {
+      throw new Error(`search_tools lists "${name}", which was never started: ${JSON.stringify(s)} ${text}`);
     }
   }
 });

@@ -1,6 +1,7 @@
 #!/bin/bash
 # cli.sh — the command line contract: --version, --help everywhere, bad
-# arguments, plugins, doctor, and hutch's own failures exiting 125 with a
+# arguments, language aliases, plugins and doctor (and their --json), the
+# exit status of hutch tools, and hutch's own failures exiting 125 with a
 # message that says what to do.
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 
@@ -24,6 +25,18 @@ like "unknown language says what is allowed" "$ERR" "python or javascript"
 
 run_hutch run --lang python
 is "no program exits 2" "$RC" 2
+
+run_hutch run --lang py -e 'print(6 * 7)'
+is "--lang py is python" "$OUT" 42
+run_hutch run --lang Python3 -e 'print(6 * 7)'
+is "--lang python3 (any case) is python" "$OUT" 42
+run_hutch run --lang node -e 'console.log(6 * 7)'
+is "--lang node is javascript" "$OUT" 42
+run_hutch run --lang js -e 'console.log(6 * 7)'
+is "--lang js is javascript" "$OUT" 42
+run_hutch run --lang ts -e 'console.log(1)'
+is "--lang ts is refused (the runner runs JavaScript)" "$RC" 2
+like "the refusal lists the aliases" "$ERR" "js, node, nodejs"
 
 run_hutch run --lang python -e 'print(1)' --timeout 0
 like "bad --timeout is explained" "$ERR" "--timeout wants milliseconds"
@@ -66,7 +79,26 @@ is "hutch plugins survives broken plugins" "$RC" 0
 like "wrong ABI is listed with its reason" "$OUT" "built for executor ABI 42"
 like "missing symbol is listed with its reason" "$OUT" "no symbol hutch_executor_entry"
 like "garbage is listed with its reason" "$OUT" "cannot load"
+run_hutch plugins --plugins "$TP" --json
+is "hutch plugins --json exits 0" "$RC" 0
+is "hutch plugins --json is one JSON document" \
+    "$(echo "$OUT" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(sorted(d), len(d["plugins"]))')" \
+    "['plugin_dir', 'plugins'] 3"
+is "hutch plugins --json: every plugin with name, file, path, usable, version and a reason" \
+    "$(echo "$OUT" | $PY -c '
+import json,sys
+d = json.load(sys.stdin)
+print(sorted(set(k for p in d["plugins"] for k in p)), [p["usable"] for p in d["plugins"]])')" \
+    "['file', 'name', 'path', 'reason', 'usable', 'version'] [False, False, False]"
+like "hutch plugins --json keeps the reasons" "$OUT" "built for executor ABI 42"
 rm -rf "$TP"
+run_hutch plugins --json
+is "hutch plugins --json: local is usable, with its version and summary" \
+    "$(echo "$OUT" | $PY -c '
+import json,sys
+p = [p for p in json.load(sys.stdin)["plugins"] if p["name"] == "local"][0]
+print(p["usable"], bool(p["version"]), bool(p["summary"]), p["file"])')" \
+    "True True True local.so"
 
 run_hutch doctor
 is "hutch doctor passes on this machine" "$RC" 0
@@ -79,5 +111,63 @@ like "doctor finds node" "$OUT" "javascript"
 HUTCH_RUNNER_DIR=/nonexistent run_hutch doctor
 is "doctor fails without runners" "$RC" 1
 like "doctor says how to fix missing runners" "$ERR$OUT" "HUTCH_RUNNER_DIR"
+
+run_hutch doctor --json
+is "hutch doctor --json exits 0 here too" "$RC" 0
+is "hutch doctor --json: ok, failures and the checks" \
+    "$(echo "$OUT" | $PY -c '
+import json,sys
+d = json.load(sys.stdin)
+c = {x["check"]: x for x in d["checks"]}
+print(d["ok"], d["failures"], sorted(d), sorted(c["namespaces"]), c["namespaces"]["status"],
+      "python" in c and "javascript" in c and "executor local" in c)')" \
+    "True 0 ['checks', 'failures', 'ok'] ['check', 'detail', 'essential', 'status'] ok True"
+HUTCH_RUNNER_DIR=/nonexistent run_hutch doctor --json
+is "hutch doctor --json fails without runners, with the same exit status" "$RC" 1
+is "hutch doctor --json says which check failed and how to fix it" \
+    "$(echo "$OUT" | $PY -c '
+import json,sys
+d = json.load(sys.stdin)
+f = [x for x in d["checks"] if x["status"] == "FAIL"]
+print(d["ok"], d["failures"] >= 1, f[0]["check"], "HUTCH_RUNNER_DIR" in f[0]["detail"])')" \
+    "False True runners True"
+
+# hutch tools: a server that did not start makes the exit status 1 (the
+# others' tools are still printed); disabled and skipped entries do not.
+EVERYTHING="$HUTCH_SRCDIR/tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+if [ -f "$EVERYTHING" ]; then
+    TS=$(mktemp -d)
+    cat >"$TS/good.json" <<EOS
+{"mcpServers": {
+  "everything": {"command": "/usr/bin/node", "args": ["\${CLI_TEST_JS}", "stdio"]},
+  "off": {"command": "nosuchcmd-cli", "disabled": true},
+  "legacy": {"type": "sse", "url": "http://127.0.0.1:1/sse"}}}
+EOS
+    cat >"$TS/some.json" <<EOS
+{"mcpServers": {
+  "everything": {"command": "/usr/bin/node", "args": ["$EVERYTHING", "stdio"]},
+  "broken": {"command": "nosuchcmd-cli"}}}
+EOS
+    cat >"$TS/none.json" <<EOS
+{"mcpServers": {"broken": {"command": "nosuchcmd-cli"}}}
+EOS
+    CLI_TEST_JS=$EVERYTHING run_hutch tools --servers "$TS/good.json" --detail names
+    is "hutch tools exits 0 when every started server is up" "$RC" 0
+    like "hutch tools: \${VAR} in args is expanded" "$OUT" "tools.everything.echo"
+    like "hutch tools lists a disabled server as disabled" "$ERR" "upstream off is disabled"
+    like "hutch tools warns about a skipped sse server" "$ERR" 'server "legacy" is skipped'
+    run_hutch tools --servers "$TS/some.json" --detail names
+    is "hutch tools exits 1 when a server failed" "$RC" 1
+    like "... still printing the others' tools" "$OUT" "tools.everything.echo"
+    like "... naming the failure on stderr" "$ERR" "upstream broken is failed"
+    like "... and counting" "$ERR" "1 of 2 servers did not start"
+    run_hutch tools --servers "$TS/none.json"
+    is "hutch tools exits 1 when every server failed" "$RC" 1
+    run_hutch tools --servers "$TS/good.json"
+    is "hutch tools exits 1 for an unset \${VAR}" "$RC" 1
+    like "... naming the variable, the server and the field" "$ERR" \
+        'server "everything": "args"[0]: ${CLI_TEST_JS} is not set'
+    rm -rf "$TS"
+fi
 
 done_testing

@@ -1,8 +1,9 @@
 /* test_upstream.c — hutch's MCP client (src/upstream.c) against the real
  * reference server (server-everything from tests/mcp/node_modules, over
  * stdio and streamable HTTP on 127.0.0.1) and against deliberately broken
- * servers (the .mjs files of tests/mcp/servers).  Skips when node_modules or node is
- * missing.  Network: 127.0.0.1 only. */
+ * servers (the .mjs files of tests/mcp/servers), and servers files as other
+ * clients write them (Claude Desktop, VS Code, ${VAR}).  Skips when
+ * node_modules or node is missing.  Network: 127.0.0.1 only. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -365,7 +366,7 @@ static void test_load(void)
     ok(load_fails("{\"mcpServers\": {}} x", "unexpected data"),
        "data after the JSON is refused");
     ok(load_fails("[]", "expected a JSON object"), "a top level that is not an object");
-    ok(load_fails("{\"servers\": {}}", "no \"mcpServers\""), "missing mcpServers");
+    ok(load_fails("{\"other\": {}}", "no \"mcpServers\""), "missing mcpServers");
     ok(load_fails("{\"mcpServers\": []}", "\"mcpServers\" must be an object"),
        "mcpServers that is not an object");
     ok(load_fails("{\"mcpServers\": {\"fs\": {\"args\": []}}}",
@@ -442,13 +443,6 @@ static void test_load(void)
                   "\"http://127.0.0.1/\", \"headers\": {\"Mcp-Session-Id\": \"x\"}}}}",
                   "is set by hutch"),
        "a header hutch sets itself");
-    ok(load_fails("{\"mcpServers\": {\"w\": {\"type\": \"carrier-pigeon\"}}}",
-                  "unknown \"type\" \"carrier-pigeon\""),
-       "unknown type");
-    ok(load_fails(
-           "{\"mcpServers\": {\"w\": {\"type\": \"sse\", \"url\": \"http://x/\"}}}",
-           "not supported"),
-       "legacy sse type");
     ok(load_fails("{\"mcpServers\": {\"w\": 3}}", "must be an object"),
        "entry that is not an object");
     {
@@ -989,6 +983,192 @@ static void test_slowstart(void)
     ok(count_children(0) == 0, "no child process left");
 }
 
+/* --- servers files as other clients write them ---------------------------- */
+
+/* load_text with hutch's warnings captured: *log is what went to stderr
+ * (caller frees). */
+static int load_logged(const char *text, cJSON **config, struct hutch_err *err,
+                       char **log)
+{
+    char path[PATH_MAX + 16];
+    enum hutch_log_level was = hutch_log_get_level();
+    size_t len;
+    int saved, fd, r;
+
+    snprintf(path, sizeof(path), "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    saved = dup(2);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    dup2(fd, 2);
+    close(fd);
+    hutch_log_set_level(HUTCH_LOG_WARN);
+    r = load_text(text, config, err);
+    hutch_log_set_level(was);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    *log = NULL;
+    if (hutch_read_file(path, 1 << 20, log, &len, NULL) < 0)
+        *log = strdup("");
+    return r;
+}
+
+static bool has(const char *hay, const char *needle)
+{
+    if (hay && strstr(hay, needle))
+        return true;
+    printf("#   \"%s\" not in: %s\n", needle, hay ? hay : "(null)");
+    return false;
+}
+
+static void test_expand_errors(void)
+{
+    static const struct {
+        const char *entry, *want, *what;
+    } bad[] = {
+        {"{\"command\": \"${CFG_UNSET_A}\"}",
+         "server \"s\": \"command\": ${CFG_UNSET_A} is not set (set it, or give a "
+         "default: ${CFG_UNSET_A:-value})",
+         "command"},
+        {"{\"command\": \"x\", \"args\": [\"a\", \"--k=${CFG_UNSET_A}\"]}",
+         "server \"s\": \"args\"[1]: ${CFG_UNSET_A} is not set", "args"},
+        {"{\"command\": \"x\", \"env\": {\"K\": \"${CFG_UNSET_A}\"}}",
+         "server \"s\": \"env\".\"K\": ${CFG_UNSET_A} is not set", "env value"},
+        {"{\"command\": \"x\", \"cwd\": \"${CFG_UNSET_A}/w\"}",
+         "server \"s\": \"cwd\": ${CFG_UNSET_A} is not set", "cwd"},
+        {"{\"url\": \"http://${CFG_UNSET_A}/mcp\"}",
+         "server \"s\": \"url\": ${CFG_UNSET_A} is not set", "url"},
+        {"{\"url\": \"http://h/\", \"headers\": {\"Authorization\": \"Bearer "
+         "${CFG_UNSET_A}\"}}",
+         "server \"s\": \"headers\".\"Authorization\": ${CFG_UNSET_A} is not set",
+         "headers value"},
+        {"{\"command\": \"${env:CFG_UNSET_A}\"}", "${CFG_UNSET_A} is not set",
+         "VS Code's ${env:VAR}"},
+        {"{\"command\": \"${1X}\"}", "\"${1X}\" is not a variable", "a bad name"},
+        {"{\"command\": \"a${CFG_SET\"}", "\"${CFG_SET\" is not a variable",
+         "no closing brace"},
+        {"{\"command\": \"${CFG_SET-x}\"}", "\"${CFG_SET-x}\" is not a variable",
+         "only :- takes a default"},
+        {"{\"url\": \"http://h/\", \"headers\": {\"X\": \"${CFG_NL}\"}}",
+         "the value of \"X\" has control characters", "checked once expanded"},
+        {"{\"url\": \"${CFG_SET}\"}", "\"url\" must be an http:// or https:// URL",
+         "url checked once expanded"},
+        {"{\"command\": \"x\", \"disabled\": \"yes\"}",
+         "\"disabled\" must be true or false", "disabled that is not a boolean"},
+    };
+    char text[1024];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(text, sizeof(text), "{\"mcpServers\": {\"s\": %s}}", bad[i].entry);
+        ok(load_fails(text, bad[i].want), "${VAR}: %s", bad[i].what);
+    }
+    ok(load_fails("{\"mcpServers\": {}, \"servers\": {}}", "keep one"),
+       "mcpServers and VS Code's servers together are refused");
+}
+
+static void test_clients(void)
+{
+    char *text = NULL, *log = NULL, *got;
+    cJSON *config = NULL, *s;
+    struct hutch_err err;
+    struct hutch_upstreams *u = NULL;
+    struct hutch_upstream_opts opts = {.start_timeout_ms = 60000};
+    int r, rc;
+
+    setenv("CFG_NODE", node, 1);
+    setenv("CFG_JS", everything_js, 1);
+    setenv("CFG_SET", "world", 1);
+    setenv("CFG_EMPTY", "", 1);
+    setenv("CFG_NL", "a\r\nX-Evil: 1", 1);
+    unsetenv("CFG_UNSET_A");
+    unsetenv("CFG_UNSET_B");
+    test_expand_errors();
+
+    /* A Claude Desktop file with every kind of entry. */
+    if (asprintf(
+            &text,
+            "{\"mcpServers\": {\n"
+            " \"fs\": {\"command\": \"${CFG_NODE}\", \"args\": [\"${CFG_JS}\", "
+            "\"stdio\"],\n"
+            "   \"env\": {\"GREETING\": \"${CFG_UNSET_B:-hello} ${CFG_SET}, "
+            "${CFG_EMPTY:-empty} $${CFG_SET} $5 ${env:CFG_SET}\"},\n"
+            "   \"alwaysAllow\": [\"echo\"], \"autoApprove\": [], \"timeout\": 60},\n"
+            " \"web\": {\"type\": \"http\", \"url\": "
+            "\"http://127.0.0.1:${CFG_PORT_U:-1}/mcp\","
+            "   \"headers\": {\"Authorization\": \"Bearer ${CFG_SET}\"}},\n"
+            " \"legacy\": {\"type\": \"sse\", \"url\": \"http://127.0.0.1:1/sse\"},\n"
+            " \"off\": {\"command\": \"${CFG_UNSET_A}\", \"disabled\": true},\n"
+            " \"on\": {\"command\": \"${CFG_MISSING:-nosuchcmd-cfg}\", \"disabled\": "
+            "false,"
+            "   \"comand\": \"typo\", \"cwd\": \"${CFG_UNSET_B:-/}\"},\n"
+            " \"ws\": {\"type\": \"websocket\", \"url\": \"ws://127.0.0.1/\"}\n"
+            "}}\n") < 0)
+        return;
+    r = load_logged(text, &config, &err, &log);
+    free(text);
+    ok(r == 0 && cJSON_GetArraySize(config) == 6,
+       "a Claude Desktop file with sse, disabled and unknown types loads (%s)",
+       r ? err.msg : "ok");
+    ok(has(log, "server \"legacy\" is skipped: \"type\": \"sse\" (the old HTTP+SSE "
+                "transport) is not supported"),
+       "the sse entry is skipped with a warning naming it and why");
+    ok(has(log, "server \"ws\" is skipped: unknown \"type\" \"websocket\""),
+       "an unknown type is skipped with a warning");
+    ok(has(log, "server \"on\": unknown key \"comand\" is ignored (did you mean "
+                "\"command\"?)"),
+       "an unknown key is reported with a suggestion");
+    ok(log && !strstr(log, "alwaysAllow") && !strstr(log, "autoApprove") &&
+           !strstr(log, "\"off\"") && !strstr(log, "\"timeout\""),
+       "other clients' keys and disabled entries raise no warning");
+    free(log);
+    if (r < 0)
+        return;
+
+    r = hutch_upstreams_start(config, &opts, &u, &err);
+    cJSON_Delete(config);
+    ok(r == 0 && u, "start it (%s)", r ? err.msg : "ok");
+    if (r < 0)
+        return;
+    ok(state_is(u, "fs", "ready", NULL), "fs (${VAR} in command and args) is ready");
+    ok(state_is(u, "off", "disabled", NULL), "a disabled entry is listed as disabled");
+    ok(state_is(u, "legacy", "skipped", "\"sse\"") &&
+           state_is(u, "ws", "skipped", "websocket"),
+       "unsupported entries are listed as skipped with the reason");
+    ok(state_is(u, "on", "failed", "nosuchcmd-cfg"),
+       "a default in command is used: \"disabled\": false starts");
+    ok(state_is(u, "web", "failed", "127.0.0.1:1"), "a default in url is used");
+    s = status_of(u, "legacy");
+    ok(s && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(s, "transport")), "none"),
+       "a skipped entry has no transport");
+    cJSON_Delete(s);
+
+    got = call_text(u, "fs", "get-env", "{}", 30000, &rc, &err);
+    ok(got && strstr(got, "hello world, empty ${CFG_SET} $5 world"),
+       "env values: ${VAR}, ${VAR:-default} when unset or empty, $${ and $ kept, "
+       "${env:VAR}");
+    if (!(got && strstr(got, "hello world")))
+        printf("#   rc=%d %s\n", rc, got ? got : err.msg);
+    free(got);
+    got = call_text(u, "off", "echo", "{\"message\": \"x\"}", 5000, &rc, &err);
+    ok(!got && rc == -EHOSTDOWN && strstr(err.msg, "disabled in the servers file"),
+       "a call to a disabled server says so: %s", err.msg);
+    free(got);
+    hutch_upstreams_free(u);
+
+    /* VS Code's .vscode/mcp.json. */
+    r = load_text("{\"inputs\": [], \"servers\": {\n"
+                  " \"a\": {\"type\": \"stdio\", \"command\": \"x\"},\n"
+                  " \"b\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:9/mcp\"},\n"
+                  " \"c\": {\"type\": \"sse\", \"url\": \"http://127.0.0.1:9/sse\"}}}",
+                  &config, &err);
+    ok(r == 0 && cJSON_GetArraySize(config) == 3,
+       "VS Code's \"servers\" form loads (%s)", r ? err.msg : "ok");
+    cJSON_Delete(config);
+    ok(load_fails("{\"servers\": {\"a\": {\"type\": \"stdio\"}}}",
+                  "server \"a\": \"command\" is missing"),
+       "VS Code's form is checked like mcpServers");
+}
+
 int main(void)
 {
     const char *env = getenv("HUTCH_SRCDIR");
@@ -1027,6 +1207,7 @@ int main(void)
                                                      : HUTCH_LOG_ERROR);
 
     test_load();
+    test_clients();
     test_live();
     test_http_quirks();
     test_slowstart();
