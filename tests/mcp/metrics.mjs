@@ -343,6 +343,22 @@ t.ok(up, "/readyz shows the gated server ready once it comes up");
   t.is(val(m2.p, "hutch_upstream_state", { server: "gate", state: "starting" }), 0, "no longer starting");
 }
 
+// --- not ready: a reloaded policy whose executor cannot serve ---------------------------
+{
+  const good = fs.readFileSync(policy, "utf8");
+  fs.writeFileSync(policy, good.replace("return {", 'return {\n  executor = "no-such-executor",'));
+  srv.proc.kill("SIGHUP");
+  const down = await waitFor(async () => (await ready()).status === 503, 60000, 100);
+  t.ok(down, "/readyz answers 503 once the policy names an executor that cannot serve");
+  const r = await ready();
+  t.is(r.json.ready, false, "and its body says not ready");
+  t.ok(r.json.executor?.error || r.json.policy?.error, "and why", JSON.stringify(r.json));
+  fs.writeFileSync(policy, good);
+  srv.proc.kill("SIGHUP");
+  t.ok(await waitFor(async () => (await ready()).status === 200, 60000, 100),
+    "/readyz answers 200 again once the policy is fixed");
+}
+
 await client.close().catch(() => {});
 const exited = await srv.stop();
 t.ok(exited && exited.code === 0, "hutch serve stops cleanly", JSON.stringify(exited));
