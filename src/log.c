@@ -113,7 +113,7 @@ static void emit(enum hutch_log_level level, const char *who, int plain, cJSON *
     int n;
 
     if (format == HUTCH_LOG_JSON) {
-        char clean[3 * 2048 + 1], when[40];
+        char clean[3 * 2048 + 1], clean_who[3 * 128 + 1], when[40];
         struct timespec ts;
         struct tm tm;
         cJSON *o = cJSON_CreateObject();
@@ -124,9 +124,10 @@ static void emit(enum hutch_log_level level, const char *who, int plain, cJSON *
         n = (int)strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
         snprintf(when + n, sizeof(when) - (size_t)n, ".%03ldZ", ts.tv_nsec / 1000000L);
         utf8_clean(msg, strnlen(msg, 2047), clean);
+        utf8_clean(who ? who : "hutch", strnlen(who ? who : "hutch", 128), clean_who);
         cJSON_AddStringToObject(o, "time", when);
         cJSON_AddStringToObject(o, "level", names[(unsigned)level < 4 ? level : 3]);
-        cJSON_AddStringToObject(o, "who", who ? who : "hutch");
+        cJSON_AddStringToObject(o, "who", clean_who);
         cJSON_AddStringToObject(o, "msg", clean);
         if (fields)
             cJSON_AddItemReferenceToObject(o, "fields", fields);
