@@ -265,6 +265,7 @@ int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *
     /* What the program called, by the upstream's own names (a Python
      * identifier like get_sum stands for get-sum). */
     reply->tool = strdup(e->qualified);
+    reply->server = strdup(e->server);
     if (hutch_schema_validate(cJSON_GetObjectItemCaseSensitive(e->def, "inputSchema"),
                               args, msg, sizeof(msg)) < 0)
         return fail(reply, -EINVAL, "invalid_args", "%s: %s", e->qualified, msg);

@@ -55,6 +55,7 @@
 #include "calls.h"
 #include "caps.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 #include "wire.h"
 
@@ -111,6 +112,7 @@ static void call_free(struct call *c)
     cJSON_Delete(c->reply.result);
     free(c->reply.message);
     free(c->reply.tool);
+    free(c->reply.server);
     free(c);
 }
 
@@ -292,6 +294,10 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     }
     if (c)
         open_remove(q, c);
+    /* Counted where it is recorded: the metrics and the record agree. */
+    hutch_metrics_tool_call(
+        reply->server,
+        r == 0 ? "ok" : cJSON_GetStringValue(cJSON_GetObjectItem(rec, "outcome")));
     cJSON_AddItemToArray(q->record, rec);
     if (line) {
         send_locked(q, line, len);
@@ -491,6 +497,7 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSO
     cJSON_Delete(reply.result);
     free(reply.message);
     free(reply.tool);
+    free(reply.server);
     return hutch_calls_take(q);
 }
 
@@ -532,12 +539,15 @@ void hutch_calls_end(struct hutch_calls *q)
         return;
     pthread_mutex_lock(&q->mu);
     if (!q->stop) {
-        for (struct call *c = q->open_head; c; c = c->open_next)
+        for (struct call *c = q->open_head; c; c = c->open_next) {
             cJSON_AddItemToArray(
                 q->record,
                 record_entry(c->id, c->tool, 0, "unfinished",
                              "the execution ended before the tool call returned",
                              hutch_now_us() - c->t0));
+            /* Its reply is still the worker's: no server to name. */
+            hutch_metrics_tool_call(NULL, "unfinished");
+        }
         q->stop = true;
         pthread_cond_broadcast(&q->work);
     }

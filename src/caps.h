@@ -94,6 +94,16 @@
 #define HUTCH_SEARCH_MAX_RESULTS      100
 #define HUTCH_MCP_MAX_DEPTH           128 /* JSON nesting of one message */
 
+/* Metrics (metrics.c): label values kept apart per family; past these,
+ * new names are counted as "other".  Servers: every configured one, plus
+ * "" (no known server) and "other". */
+#define HUTCH_METRICS_MAX_EXECUTORS 16
+#define HUTCH_METRICS_MAX_SERVERS   (HUTCH_UPSTREAM_MAX_SERVERS + 2)
+#define HUTCH_METRICS_MAX_BYTES     (1u << 20) /* one /metrics answer */
+/* /readyz probes the executor at most this often (a probe may ask a
+ * daemon; /readyz needs no token). */
+#define HUTCH_READY_PROBE_MS 1000u
+
 /* HTTP transport (http.c). */
 #define HUTCH_HTTP_MAX_CONNECTIONS 128u
 #define HUTCH_HTTP_CONN_TIMEOUT_S  60u         /* idle keep-alive, stalled upload */

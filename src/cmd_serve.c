@@ -99,6 +99,7 @@ static void usage(FILE *f)
         "      --no-envelope      do not wrap sandbox output in <untrusted-data-…> "
         "tags\n"
         "  -v, --verbose          log more on stderr (repeat for debug)\n"
+        "      --log-format F     text (default) or json: one JSON object per line\n"
         "  -h, --help             this text\n",
         HUTCH_POOL_DEFAULT_SIZE, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_DEFAULT_MEMORY_MB,
         HUTCH_DEFAULT_PIDS);
@@ -267,7 +268,8 @@ int hutch_cmd_serve(int argc, char **argv)
         OPT_PIDS,
         OPT_NO_ENVELOPE,
         OPT_AUDIT,
-        OPT_POOL
+        OPT_POOL,
+        OPT_LOG_FORMAT
     };
     static const struct option opts[] = {
         {"servers", required_argument, NULL, 's'},
@@ -283,6 +285,7 @@ int hutch_cmd_serve(int argc, char **argv)
         {"no-envelope", no_argument, NULL, OPT_NO_ENVELOPE},
         {"pool", required_argument, NULL, OPT_POOL},
         {"verbose", no_argument, NULL, 'v'},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -360,6 +363,12 @@ int hutch_cmd_serve(int argc, char **argv)
         case 'v':
             hutch_log_more();
             break;
+        case OPT_LOG_FORMAT:
+            if (hutch_log_set_format_name(optarg) < 0) {
+                fprintf(stderr, "hutch serve: --log-format wants text or json\n");
+                return 2;
+            }
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -386,12 +395,12 @@ int hutch_cmd_serve(int argc, char **argv)
     if (http) {
         token = read_token(token_file, &err);
         if (!token && err.msg[0]) {
-            fprintf(stderr, "hutch serve: token: %s\n", err.msg);
+            hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "token: %s", err.msg);
             goto out;
         }
     }
     if (hutch_gov_new(policy_file, audit_file, &gov, &err) < 0) {
-        fprintf(stderr, "hutch serve: policy: %s\n", err.msg);
+        hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "policy: %s", err.msg);
         goto out;
     }
     /* Every thread created from here on inherits SIGHUP blocked. */
@@ -402,7 +411,7 @@ int hutch_cmd_serve(int argc, char **argv)
         pthread_detach(reloader);
     if (hutch_cli_start_tools(servers, "hutch serve", false, &config, &ups, &bridge,
                               &err) < 0) {
-        fprintf(stderr, "hutch serve: %s\n", err.msg);
+        hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
         goto out;
     }
     jo.plugin_dir = plugin_dir;
@@ -414,7 +423,7 @@ int hutch_cmd_serve(int argc, char **argv)
     jo.memory_mb = memory_set ? memory : 0;
     jo.pids = pids_set ? (uint32_t)pids : 0;
     if (hutch_jobs_new(&jo, &jobs, &err) < 0) {
-        fprintf(stderr, "hutch serve: %s\n", err.msg);
+        hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
         goto out;
     }
     mo.jobs = jobs;
@@ -423,12 +432,14 @@ int hutch_cmd_serve(int argc, char **argv)
     mo.timeout_ms = timeout;
     mo.untrusted_envelope = envelope;
     if (hutch_mcp_new(&mo, &m, &err) < 0) {
-        fprintf(stderr, "hutch serve: %s\n", err.msg);
+        hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
         goto out;
     }
     if (http) {
         ho.addr = addr;
         ho.token = token;
+        ho.jobs = jobs;
+        ho.upstreams = ups;
         {
             struct hutch_policy *pol = hutch_gov_policy(gov);
             if (hutch_policy_has_principals(pol)) {
@@ -439,11 +450,11 @@ int hutch_cmd_serve(int argc, char **argv)
         }
         if (!token && (!strcmp(addr, "127.0.0.1") || !strcmp(addr, "::1") ||
                        !strcmp(addr, "localhost") || !strncmp(addr, "127.", 4)))
-            fprintf(stderr,
-                    "hutch serve: warning: serving HTTP without a bearer token (set "
-                    "HUTCH_TOKEN or --token-file): any local process can use it\n");
+            hutch_log_say(HUTCH_LOG_WARN, "hutch serve", NULL,
+                          "serving HTTP without a bearer token (set HUTCH_TOKEN or "
+                          "--token-file): any local process can use it");
         if (hutch_http_serve(m, &ho, &stopping, &err) < 0) {
-            fprintf(stderr, "hutch serve: %s\n", err.msg);
+            hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
             goto out;
         }
         rc = 0;

@@ -25,6 +25,7 @@
 #include "exec.h"
 #include "hutch_archive.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 #include "wire.h"
 
@@ -366,6 +367,7 @@ void hutch_box_destroy(struct hutch_box *b)
     if (!b)
         return;
     b->plugin->ex->destroy(b->plugin->state, b->sb);
+    hutch_metrics_sandbox(-1);
     box_free(b);
 }
 
@@ -417,6 +419,7 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cl
         box_free(b);
         return r;
     }
+    hutch_metrics_sandbox(1);
     b->t_started_us = hutch_now_us();
     hutch_set_nonblock(b->sb->chan_fd);
     hutch_set_nonblock(b->sb->stdout_fd);

@@ -28,7 +28,8 @@ struct hutch_tool_reply {
     cJSON *result;
     const char *code; /* static string */
     char *message;
-    char *tool; /* malloc'd: "server.tool" the call resolved to, or NULL */
+    char *tool;   /* malloc'd: "server.tool" the call resolved to, or NULL */
+    char *server; /* malloc'd: the server of that tool, or NULL (metrics) */
 };
 typedef int (*hutch_tool_fn)(void *arg, const char *tool, const cJSON *args,
                              int timeout_ms, struct hutch_tool_reply *reply);

@@ -14,6 +14,7 @@
 #include "catalog.h"
 #include "govern.h"
 #include "log.h"
+#include "metrics.h"
 #include "path.h"
 #include "rate.h"
 #include "util.h"
@@ -160,6 +161,7 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
 deny:
     hutch_audit_log(g->audit, "execute_decision", x->principal, x->execution, NULL,
                     "deny", reason, (double)(hutch_now_us() - t0) / 1000.0, NULL);
+    hutch_metrics_denial(HUTCH_DENIAL_EXECUTION, r == -EAGAIN);
     hutch_policy_unref(x->policy);
     x->policy = NULL;
     return r;
@@ -234,8 +236,11 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
                     r == 0 ? "allow" : "deny", r == 0 ? NULL : reason, dur, extra);
     cJSON_Delete(extra);
     if (r < 0) {
+        hutch_metrics_denial(HUTCH_DENIAL_TOOL_CALL, r == -EAGAIN);
         reply->code = "denied";
         reply->message = strdup(reason[0] ? reason : "denied by the policy");
+        reply->tool = strdup(e->qualified);
+        reply->server = strdup(e->server);
         r = -EPERM;
         goto out;
     }

@@ -1,6 +1,7 @@
-/* http.c — MCP's streamable HTTP transport, over libmicrohttpd.
+/* http.c — MCP's streamable HTTP transport, over libmicrohttpd, and the
+ * operator's endpoints beside it.
  *
- * One endpoint, /mcp:
+ * /mcp:
  *   POST    one JSON-RPC message (or batch) from the client.  A request is
  *           answered with text/event-stream when the client's Accept names it
  *           (everything the core sends for that request: progress, then the
@@ -15,6 +16,21 @@
  *           tied to no request (stream == NULL) are therefore dropped.
  * Around that: a bearer token, Host/Origin checks on loopback binds (DNS
  * rebinding), body and session caps, idle session expiry (30 min).
+ *
+ * Beside it, GET (and HEAD) only, other methods 405:
+ *   /healthz  200 "ok": the process answers.  No token.
+ *   /readyz   200 when hutch can run code now (the policy can be served and
+ *             its executor's probe passes), else 503; a JSON body with the
+ *             executor, the upstreams' and the pools' states.  No token:
+ *             load balancers and orchestrators' probes send none.  Without
+ *             a valid token the body leaves out free-text error messages
+ *             (they may name paths and hosts); states and names stay.
+ *   /metrics  Prometheus text format 0.0.4 (metrics.c).  The same bearer
+ *             token as /mcp when one is set (the server's or a principal's):
+ *             counts say what agents do, and Prometheus sends a bearer token
+ *             from its scrape config.  No separate metrics token: one
+ *             secret fewer to manage.
+ * The Host/Origin checks apply to all of them, as to /mcp.
  *
  * Threading: libmicrohttpd runs one thread per connection, so a request may
  * block until its answer is ready; every wait wakes at least every 100 ms to
@@ -45,6 +61,7 @@
 #include "http.h"
 #include "log.h"
 #include "mcp_server.h"
+#include "metrics.h"
 #include "mhd_lib.h"
 #include "util.h"
 
@@ -102,6 +119,8 @@ struct http_server {
     size_t token_len;
     int (*principal)(void *arg, const char *token, char *name, size_t len);
     void *principal_arg;
+    struct hutch_jobs *jobs;
+    struct hutch_upstreams *upstreams;
     int loopback;
     int stopping;        /* atomic */
     uint64_t buffered;   /* atomic: request body bytes reserved */
@@ -700,6 +719,65 @@ static int authorized(const struct http_server *srv, struct MHD_Connection *conn
     return 0;
 }
 
+/* ---------------------------------------------------------------------- */
+/* /healthz, /readyz, /metrics */
+
+static enum MHD_Result on_ops(struct http_server *srv, struct MHD_Connection *conn,
+                              const char *url, const char *method)
+{
+    static const char *const allow[] = {"Allow", "GET, HEAD", NULL};
+    static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
+                                           NULL};
+    static const char *const nocache[] = {"Cache-Control", "no-store", NULL};
+    char who[HUTCH_MAX_PRINCIPAL_NAME + 1];
+    int authed = authorized(srv, conn, who, sizeof(who));
+
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                          "Method Not Allowed: use GET\n", allow);
+    if (strcmp(url, "/healthz") == 0)
+        return reply_text(conn, MHD_HTTP_OK, "ok\n", nocache);
+    if (strcmp(url, "/readyz") == 0) {
+        int ready = 0;
+        cJSON *o = hutch_metrics_ready(srv->jobs, srv->upstreams, authed, &ready);
+        char *body = o ? cJSON_PrintUnformatted(o) : NULL;
+        cJSON_Delete(o);
+        if (!body)
+            return MHD_NO;
+        return reply(conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+                     "application/json", body, strlen(body), MHD_RESPMEM_MUST_FREE,
+                     nocache);
+    }
+    /* /metrics */
+    if (!authed)
+        return reply_text(conn, MHD_HTTP_UNAUTHORIZED,
+                          "Unauthorized: send Authorization: Bearer <token>\n",
+                          www_auth);
+    {
+        struct hutch_buf b;
+        size_t len = 0;
+        char *body;
+        hutch_buf_init(&b, HUTCH_METRICS_MAX_BYTES);
+        if (hutch_metrics_render(srv->jobs, srv->upstreams, &b) < 0) {
+            hutch_buf_free(&b);
+            return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                              "Internal Server Error: the metrics do not fit\n", NULL);
+        }
+        body = hutch_buf_steal(&b, &len);
+        if (!body)
+            return MHD_NO;
+        return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                     body, len, MHD_RESPMEM_MUST_FREE, nocache);
+    }
+}
+
+static int is_ops_path(const char *url)
+{
+    return !strcmp(url, "/healthz") || !strcmp(url, "/readyz") ||
+           !strcmp(url, "/metrics");
+}
+
 static int is_json_type(const char *ct)
 {
     size_t n = strcspn(ct, ";");
@@ -1073,6 +1151,8 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
                            "Bad Request: more than one Host header", NULL);
     if (srv->loopback && (why = rebinding_check(conn)) != NULL)
         return reply_error(conn, MHD_HTTP_FORBIDDEN, -32000, why, NULL);
+    if (is_ops_path(url))
+        return on_ops(srv, conn, url, method);
     if (!authorized(srv, conn, who, sizeof(who)))
         return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000,
                            "Unauthorized: send Authorization: Bearer <token>",
@@ -1281,6 +1361,8 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     srv.token_len = opts->token ? strlen(opts->token) : 0;
     srv.principal = opts->principal;
     srv.principal_arg = opts->principal_arg;
+    srv.jobs = opts->jobs;
+    srv.upstreams = opts->upstreams;
     pthread_mutex_init(&srv.mu, NULL);
 
     /* Thread per connection: handlers may block until the core answers.
@@ -1308,8 +1390,19 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     opts->bound_port = info && info->port ? info->port : opts->port;
     /* Always said (not a log line): with port 0 it is how a user or a test
      * learns where to connect. */
-    fprintf(stderr, "hutch serve: serving MCP at http://%s%s%s:%u%s\n", v6 ? "[" : "",
-            a, v6 ? "]" : "", (unsigned)opts->bound_port, HTTP_PATH);
+    {
+        char base[INET6_ADDRSTRLEN + 16];
+        cJSON *f = cJSON_CreateObject();
+        snprintf(base, sizeof(base), "http://%s%s%s:%u", v6 ? "[" : "", a,
+                 v6 ? "]" : "", (unsigned)opts->bound_port);
+        cJSON_AddStringToObject(f, "mcp", HTTP_PATH);
+        cJSON_AddStringToObject(f, "base", base);
+        cJSON_AddNumberToObject(f, "port", opts->bound_port);
+        hutch_log_say(HUTCH_LOG_INFO, "hutch serve", f,
+                      "serving MCP at %s%s (and /healthz, /readyz, /metrics)", base,
+                      HTTP_PATH);
+        cJSON_Delete(f);
+    }
 
     last_sweep = hutch_now_ms();
     while (!*stop) {

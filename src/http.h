@@ -1,6 +1,7 @@
 /* http.h — MCP's streamable HTTP transport (POST and DELETE on /mcp), built
- * on libmicrohttpd.  The MCP semantics live in mcp_server.h; this only moves
- * messages between HTTP requests and sessions. */
+ * on libmicrohttpd, beside /healthz, /readyz and /metrics.  The MCP
+ * semantics live in mcp_server.h; this only moves messages between HTTP
+ * requests and sessions. */
 #ifndef HUTCH_HTTP_H
 #define HUTCH_HTTP_H
 
@@ -10,6 +11,8 @@
 #include "hutch-executor.h"
 
 struct hutch_mcp;
+struct hutch_jobs;
+struct hutch_upstreams;
 
 struct hutch_http_opts {
     const char *addr;  /* "127.0.0.1", "::1", "0.0.0.0": a host name is not accepted */
@@ -20,6 +23,9 @@ struct hutch_http_opts {
      * server token or a principal's token. */
     int (*principal)(void *arg, const char *token, char *name, size_t len);
     void *principal_arg;
+    /* What /readyz and /metrics report on (either may be NULL). */
+    struct hutch_jobs *jobs;
+    struct hutch_upstreams *upstreams;
     uint16_t bound_port; /* out: set once listening, before serving starts */
 };
 

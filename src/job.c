@@ -31,6 +31,7 @@
 #include "govern.h"
 #include "job.h"
 #include "log.h"
+#include "metrics.h"
 #include "plugin.h"
 #include "policy.h"
 #include "pool.h"
@@ -47,6 +48,12 @@ struct hutch_jobs {
     struct hutch_pool *pool;   /* NULL: every sandbox cold */
     pthread_mutex_t mu;
     struct hutch_policy *configured; /* the policy the pools were set up for */
+    /* The last readiness probe (ready_mu): which plugin, when, its answer. */
+    pthread_mutex_t ready_mu;
+    const struct hutch_plugin *probed;
+    uint64_t probed_ms;
+    int probe_rc;
+    char probe_msg[HUTCH_ERR_MSG];
 };
 
 /* How well an executor isolates; -1: not known to hutch. */
@@ -183,6 +190,7 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
     if (!j)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     pthread_mutex_init(&j->mu, NULL);
+    pthread_mutex_init(&j->ready_mu, NULL);
     j->o = *opts;
     if ((!opts->executor || !*opts->executor) && getenv("HUTCH_EXECUTOR") &&
         *getenv("HUTCH_EXECUTOR")) {
@@ -207,6 +215,7 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
         r = err->code ? err->code : -ENOENT;
         goto fail;
     }
+    hutch_metrics_executor(j->dflt->name);
     if (opts->pools && (j->dflt->ex->caps & HUTCH_CAP_PRESTART)) {
         r = hutch_pool_new(&j->pool, err);
         if (r < 0)
@@ -250,6 +259,7 @@ void hutch_jobs_free(struct hutch_jobs *j)
     hutch_policy_unref(j->configured);
     free(j->executor_flag);
     pthread_mutex_destroy(&j->mu);
+    pthread_mutex_destroy(&j->ready_mu);
     free(j);
 }
 
@@ -268,6 +278,54 @@ int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err)
 cJSON *hutch_jobs_pool_status(struct hutch_jobs *j)
 {
     return j->pool ? hutch_pool_status(j->pool) : cJSON_CreateArray();
+}
+
+int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail)
+{
+    struct hutch_policy *p = hutch_gov_policy(j->o.gov);
+    struct hutch_err err = {0};
+    struct hutch_plugin *pl = NULL;
+    cJSON *pol = cJSON_AddObjectToObject(out, "policy");
+    cJSON *ex = cJSON_AddObjectToObject(out, "executor");
+    const char *name = NULL;
+    int ok = 0;
+
+    cJSON_AddStringToObject(pol, "source", hutch_policy_source(p));
+    if (default_executor(j, p, &name, &err) < 0) {
+        cJSON_AddFalseToObject(pol, "ok");
+        if (detail)
+            cJSON_AddStringToObject(pol, "error", err.msg);
+        goto out;
+    }
+    cJSON_AddTrueToObject(pol, "ok");
+    cJSON_AddStringToObject(ex, "name", name);
+    pl = hutch_plugins_find(j->ps, name);
+    if (!pl || !pl->usable || !pl->ex) {
+        snprintf(err.msg, sizeof(err.msg), "%s",
+                 pl ? pl->reason : "no such executor plugin");
+    } else {
+        /* The probe is stateless (the ABI's contract) and cheap, but may
+         * ask a daemon: one at a time, and not more often than this. */
+        pthread_mutex_lock(&j->ready_mu);
+        if (j->probed != pl || hutch_now_ms() - j->probed_ms >= HUTCH_READY_PROBE_MS) {
+            struct hutch_err perr = {0};
+            j->probe_rc = pl->ex->probe(&j->host, &perr);
+            snprintf(j->probe_msg, sizeof(j->probe_msg), "%s",
+                     perr.msg[0] ? perr.msg : "its probe failed without a reason");
+            j->probed = pl;
+            j->probed_ms = hutch_now_ms();
+        }
+        ok = j->probe_rc == 0;
+        if (!ok)
+            snprintf(err.msg, sizeof(err.msg), "%s", j->probe_msg);
+        pthread_mutex_unlock(&j->ready_mu);
+    }
+    cJSON_AddBoolToObject(ex, "usable", ok);
+    if (!ok && detail)
+        cJSON_AddStringToObject(ex, "error", err.msg);
+out:
+    hutch_policy_unref(p);
+    return ok;
 }
 
 /* The executor for one execution: the default under the policy it started
@@ -378,9 +436,34 @@ static int cancelled(void *arg)
     return c && atomic_load(c);
 }
 
+/* How an execution that ran ended, for the metrics. */
+static enum hutch_metrics_outcome ran_outcome(const struct hutch_job_req *job,
+                                              const struct hutch_exec_result *res)
+{
+    if (job->cancel && atomic_load(job->cancel))
+        return HUTCH_OUTCOME_CANCELLED;
+    if (res->timed_out)
+        return HUTCH_OUTCOME_TIMEOUT;
+    if (res->oom)
+        return HUTCH_OUTCOME_OOM;
+    return res->exit_code == 0 ? HUTCH_OUTCOME_OK : HUTCH_OUTCOME_ERROR;
+}
+
+static enum hutch_metrics_outcome failed_outcome(const struct hutch_job_req *job, int r)
+{
+    if (r == -EPERM)
+        return HUTCH_OUTCOME_DENIED;
+    if (r == -EAGAIN)
+        return HUTCH_OUTCOME_RATE_LIMITED;
+    if (r == -ECANCELED || (job->cancel && atomic_load(job->cancel)))
+        return HUTCH_OUTCOME_CANCELLED;
+    return HUTCH_OUTCOME_FAILED;
+}
+
 int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
                   struct hutch_exec_result *res, struct hutch_err *err)
 {
+    uint64_t t0_us = hutch_now_us();
     struct hutch_policy_decision d;
     struct hutch_gov_exec gx;
     struct hutch_sandbox_class cls;
@@ -395,8 +478,10 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     r = hutch_gov_begin(j->o.gov, &gx, j->o.bridge, job->principal, job->language,
                         strlen(job->code), job->nfiles, &d, reason, sizeof(reason));
     snprintf(job->execution, sizeof(job->execution), "%s", gx.execution);
-    if (r < 0)
+    if (r < 0) {
+        hutch_metrics_execution(NULL, failed_outcome(job, r), -1);
         return hutch_err_set(err, r, "refused by the policy: %s", reason);
+    }
 
     r = choose_executor(j, gx.policy, &d, &executor, err);
     if (r < 0)
@@ -464,11 +549,16 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     if (r < 0)
         goto fail;
     hutch_gov_end(&gx, res, NULL);
+    hutch_metrics_execution(gx.executor, ran_outcome(job, res),
+                            (double)(hutch_now_us() - t0_us) / 1e6);
     hutch_tar_free(own);
     return 0;
 fail:
     if (box) /* a box that never ran (exec_run's was handed over above) */
         job->spent = hutch_steal(&box);
+    hutch_metrics_execution(gx.executor, failed_outcome(job, r),
+                            gx.executor[0] ? (double)(hutch_now_us() - t0_us) / 1e6
+                                           : -1);
     hutch_gov_end(&gx, NULL, err->msg);
     hutch_tar_free(own);
     return r;

@@ -67,6 +67,13 @@ int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err);
  * starting, hits, misses, last failure); caller frees. */
 cJSON *hutch_jobs_pool_status(struct hutch_jobs *j);
 
+/* Readiness (GET /readyz): the current policy can be served (its executor
+ * agrees with the operator's) and the executor it runs on is usable now
+ * (its probe, at most every HUTCH_READY_PROBE_MS).  Adds "executor":
+ * {"name", "usable", "error"?} and "policy": {"source", "ok", "error"?} to
+ * `out` (errors only with detail); 1 when ready, else 0. */
+int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail);
+
 /* A host file or folder copied into /work. */
 struct hutch_job_input {
     const char *src;  /* host path */

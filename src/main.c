@@ -1,10 +1,12 @@
 /* main.c — the hutch binary: global options and subcommand dispatch. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "caps.h"
 #include "cli.h"
+#include "log.h"
 
 static void usage(FILE *f)
 {
@@ -29,6 +31,9 @@ int main(int argc, char **argv)
 {
     /* A runner that goes away mid-write must not take hutch with it. */
     signal(SIGPIPE, SIG_IGN);
+    /* Every command's diagnostics; `serve --log-format` overrides it. */
+    if (hutch_log_set_format_name(getenv("HUTCH_LOG_FORMAT")) < 0)
+        fprintf(stderr, "hutch: HUTCH_LOG_FORMAT wants text or json; using text\n");
     if (argc < 2) {
         usage(stderr);
         return 2;

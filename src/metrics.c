@@ -1,0 +1,455 @@
+/* metrics.c — the counters behind `GET /metrics` and the body of
+ * `GET /readyz` (see metrics.h; README "Health and metrics" lists the
+ * names).
+ *
+ * One mutex guards every counter: an increment is a few instructions next
+ * to an execution or an upstream round trip, and a scrape reads a
+ * consistent set.  Label values are bounded: executors, servers and tool
+ * call outcomes each have a small table (caps.h HUTCH_METRICS_MAX_*);
+ * past it, new names count as "other", so nothing a sandbox or an agent
+ * sends can grow the exposition.  The sandboxes-alive gauge is one atomic
+ * (it is touched from pool threads on every start and destroy).
+ *
+ * Not here: serving HTTP (http.c), the pools' and upstreams' numbers
+ * (read from their status at scrape time), the audit log (audit.c). */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "caps.h"
+#include "job.h"
+#include "metrics.h"
+#include "upstream.h"
+#include "util.h"
+
+/* Seconds: from a warm pool hit to a long computation. */
+static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                 1,     2.5,  5,     10,   30,  60,   300};
+#define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
+
+static const char *const outcome_names[HUTCH_OUTCOME_COUNT] = {
+    "ok", "error", "timeout", "oom", "cancelled", "denied", "rate_limited", "failed"};
+
+/* The codes a tool call can end with (calls.c, bridge.c, govern.c). */
+static const char *const call_outcomes[] = {
+    "ok",      "denied",    "unknown_tool", "invalid_args", "upstream",
+    "timeout", "too_large", "internal",     "unfinished",   "other"};
+#define NCALL_OUTCOMES (sizeof(call_outcomes) / sizeof(call_outcomes[0]))
+
+struct exec_series {
+    char name[HUTCH_MAX_EXECUTOR_NAME + 1];
+    uint64_t count[HUTCH_OUTCOME_COUNT];
+    uint64_t bucket[NBUCKETS]; /* not cumulative: summed when rendered */
+    uint64_t observed;
+    double sum;
+};
+
+struct server_series {
+    char name[HUTCH_MAX_SERVER_NAME + 1];
+    uint64_t count[NCALL_OUTCOMES];
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct exec_series exec[HUTCH_METRICS_MAX_EXECUTORS];
+    size_t nexec;
+    struct server_series server[HUTCH_METRICS_MAX_SERVERS];
+    size_t nserver;
+    uint64_t denials[2][2]; /* [what][rate_limit] */
+} m = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t sandboxes_alive;
+static double start_time;
+
+__attribute__((constructor)) static void metrics_start_time(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Under m.mu.  The last slot is "other", for every name past the cap. */
+static struct exec_series *exec_slot(const char *name)
+{
+    size_t i;
+
+    if (!name || !*name)
+        name = "none";
+    for (i = 0; i < m.nexec; i++)
+        if (strcmp(m.exec[i].name, name) == 0)
+            return &m.exec[i];
+    if (m.nexec == HUTCH_METRICS_MAX_EXECUTORS - 1)
+        name = "other";
+    if (m.nexec == HUTCH_METRICS_MAX_EXECUTORS)
+        return &m.exec[m.nexec - 1];
+    snprintf(m.exec[m.nexec].name, sizeof(m.exec[0].name), "%s", name);
+    return &m.exec[m.nexec++];
+}
+
+static struct server_series *server_slot(const char *name)
+{
+    size_t i;
+
+    if (!name)
+        name = "";
+    for (i = 0; i < m.nserver; i++)
+        if (strcmp(m.server[i].name, name) == 0)
+            return &m.server[i];
+    if (m.nserver == HUTCH_METRICS_MAX_SERVERS - 1)
+        name = "other";
+    if (m.nserver == HUTCH_METRICS_MAX_SERVERS)
+        return &m.server[m.nserver - 1];
+    snprintf(m.server[m.nserver].name, sizeof(m.server[0].name), "%s", name);
+    return &m.server[m.nserver++];
+}
+
+void hutch_metrics_execution(const char *executor, enum hutch_metrics_outcome outcome,
+                             double duration_s)
+{
+    struct exec_series *e;
+
+    if ((unsigned)outcome >= HUTCH_OUTCOME_COUNT)
+        outcome = HUTCH_OUTCOME_FAILED;
+    pthread_mutex_lock(&m.mu);
+    e = exec_slot(executor);
+    e->count[outcome]++;
+    if (duration_s >= 0 && isfinite(duration_s)) {
+        size_t b = 0;
+        while (b < NBUCKETS && duration_s > buckets[b])
+            b++;
+        if (b < NBUCKETS)
+            e->bucket[b]++;
+        e->observed++;
+        e->sum += duration_s;
+    }
+    pthread_mutex_unlock(&m.mu);
+}
+
+void hutch_metrics_executor(const char *executor)
+{
+    pthread_mutex_lock(&m.mu);
+    exec_slot(executor);
+    pthread_mutex_unlock(&m.mu);
+}
+
+void hutch_metrics_tool_call(const char *server, const char *outcome)
+{
+    size_t o = NCALL_OUTCOMES - 1; /* "other" */
+
+    for (size_t i = 0; outcome && i < NCALL_OUTCOMES - 1; i++)
+        if (strcmp(outcome, call_outcomes[i]) == 0)
+            o = i;
+    pthread_mutex_lock(&m.mu);
+    server_slot(server)->count[o]++;
+    pthread_mutex_unlock(&m.mu);
+}
+
+void hutch_metrics_denial(enum hutch_metrics_denial what, int rate_limit)
+{
+    pthread_mutex_lock(&m.mu);
+    m.denials[what == HUTCH_DENIAL_TOOL_CALL][rate_limit != 0]++;
+    pthread_mutex_unlock(&m.mu);
+}
+
+void hutch_metrics_sandbox(int delta)
+{
+    __atomic_add_fetch(&sandboxes_alive, delta, __ATOMIC_RELAXED);
+}
+
+/* --- rendering -------------------------------------------------------------- */
+
+/* A label value as the text format wants it: \\, \" and \n escaped. */
+static int label(struct hutch_buf *b, const char *v)
+{
+    int r = 0;
+    for (; *v && r == 0; v++) {
+        if (*v == '\\')
+            r = hutch_buf_appends(b, "\\\\");
+        else if (*v == '"')
+            r = hutch_buf_appends(b, "\\\"");
+        else if (*v == '\n')
+            r = hutch_buf_appends(b, "\\n");
+        else
+            r = hutch_buf_append(b, v, 1);
+    }
+    return r;
+}
+
+static int family(struct hutch_buf *b, const char *name, const char *type,
+                  const char *help)
+{
+    return hutch_buf_appendf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{k1="v1",k2="v2"} value: labels as NULL-terminated key, value pairs. */
+static int sample(struct hutch_buf *b, const char *name, const char *const *kv,
+                  double value)
+{
+    int r = hutch_buf_appends(b, name);
+
+    for (size_t i = 0; r == 0 && kv && kv[i]; i += 2) {
+        r = hutch_buf_appendf(b, "%s%s=\"", i ? "," : "{", kv[i]);
+        if (r == 0)
+            r = label(b, kv[i + 1]);
+        if (r == 0)
+            r = hutch_buf_appends(b, "\"");
+    }
+    if (r == 0 && kv && kv[0])
+        r = hutch_buf_appends(b, "}");
+    if (r < 0)
+        return r;
+    if (isinf(value))
+        return hutch_buf_appends(b, value > 0 ? " +Inf\n" : " -Inf\n");
+    if (value == (double)(int64_t)value && fabs(value) < 1e15)
+        return hutch_buf_appendf(b, " %lld\n", (long long)value);
+    return hutch_buf_appendf(b, " %.17g\n", value);
+}
+
+/* A copy of the counters, so that the scrape formats without the lock. */
+struct snapshot {
+    struct exec_series exec[HUTCH_METRICS_MAX_EXECUTORS];
+    size_t nexec;
+    struct server_series server[HUTCH_METRICS_MAX_SERVERS];
+    size_t nserver;
+    uint64_t denials[2][2];
+};
+
+static int render_executions(struct hutch_buf *b, const struct snapshot *s)
+{
+    char le[32];
+    int r;
+
+    r = family(b, "hutch_executions_total", "counter",
+               "Executions (execute_code, hutch run) by executor and outcome.");
+    for (size_t i = 0; r == 0 && i < s->nexec; i++)
+        for (size_t o = 0; r == 0 && o < HUTCH_OUTCOME_COUNT; o++) {
+            const char *kv[] = {"executor", s->exec[i].name, "outcome",
+                                outcome_names[o], NULL};
+            r = sample(b, "hutch_executions_total", kv, (double)s->exec[i].count[o]);
+        }
+    if (r == 0)
+        r = family(b, "hutch_execution_duration_seconds", "histogram",
+                   "Time from an execution's arrival to its result, by executor.");
+    for (size_t i = 0; r == 0 && i < s->nexec; i++) {
+        const struct exec_series *e = &s->exec[i];
+        uint64_t cum = 0;
+        if (strcmp(e->name, "none") == 0)
+            continue; /* never observed */
+        for (size_t k = 0; r == 0 && k <= NBUCKETS; k++) {
+            const char *kv[] = {"executor", e->name, "le", le, NULL};
+            if (k < NBUCKETS) {
+                cum += e->bucket[k];
+                snprintf(le, sizeof(le), "%g", buckets[k]);
+            } else {
+                cum = e->observed;
+                snprintf(le, sizeof(le), "+Inf");
+            }
+            r = sample(b, "hutch_execution_duration_seconds_bucket", kv, (double)cum);
+        }
+        {
+            const char *kv[] = {"executor", e->name, NULL};
+            if (r == 0)
+                r = sample(b, "hutch_execution_duration_seconds_sum", kv, e->sum);
+            if (r == 0)
+                r = sample(b, "hutch_execution_duration_seconds_count", kv,
+                           (double)e->observed);
+        }
+    }
+    return r;
+}
+
+static int render_calls(struct hutch_buf *b, const struct snapshot *s)
+{
+    static const char *const what[2] = {"execution", "tool_call"};
+    static const char *const why[2] = {"policy", "rate_limit"};
+    int r = family(b, "hutch_tool_calls_total", "counter",
+                   "Tool calls from sandboxes by upstream server and outcome "
+                   "(server \"\": the call named no known tool).");
+
+    for (size_t i = 0; r == 0 && i < s->nserver; i++)
+        for (size_t o = 0; r == 0 && o < NCALL_OUTCOMES; o++) {
+            const char *kv[] = {"server", s->server[i].name, "outcome",
+                                call_outcomes[o], NULL};
+            r = sample(b, "hutch_tool_calls_total", kv, (double)s->server[i].count[o]);
+        }
+    if (r == 0)
+        r = family(b, "hutch_policy_denials_total", "counter",
+                   "Policy decisions that denied, as audited, by what was asked for "
+                   "and why.");
+    for (int k = 0; r == 0 && k < 2; k++)
+        for (int y = 0; r == 0 && y < 2; y++) {
+            const char *kv[] = {"kind", what[k], "reason", why[y], NULL};
+            r = sample(b, "hutch_policy_denials_total", kv, (double)s->denials[k][y]);
+        }
+    return r;
+}
+
+/* Pool classes with the same labels (they differ in options or CPUs) are
+ * summed: one series each. */
+struct pool_row {
+    char executor[HUTCH_MAX_EXECUTOR_NAME + 1], language[16], memory[24], pids[24];
+    double v[6];
+};
+
+static const char *const pool_fields[6] = {"size", "idle",   "starting",
+                                           "hits", "misses", "failures"};
+static const char *const pool_names[6][3] = {
+    {"hutch_pool_size", "gauge", "Warm sandboxes a pool class is kept at."},
+    {"hutch_pool_idle", "gauge", "Warm sandboxes waiting for a job."},
+    {"hutch_pool_starting", "gauge", "Warm sandboxes being started."},
+    {"hutch_pool_hits_total", "counter", "Jobs that got a warm sandbox."},
+    {"hutch_pool_misses_total", "counter", "Jobs of a pooled class that started cold."},
+    {"hutch_pool_failures_total", "counter", "Warm sandboxes that failed to start."},
+};
+
+static const char *str(const cJSON *o, const char *key)
+{
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, key));
+    return v ? v : "";
+}
+
+static int render_pools(struct hutch_buf *b, struct hutch_jobs *j)
+{
+    struct pool_row rows[HUTCH_POOL_MAX_CLASSES];
+    size_t n = 0;
+    cJSON *st = j ? hutch_jobs_pool_status(j) : NULL, *it;
+    int r = 0;
+
+    cJSON_ArrayForEach(it, st)
+    {
+        struct pool_row row = {0};
+        size_t i;
+        snprintf(row.executor, sizeof(row.executor), "%s", str(it, "executor"));
+        snprintf(row.language, sizeof(row.language), "%s", str(it, "language"));
+        snprintf(row.memory, sizeof(row.memory), "%.0f",
+                 cJSON_GetNumberValue(cJSON_GetObjectItem(it, "memory_mb")));
+        snprintf(row.pids, sizeof(row.pids), "%.0f",
+                 cJSON_GetNumberValue(cJSON_GetObjectItem(it, "pids")));
+        for (int f = 0; f < 6; f++)
+            row.v[f] = cJSON_GetNumberValue(cJSON_GetObjectItem(it, pool_fields[f]));
+        for (i = 0; i < n; i++)
+            if (!strcmp(rows[i].executor, row.executor) &&
+                !strcmp(rows[i].language, row.language) &&
+                !strcmp(rows[i].memory, row.memory) && !strcmp(rows[i].pids, row.pids))
+                break;
+        if (i < n) {
+            for (int f = 0; f < 6; f++)
+                rows[i].v[f] += row.v[f];
+        } else if (n < HUTCH_POOL_MAX_CLASSES) {
+            rows[n++] = row;
+        }
+    }
+    cJSON_Delete(st);
+    for (int f = 0; r == 0 && f < 6; f++) {
+        r = family(b, pool_names[f][0], pool_names[f][1], pool_names[f][2]);
+        for (size_t i = 0; r == 0 && i < n; i++) {
+            const char *kv[] = {"executor",       rows[i].executor, "language",
+                                rows[i].language, "memory_mb",      rows[i].memory,
+                                "pids",           rows[i].pids,     NULL};
+            r = sample(b, pool_names[f][0], kv, rows[i].v[f]);
+        }
+    }
+    return r;
+}
+
+static int render_upstreams(struct hutch_buf *b, struct hutch_upstreams *u)
+{
+    static const char *const states[] = {"starting", "ready", "failed", "restarting"};
+    cJSON *st = u ? hutch_upstreams_status(u) : NULL, *it;
+    int r = family(b, "hutch_upstream_state", "gauge",
+                   "1 for the state each upstream MCP server is in, 0 for the others.");
+
+    cJSON_ArrayForEach(it, st)
+    {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+        for (size_t k = 0; r == 0 && name && k < 4; k++) {
+            const char *kv[] = {"server", name, "state", states[k], NULL};
+            r = sample(b, "hutch_upstream_state", kv,
+                       state && !strcmp(state, states[k]) ? 1 : 0);
+        }
+    }
+    if (r == 0)
+        r = family(b, "hutch_upstream_tools", "gauge",
+                   "Tools each upstream MCP server lists.");
+    cJSON_ArrayForEach(it, st)
+    {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
+        const char *kv[] = {"server", name, NULL};
+        if (r == 0 && name)
+            r = sample(b, "hutch_upstream_tools", kv,
+                       cJSON_GetNumberValue(cJSON_GetObjectItem(it, "tools")));
+    }
+    cJSON_Delete(st);
+    return r;
+}
+
+int hutch_metrics_render(struct hutch_jobs *j, struct hutch_upstreams *u,
+                         struct hutch_buf *out)
+{
+    static struct snapshot s; /* large: not on a connection thread's stack */
+    static pthread_mutex_t snap_mu = PTHREAD_MUTEX_INITIALIZER;
+    const char *version[] = {"version", PACKAGE_VERSION, NULL};
+    int r;
+
+    pthread_mutex_lock(&snap_mu);
+    pthread_mutex_lock(&m.mu);
+    memcpy(s.exec, m.exec, sizeof(s.exec));
+    s.nexec = m.nexec;
+    memcpy(s.server, m.server, sizeof(s.server));
+    s.nserver = m.nserver;
+    memcpy(s.denials, m.denials, sizeof(s.denials));
+    pthread_mutex_unlock(&m.mu);
+
+    r = family(out, "hutch_build_info", "gauge", "Always 1; the version as a label.");
+    if (r == 0)
+        r = sample(out, "hutch_build_info", version, 1);
+    if (r == 0)
+        r = family(out, "hutch_start_time_seconds", "gauge",
+                   "When this hutch started, in seconds since the epoch.");
+    if (r == 0)
+        r = sample(out, "hutch_start_time_seconds", NULL, start_time);
+    if (r == 0)
+        r = render_executions(out, &s);
+    if (r == 0)
+        r = render_calls(out, &s);
+    pthread_mutex_unlock(&snap_mu);
+    if (r == 0)
+        r = family(out, "hutch_sandboxes_alive", "gauge",
+                   "Sandboxes started and not yet destroyed (warm ones included).");
+    if (r == 0)
+        r = sample(out, "hutch_sandboxes_alive", NULL,
+                   (double)__atomic_load_n(&sandboxes_alive, __ATOMIC_RELAXED));
+    if (r == 0)
+        r = render_pools(out, j);
+    if (r == 0)
+        r = render_upstreams(out, u);
+    return r;
+}
+
+/* --- readiness ------------------------------------------------------------- */
+
+cJSON *hutch_metrics_ready(struct hutch_jobs *j, struct hutch_upstreams *u, int detail,
+                           int *ready)
+{
+    cJSON *o = cJSON_CreateObject(), *ups, *pools, *it;
+    int ok;
+
+    if (!o)
+        return NULL;
+    ok = j ? hutch_jobs_ready(j, o, detail) : 0;
+    ups = u ? hutch_upstreams_status(u) : cJSON_CreateArray();
+    pools = j ? hutch_jobs_pool_status(j) : cJSON_CreateArray();
+    if (!detail) {
+        cJSON_ArrayForEach(it, ups) cJSON_DeleteItemFromObject(it, "error");
+        cJSON_ArrayForEach(it, pools) cJSON_DeleteItemFromObject(it, "last_error");
+    }
+    cJSON_AddItemToObject(o, "upstreams", ups ? ups : cJSON_CreateArray());
+    cJSON_AddItemToObject(o, "pools", pools ? pools : cJSON_CreateArray());
+    cJSON_AddBoolToObject(o, "ready", ok);
+    *ready = ok;
+    return o;
+}

@@ -1,0 +1,63 @@
+/* metrics.h — hutch's counters for `GET /metrics` (Prometheus text format
+ * 0.0.4) and the body of `GET /readyz`.  One home for every counter: the
+ * parts that know an outcome feed it (job.c executions, calls.c tool
+ * calls, govern.c policy denials, exec.c sandboxes), the HTTP transport
+ * reads it.  Pools and upstreams are not counted here: their own status is
+ * read at scrape time. */
+#ifndef HUTCH_METRICS_H
+#define HUTCH_METRICS_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+struct hutch_jobs;
+struct hutch_upstreams;
+
+/* How one execution ended (hutch_executions_total's "outcome"). */
+enum hutch_metrics_outcome {
+    HUTCH_OUTCOME_OK,           /* the program ran and exited 0 */
+    HUTCH_OUTCOME_ERROR,        /* it ran and failed (non-zero exit, exception) */
+    HUTCH_OUTCOME_TIMEOUT,      /* it ran over its time */
+    HUTCH_OUTCOME_OOM,          /* it ran out of memory */
+    HUTCH_OUTCOME_CANCELLED,    /* the client cancelled it */
+    HUTCH_OUTCOME_DENIED,       /* the policy refused it */
+    HUTCH_OUTCOME_RATE_LIMITED, /* the policy's rate limit refused it */
+    HUTCH_OUTCOME_FAILED,       /* hutch could not run it (sandbox, files …) */
+    HUTCH_OUTCOME_COUNT
+};
+
+/* What a policy denial was about, and why (hutch_policy_denials_total). */
+enum hutch_metrics_denial { HUTCH_DENIAL_EXECUTION, HUTCH_DENIAL_TOOL_CALL };
+
+/* One execution ended.  executor NULL or "": refused before one was
+ * chosen ("none").  duration_s < 0: not observed in the histogram (the
+ * execution never reached an executor). */
+void hutch_metrics_execution(const char *executor, enum hutch_metrics_outcome outcome,
+                             double duration_s);
+/* One tool call's recorded outcome ("ok", or the error code a program
+ * sees: "denied", "upstream", "timeout" …).  server NULL: the call named
+ * no tool of a known server. */
+void hutch_metrics_tool_call(const char *server, const char *outcome);
+/* One "deny" decision of the policy, as audited; rate_limit: the rate
+ * limit refused it rather than the rules. */
+void hutch_metrics_denial(enum hutch_metrics_denial what, int rate_limit);
+/* The executor serve runs on: its series show (at 0) before any run. */
+void hutch_metrics_executor(const char *executor);
+/* A sandbox was started (+1) or destroyed (-1). */
+void hutch_metrics_sandbox(int delta);
+
+/* The whole exposition: the counters above, then the pools of `j` and the
+ * upstreams of `u` (either may be NULL) as they are now.  0, or -E2BIG /
+ * -ENOMEM (out is then incomplete). */
+int hutch_metrics_render(struct hutch_jobs *j, struct hutch_upstreams *u,
+                         struct hutch_buf *out);
+
+/* The body of /readyz: {"ready", "executor": {...}, "upstreams": [...],
+ * "pools": [...]}; *ready set.  detail 0 leaves out free-text errors (for
+ * a caller that showed no token).  Caller frees; NULL when out of memory. */
+cJSON *hutch_metrics_ready(struct hutch_jobs *j, struct hutch_upstreams *u, int detail,
+                           int *ready);
+
+#endif
