@@ -15,12 +15,13 @@ static void usage(FILE *f)
     fprintf(
         f,
         "Usage: hutch tools --servers FILE [--detail names|signatures|full] [--json]\n"
-        "                   [search QUERY…]\n"
+        "                   [--limit N] [search QUERY…]\n"
         "\n"
         "Starts the upstream MCP servers of FILE and prints their tools as code sees\n"
         "them (tools.server.tool), with Python and TypeScript signatures; `search`\n"
-        "ranks them against QUERY like the search_tools tool does.  Servers that do\n"
-        "not start are listed with their reason on stderr.\n");
+        "ranks them against QUERY like the search_tools tool does.  --limit N\n"
+        "prints at most N tools (search: default 10).  Servers that do not start\n"
+        "are listed with their reason on stderr.\n");
 }
 
 int hutch_cmd_tools(int argc, char **argv)
