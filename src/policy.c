@@ -224,45 +224,6 @@ set_reason(char *reason, size_t len, int code, const char *fmt, ...)
     return code;
 }
 
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b), row[64], i, j;
-    if (la >= 63 || lb >= 63)
-        return 99;
-    for (j = 0; j <= lb; j++)
-        row[j] = j;
-    for (i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (lower((unsigned char)a[i - 1]) !=
-                                  lower((unsigned char)b[j - 1]));
-            if (row[j] + 1 < best)
-                best = row[j] + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-static const char *suggest(const char *k, const char *const *known)
-{
-    const char *best = NULL;
-    size_t bd = 3;
-    for (; *known; known++) {
-        size_t d = edit_distance(k, *known);
-        if (d < bd) {
-            bd = d;
-            best = *known;
-        }
-    }
-    return best;
-}
-
 /* The line where `name = ` appears in the source, when it appears exactly
  * once (a table constructor does not keep lines; this is a good guess). */
 static int find_line(const char *src, size_t len, const char *name)
@@ -790,7 +751,7 @@ static void v_fields(lua_State *L, struct vctx *vc, int t, const char *where,
         for (f = known; *f && strcmp(*f, k); f++)
             ;
         if (!*f) {
-            const char *s = suggest(k, known);
+            const char *s = hutch_suggest(k, known);
             hint[0] = '\0';
             if (s)
                 snprintf(hint, sizeof(hint), " (did you mean \"%s\"?)",

@@ -1,4 +1,4 @@
-/* util.c — small helpers shared by the core: time, fds, files. */
+/* util.c — small helpers shared by the core: time, fds, files, "did you mean". */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -224,4 +224,48 @@ int hutch_base64_decode(const char *s, size_t len, unsigned char **out, size_t *
     *out = buf;
     *outlen = o;
     return 0;
+}
+
+static int ascii_lower(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64], i, j;
+    if (la >= 63 || lb >= 63)
+        return 99;
+    for (j = 0; j <= lb; j++)
+        row[j] = j;
+    for (i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (ascii_lower((unsigned char)a[i - 1]) !=
+                                  ascii_lower((unsigned char)b[j - 1]));
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *hutch_suggest(const char *k, const char *const *known)
+{
+    const char *best = NULL;
+    size_t bd = 3;
+    for (; *known; known++) {
+        size_t d = edit_distance(k, *known);
+        if (d < bd) {
+            bd = d;
+            best = *known;
+        }
+    }
+    return best;
 }
