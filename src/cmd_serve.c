@@ -541,7 +541,8 @@ int hutch_cmd_serve(int argc, char **argv)
     all[0] = argv[0];
     if (check && file) {
         /* The file's values alone first: a bad one is the file's fault. */
-        memcpy(all + 1, cfg, (size_t)ncfg * sizeof(*all));
+        for (int i = 0; i < ncfg; i++)
+            all[1 + i] = cfg[i];
         all[ncfg + 1] = NULL;
         if (serve(ncfg + 1, all, NULL, 1) != 0) {
             fprintf(stderr, "%s: invalid (the value above is the file's)\n", file);
@@ -549,8 +550,10 @@ int hutch_cmd_serve(int argc, char **argv)
             goto out;
         }
     }
-    memcpy(all + 1, cfg, (size_t)ncfg * sizeof(*all));
-    memcpy(all + 1 + ncfg, argv + 1, (size_t)(argc - 1) * sizeof(*all));
+    for (int i = 0; i < ncfg; i++)
+        all[1 + i] = cfg[i];
+    for (int i = 1; i < argc; i++)
+        all[ncfg + i] = argv[i];
     all[argc + ncfg] = NULL;
     rc = serve(argc + ncfg, all, file, check);
     if (check && rc == 0)
