@@ -1,6 +1,7 @@
 /* cmd_serve.c — `hutch serve`: the MCP server, over stdio (one client, the
  * default) or streamable HTTP (src/http.c).  The stdio transport lives here:
- * newline-delimited JSON-RPC on stdin/stdout, logs on stderr only. */
+ * newline-delimited JSON-RPC on stdin/stdout, logs on stderr only.  The
+ * --config file is read by serve_config.c into options parsed here. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -507,6 +508,14 @@ out:
     return rc;
 }
 
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    return 0;
+}
+
 /* --config FILE puts the file's settings before the command line's, so
  * every flag overrides them (the last of an option wins); --check-config
  * parses both and stops: exit 0 when they are valid, 1 when the file or a
@@ -556,7 +565,7 @@ int hutch_cmd_serve(int argc, char **argv)
         all[ncfg + i] = argv[i];
     all[argc + ncfg] = NULL;
     rc = serve(argc + ncfg, all, file, check);
-    if (check && rc == 0)
+    if (check && rc == 0 && !wants_help(argc, argv))
         printf("ok: %s\n", file ? file : "(no --config: the flags)");
 out:
     for (int i = 0; i < ncfg; i++)
