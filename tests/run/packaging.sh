@@ -2,7 +2,8 @@
 # packaging.sh — `make install DESTDIR=…` puts hutch(1), hutch-policy(5),
 # the systemd unit (with the configured bindir), the bash completion, the
 # example policies and README/NEWS/LICENSE where they belong, and the
-# installed unit passes `systemd-analyze verify`.
+# installed unit passes `systemd-analyze verify`; `make uninstall` removes
+# it all (the plugins too, whose .la files install drops).
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 
 T=$(mktemp -d)
@@ -65,5 +66,9 @@ else
     is "systemd-analyze verify says nothing of hutch.service" \
         "$(grep -i 'hutch' <<<"$out")" ""
 fi
+
+make -s -C "$HUTCH_BUILDDIR" uninstall DESTDIR="$D" >"$T/uninstall.log" 2>&1
+is "make uninstall DESTDIR=… succeeds" "$?" 0
+is "make uninstall leaves no file behind" "$(cd "$D" && find . -type f -o -type l)" ""
 
 done_testing
