@@ -43,7 +43,9 @@ docker_import() { # LANG DIR
     if command -v docker >/dev/null && docker version >/dev/null 2>&1; then
         echo "importing hutch-$1:$VERSION into Docker"
         tar -C "$2" -c . | docker import --change 'USER 1000:1000' \
-            --change 'WORKDIR /work' - "hutch-$1:$VERSION" >/dev/null
+            --change 'WORKDIR /work' \
+            --change "LABEL org.hutch.runtime=\"$(cat "$2/etc/hutch-runtime")\"" \
+            - "hutch-$1:$VERSION" >/dev/null
     else
         echo "no Docker daemon: $2 is built, not imported (run make images again once dockerd runs)"
     fi
@@ -64,6 +66,20 @@ neutralise() { # DIR
     chmod 0644 "$1/etc/hostname" "$1/etc/resolv.conf" "$1/etc/hosts"
 }
 
+# The runtime's version, in /etc/hutch-runtime and the Docker image's label
+# org.hutch.runtime: `hutch doctor` shows it beside the host's, which the
+# local executor runs (Debian 12 has Python 3.11 and Node.js 18; a host
+# may have another Node.js, e.g. NodeSource's).  Recorded for a reused
+# rootfs too.
+record_runtime() { # LANG DIR
+    case $1 in
+    python) v=$(chroot "$2" /usr/bin/python3 --version 2>&1) ;;
+    node) v="Node.js $(chroot "$2" /usr/bin/node --version 2>&1)" ;;
+    esac
+    printf '%s\n' "$v" | tr -cd '[:alnum:] .+~:_\n-' | head -1 >"$2/etc/hutch-runtime"
+    chmod 0644 "$2/etc/hutch-runtime"
+}
+
 mkdir -p "$OUT"
 for lang in "$@"; do
     case $lang in
@@ -80,6 +96,7 @@ for lang in "$@"; do
         [ "$(cat "$dir/etc/hutch-image" 2>/dev/null)" = "hutch-$lang:$VERSION" ]; then
         echo "reusing $dir"
         neutralise "$dir"
+        record_runtime "$lang" "$dir"
         docker_import "$lang" "$dir"
         continue
     fi
@@ -98,6 +115,7 @@ for lang in "$@"; do
     rm -rf "$tmp/var/cache/apt/archives"/*.deb "$tmp/var/lib/apt/lists"/* \
         "$tmp/usr/share/doc"/* "$tmp/usr/share/man"/* "$tmp/usr/share/locale"/*
     neutralise "$tmp"
+    record_runtime "$lang" "$tmp"
     echo "hutch-$lang:$VERSION" >"$tmp/etc/hutch-image"
     rm -rf "$dir" "$tmp.log"
     mv "$tmp" "$dir"

@@ -221,6 +221,9 @@
 #define HUTCH_POLICY_MAX_OPT_NAME   32
 #define HUTCH_POLICY_MAX_OPT_VALUE  256
 
+/* hutch serve --config: the file's size. */
+#define HUTCH_SERVE_CONFIG_MAX_BYTES (64u << 10)
+
 /* Rate limits (rate.c).  Principals tracked at once; the least recently
  * used one is forgotten beyond that.  Forgetting loses nothing when that
  * principal made no request for 61 s, which is always so unless more than

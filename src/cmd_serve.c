@@ -1,6 +1,7 @@
 /* cmd_serve.c — `hutch serve`: the MCP server, over stdio (one client, the
  * default) or streamable HTTP (src/http.c).  The stdio transport lives here:
- * newline-delimited JSON-RPC on stdin/stdout, logs on stderr only. */
+ * newline-delimited JSON-RPC on stdin/stdout, logs on stderr only.  The
+ * --config file is read by serve_config.c into options parsed here. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 #include "log.h"
 #include "mcp_server.h"
 #include "policy.h"
+#include "serve_config.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -100,6 +102,12 @@ static void usage(FILE *f)
         "tags\n"
         "  -v, --verbose          log more on stderr (repeat for debug)\n"
         "      --log-format F     text (default) or json: one JSON object per line\n"
+        "      --config FILE      settings from FILE: `key = value` lines, each key\n"
+        "                         one of these options (timeout = 20000,\n"
+        "                         no-envelope = true); a flag overrides the file\n"
+        "      --check-config     check the settings (FILE's and the flags'; the\n"
+        "                         policy loads) and start nothing: exit 0 when they\n"
+        "                         are valid, 1 when not\n"
         "  -h, --help             this text\n",
         HUTCH_POOL_DEFAULT_SIZE, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_DEFAULT_MEMORY_MB,
         HUTCH_DEFAULT_PIDS);
@@ -259,36 +267,43 @@ static char *read_token(const char *file, struct hutch_err *err)
     return tok;
 }
 
-int hutch_cmd_serve(int argc, char **argv)
+enum {
+    OPT_PLUGINS = 256,
+    OPT_HTTP,
+    OPT_TOKEN_FILE,
+    OPT_PIDS,
+    OPT_NO_ENVELOPE,
+    OPT_AUDIT,
+    OPT_POOL,
+    OPT_CONFIG,
+    OPT_CHECK_CONFIG,
+    OPT_LOG_FORMAT
+};
+static const struct option opts[] = {
+    {"servers", required_argument, NULL, 's'},
+    {"policy", required_argument, NULL, 'p'},
+    {"audit", required_argument, NULL, OPT_AUDIT},
+    {"http", required_argument, NULL, OPT_HTTP},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"executor", required_argument, NULL, 'x'},
+    {"plugins", required_argument, NULL, OPT_PLUGINS},
+    {"timeout", required_argument, NULL, 't'},
+    {"memory", required_argument, NULL, 'm'},
+    {"pids", required_argument, NULL, OPT_PIDS},
+    {"no-envelope", no_argument, NULL, OPT_NO_ENVELOPE},
+    {"pool", required_argument, NULL, OPT_POOL},
+    {"verbose", no_argument, NULL, 'v'},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
+    {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* argv: the configuration file's settings, then the command line's (see
+ * hutch_cmd_serve); check: --check-config, stop once they are parsed. */
+static int serve(int argc, char **argv, const char *config_file, int check)
 {
-    enum {
-        OPT_PLUGINS = 256,
-        OPT_HTTP,
-        OPT_TOKEN_FILE,
-        OPT_PIDS,
-        OPT_NO_ENVELOPE,
-        OPT_AUDIT,
-        OPT_POOL,
-        OPT_LOG_FORMAT
-    };
-    static const struct option opts[] = {
-        {"servers", required_argument, NULL, 's'},
-        {"policy", required_argument, NULL, 'p'},
-        {"audit", required_argument, NULL, OPT_AUDIT},
-        {"http", required_argument, NULL, OPT_HTTP},
-        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-        {"executor", required_argument, NULL, 'x'},
-        {"plugins", required_argument, NULL, OPT_PLUGINS},
-        {"timeout", required_argument, NULL, 't'},
-        {"memory", required_argument, NULL, 'm'},
-        {"pids", required_argument, NULL, OPT_PIDS},
-        {"no-envelope", no_argument, NULL, OPT_NO_ENVELOPE},
-        {"pool", required_argument, NULL, OPT_POOL},
-        {"verbose", no_argument, NULL, 'v'},
-        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     struct hutch_mcp_opts mo = {0};
     struct hutch_http_opts ho = {0};
     struct hutch_jobs_opts jo = {.pools = 1, .pool_size = {-1, -1}};
@@ -369,6 +384,14 @@ int hutch_cmd_serve(int argc, char **argv)
                 return 2;
             }
             break;
+        case OPT_CONFIG:
+            if (!config_file || strcmp(optarg, config_file)) {
+                fprintf(stderr, "hutch serve: one --config FILE, spelled out\n");
+                return 2;
+            }
+            break;
+        case OPT_CHECK_CONFIG:
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -385,6 +408,20 @@ int hutch_cmd_serve(int argc, char **argv)
         fprintf(stderr,
                 "hutch serve: --http wants ADDR:PORT (127.0.0.1:8080, [::1]:8080)\n");
         return 2;
+    }
+    if (check) {
+        struct hutch_policy *p = NULL;
+        if (policy_file && hutch_policy_load(policy_file, &p, &err) < 0) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        hutch_policy_unref(p);
+        if (http && !(token = read_token(token_file, &err)) && err.msg[0]) {
+            fprintf(stderr, "hutch serve: token: %s\n", err.msg);
+            return 1;
+        }
+        free(token);
+        return 0;
     }
 
     memset(&sa, 0, sizeof(sa));
@@ -479,5 +516,72 @@ out:
     cJSON_Delete(config);
     /* gov stays: the reload thread may still be waiting on SIGHUP. */
     free(token);
+    return rc;
+}
+
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    return 0;
+}
+
+/* --config FILE puts the file's settings before the command line's, so
+ * every flag overrides them (the last of an option wins); --check-config
+ * parses both and stops: exit 0 when they are valid, 1 when the file or a
+ * value in it is not, 2 for a bad command line. */
+int hutch_cmd_serve(int argc, char **argv)
+{
+    static const char *const skip[] = {"config", "check-config", "help", NULL};
+    const char *file = NULL;
+    struct hutch_err err = {0};
+    char **cfg = NULL, **all = NULL;
+    int check = 0, ncfg = 0, rc = 2;
+
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            file = argv[++i];
+        else if (!strncmp(argv[i], "--config=", 9))
+            file = argv[i] + 9;
+        else if (!strcmp(argv[i], "--check-config"))
+            check = 1;
+    }
+    if (file && hutch_serve_config(file, opts, skip, &cfg, &ncfg, &err) < 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        rc = check ? 1 : 2;
+        goto out;
+    }
+    all = calloc((size_t)(argc + ncfg + 1), sizeof(*all));
+    if (!all) {
+        fprintf(stderr, "hutch serve: out of memory\n");
+        rc = HUTCH_EXIT_ERROR;
+        goto out;
+    }
+    all[0] = argv[0];
+    if (check && file) {
+        /* The file's values alone first: a bad one is the file's fault. */
+        for (int i = 0; i < ncfg; i++)
+            all[1 + i] = cfg[i];
+        all[ncfg + 1] = NULL;
+        if (serve(ncfg + 1, all, NULL, 1) != 0) {
+            fprintf(stderr, "%s: invalid (the value above is the file's)\n", file);
+            rc = 1;
+            goto out;
+        }
+    }
+    for (int i = 0; i < ncfg; i++)
+        all[1 + i] = cfg[i];
+    for (int i = 1; i < argc; i++)
+        all[ncfg + i] = argv[i];
+    all[argc + ncfg] = NULL;
+    rc = serve(argc + ncfg, all, file, check);
+    if (check && rc == 0 && !wants_help(argc, argv))
+        printf("ok: %s\n", file ? file : "(no --config: the flags)");
+out:
+    for (int i = 0; i < ncfg; i++)
+        free(cfg[i]);
+    free(cfg);
+    free(all);
     return rc;
 }

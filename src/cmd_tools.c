@@ -15,14 +15,15 @@ static void usage(FILE *f)
     fprintf(
         f,
         "Usage: hutch tools --servers FILE [--detail names|signatures|full] [--json]\n"
-        "                   [search QUERY…]\n"
+        "                   [--limit N] [search QUERY…]\n"
         "\n"
         "Starts the upstream MCP servers of FILE and prints their tools as code sees\n"
         "them (tools.server.tool), with Python and TypeScript signatures; `search`\n"
-        "ranks them against QUERY like the search_tools tool does.  Servers that do\n"
-        "not start are listed with their reason on stderr, and the exit status is\n"
-        "then 1 (the tools of the others are still printed); disabled entries are\n"
-        "listed but do not count.\n");
+        "ranks them against QUERY like the search_tools tool does.  --limit N\n"
+        "prints at most N tools (search: default 10).  Servers that do not start\n"
+        "are listed with their reason on stderr, and the exit status is then 1\n"
+        "(the tools of the others are still printed); disabled entries are listed\n"
+        "but do not count.\n");
 }
 
 /* Started servers that are not ready (each was named on stderr): their

@@ -35,14 +35,13 @@ int hutch_read_file(const char *path, size_t max, char **data, size_t *len,
                     struct hutch_err *err);
 /* Read all of fd until EOF, at most max bytes; caller frees. */
 int hutch_read_fd(int fd, size_t max, char **data, size_t *len, struct hutch_err *err);
+/* The name of NULL-terminated `known` closest to k (at most 2 edits,
+ * ASCII case ignored), for "did you mean" hints; NULL when none is. */
+const char *hutch_suggest(const char *k, const char *const *known);
 /* 16 hex characters from getrandom(). */
 void hutch_random_id(char out[17]);
 /* Parse a positive decimal integer within [min, max]. */
 int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
-
-/* The word of `known` (NULL-terminated) closest to k, compared without
- * case, when at most two edits away: for "did you mean …?" hints. */
-const char *hutch_suggest(const char *k, const char *const *known);
 
 /* The language a user named: "python" for python, python3 or py;
  * "javascript" for javascript, js, node or nodejs (any case); NULL for

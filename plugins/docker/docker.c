@@ -827,17 +827,28 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
         static const char *const langs[] = {"python", "javascript"};
         char image[256], path[320];
         long status = 0;
+        struct dk_buf ib = {.max = DK_MAX_REPLY};
         image_for(host->version, langs[i], image, sizeof(image));
         snprintf(path, sizeof(path), "/images/%s/json", image);
-        if (dk_json(&api, "GET", path, NULL, &status, NULL, &err) == 0)
-            report(ctx, "ok", "docker image", image);
-        else {
+        if (dk_json(&api, "GET", path, NULL, &status, &ib, &err) == 0) {
+            /* The runtime it carries (images/build.sh's label), which may
+             * not be the host's that the local executor runs. */
+            cJSON *ij = cJSON_ParseWithLength(ib.data, ib.len);
+            const char *rt = cJSON_GetStringValue(cJSON_GetObjectItem(
+                cJSON_GetObjectItem(cJSON_GetObjectItem(ij, "Config"), "Labels"),
+                "org.hutch.runtime"));
+            snprintf(detail, sizeof(detail), "%s (%.64s)", image,
+                     rt ? rt : "runtime version not recorded: run 'make images' again");
+            report(ctx, "ok", "docker image", detail);
+            cJSON_Delete(ij);
+        } else {
             snprintf(detail, sizeof(detail),
                      "%s is missing: build it with 'make images' (root, no registry "
                      "needed) or 'docker build --build-arg RUNTIME=%s -t %s images/'",
                      image, i == 0 ? "python3" : "nodejs", image);
             report(ctx, "FAIL", "docker image", status == 404 ? detail : err.msg);
         }
+        dk_buf_free(&ib);
     }
 }
 

@@ -1025,7 +1025,24 @@ static void gv_doctor(const struct hutch_host *host, void *ctx,
         struct stat s;
         snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name(lang));
         if (stat(rootfs, &s) == 0 && S_ISDIR(s.st_mode)) {
-            report(ctx, "ok", "gvisor rootfs", rootfs);
+            /* The runtime it carries (images/build.sh wrote it down),
+             * which may not be the host's that the local executor runs. */
+            char rt[80] = "", file[PATH_MAX + 32];
+            FILE *f;
+            snprintf(file, sizeof(file), "%s/etc/hutch-runtime", rootfs);
+            if ((f = fopen(file, "re"))) {
+                if (!fgets(rt, sizeof(rt), f))
+                    rt[0] = '\0';
+                fclose(f);
+            }
+            rt[strcspn(rt, "\r\n")] = '\0';
+            for (char *c = rt; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    *c = ' ';
+            snprintf(detail, sizeof(detail), "%s (%s)", rootfs,
+                     rt[0] ? rt
+                           : "runtime version not recorded: run 'make images' again");
+            report(ctx, "ok", "gvisor rootfs", detail);
             have_rootfs = 1;
         } else {
             snprintf(detail, sizeof(detail),

@@ -1,0 +1,38 @@
+#!/bin/bash
+# runtime.sh — `hutch doctor` says which runtime each gVisor rootfs carries
+# (its /etc/hutch-runtime, written by images/build.sh), next to the host's
+# that the local executor runs: Debian 12's images carry Node.js 18 while a
+# host may run another (README: "One runtime per language?").  The rootfs
+# directories are the built ones seen through an overlay whose upper layer
+# holds a made-up version, so the line shown can only come from the file.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+export HUTCH_EXECUTOR=gvisor
+. "$HUTCH_SRCDIR/tests/lib/executor.sh"
+executor_require
+IMAGES=${HUTCH_IMAGES_DIR:-$HUTCH_BUILDDIR/images}
+T=$(mktemp -d)
+MOUNTS=()
+cleanup() {
+    for m in "${MOUNTS[@]}"; do umount "$m"; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+for r in python node; do
+    mkdir -p "$T/images/rootfs-$r" "$T/u-$r/etc" "$T/w-$r"
+    echo "Made-up $r 0.0.1-test" >"$T/u-$r/etc/hutch-runtime"
+    mount -t overlay overlay -o "lowerdir=$IMAGES/rootfs-$r,upperdir=$T/u-$r,workdir=$T/w-$r" \
+        "$T/images/rootfs-$r" || skip_all "no overlay mount here"
+    MOUNTS+=("$T/images/rootfs-$r")
+done
+HUTCH_IMAGES_DIR="$T/images" run_hutch doctor
+like "doctor: the python rootfs's runtime" "$OUT" "rootfs-python (Made-up python 0.0.1-test)"
+like "doctor: the node rootfs's runtime" "$OUT" "rootfs-node (Made-up node 0.0.1-test)"
+like "doctor: the host's Node.js, the local executor's" "$OUT" "($(/usr/bin/node --version))"
+
+rm "$T/images/rootfs-node/etc/hutch-runtime" # through the overlay
+HUTCH_IMAGES_DIR="$T/images" run_hutch doctor
+like "doctor: a rootfs without the file is said to need make images" "$OUT" \
+    "rootfs-node (runtime version not recorded: run 'make images' again)"
+
+done_testing

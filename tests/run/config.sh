@@ -1,0 +1,120 @@
+#!/bin/bash
+# config.sh — hutch serve --config FILE: the file's settings are used (the
+# HTTP address, the executor), a flag overrides the file, an unknown key is
+# reported with the nearest one, and --check-config's exit codes.
+. "$HUTCH_SRCDIR/tests/lib/tap.sh"
+
+command -v curl >/dev/null || skip_all "curl is not installed"
+unset HUTCH_TOKEN HUTCH_EXECUTOR
+T=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+free_port() {
+    $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# answers PORT: the HTTP status of an unauthenticated POST to /mcp (000:
+# nothing listens).
+answers() {
+    curl -s -m 5 -o /dev/null -w '%{http_code}' -X POST \
+        -H 'Content-Type: application/json' -d '{}' "http://127.0.0.1:$1/mcp"
+}
+# serve ARGS…: start hutch serve in the background; SERVER_PID.
+serve() {
+    "$HUTCH" serve "$@" </dev/null >/dev/null 2>"$T/serve.log" &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+}
+# wait_answer PORT: until something answers there, or the server is gone.
+wait_answer() {
+    for _ in $(seq 1 300); do
+        [ "$(answers "$1")" != 000 ] && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+echo "config-sh-token-0123456789abcdef" >"$T/token"
+P1=$(free_port)
+P2=$(free_port)
+cat >"$T/serve.conf" <<CONF
+# hutch serve settings
+http = 127.0.0.1:$P1
+token-file = $T/token
+
+executor = local
+pool = 0
+timeout = 20000
+no-envelope = true
+CONF
+
+# --- --check-config ------------------------------------------------------------
+run_hutch serve --config "$T/serve.conf" --check-config
+is "--check-config: a valid file exits 0" "$RC" 0
+like "--check-config says ok" "$OUT" "ok: $T/serve.conf"
+
+printf 'http = 127.0.0.1:%s\ntimout = 5000\n' "$P1" >"$T/typo.conf"
+run_hutch serve --check-config --config "$T/typo.conf"
+is "--check-config: an unknown key exits 1" "$RC" 1
+like "the unknown key is named with its line and the nearest key" "$ERR" \
+    "$T/typo.conf:2: unknown key \"timout\" (did you mean \"timeout\"?)"
+run_hutch serve --config "$T/typo.conf"
+is "serve refuses to start on an unknown key (exit 2)" "$RC" 2
+like "and says why" "$ERR" 'unknown key "timout"'
+
+printf 'timeout = 0\n' >"$T/value.conf"
+run_hutch serve --config "$T/value.conf" --check-config
+is "--check-config: a bad value in the file exits 1" "$RC" 1
+like "the bad value is explained" "$ERR" "--timeout"
+run_hutch serve --config "$T/value.conf" --check-config --timeout 1000
+is "... and 1 even when a flag overrides it" "$RC" 1
+
+printf 'http\n' >"$T/syntax.conf"
+run_hutch serve --config "$T/syntax.conf" --check-config
+is "--check-config: a line without = exits 1" "$RC" 1
+like "it says which line" "$ERR" "$T/syntax.conf:1:"
+printf 'no-envelope = maybe\n' >"$T/bool.conf"
+run_hutch serve --config "$T/bool.conf" --check-config
+is "--check-config: a switch wants true or false" "$RC" 1
+printf 'pids = 64\npids = 65\n' >"$T/twice.conf"
+run_hutch serve --config "$T/twice.conf" --check-config
+is "--check-config: a key set twice exits 1" "$RC" 1
+run_hutch serve --config "$T/nonexistent.conf" --check-config
+is "--check-config: a missing file exits 1" "$RC" 1
+like "and names it" "$ERR" "$T/nonexistent.conf"
+printf 'policy = %s/nonexistent.lua\n' "$T" >"$T/policy.conf"
+run_hutch serve --config "$T/policy.conf" --check-config
+is "--check-config: a policy that does not load exits 1" "$RC" 1
+run_hutch serve --config "$T/serve.conf" --check-config --frobnicate
+is "--check-config: a bad command line exits 2" "$RC" 2
+run_hutch serve --check-config --pids 64
+is "--check-config without --config checks the flags" "$RC" 0
+
+# --- the file is used, a flag overrides it -------------------------------------
+serve --config "$T/serve.conf"
+ok "serve listens on the file's address" wait_answer "$P1"
+is "... and asks for the file's token" "$(answers "$P1")" 401
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+
+serve --config "$T/serve.conf" --http "127.0.0.1:$P2"
+ok "--http overrides the file's address" wait_answer "$P2"
+is "... and nothing listens on the file's" "$(answers "$P1")" 000
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+
+sed 's/^executor = local$/executor = nosuch/' "$T/serve.conf" >"$T/nosuch.conf"
+run_hutch serve --config "$T/nosuch.conf"
+is "the file's executor is used (nosuch: refused at start-up)" "$RC" 125
+like "... naming it" "$ERR" "nosuch"
+serve --config "$T/nosuch.conf" --executor local
+ok "--executor overrides the file's executor" wait_answer "$P1"
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+
+done_testing
