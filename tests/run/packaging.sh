@@ -10,8 +10,11 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 D="$T/root"
 # The configured directories, from the Makefile make check runs.
-var() { make -s -C "$HUTCH_BUILDDIR" --no-print-directory -f Makefile -f - \
-    print-var V="$1" <<<'print-var: ; @echo $($(V))'; }
+# (Not the make check around it: its MAKEFLAGS would have make say which
+# directory it enters.)
+var() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$HUTCH_BUILDDIR" \
+    --no-print-directory -f Makefile -f - print-var V="$1" \
+    <<<'print-var: ; @echo $($(V))' | grep -v '^make\[' | tail -n 1; }
 bindir=$(var bindir)
 mandir=$(var mandir)
 unitdir=$(var systemdsystemunitdir)
