@@ -165,7 +165,13 @@ int filter_build(void **bpf, size_t *bpf_len, char *errbuf, size_t len)
         snprintf(errbuf, len, "seccomp_init failed");
         return -ENOMEM;
     }
+    /* libseccomp offers KILL_PROCESS only where the kernel says it has it:
+     * gVisor (Docker's runsc runtime, where hutch-init builds this filter)
+     * does not say, and a foreign architecture's call killing the thread
+     * that made it is as good. */
     r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    if (r == -EINVAL)
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL);
     if (r < 0) {
         snprintf(errbuf, len, "setting the bad-arch action: %s", strerror(-r));
         goto out;
