@@ -263,7 +263,9 @@ static void on_line(struct run *rn, const char *line, size_t len)
     hutch_budget_give(&rn->budget, cost);
 }
 
-static void read_chan(struct run *rn)
+/* One read of the channel, and the whole messages it completes: the bytes
+ * read, 0 when nothing was there (or at end of file). */
+static ssize_t read_chan(struct run *rn)
 {
     char buf[READ_CHUNK];
     ssize_t n = read(rn->sb->chan_fd, buf, sizeof(buf));
@@ -273,20 +275,21 @@ static void read_chan(struct run *rn)
     if (n < 0) {
         if (errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)
             rn->chan_eof = 1;
-        return;
+        return 0;
     }
     if (n == 0) {
         rn->chan_eof = 1;
-        return;
+        return 0;
     }
     if (hutch_wire_feed(rn->rd, buf, (size_t)n) < 0) {
         note(rn, "the sandbox sent a protocol message over %u bytes; execution stopped",
              HUTCH_WIRE_MAX_LINE);
         rn->fail = 1;
-        return;
+        return 0;
     }
     while (!rn->fail && hutch_wire_next(rn->rd, &line, &len) == 1)
         on_line(rn, line, len);
+    return n;
 }
 
 static int list_file(void *arg, const char *path, int is_dir, uint64_t size)
@@ -691,9 +694,14 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
             if ((int)(res->out_total + res->err_total) == before)
                 break;
         }
-        /* The runner may have sent done just before it exited. */
-        if (!rn.chan_eof && !rn.got_done)
-            read_chan(&rn);
+        /* The runner may have sent done just before it exited: what the
+         * channel still holds of it (a large result can be most of a
+         * socket buffer) is read whole, in as many reads as a message of
+         * the largest size takes, and no more (a process the program left
+         * behind may hold the channel and keep writing). */
+        for (size_t reads = HUTCH_WIRE_MAX_LINE / READ_CHUNK + 2;
+             reads-- && !rn.chan_eof && !rn.got_done && !rn.fail && read_chan(&rn) > 0;)
+            ;
     }
     hutch_calls_end(rn.calls);
 
