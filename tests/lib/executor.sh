@@ -85,7 +85,8 @@ gvisor_leftovers() {
         b=${d##*/}
         case "$b" in [0-9]*.[0-9]*) ;; *) continue ;; esac
         o_start=$(sed 's/.*) //' "/proc/${b%%.*}/stat" 2>/dev/null | awk '{ print $20 }')
-        [ "$o_start" = "${b#*.}" ] || echo "dir:$b"
+        # Listed while its hutch lived, gone once it had ended: not left.
+        [ "$o_start" = "${b#*.}" ] || { [ -d "$d" ] && echo "dir:$b"; }
     done
     for p in $(pgrep -f -- "--root=$GVISOR_DIR/"); do
         b=$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | sed -n "s|^--root=$GVISOR_DIR/\([0-9]*\)\..*|\1|p" | head -1)
@@ -138,11 +139,27 @@ owner_dead() {
     [ "$o_now" != "$o_start" ]
 }
 
+# Every leftover check below lists things first and asks whether their
+# hutch is gone second; a test running beside this one may remove its own
+# things and exit in between.  So what is reported is what still exists
+# after its owner was seen gone (a gone hutch removes nothing more).
+
 # Containers whose hutch is gone (other tests' live runs are not leftovers).
 docker_orphans() {
     docker ps -a --filter label=hutch.owner \
         --format '{{.ID}} {{.Label "hutch.owner"}}' | while read -r id owner; do
-        owner_dead "$owner" && echo "$id"
+        owner_dead "$owner" && [ -n "$(docker ps -aq --filter "id=$id")" ] && echo "$id"
+    done
+}
+
+# Volumes of hutch's whose hutch is gone.  (Removing a container with its
+# volume leaves the volume dangling for a moment: a live owner's dangling
+# volume is not a leftover.)
+docker_orphan_volumes() {
+    docker volume ls -q --filter label=hutch.owner | while read -r v; do
+        owner=$(docker volume inspect -f '{{index .Labels "hutch.owner"}}' "$v" 2>/dev/null) ||
+            continue
+        owner_dead "$owner" && docker volume inspect "$v" >/dev/null 2>&1 && echo "$v"
     done
 }
 
@@ -150,13 +167,18 @@ docker_assert_clean() {
     host=$(cat /proc/sys/kernel/hostname)
     is "docker: no container left behind" "$(docker_orphans | tr '\n' ' ')" ""
     is "docker: no volume left behind" \
-        "$(docker_dangling_volumes | comm -13 <(echo "$DOCKER_VOLUMES_BEFORE") - | tr '\n' ' ')" ""
+        "$(docker_orphan_volumes | tr '\n' ' ')$(docker_dangling_volumes |
+            comm -13 <(echo "$DOCKER_VOLUMES_BEFORE") - | while read -r v; do
+                # an unlabelled dangling volume (not one of a live hutch's)
+                [ -z "$(docker volume inspect -f '{{index .Labels "hutch.owner"}}' "$v" 2>/dev/null)" ] &&
+                    docker volume inspect "$v" >/dev/null 2>&1 && echo "$v"
+            done | tr '\n' ' ')" ""
     left=""
     for d in "$(docker_state_dir)"/*; do
         [ -d "$d" ] || continue
         b=${d##*/}     # PID.START.N
         s=${b#*.}
-        owner_dead "$host:${b%%.*}:${s%%.*}" && left="$left $b"
+        owner_dead "$host:${b%%.*}:${s%%.*}" && [ -d "$d" ] && left="$left $b"
     done
     is "docker: no socket directory left in $(docker_state_dir)" "$left" ""
 }
