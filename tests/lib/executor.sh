@@ -41,6 +41,18 @@ executor_require() { # [--exec]: another TAP program follows; it asserts itself
         [ "$assert_here" = 1 ] && executor_assert
         return 0
     fi
+    # The test locks first: faults.sh stops dockerd (or removes runsc's
+    # pieces) under its exclusive lock, and a usability check made while it
+    # holds it would see the executor down.
+    if [ "$EXECUTOR" = docker ]; then
+        docker_lock "${DOCKER_LOCK_MODE:--s}"
+    fi
+    if [ "$EXECUTOR" = gvisor ]; then
+        # faults.sh kills a hutch and checks what the next start removes:
+        # no other gvisor test may start one in between.
+        exec 8>>/tmp/hutch-gvisor-tests.lock
+        flock "${GVISOR_LOCK_MODE:--s}" 8
+    fi
     line=$("$HUTCH" plugins 2>&1 | awk -v n="$EXECUTOR" '$1 == n')
     case "$line" in
     *" usable "*) ;;
@@ -57,17 +69,10 @@ executor_require() { # [--exec]: another TAP program follows; it asserts itself
         ;;
     esac
     if [ "$EXECUTOR" = docker ]; then
-        docker_lock "${DOCKER_LOCK_MODE:--s}"
         DOCKER_VOLUMES_BEFORE=$(docker_dangling_volumes)
         T_AT_END="$T_AT_END docker_assert_clean"
     fi
-    if [ "$EXECUTOR" = gvisor ]; then
-        # faults.sh kills a hutch and checks what the next start removes:
-        # no other gvisor test may start one in between.
-        exec 8>>/tmp/hutch-gvisor-tests.lock
-        flock "${GVISOR_LOCK_MODE:--s}" 8
-        T_AT_END="$T_AT_END gvisor_assert_clean"
-    fi
+    [ "$EXECUTOR" = gvisor ] && T_AT_END="$T_AT_END gvisor_assert_clean"
     [ "$assert_here" = 1 ] && executor_assert
     return 0
 }
