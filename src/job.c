@@ -179,6 +179,48 @@ static int configure(struct hutch_jobs *j, struct hutch_policy *p,
     return 0;
 }
 
+/* The operator's executor: opts->executor, else $HUTCH_EXECUTOR. */
+static void operator_executor(struct hutch_jobs *j, const struct hutch_jobs_opts *opts)
+{
+    j->o = *opts;
+    if ((!opts->executor || !*opts->executor) && getenv("HUTCH_EXECUTOR") &&
+        *getenv("HUTCH_EXECUTOR")) {
+        j->o.executor = getenv("HUTCH_EXECUTOR");
+        j->o.executor_from = "HUTCH_EXECUTOR";
+    }
+}
+
+int hutch_jobs_check(const struct hutch_jobs_opts *opts, struct hutch_policy *p,
+                     struct hutch_err *err)
+{
+    struct hutch_jobs j = {0};
+    struct hutch_plugin *pl;
+    const char *name;
+    int r;
+
+    operator_executor(&j, opts);
+    /* Borrowed, not owned: j is never given to hutch_jobs_free. */
+    j.executor_flag = j.o.executor && *j.o.executor ? (char *)j.o.executor : NULL;
+    hutch_host_init(&j.host, hutch_runner_dir());
+    r = default_executor(&j, p, &name, err);
+    if (r < 0)
+        return r;
+    r = hutch_plugins_load(hutch_plugin_dir(opts->plugin_dir), &j.host, &j.ps, err);
+    if (r < 0)
+        return r;
+    pl = hutch_plugins_find(j.ps, name);
+    if (!pl)
+        r = hutch_err_set(err, -ENOENT,
+                          "no executor named \"%s\" in %s (run 'hutch plugins' to see "
+                          "what is there)",
+                          name, j.ps->dir);
+    else if (!pl->usable)
+        r = hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", name,
+                          pl->reason);
+    hutch_plugins_free(j.ps);
+    return r;
+}
+
 int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
                    struct hutch_err *err)
 {
@@ -191,12 +233,7 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
         return hutch_err_set(err, -ENOMEM, "out of memory");
     pthread_mutex_init(&j->mu, NULL);
     pthread_mutex_init(&j->ready_mu, NULL);
-    j->o = *opts;
-    if ((!opts->executor || !*opts->executor) && getenv("HUTCH_EXECUTOR") &&
-        *getenv("HUTCH_EXECUTOR")) {
-        j->o.executor = getenv("HUTCH_EXECUTOR");
-        j->o.executor_from = "HUTCH_EXECUTOR";
-    }
+    operator_executor(j, opts);
     if (j->o.executor && *j->o.executor &&
         !(j->executor_flag = strdup(j->o.executor))) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
