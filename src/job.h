@@ -81,6 +81,12 @@ cJSON *hutch_jobs_pool_status(struct hutch_jobs *j);
  * `out` (errors only with detail); 1 when ready, else 0. */
 int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail);
 
+/* What the default executor runs, for the execute_code description:
+ * "Python 3.11.2, Node.js v18.19.0 (docker executor)", or "the local
+ * executor" alone when its plugin cannot say.  Each plugin's runtime() is
+ * asked once per language, at first use, and its answer kept. */
+void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len);
+
 /* A host file or folder copied into /work. */
 struct hutch_job_input {
     const char *src;  /* host path */
