@@ -4,8 +4,9 @@ BUILD_DEPS="build-essential autoconf automake libtool pkg-config
   libcurl4-openssl-dev libcjson-dev libarchive-dev liblua5.4-dev
   libseccomp-dev libmicrohttpd-dev"
 RUNTIME_DEPS="python3 nodejs procps"
+# systemd: systemd-analyze, for tests/run/packaging.sh's verify of the unit.
 TEST_DEPS="bubblewrap hyperfine clang clang-format curl docker.io runsc debootstrap socat
-  openssl"
+  openssl systemd"
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

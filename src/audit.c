@@ -11,9 +11,11 @@
  * of wedging every thread that logs. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -239,6 +241,48 @@ int hutch_audit_open(const char *file, struct hutch_audit **out, struct hutch_er
     a->fd = fd;
     a->regular = regular;
     *out = a;
+    return 0;
+}
+
+int hutch_audit_check(const char *file, struct hutch_err *err)
+{
+    char dir[PATH_MAX];
+    const char *slash;
+    struct stat st;
+    int fd;
+
+    if (!file)
+        return 0;
+    fd = open(file, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    fd = -errno;
+    if (fd != -ENOENT)
+        return hutch_err_set(
+            err, fd, "audit log %s cannot be opened for appending: %s%s", file,
+            strerror(-fd), fd == -ENXIO ? " (a FIFO nobody reads)" : "");
+    slash = strrchr(file, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == file)
+        snprintf(dir, sizeof(dir), "/");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - file), file);
+    if (stat(dir, &st) < 0)
+        return hutch_err_set(err, -errno,
+                             "audit log %s cannot be created: its directory %s: %s",
+                             file, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return hutch_err_set(err, -ENOTDIR,
+                             "audit log %s cannot be created: %s is not a directory",
+                             file, dir);
+    if (access(dir, W_OK | X_OK) < 0)
+        return hutch_err_set(err, -errno,
+                             "audit log %s cannot be created: its directory %s is not "
+                             "writable: %s",
+                             file, dir, strerror(errno));
     return 0;
 }
 

@@ -23,6 +23,11 @@ struct hutch_audit;
  * or stderr when NULL.  Caller frees with hutch_audit_close. */
 int hutch_audit_open(const char *file, struct hutch_audit **out, struct hutch_err *err);
 void hutch_audit_close(struct hutch_audit *a);
+/* Would hutch_audit_open(file) succeed?  Checked without making anything
+ * (hutch serve --check-config): an existing FILE is opened for appending
+ * and closed; a missing one needs a writable directory to be made in.
+ * 0 (also for NULL: stderr), or why not in err. */
+int hutch_audit_check(const char *file, struct hutch_err *err);
 /* Log rotation (SIGHUP): reopen the file by name, so lines go to the new
  * file once the old one was moved away.  On failure the old file stays in
  * use and -errno is returned.  No-op (0) for stderr. */

@@ -103,6 +103,9 @@
 /* /readyz probes the executor at most this often (a probe may ask a
  * daemon; /readyz needs no token). */
 #define HUTCH_READY_PROBE_MS 1000u
+/* One executor's runtime line per language ("Python 3.11.2"), as its
+ * plugin's runtime() says it; longer is cut. */
+#define HUTCH_RUNTIME_MAX 96
 
 /* HTTP transport (http.c). */
 #define HUTCH_HTTP_MAX_CONNECTIONS 128u

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "bridge.h"
 #include "buf.h"
 #include "caps.h"
@@ -106,8 +107,9 @@ static void usage(FILE *f)
         "                         one of these options (timeout = 20000,\n"
         "                         no-envelope = true); a flag overrides the file\n"
         "      --check-config     check the settings (FILE's and the flags'; the\n"
-        "                         policy loads) and start nothing: exit 0 when they\n"
-        "                         are valid, 1 when not\n"
+        "                         policy, servers file, executor and audit log) and\n"
+        "                         start nothing: exit 0 when they are valid, 1 when\n"
+        "                         not\n"
         "  -h, --help             this text\n",
         HUTCH_POOL_DEFAULT_SIZE, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_DEFAULT_MEMORY_MB,
         HUTCH_DEFAULT_PIDS);
@@ -267,6 +269,52 @@ static char *read_token(const char *file, struct hutch_err *err)
     return tok;
 }
 
+/* --check-config: everything serve reads before it starts anything, read
+ * as serve reads it (the servers file parsed and its variables expanded,
+ * none started; the executor found and probed, not opened; the audit log
+ * checked, not created).  0, or 1 after saying what is wrong. */
+static int check_config(const char *servers, const char *policy_file,
+                        const char *audit_file, const char *http,
+                        const char *token_file, const char *executor,
+                        const char *plugin_dir)
+{
+    struct hutch_jobs_opts jo = {
+        .plugin_dir = plugin_dir, .executor = executor, .executor_from = "--executor"};
+    struct hutch_err err = {0};
+    struct hutch_policy *p = NULL;
+    cJSON *config = NULL;
+    char *token = NULL;
+    int rc = 1;
+
+    if (policy_file ? hutch_policy_load(policy_file, &p, &err) < 0
+                    : hutch_policy_default(&p, &err) < 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        goto out;
+    }
+    if (http && !(token = read_token(token_file, &err)) && err.msg[0]) {
+        fprintf(stderr, "hutch serve: token: %s\n", err.msg);
+        goto out;
+    }
+    if (servers && hutch_upstreams_load(servers, &config, &err) < 0) {
+        fprintf(stderr, "hutch serve: servers: %s\n", err.msg);
+        goto out;
+    }
+    if (hutch_jobs_check(&jo, p, &err) < 0) {
+        fprintf(stderr, "hutch serve: executor: %s\n", err.msg);
+        goto out;
+    }
+    if (hutch_audit_check(audit_file, &err) < 0) {
+        fprintf(stderr, "hutch serve: audit: %s\n", err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(config);
+    free(token);
+    hutch_policy_unref(p);
+    return rc;
+}
+
 enum {
     OPT_PLUGINS = 256,
     OPT_HTTP,
@@ -409,20 +457,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
                 "hutch serve: --http wants ADDR:PORT (127.0.0.1:8080, [::1]:8080)\n");
         return 2;
     }
-    if (check) {
-        struct hutch_policy *p = NULL;
-        if (policy_file && hutch_policy_load(policy_file, &p, &err) < 0) {
-            fprintf(stderr, "%s\n", err.msg);
-            return 1;
-        }
-        hutch_policy_unref(p);
-        if (http && !(token = read_token(token_file, &err)) && err.msg[0]) {
-            fprintf(stderr, "hutch serve: token: %s\n", err.msg);
-            return 1;
-        }
-        free(token);
-        return 0;
-    }
+    if (check)
+        return check_config(servers, policy_file, audit_file, http, token_file,
+                            executor, plugin_dir);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: a blocked read must see it */

@@ -19,7 +19,8 @@
  * class (known before a job exists) and the job (given at assign()); start()
  * takes a cancellation callback; assign() is new; hutch_err, hutch_exit and
  * hutch_archive_limits start with struct_size; doctor's report callback gets
- * a context pointer; hutch_executor has a `version`.
+ * a context pointer; hutch_executor has a `version`.  Grown since, at the
+ * end (check HUTCH_HAS_MEMBER): hutch_executor's runtime().
  *
  * Life of a sandbox (a sandbox is single use):
  *   start()        the sandbox of a class exists, its runner started and will
@@ -267,6 +268,15 @@ struct hutch_executor {
     void (*doctor)(const struct hutch_host *host, void *ctx,
                    void (*report)(void *ctx, const char *status, const char *what,
                                   const char *detail));
+    /* Optional (NULL allowed; check HUTCH_HAS_MEMBER), after open(): the
+     * runtime `language` ("python" | "javascript") runs on in this
+     * executor's sandboxes, one line for people such as "Python 3.11.2" or
+     * "Node.js v18.19.0" (the execute_code description names it).  Found
+     * without starting a sandbox (an image's label, a file of the rootfs,
+     * the host interpreter's --version), but it may be slow: the core asks
+     * once per language and keeps the answer.  0, or why it is not known. */
+    int (*runtime)(void *state, const char *language, char *buf, size_t len,
+                   struct hutch_err *err);
 };
 
 typedef const struct hutch_executor *(*hutch_executor_entry_fn)(void);

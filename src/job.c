@@ -54,6 +54,12 @@ struct hutch_jobs {
     uint64_t probed_ms;
     int probe_rc;
     char probe_msg[HUTCH_ERR_MSG];
+    /* Each plugin's runtime per language (rt_mu), as ps->v: asked once. */
+    pthread_mutex_t rt_mu;
+    struct runtime_cache {
+        int asked[2];
+        char text[2][HUTCH_RUNTIME_MAX];
+    } * rt;
 };
 
 /* How well an executor isolates; -1: not known to hutch. */
@@ -179,6 +185,48 @@ static int configure(struct hutch_jobs *j, struct hutch_policy *p,
     return 0;
 }
 
+/* The operator's executor: opts->executor, else $HUTCH_EXECUTOR. */
+static void operator_executor(struct hutch_jobs *j, const struct hutch_jobs_opts *opts)
+{
+    j->o = *opts;
+    if ((!opts->executor || !*opts->executor) && getenv("HUTCH_EXECUTOR") &&
+        *getenv("HUTCH_EXECUTOR")) {
+        j->o.executor = getenv("HUTCH_EXECUTOR");
+        j->o.executor_from = "HUTCH_EXECUTOR";
+    }
+}
+
+int hutch_jobs_check(const struct hutch_jobs_opts *opts, struct hutch_policy *p,
+                     struct hutch_err *err)
+{
+    struct hutch_jobs j = {0};
+    struct hutch_plugin *pl;
+    const char *name;
+    int r;
+
+    operator_executor(&j, opts);
+    /* Borrowed, not owned: j is never given to hutch_jobs_free. */
+    j.executor_flag = j.o.executor && *j.o.executor ? (char *)j.o.executor : NULL;
+    hutch_host_init(&j.host, hutch_runner_dir());
+    r = default_executor(&j, p, &name, err);
+    if (r < 0)
+        return r;
+    r = hutch_plugins_load(hutch_plugin_dir(opts->plugin_dir), &j.host, &j.ps, err);
+    if (r < 0)
+        return r;
+    pl = hutch_plugins_find(j.ps, name);
+    if (!pl)
+        r = hutch_err_set(err, -ENOENT,
+                          "no executor named \"%s\" in %s (run 'hutch plugins' to see "
+                          "what is there)",
+                          name, j.ps->dir);
+    else if (!pl->usable)
+        r = hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", name,
+                          pl->reason);
+    hutch_plugins_free(j.ps);
+    return r;
+}
+
 int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
                    struct hutch_err *err)
 {
@@ -191,12 +239,8 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
         return hutch_err_set(err, -ENOMEM, "out of memory");
     pthread_mutex_init(&j->mu, NULL);
     pthread_mutex_init(&j->ready_mu, NULL);
-    j->o = *opts;
-    if ((!opts->executor || !*opts->executor) && getenv("HUTCH_EXECUTOR") &&
-        *getenv("HUTCH_EXECUTOR")) {
-        j->o.executor = getenv("HUTCH_EXECUTOR");
-        j->o.executor_from = "HUTCH_EXECUTOR";
-    }
+    pthread_mutex_init(&j->rt_mu, NULL);
+    operator_executor(j, opts);
     if (j->o.executor && *j->o.executor &&
         !(j->executor_flag = strdup(j->o.executor))) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
@@ -206,6 +250,11 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
     r = hutch_plugins_load(hutch_plugin_dir(opts->plugin_dir), &j->host, &j->ps, err);
     if (r < 0)
         goto fail;
+    j->rt = calloc(j->ps->n ? j->ps->n : 1, sizeof(*j->rt));
+    if (!j->rt) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
     p = hutch_gov_policy(opts->gov);
     r = default_executor(j, p, &name, err);
     if (r < 0)
@@ -258,8 +307,10 @@ void hutch_jobs_free(struct hutch_jobs *j)
     hutch_plugins_free(j->ps);
     hutch_policy_unref(j->configured);
     free(j->executor_flag);
+    free(j->rt);
     pthread_mutex_destroy(&j->mu);
     pthread_mutex_destroy(&j->ready_mu);
+    pthread_mutex_destroy(&j->rt_mu);
     free(j);
 }
 
@@ -326,6 +377,51 @@ int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail)
 out:
     hutch_policy_unref(p);
     return ok;
+}
+
+void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len)
+{
+    struct hutch_policy *p = hutch_gov_policy(j->o.gov);
+    struct hutch_err err = {0};
+    struct hutch_plugin *pl = NULL;
+    struct runtime_cache *c;
+    const char *name = NULL;
+    size_t o = 0;
+
+    buf[0] = '\0';
+    /* The default under the current policy (a reload may name another),
+     * opened as its first execution would open it. */
+    if (default_executor(j, p, &name, &err) == 0)
+        pl = strcmp(name, j->dflt->name) == 0 ? j->dflt : open_executor(j, name, &err);
+    hutch_policy_unref(p);
+    if (!pl)
+        return;
+    c = &j->rt[pl - j->ps->v];
+    pthread_mutex_lock(&j->rt_mu);
+    for (int l = 0; l < 2; l++) {
+        int n;
+        if (!c->asked[l]) {
+            struct hutch_err rerr = HUTCH_ERR_INIT;
+            c->asked[l] = 1;
+            if (!HUTCH_HAS_MEMBER(pl->ex, struct hutch_executor, runtime) ||
+                !pl->ex->runtime)
+                continue;
+            if (pl->ex->runtime(pl->state, langs[l], c->text[l], sizeof(c->text[l]),
+                                &rerr) < 0) {
+                c->text[l][0] = '\0';
+                hutch_warn("executor %s cannot say which %s runtime it runs: %s",
+                           pl->name, langs[l], rerr.msg);
+            }
+            c->text[l][sizeof(c->text[l]) - 1] = '\0';
+        }
+        if (!c->text[l][0])
+            continue;
+        n = snprintf(buf + o, len - o, "%s%s", o ? ", " : "", c->text[l]);
+        if (n > 0 && (size_t)n < len - o)
+            o += (size_t)n;
+    }
+    pthread_mutex_unlock(&j->rt_mu);
+    snprintf(buf + o, len - o, o ? " (%s executor)" : "the %s executor", pl->name);
 }
 
 /* The executor for one execution: the default under the policy it started

@@ -29,6 +29,7 @@
 struct hutch_jobs;
 struct hutch_gov;
 struct hutch_bridge;
+struct hutch_policy;
 
 struct hutch_jobs_opts {
     const char *plugin_dir; /* NULL: $HUTCH_PLUGIN_DIR or the install dir */
@@ -56,6 +57,12 @@ struct hutch_jobs_opts {
  * filling them in the background. */
 int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
                    struct hutch_err *err);
+/* What hutch_jobs_new would decide under policy `p`, checked without
+ * opening anything (hutch serve --check-config): the plugins load, the
+ * operator's and the policy's executors agree, and the default executor
+ * exists and is usable (its probe).  0, or why not. */
+int hutch_jobs_check(const struct hutch_jobs_opts *opts, struct hutch_policy *p,
+                     struct hutch_err *err);
 /* Drains the pools (nothing of them is left) and closes the plugins. */
 void hutch_jobs_free(struct hutch_jobs *j);
 /* After a policy reload: the pools' classes that changed are drained and the
@@ -73,6 +80,12 @@ cJSON *hutch_jobs_pool_status(struct hutch_jobs *j);
  * {"name", "usable", "error"?} and "policy": {"source", "ok", "error"?} to
  * `out` (errors only with detail); 1 when ready, else 0. */
 int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail);
+
+/* What the default executor runs, for the execute_code description:
+ * "Python 3.11.2, Node.js v18.19.0 (docker executor)", or "the local
+ * executor" alone when its plugin cannot say.  Each plugin's runtime() is
+ * asked once per language, at first use, and its answer kept. */
+void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len);
 
 /* A host file or folder copied into /work. */
 struct hutch_job_input {

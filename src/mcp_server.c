@@ -270,7 +270,19 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
     t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "name", "execute_code");
     cJSON_AddStringToObject(t, "title", "Run code in a sandbox");
-    cJSON_AddStringToObject(t, "description", execute_desc);
+    {
+        /* The runtime the default executor runs: an image may carry
+         * another Node.js than the host's (README "One runtime per
+         * language?"). */
+        char rt[2 * HUTCH_RUNTIME_MAX + 64],
+            desc[sizeof(execute_desc) + sizeof(rt) + 32];
+        rt[0] = '\0';
+        if (m->o.jobs)
+            hutch_jobs_runtime(m->o.jobs, rt, sizeof(rt));
+        snprintf(desc, sizeof(desc), "%s%s%s%s", execute_desc,
+                 rt[0] ? "\n- Runs on " : "", rt, rt[0] ? "." : "");
+        cJSON_AddStringToObject(t, "description", desc);
+    }
     in = cJSON_AddObjectToObject(t, "inputSchema");
     cJSON_AddStringToObject(in, "type", "object");
     props = cJSON_AddObjectToObject(in, "properties");

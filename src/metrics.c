@@ -357,7 +357,10 @@ static int render_pools(struct hutch_buf *b, struct hutch_jobs *j)
 
 static int render_upstreams(struct hutch_buf *b, struct hutch_upstreams *u)
 {
-    static const char *const states[] = {"starting", "ready", "failed", "restarting"};
+    /* disabled and skipped too: a server the file names but hutch does not
+     * run is seen as such, not as one in no state at all. */
+    static const char *const states[] = {"starting",   "ready",    "failed",
+                                         "restarting", "disabled", "skipped"};
     cJSON *st = u ? hutch_upstreams_status(u) : NULL, *it;
     int r = family(b, "hutch_upstream_state", "gauge",
                    "1 for the state each upstream MCP server is in, 0 for the others.");
@@ -366,7 +369,8 @@ static int render_upstreams(struct hutch_buf *b, struct hutch_upstreams *u)
     {
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
         const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-        for (size_t k = 0; r == 0 && name && k < 4; k++) {
+        for (size_t k = 0; r == 0 && name && k < sizeof(states) / sizeof(states[0]);
+             k++) {
             const char *kv[] = {"server", name, "state", states[k], NULL};
             r = sample(b, "hutch_upstream_state", kv,
                        state && !strcmp(state, states[k]) ? 1 : 0);

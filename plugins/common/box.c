@@ -60,6 +60,23 @@ ssize_t box_read_file(const char *path, char *buf, size_t len)
     return n;
 }
 
+int box_runtime_line(const char *raw, char *out, size_t len)
+{
+    size_t n = raw ? strcspn(raw, "\r\n") : 0;
+    if (!len)
+        return -ENOENT;
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, raw ? raw : "", n);
+    out[n] = '\0';
+    for (char *c = out; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = ' ';
+    while (n && out[n - 1] == ' ')
+        out[--n] = '\0';
+    return n ? 0 : -ENOENT;
+}
+
 uint64_t box_now_ms(void)
 {
     struct timespec ts;

@@ -37,6 +37,11 @@ int box_process_gone(pid_t pid, unsigned long long start);
 /* Up to len-1 bytes of a small file, NUL-terminated: the count, or -1. */
 ssize_t box_read_file(const char *path, char *buf, size_t len);
 
+/* A runtime line from an image (its label, its /etc/hutch-runtime): the
+ * first line of raw, control characters made spaces, cut to len-1 bytes;
+ * 0, or -ENOENT when nothing is left ("" in out). */
+int box_runtime_line(const char *raw, char *out, size_t len);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t box_now_ms(void);
 

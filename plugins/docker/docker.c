@@ -783,6 +783,43 @@ static void docker_destroy(void *state, struct hutch_sandbox *pub)
 
 /* --- doctor ------------------------------------------------------------ */
 
+/* The org.hutch.runtime label of the image `language` runs in
+ * (images/build.sh sets it), asked of the daemon. */
+static int docker_runtime(void *state, const char *language, char *buf, size_t len,
+                          struct hutch_err *err)
+{
+    struct dk_state *st = state;
+    struct dk_buf b = {.max = DK_MAX_REPLY};
+    char image[256], path[320];
+    long status = 0;
+    cJSON *j = NULL;
+    int r;
+
+    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
+        return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
+    image_for(st->host->version, language, image, sizeof(image));
+    snprintf(path, sizeof(path), "/images/%s/json", image);
+    r = dk_json(&st->api, "GET", path, NULL, &status, &b, err);
+    if (r == 0) {
+        j = cJSON_ParseWithLength(b.data, b.len);
+        if (box_runtime_line(
+                cJSON_GetStringValue(cJSON_GetObjectItem(
+                    cJSON_GetObjectItem(cJSON_GetObjectItem(j, "Config"), "Labels"),
+                    "org.hutch.runtime")),
+                buf, len) < 0)
+            r = hutch_err_set(
+                err, -ENOENT,
+                "image %s: runtime version not recorded: run 'make images' again",
+                image);
+    } else if (status == 404) {
+        r = hutch_err_set(err, -ENOENT, "image %s is missing: run 'make images'",
+                          image);
+    }
+    cJSON_Delete(j);
+    dk_buf_free(&b);
+    return r;
+}
+
 static void docker_doctor(const struct hutch_host *host, void *ctx,
                           void (*report)(void *ctx, const char *status,
                                          const char *what, const char *detail))
@@ -834,11 +871,16 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
             /* The runtime it carries (images/build.sh's label), which may
              * not be the host's that the local executor runs. */
             cJSON *ij = cJSON_ParseWithLength(ib.data, ib.len);
-            const char *rt = cJSON_GetStringValue(cJSON_GetObjectItem(
-                cJSON_GetObjectItem(cJSON_GetObjectItem(ij, "Config"), "Labels"),
-                "org.hutch.runtime"));
-            snprintf(detail, sizeof(detail), "%s (%.64s)", image,
-                     rt ? rt : "runtime version not recorded: run 'make images' again");
+            char rt[65];
+            int known =
+                box_runtime_line(cJSON_GetStringValue(cJSON_GetObjectItem(
+                                     cJSON_GetObjectItem(
+                                         cJSON_GetObjectItem(ij, "Config"), "Labels"),
+                                     "org.hutch.runtime")),
+                                 rt, sizeof(rt)) == 0;
+            snprintf(detail, sizeof(detail), "%s (%s)", image,
+                     known ? rt
+                           : "runtime version not recorded: run 'make images' again");
             report(ctx, "ok", "docker image", detail);
             cJSON_Delete(ij);
         } else {
@@ -871,6 +913,7 @@ static const struct hutch_executor docker_executor = {
     .destroy = docker_destroy,
     .close = docker_close,
     .doctor = docker_doctor,
+    .runtime = docker_runtime,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -1003,6 +1003,25 @@ static int try_platform(const struct gv_state *st, const char *platform,
     return r;
 }
 
+/* What the rootfs of `language` records (images/build.sh writes it). */
+static int gv_runtime(void *state, const char *language, char *buf, size_t len,
+                      struct hutch_err *err)
+{
+    struct gv_state *st = state;
+    char file[PATH_MAX + 64], raw[128];
+
+    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
+        return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
+    snprintf(file, sizeof(file), "%s/%s/etc/hutch-runtime", st->images,
+             rootfs_name(language));
+    if (box_read_file(file, raw, sizeof(raw)) < 0 ||
+        box_runtime_line(raw, buf, len) < 0)
+        return hutch_err_set(
+            err, -ENOENT, "%s: runtime version not recorded: run 'make images' again",
+            file);
+    return 0;
+}
+
 static void gv_doctor(const struct hutch_host *host, void *ctx,
                       void (*report)(void *ctx, const char *status, const char *what,
                                      const char *detail))
@@ -1093,6 +1112,7 @@ static const struct hutch_executor gvisor_executor = {
     .destroy = gv_destroy,
     .close = gv_close,
     .doctor = gv_doctor,
+    .runtime = gv_runtime,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

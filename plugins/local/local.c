@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -444,6 +445,64 @@ static int find_interp(const char *language, char *out, size_t len,
         err, -ENOENT,
         "no %s interpreter under /usr (install it: apt-get install -y %s)", language,
         strcmp(language, "python") == 0 ? "python3" : "nodejs");
+}
+
+/* --- runtime ---------------------------------------------------------------- */
+
+/* The first line `interp --version` prints (empty environment, at most
+ * LOCAL_VERSION_MS): what the sandboxes of this executor run. */
+#define LOCAL_VERSION_MS 5000
+static int local_runtime(void *state, const char *language, char *buf, size_t len,
+                         struct hutch_err *err)
+{
+    char interp[PATH_MAX], out[256];
+    char *argv[] = {interp, "--version", NULL};
+    char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+    posix_spawn_file_actions_t fa;
+    struct pollfd pfd;
+    size_t got = 0;
+    int pipefd[2], status = 0, r;
+    pid_t pid;
+
+    (void)state;
+    r = find_interp(language, interp, sizeof(interp), err);
+    if (r < 0)
+        return r;
+    if (pipe2(pipefd, O_CLOEXEC) < 0)
+        return hutch_err_set(err, -errno, "pipe: %s", strerror(errno));
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
+    r = posix_spawn(&pid, interp, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pipefd[1]);
+    if (r != 0) {
+        close(pipefd[0]);
+        return hutch_err_set(err, -r, "running %s --version: %s", interp, strerror(r));
+    }
+    pfd.fd = pipefd[0];
+    pfd.events = POLLIN;
+    while (got < sizeof(out) - 1 && poll(&pfd, 1, LOCAL_VERSION_MS) > 0) {
+        ssize_t n = read(pipefd[0], out + got, sizeof(out) - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    close(pipefd[0]);
+    kill(pid, SIGKILL); /* gone already, unless it hung */
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    out[strcspn(out, "\r\n")] = '\0';
+    for (char *c = out; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = ' ';
+    if (!out[0])
+        return hutch_err_set(err, -EIO, "%s --version said nothing", interp);
+    /* node says "v20.1.0": name it, as the images' record does. */
+    snprintf(buf, len, "%s%s", strcmp(language, "javascript") == 0 ? "Node.js " : "",
+             out);
+    return 0;
 }
 
 /* --- plugin operations ------------------------------------------------------ */
@@ -1012,6 +1071,7 @@ static const struct hutch_executor local_executor = {
     .kill = local_kill,
     .destroy = local_destroy,
     .close = local_close,
+    .runtime = local_runtime,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

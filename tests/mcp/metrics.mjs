@@ -41,6 +41,8 @@ fs.writeFileSync(
       everything: { command: NODE, args: [path.join(MCP, "server-everything", "dist", "index.js"), "stdio"] },
       down: { command: path.join(dir, "no-such-server") },
       gate: { command: NODE, args: [path.join(SERVERS_DIR, "slowstart.mjs")], env: { SLOWSTART_FILE: gate } },
+      off: { command: path.join(dir, "no-such-server"), disabled: true },
+      legacy: { type: "sse", url: "http://127.0.0.1:1/sse" },
     },
   }),
 );
@@ -291,6 +293,14 @@ t.is(val(m.p, "hutch_policy_denials_total", { kind: "tool_call", reason: "policy
 t.is(val(m.p, "hutch_upstream_state", { server: "everything", state: "ready" }), 1, "upstream state gauge: everything ready");
 t.is(val(m.p, "hutch_upstream_state", { server: "gate", state: "starting" }), 1, "upstream state gauge: gate starting");
 t.is(val(m.p, "hutch_upstream_state", { server: "down", state: "ready" }), 0, "upstream state gauge: down is not ready");
+for (const [server, state] of [["off", "disabled"], ["legacy", "skipped"]]) {
+  const states = ["starting", "ready", "failed", "restarting", "disabled", "skipped"];
+  t.is(m.p.samples.filter((x) => x.metric === "hutch_upstream_state" && x.labels.server === server).length,
+    states.length, `upstream state gauge: ${server} has a series per state`);
+  for (const s of states)
+    t.is(val(m.p, "hutch_upstream_state", { server, state: s }), s === state ? 1 : 0,
+      `upstream state gauge: ${server} is ${state}, ${s} ${s === state ? 1 : 0}`);
+}
 t.ok(val(m.p, "hutch_upstream_tools", { server: "everything" }) > 0, "upstream tools gauge");
 t.ok(m.p.samples.some((s) => s.metric === "hutch_sandboxes_alive" && s.value >= 0), "sandboxes alive gauge");
 {

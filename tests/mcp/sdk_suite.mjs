@@ -2,11 +2,37 @@
 // official TypeScript SDK client, shared by sdk_stdio.mjs and sdk_http.mjs
 // (the transport is the only difference).  Upstreams: server-everything,
 // server-filesystem over a temp tree, server-memory, and recorder.mjs.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
 import {
   assert, busyRunnersUnder, describe, execute, HOST_SECRET, js, pidAlive, py, runnersUnder, sleep, waitFor,
 } from "./lib.mjs";
 
 const find = (list, name) => (list || []).find((x) => x.name === name);
+
+// [python, javascript] as each executor records them, or null when this
+// machine cannot say (no docker CLI).
+function expectedRuntime(exec, version) {
+  const run = (cmd, args) => execFileSync(cmd, args, { encoding: "utf8", env: { PATH: "/usr/bin:/bin" } }).split("\n")[0].trim();
+  if (exec === "local")
+    return [run(fs.realpathSync("/usr/bin/python3"), ["--version"]), "Node.js " + run(fs.realpathSync("/usr/bin/node"), ["--version"])];
+  if (exec === "gvisor") {
+    const dir = process.env.HUTCH_IMAGES_DIR || path.join(process.env.HUTCH_BUILDDIR || ".", "images");
+    return ["python", "node"].map((r) => fs.readFileSync(path.join(dir, `rootfs-${r}`, "etc", "hutch-runtime"), "utf8").split("\n")[0]);
+  }
+  if (exec === "docker") {
+    const label = (image) => {
+      try {
+        return execFileSync("docker", ["image", "inspect", "-f", '{{index .Config.Labels "org.hutch.runtime"}}', image], { encoding: "utf8" }).trim();
+      } catch { return null; }
+    };
+    const r = [process.env.HUTCH_DOCKER_IMAGE_PYTHON || `hutch-python:${version}`,
+      process.env.HUTCH_DOCKER_IMAGE_JAVASCRIPT || `hutch-node:${version}`].map(label);
+    return r.every((x) => x) ? r : null;
+  }
+  return null;
+}
 
 // The text opens with <untrusted-data-NONCE> and the last closing tag in it
 // is that one's (a note for the model may follow it).
@@ -92,6 +118,16 @@ export async function runSuite(t, h, fx, sdk) {
   );
   t.like(ec.description || "", /tools\.\w+\.\w+\(/, "execute_code's description teaches tools.server.tool(…)");
   t.like(ec.description || "", /await tools\./, "… and the JavaScript form");
+  {
+    // The runtime the executor runs, named as its plugin's runtime() finds
+    // it: the host's interpreters (local), the rootfs's record (gVisor),
+    // the image's label (Docker).
+    const exec = process.env.HUTCH_EXECUTOR || "local";
+    const m = /\n- Runs on (Python [^,]+), (Node\.js [^ ]+) \((\w+) executor\)\.$/.exec(ec.description || "");
+    t.ok(m && m[3] === exec, `execute_code's description names the ${exec} executor's runtime`, ec.description);
+    const want = expectedRuntime(exec, client.getServerVersion()?.version);
+    if (want) t.is(m && [m[1], m[2]].join(", "), want.join(", "), "… the versions it runs");
+  }
 
   // --- search_tools ------------------------------------------------------------------
   const search = async (args) => {

@@ -95,6 +95,84 @@ is "--check-config: a bad command line exits 2" "$RC" 2
 run_hutch serve --check-config --pids 64
 is "--check-config without --config checks the flags" "$RC" 0
 
+# --check-config reads what serve reads before it starts anything: the
+# servers file (parsed, variables expanded, no server started), the
+# executor (found and probed) and the audit log (nothing created).
+cat >"$T/servers.json" <<JSON
+{"mcpServers": {
+  "up": {"command": "/bin/sh", "args": ["-c", "touch $T/started"],
+         "env": {"K": "\${CONFIG_SH_SET:-fallback}"}, "tmeout_ms": 5},
+  "off": {"command": "/bin/sh", "disabled": true}
+}}
+JSON
+run_hutch serve --check-config --servers "$T/servers.json" --executor local \
+    --audit "$T/audit.log"
+is "--check-config: a good servers file, executor and audit path exit 0" "$RC" 0
+like "... the servers file's unknown key is warned about as serve would" "$ERR" \
+    'unknown key "tmeout_ms"'
+ok "... no server was started" test ! -e "$T/started"
+ok "... the audit log was not created" test ! -e "$T/audit.log"
+
+printf '{"mcpServers": {"bad": {"command": 5}}}\n' >"$T/bad-servers.json"
+run_hutch serve --check-config --servers "$T/bad-servers.json"
+is "--check-config: a bad servers file exits 1" "$RC" 1
+like "... naming the file and the server" "$ERR" "servers: $T/bad-servers.json"
+like "... and the server" "$ERR" '"bad"'
+printf '{"mcpServers": ' >"$T/broken-servers.json"
+run_hutch serve --check-config --servers "$T/broken-servers.json"
+is "--check-config: a servers file that is not JSON exits 1" "$RC" 1
+like "... saying where" "$ERR" "$T/broken-servers.json: invalid JSON"
+run_hutch serve --check-config --servers "$T/nonexistent.json"
+is "--check-config: a missing servers file exits 1" "$RC" 1
+
+printf '{"mcpServers": {"u": {"command": "/bin/sh", "args": ["${CONFIG_SH_UNSET}"]}}}\n' \
+    >"$T/unset-servers.json"
+unset CONFIG_SH_UNSET
+run_hutch serve --check-config --servers "$T/unset-servers.json"
+is "--check-config: an unset \${VAR} without a default exits 1" "$RC" 1
+like "... naming the variable" "$ERR" "CONFIG_SH_UNSET"
+CONFIG_SH_UNSET=set run_hutch serve --check-config --servers "$T/unset-servers.json"
+is "... and passes once it is set" "$RC" 0
+
+run_hutch serve --check-config --executor nosuch
+is "--check-config: an unknown executor exits 1" "$RC" 1
+like "... naming it" "$ERR" 'executor: no executor named "nosuch"'
+HUTCH_EXECUTOR=nosuch run_hutch serve --check-config
+is "--check-config: an unknown \$HUTCH_EXECUTOR exits 1" "$RC" 1
+printf 'return { executor = "nosuch" }\n' >"$T/nosuch.lua"
+run_hutch serve --check-config --policy "$T/nosuch.lua"
+is "--check-config: a policy's unknown executor exits 1" "$RC" 1
+like "... naming it" "$ERR" '"nosuch"'
+
+run_hutch serve --check-config --audit "$T/no-such-dir/audit.log"
+is "--check-config: an audit log in a missing directory exits 1" "$RC" 1
+like "... naming the directory" "$ERR" "audit: audit log $T/no-such-dir/audit.log cannot be created: its directory $T/no-such-dir"
+mkdir "$T/ro"
+chmod 0555 "$T/ro"
+if [ "$(id -u)" != 0 ]; then
+    run_hutch serve --check-config --audit "$T/ro/audit.log"
+    is "--check-config: an audit log in an unwritable directory exits 1" "$RC" 1
+    like "... saying so" "$ERR" "its directory $T/ro is not writable"
+else # root writes anywhere: a read-only file system stops it
+    mkdir "$T/rofs"
+    if mount -t tmpfs -o ro,size=64k tmpfs "$T/rofs" 2>/dev/null; then
+        run_hutch serve --check-config --audit "$T/rofs/audit.log"
+        umount "$T/rofs"
+        is "--check-config: an audit log in an unwritable directory exits 1" "$RC" 1
+        like "... saying so" "$ERR" "its directory $T/rofs is not writable"
+    else
+        ok "# SKIP no tmpfs mount here to make an unwritable directory for root" true
+        ok "# SKIP" true
+    fi
+fi
+run_hutch serve --check-config --audit "$T"
+is "--check-config: an audit log that is a directory exits 1" "$RC" 1
+like "... saying why" "$ERR" "cannot be opened for appending"
+echo old >"$T/existing.log"
+run_hutch serve --check-config --audit "$T/existing.log"
+is "--check-config: an existing audit log passes" "$RC" 0
+is "... untouched" "$(cat "$T/existing.log")" old
+
 # --- the file is used, a flag overrides it -------------------------------------
 serve --config "$T/serve.conf"
 ok "serve listens on the file's address" wait_answer "$P1"

@@ -29,6 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "buf.h"
+#include "caps.h"
 #include "hutch_archive.h"
 #include "plugin.h"
 #include "tap.h"
@@ -642,6 +643,51 @@ static void concurrent(struct hutch_plugin *p, const char *label)
        NTHREADS);
 }
 
+/* runtime(): the line it gives is the runtime a sandbox of this executor
+ * really runs (the program prints its own version in the same form); an
+ * unknown language is refused; a small buffer is cut, not overrun. */
+static void runtime_op(struct hutch_plugin *p, const char *lang, const char *label)
+{
+    static const char *const code[] = {
+        "import platform\nprint('<' + 'Python ' + platform.python_version() + '>')\n",
+        "console.log('<' + 'Node.js ' + process.version + '>')\n"};
+    struct hutch_err err = HUTCH_ERR_INIT;
+    char rt[HUTCH_RUNTIME_MAX] = "", want[HUTCH_RUNTIME_MAX + 2], small[8];
+    struct conv c;
+    int r, js = strcmp(lang, "javascript") == 0;
+
+    if (!HUTCH_HAS_MEMBER(p->ex, struct hutch_executor, runtime) || !p->ex->runtime) {
+        ok(0, "%s: has runtime()", who);
+        return;
+    }
+    r = p->ex->runtime(p->state, lang, rt, sizeof(rt), &err);
+    ok(r == 0 && !strncmp(rt, js ? "Node.js v" : "Python ", js ? 9 : 7),
+       "%s: runtime(%s) says \"%s\" (%s)", who, lang, rt, r ? err.msg : "ok");
+    conv_init(&c, p);
+    r = start_one(&c, lang, label, 0, NULL, NULL, &err);
+    if (r == 0)
+        r = wait_ready(&c);
+    if (r == 0)
+        r = assign_one(&c, label, &err);
+    if (r == 0)
+        r = run_job(&c, lang, code[js]);
+    snprintf(want, sizeof(want), "<%s>", rt);
+    ok(r == 0 && rt[0] && contains(&c.out, want),
+       "%s: a %s sandbox runs what runtime() says (%s; stdout %.100s)", who, lang,
+       r ? (err.msg[0] ? err.msg : c.why) : "ran", c.out.data ? c.out.data : "");
+    conv_free(&c);
+
+    memset(small, 'x', sizeof(small));
+    err = (struct hutch_err)HUTCH_ERR_INIT;
+    r = p->ex->runtime(p->state, lang, small, 5, &err);
+    ok(r == 0 && strlen(small) == 4 && small[5] == 'x',
+       "%s: runtime() cuts its line to the buffer it is given", who);
+    err = (struct hutch_err)HUTCH_ERR_INIT;
+    r = p->ex->runtime(p->state, "cobol", rt, sizeof(rt), &err);
+    ok(r < 0 && err.msg[0], "%s: runtime() refuses an unknown language (%s)", who,
+       err.msg);
+}
+
 /* --- main -------------------------------------------------------------------- */
 
 static int wanted(const char *name)
@@ -736,6 +782,9 @@ int main(void)
         whole_life(p, "python", label);
         whole_life(p, "javascript", label);
         nonzero_exit(p, "python", label);
+        snprintf(label, sizeof(label), "contract-%d-%s-rt", (int)getpid(), who);
+        runtime_op(p, "python", label);
+        runtime_op(p, "javascript", label);
         snprintf(label, sizeof(label), "contract-%d-%s-pool", (int)getpid(), who);
         pooled(p, label);
         for (int after = 1; after <= 3; after++) {

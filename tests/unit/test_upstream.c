@@ -877,13 +877,31 @@ static void test_http_quirks(void)
     ok(pid > 0 && port > 0, "http-quirks listens on 127.0.0.1:%d", port);
     if (pid <= 0)
         return;
+    /* Through a servers file as a user writes it: the header's value and
+     * the URL's host come from ${VAR}s, so "yes" reaching the upstream
+     * proves they were expanded on the way (QUIRKS_HOST is unset: its
+     * default is used). */
+    setenv("QUIRKS_E", "e", 1);
+    unsetenv("QUIRKS_HOST");
     if (asprintf(&cfg,
-                 "{\"q\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:%d/mcp\","
-                 " \"headers\": {\"X-Hutch-Test\": \"yes\"}}}",
+                 "{\"mcpServers\": {\"q\": {\"type\": \"http\", \"url\": "
+                 "\"http://${QUIRKS_HOST:-127.0.0.1}:%d/mcp\","
+                 " \"headers\": {\"X-Hutch-Test\": \"y${QUIRKS_E}s\"}}}}",
                  port) < 0)
         goto out;
-    config = cJSON_Parse(cfg);
-    free(cfg);
+    {
+        char file[] = "/tmp/hutch-quirks-XXXXXX";
+        int fd = mkstemp(file);
+        r = fd < 0 ? -errno : hutch_write_all(fd, cfg, strlen(cfg));
+        if (fd >= 0)
+            close(fd);
+        free(cfg);
+        if (r == 0)
+            r = hutch_upstreams_load(file, &config, &err);
+        unlink(file);
+        ok(r == 0, "the servers file with ${VAR}s in url and headers loads (%s)",
+           r ? err.msg : "ok");
+    }
     r = hutch_upstreams_start(config, &opts, &u, &err);
     ok(r == 0 && state_is(u, "q", "ready", NULL), "ready");
     ok(count_tools(u, "q") == 6,
@@ -901,7 +919,8 @@ static void test_http_quirks(void)
         ok(cJSON_IsString(test) && !strcmp(test->valuestring, "yes") &&
                cJSON_IsString(proto) && !strcmp(proto->valuestring, "2025-06-18") &&
                cJSON_IsString(ua) && !strncmp(ua->valuestring, "hutch/", 6),
-           "configured headers, MCP-Protocol-Version and User-Agent sent: %s",
+           "configured headers (a ${VAR} expanded), MCP-Protocol-Version and "
+           "User-Agent sent: %s",
            text ? text : err.msg);
     }
     cJSON_Delete(h);
