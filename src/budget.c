@@ -1,8 +1,12 @@
 /* budget.c — what one execution may make hutch hold (see budget.h). */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
+#include "caps.h"
 
 /* What one cJSON value and one malloc'd string cost, with glibc malloc's
  * chunk overhead (16 bytes, 16-byte granularity). */
@@ -14,13 +18,38 @@ void hutch_budget_init(struct hutch_budget *b, size_t max)
     b->max = max;
     atomic_init(&b->used, 0);
     atomic_init(&b->peak, 0);
+    b->parent = NULL;
 }
 
-int hutch_budget_take(struct hutch_budget *b, size_t n)
+static struct hutch_budget process;
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+
+static void process_init(void)
+{
+    size_t max = HUTCH_PROCESS_MEMORY_BUDGET;
+    const char *env = getenv("HUTCH_MEMORY_BUDGET_MB");
+    char *end;
+    unsigned long long mb;
+    if (env && *env) {
+        errno = 0;
+        mb = strtoull(env, &end, 10);
+        /* Out of range or not a number: the default (a budget is never
+         * switched off by a typo). */
+        if (errno == 0 && *end == '\0' && mb >= 1 && mb <= (1ull << 20))
+            max = (size_t)(mb << 20);
+    }
+    hutch_budget_init(&process, max);
+}
+
+struct hutch_budget *hutch_budget_process(void)
+{
+    pthread_once(&process_once, process_init);
+    return &process;
+}
+
+static int take_one(struct hutch_budget *b, size_t n)
 {
     size_t used, peak;
-    if (!b)
-        return 0;
     used = atomic_load(&b->used);
     do {
         if (n > b->max || used > b->max - n)
@@ -33,10 +62,40 @@ int hutch_budget_take(struct hutch_budget *b, size_t n)
     return 0;
 }
 
+int hutch_budget_take(struct hutch_budget *b, size_t n)
+{
+    if (!b)
+        return 0;
+    if (take_one(b, n) < 0)
+        return -ENOMEM;
+    if (b->parent && take_one(b->parent, n) < 0) {
+        atomic_fetch_sub(&b->used, n);
+        return -ENOSPC;
+    }
+    return 0;
+}
+
 void hutch_budget_give(struct hutch_budget *b, size_t n)
 {
-    if (b && n)
-        atomic_fetch_sub(&b->used, n);
+    if (!b || !n)
+        return;
+    atomic_fetch_sub(&b->used, n);
+    if (b->parent)
+        atomic_fetch_sub(&b->parent->used, n);
+}
+
+const char *hutch_budget_why(const struct hutch_budget *b, int rc, char *buf,
+                             size_t len)
+{
+    if (rc == -ENOSPC && b->parent)
+        snprintf(buf, len,
+                 "more than hutch has left of the %zu MiB it holds for all executions "
+                 "at once (HUTCH_MEMORY_BUDGET_MB): try again when fewer run",
+                 b->parent->max >> 20);
+    else
+        snprintf(buf, len, "more than this execution has left of its %zu MiB budget",
+                 b->max >> 20);
+    return buf;
 }
 
 size_t hutch_json_text_cost(const char *text, size_t len)

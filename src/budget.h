@@ -8,6 +8,11 @@
  * execution past its budget (HUTCH_EXEC_MEMORY_BUDGET) fails, and the
  * caller fails what asked for it with a message that says so.
  *
+ * Every execution's budget draws on one more, hutch's own for all of them
+ * at once (HUTCH_PROCESS_MEMORY_BUDGET, or $HUTCH_MEMORY_BUDGET_MB): many
+ * executions each within theirs, or many sessions each running its
+ * allowed executions, cannot together take hutch past it.
+ *
  * JSON is what hutch holds, and a cJSON tree costs far more than its text
  * (about 80 bytes for each value: "[0,0,...]" takes 40 times its size).
  * hutch_json_text_cost tells, from the text alone and before anything is
@@ -29,15 +34,26 @@ struct hutch_budget {
     size_t max;
     atomic_size_t used;
     atomic_size_t peak;
+    struct hutch_budget *parent; /* charged too (NULL: none) */
 };
 
 void hutch_budget_init(struct hutch_budget *b, size_t max);
 
-/* Charges n bytes: 0, or -ENOMEM (nothing charged) when that would pass
- * the budget.  b NULL: no budget, always 0. */
+/* hutch's budget for all executions at once (initialised on first use). */
+struct hutch_budget *hutch_budget_process(void);
+
+/* Charges n bytes to b and its parent: 0; -ENOMEM when that would pass b's
+ * own budget, -ENOSPC when it would pass its parent's (nothing charged
+ * either way).  b NULL: no budget, always 0. */
 int hutch_budget_take(struct hutch_budget *b, size_t n);
 /* Gives back what a take charged.  b NULL or n 0: nothing. */
 void hutch_budget_give(struct hutch_budget *b, size_t n);
+
+/* The end of a message for a take that failed with rc: "more than this
+ * execution has left of its N MiB budget" or the same of hutch's budget
+ * for all executions. */
+const char *hutch_budget_why(const struct hutch_budget *b, int rc, char *buf,
+                             size_t len);
 
 /* An upper estimate of the bytes a cJSON tree parsed from this text holds
  * (nodes, keys and strings, with malloc's overhead), for any text. */

@@ -232,13 +232,13 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     /* A result held, then encoded: both count until the line is sent. */
     if (r == 0 && reply->result) {
         cost = hutch_json_cost(reply->result);
-        if (hutch_budget_take(q->budget, cost) < 0) {
-            char text[300];
+        int br = hutch_budget_take(q->budget, cost);
+        if (br < 0) {
+            char text[400], why[200];
             snprintf(text, sizeof(text),
-                     "the result of %.100s takes about %zu MiB of hutch's memory, more "
-                     "than this execution has left of its %zu MiB budget",
+                     "the result of %.100s takes about %zu MiB of hutch's memory, %s",
                      reply->tool ? reply->tool : tool, (cost + (1u << 20) - 1) >> 20,
-                     q->budget->max >> 20);
+                     hutch_budget_why(q->budget, br, why, sizeof(why)));
             cJSON_Delete(reply->result);
             reply->result = NULL;
             free(reply->message);
@@ -446,7 +446,7 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSO
     uint64_t t0 = hutch_now_us();
     size_t cost = args ? hutch_json_cost(args) : 0;
     struct call *c;
-    int r;
+    int r, br;
 
     if (++q->ncalls > HUTCH_WIRE_MAX_TOOL_CALLS) {
         reply.code = "denied";
@@ -454,14 +454,13 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSO
     } else if (!q->fn) {
         reply.code = "unknown_tool";
         r = -ENOENT;
-    } else if (hutch_budget_take(q->budget, cost) < 0) {
-        char text[300];
-        snprintf(
-            text, sizeof(text),
-            "the arguments of this call take about %zu MiB of hutch's memory, more "
-            "than this execution has left of its %zu MiB budget (calls in flight "
-            "hold theirs until they return)",
-            (cost + (1u << 20) - 1) >> 20, q->budget->max >> 20);
+    } else if ((br = hutch_budget_take(q->budget, cost)) < 0) {
+        char text[400], why[200];
+        snprintf(text, sizeof(text),
+                 "the arguments of this call take about %zu MiB of hutch's memory, %s "
+                 "(calls in flight hold theirs until they return)",
+                 (cost + (1u << 20) - 1) >> 20,
+                 hutch_budget_why(q->budget, br, why, sizeof(why)));
         reply.message = strdup(text);
         reply.code = "too_large";
         r = -E2BIG;

@@ -40,6 +40,9 @@
  * hutch hold (its messages as parsed, its tool calls' arguments and
  * results, the answers it has not read) passes this, and what asked fails. */
 #define HUTCH_EXEC_MEMORY_BUDGET (128u << 20)
+/* ... and all executions of one hutch process together pass this
+ * ($HUTCH_MEMORY_BUDGET_MB overrides it). */
+#define HUTCH_PROCESS_MEMORY_BUDGET ((size_t)1 << 30)
 /* One JSON message from outside (a client, an upstream server) may not
  * take more than this to parse: its text is 16 MiB at most, but a tree of
  * "[0,0,...]" costs 40 times its text. */

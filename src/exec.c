@@ -203,13 +203,16 @@ static void on_line(struct run *rn, const char *line, size_t len)
      * result stays with the execution: its charge too). */
     size_t cost = hutch_json_text_cost(line, len);
 
-    if (hutch_budget_take(&rn->budget, cost) < 0) {
+    int br = hutch_budget_take(&rn->budget, cost);
+    if (br < 0) {
+        char why[200];
         note(rn,
              "the sandbox sent a %zu-byte message (a result, or a tool call's "
-             "arguments) that would take about %zu MiB of hutch's memory to hold, more "
-             "than this execution has left of its %zu MiB budget: return or pass less "
-             "(large data belongs in files under /work/out); execution stopped",
-             len, (cost + (1u << 20) - 1) >> 20, rn->budget.max >> 20);
+             "arguments) that would take about %zu MiB of hutch's memory to hold, %s: "
+             "return or pass less (large data belongs in files under /work/out); "
+             "execution stopped",
+             len, (cost + (1u << 20) - 1) >> 20,
+             hutch_budget_why(&rn->budget, br, why, sizeof(why)));
         rn->fail = 1;
         return;
     }
@@ -570,6 +573,7 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         res->err.max = (size_t)req->output_bytes;
     }
     hutch_budget_init(&rn.budget, HUTCH_EXEC_MEMORY_BUDGET);
+    rn.budget.parent = hutch_budget_process();
     rn.calls =
         hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, res->tool_calls);
     if (!rn.calls) {

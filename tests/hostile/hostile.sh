@@ -132,6 +132,19 @@ is "... named the executor" "$(echo "$OUT" | json executor)" "$EXECUTOR"
 ok "... and hutch stayed below 100 MB (peak ${PEAK} KiB)" test "${PEAK:-999999}" -lt 102400
 assert_clean "oversized result"
 
+# ... and every execution's budget draws on hutch's for all executions at
+# once (here HUTCH_MEMORY_BUDGET_MB=8, below one execution's own 128 MiB):
+# a result that fits its execution's budget but not hutch's stops it, saying
+# which budget it passed.
+OUT=$(HUTCH_MEMORY_BUDGET_MB=8 "$HUTCH" run $PYH -e '[0] * 200000')
+is "a result past hutch's budget for all executions: exit 125" \
+    "$(echo "$OUT" | json exit_code)" 125
+like "... explained: hutch's budget for all executions" "$(echo "$OUT" | json message)" \
+    "more than hutch has left of the 8 MiB it holds for all executions"
+OUT=$(HUTCH_MEMORY_BUDGET_MB=8 "$HUTCH" run $PYH -e '[0] * 2000')
+is "... while a small result under the same budget passes" "$(echo "$OUT" | json exit_code)" 0
+assert_clean "result past hutch's budget"
+
 # Killed by its own --timeout: the whole run (sandbox start and teardown
 # included, however slow a busy machine makes them) ends before the
 # default timeout would have.

@@ -24,6 +24,35 @@ static void test_charges(void)
     ok(hutch_budget_take(NULL, 1u << 30) == 0, "no budget: anything");
 }
 
+/* Executions each within their budget cannot together pass hutch's. */
+static void test_parent(void)
+{
+    struct hutch_budget all, a, b;
+    char why[200];
+    hutch_budget_init(&all, 1000);
+    hutch_budget_init(&a, 700);
+    hutch_budget_init(&b, 700);
+    a.parent = b.parent = &all;
+    ok(hutch_budget_take(&a, 600) == 0, "a takes 600 (all: 600 of 1000)");
+    ok(hutch_budget_take(&b, 500) == -ENOSPC, "b's 500 fits its own, not hutch's");
+    ok(atomic_load(&b.used) == 0 && atomic_load(&all.used) == 600,
+       "the failed take charged neither");
+    ok(strstr(hutch_budget_why(&b, -ENOSPC, why, sizeof(why)), "all executions") !=
+           NULL,
+       "the message names hutch's budget for all executions");
+    ok(hutch_budget_take(&a, 200) == -ENOMEM, "a's own budget is still its own");
+    ok(strstr(hutch_budget_why(&a, -ENOMEM, why, sizeof(why)), "this execution") !=
+           NULL,
+       "the message names the execution's budget");
+    ok(hutch_budget_take(&b, 400) == 0, "b takes 400 (all: 1000 of 1000)");
+    hutch_budget_give(&a, 600);
+    ok(atomic_load(&all.used) == 400, "giving back gives back to hutch's too");
+    ok(hutch_budget_take(&b, 300) == 0, "b takes 300 more once a gave back");
+    ok(hutch_budget_process() == hutch_budget_process() &&
+           hutch_budget_process()->max >= (1u << 20),
+       "one process budget");
+}
+
 /* The text estimate is an upper bound of the tree's cost, for shapes that
  * make cJSON hold the most per byte. */
 static void test_estimate(void)
@@ -78,6 +107,7 @@ static void test_check(void)
 int main(void)
 {
     test_charges();
+    test_parent();
     test_estimate();
     test_check();
     return tap_done();
