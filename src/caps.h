@@ -258,6 +258,7 @@
 #define HUTCH_POOL_REFILL_THREADS  2      /* sandboxes started at once */
 #define HUTCH_POOL_EXIT_THREADS    8      /* sandboxes destroyed at once at exit */
 #define HUTCH_POOL_MAX_IDLE_MS     300000 /* an idle sandbox is replaced */
+#define HUTCH_POOL_MIN_IDLE_MS     1000   /* $HUTCH_POOL_MAX_IDLE_MS at least */
 #define HUTCH_POOL_CLASS_IDLE_MS   600000 /* an unused on-demand class ends */
 #define HUTCH_POOL_REFILL_DEFER_MS 250    /* a refill waits for running jobs */
 #define HUTCH_POOL_BACKOFF_MIN_MS  500    /* after a failed refill */
