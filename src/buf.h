@@ -28,8 +28,14 @@ struct hutch_buf {
     bool cut;             /* cut mode: the marker is in, the rest dropped */
 };
 
-/* An empty buffer holding at most max bytes; allocates nothing. */
+/* An empty buffer holding at most max bytes; allocates nothing.  The
+ * macro does the same in a declaration: struct hutch_buf b =
+ * HUTCH_BUF_INIT(max); */
 void hutch_buf_init(struct hutch_buf *b, size_t max);
+#define HUTCH_BUF_INIT(MAX)                                                            \
+    {                                                                                  \
+        .max = (MAX)                                                                   \
+    } /* the rest zero: NULL, false */
 /* The same, but an append past max keeps what fits, adds `mark` (a static
  * string, not counted against max) and ignores every later append. */
 void hutch_buf_init_cut(struct hutch_buf *b, size_t max, const char *mark);

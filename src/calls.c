@@ -62,9 +62,6 @@
 /* Lua hooks in the policy run on the workers and need room for nested C
  * calls (~500 KiB). */
 #define WORKER_STACK (2u << 20)
-/* Answers written and not yet read by the runner, before it counts as
- * not reading them. */
-#define UNSENT_MAX (64u << 20)
 
 struct call {
     int64_t id;
@@ -421,7 +418,7 @@ struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
     }
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->work, NULL);
-    hutch_buf_init(&q->unsent, UNSENT_MAX);
+    hutch_buf_init(&q->unsent, HUTCH_WIRE_MAX_PENDING);
     q->chan_fd = chan_fd;
     q->fn = fn;
     q->fn_arg = fn_arg;

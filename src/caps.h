@@ -48,12 +48,13 @@
  * "[0,0,...]" costs 40 times its text. */
 #define HUTCH_JSON_MAX_TREE (64u << 20)
 
-/* Wire protocol (runner <-> core). */
+/* Wire protocol (runner <-> core).  MAX_PENDING: what the runner has not
+ * read yet, in exec.c's queue of messages and in calls.c's of tool results. */
 #define HUTCH_WIRE_MAX_LINE       (8u << 20)  /* one NDJSON message */
 #define HUTCH_WIRE_MAX_DEPTH      64          /* JSON nesting */
 #define HUTCH_WIRE_MAX_TOOL_CALLS 10000       /* per execution */
 #define HUTCH_WIRE_READY_MS       10000       /* runner start-up */
-#define HUTCH_WIRE_MAX_PENDING    (64u << 20) /* unsent tool results, then give up */
+#define HUTCH_WIRE_MAX_PENDING    (64u << 20) /* unread by the runner, then give up */
 /* Tool calls of one execution running at once, each on a worker thread of
  * the execution's own pool (calls.c); past them, calls wait in a queue. */
 #define HUTCH_CALL_WORKERS 32
@@ -151,6 +152,8 @@
 #define HUTCH_UPSTREAM_NOTE_MS        1000
 #define HUTCH_UPSTREAM_SSE_LINGER_MS  100
 #define HUTCH_UPSTREAM_POLL_MS        100
+/* Idle connections kept per HTTP upstream server, for the next call. */
+#define HUTCH_UPSTREAM_HTTP_POOL 8
 
 /* The tool catalog (catalog.c): what upstream tool definitions may hold,
  * and what search shows of them.  SIG_*: Python/TypeScript signatures. */
@@ -235,6 +238,9 @@
  * principal made no request for 61 s, which is always so unless more than
  * this many principals are active in the same minute. */
 #define HUTCH_RATE_MAX_PRINCIPALS 1024
+/* Hash buckets of the principals' table: a few principals per chain at the
+ * maximum above. */
+#define HUTCH_RATE_BUCKETS 2048
 
 /* The audit log (audit.c). */
 /* Longest line written (bytes, newline included).  A line with an `extra`
@@ -258,6 +264,7 @@
 #define HUTCH_POOL_REFILL_THREADS  2      /* sandboxes started at once */
 #define HUTCH_POOL_EXIT_THREADS    8      /* sandboxes destroyed at once at exit */
 #define HUTCH_POOL_MAX_IDLE_MS     300000 /* an idle sandbox is replaced */
+#define HUTCH_POOL_MIN_IDLE_MS     1000   /* $HUTCH_POOL_MAX_IDLE_MS at least */
 #define HUTCH_POOL_CLASS_IDLE_MS   600000 /* an unused on-demand class ends */
 #define HUTCH_POOL_REFILL_DEFER_MS 250    /* a refill waits for running jobs */
 #define HUTCH_POOL_BACKOFF_MIN_MS  500    /* after a failed refill */

@@ -1,5 +1,6 @@
-/* cli.c — what the subcommands share: opening the executor and starting
- * the upstream servers, with the same messages everywhere. */
+/* cli.c — what the subcommands share: starting the upstream servers and
+ * reading the limit flags, with the same messages everywhere (the executor
+ * is opened by src/job.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,45 +11,6 @@
 #include "cli.h"
 #include "upstream.h"
 #include "util.h"
-
-int hutch_cli_open_executor(const char *plugin_dir, const char *name,
-                            struct hutch_host *host, struct hutch_plugins **ps,
-                            struct hutch_plugin **p, struct hutch_err *err)
-{
-    int r;
-
-    if (!name || !*name)
-        name = getenv("HUTCH_EXECUTOR");
-    if (!name || !*name)
-        name = "local";
-    hutch_host_init(host, hutch_runner_dir());
-    r = hutch_plugins_load(hutch_plugin_dir(plugin_dir), host, ps, err);
-    if (r < 0)
-        return r;
-    *p = hutch_plugins_find(*ps, name);
-    if (!*p) {
-        r = hutch_err_set(
-            err, -ENOENT,
-            "no executor named \"%s\" in %s (run 'hutch plugins' to see what "
-            "is there)",
-            name, (*ps)->dir);
-        goto fail;
-    }
-    if (!(*p)->usable) {
-        r = hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", name,
-                          (*p)->reason);
-        goto fail;
-    }
-    r = hutch_plugin_open(*p, host, err);
-    if (r < 0)
-        goto fail;
-    return 0;
-fail:
-    hutch_plugins_free(*ps);
-    *ps = NULL;
-    *p = NULL;
-    return r;
-}
 
 int hutch_cli_start_upstreams(const char *servers, const char *who, bool wait,
                               cJSON **config, struct hutch_upstreams **ups,

@@ -17,13 +17,6 @@ int hutch_cmd_serve(int argc, char **argv);
 int hutch_cmd_tools(int argc, char **argv);
 int hutch_cmd_policy(int argc, char **argv);
 
-/* Load the plugin directory and open `name` (NULL: $HUTCH_EXECUTOR or
- * "local").  On success *ps is owned by the caller (hutch_plugins_free) and
- * *p points into it. */
-int hutch_cli_open_executor(const char *plugin_dir, const char *name,
-                            struct hutch_host *host, struct hutch_plugins **ps,
-                            struct hutch_plugin **p, struct hutch_err *err);
-
 /* Load and start the servers of a servers file.  wait: until each is ready
  * or failed (each one that is not ready is reported on stderr, prefixed
  * with `who`, with its reason); else at once, the servers joining as they

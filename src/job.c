@@ -425,7 +425,9 @@ void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len)
 }
 
 /* The executor for one execution: the default under the policy it started
- * with, or what its on_execute hook picked if that isolates no less. */
+ * with, or what its on_execute hook picked if that isolates no less.  A
+ * pick other than the default needs both to be hutch's own executors
+ * (strength() knows them): a third-party plugin's isolation is unknown. */
 static int choose_executor(struct hutch_jobs *j, struct hutch_policy *p,
                            const struct hutch_policy_decision *d, const char **name,
                            struct hutch_err *err)
@@ -451,7 +453,20 @@ static int choose_executor(struct hutch_jobs *j, struct hutch_policy *p,
     *name = base;
     if (!d->executor_from_hook || strcmp(d->executor, base) == 0)
         return 0; /* the hook picked nothing of its own */
-    if (strength(d->executor) < 0 || strength(d->executor) < strength(base))
+    /* Only hutch's own executors have a known strength: a pick away from
+     * or to any other could be weaker, so it is refused. */
+    if (strength(base) < 0 || strength(d->executor) < 0)
+        return hutch_err_set(
+            err, -EPERM,
+            "the policy's on_execute picked executor \"%s\" instead of \"%s\" (%s), "
+            "but \"%s\" is not one of hutch's executors (local, docker, gvisor), so "
+            "hutch cannot tell whether it isolates as well; a hook may only pick "
+            "another of hutch's executors that isolates at least as well",
+            d->executor, base,
+            j->executor_flag ? (j->o.executor_from ? j->o.executor_from : "--executor")
+                             : "the policy's executor",
+            strength(base) < 0 ? base : d->executor);
+    if (strength(d->executor) < strength(base))
         return hutch_err_set(
             err, -EPERM,
             "the policy's on_execute picked executor \"%s\", which "

@@ -59,6 +59,7 @@ struct hutch_pool {
     struct hutch_box *spent; /* discarded boxes to destroy */
     atomic_int stopping;
     uint64_t seq;
+    uint64_t max_idle_ms; /* HUTCH_POOL_MAX_IDLE_MS, or $HUTCH_POOL_MAX_IDLE_MS */
     pthread_t th[HUTCH_POOL_REFILL_THREADS];
     int nth;
 };
@@ -111,7 +112,7 @@ static void take_idle(struct klass *k, int all, uint64_t now, struct doomed *d)
     int keep = 0;
     for (int i = 0; i < k->nidle; i++) {
         struct hutch_box *b = k->idle[i];
-        int stale = now - b->t_ready_us / 1000 > HUTCH_POOL_MAX_IDLE_MS;
+        int stale = now - b->t_ready_us / 1000 > k->pool->max_idle_ms;
         if (all || stale || !hutch_box_idle_ok(b)) {
             if (!all) {
                 k->recycled++;
@@ -266,12 +267,39 @@ static void *refill_main(void *arg)
     return NULL;
 }
 
+/* $HUTCH_POOL_MAX_IDLE_MS may shorten the idle age (tests, operators who
+ * want fresher sandboxes), never lengthen it. */
+static int max_idle_ms(uint64_t *out, struct hutch_err *err)
+{
+    const char *env = getenv("HUTCH_POOL_MAX_IDLE_MS");
+    unsigned long long v;
+    char *end;
+
+    *out = HUTCH_POOL_MAX_IDLE_MS;
+    if (!env || !*env)
+        return 0;
+    errno = 0;
+    v = strtoull(env, &end, 10);
+    if (errno || *end || v < HUTCH_POOL_MIN_IDLE_MS || v > HUTCH_POOL_MAX_IDLE_MS)
+        return hutch_err_set(
+            err, -EINVAL, "HUTCH_POOL_MAX_IDLE_MS=%s: want milliseconds from %u to %u",
+            env, HUTCH_POOL_MIN_IDLE_MS, HUTCH_POOL_MAX_IDLE_MS);
+    *out = v;
+    return 0;
+}
+
 int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
 {
-    struct hutch_pool *p = calloc(1, sizeof(*p));
+    struct hutch_pool *p;
     pthread_condattr_t ca;
+    uint64_t idle_ms;
+    int r = max_idle_ms(&idle_ms, err);
+    if (r < 0)
+        return r;
+    p = calloc(1, sizeof(*p));
     if (!p)
         return hutch_err_set(err, -ENOMEM, "out of memory");
+    p->max_idle_ms = idle_ms;
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

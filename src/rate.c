@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caps.h"
 #include "rate.h"
 
-#define RATE_SLOTS   64 /* a power of two >= RATE_WINDOW */
-#define RATE_WINDOW  61 /* seconds counted: this one and the 60 before */
-#define RATE_BUCKETS 2048
-#define RATE_KINDS   2
+#define RATE_SLOTS  64 /* a power of two >= RATE_WINDOW */
+#define RATE_WINDOW 61 /* seconds counted: this one and the 60 before */
+#define RATE_KINDS  2
 
 struct rate_ring {
     uint64_t last_ms; /* latest time seen: the clock never goes back here */
@@ -34,7 +34,7 @@ struct rate_entry {
 
 struct hutch_rate {
     pthread_mutex_t lock;
-    struct rate_entry *bucket[RATE_BUCKETS];
+    struct rate_entry *bucket[HUTCH_RATE_BUCKETS];
     struct rate_entry *head, *tail;
     size_t n;
 };
@@ -105,7 +105,7 @@ static void lru_push(struct hutch_rate *r, struct rate_entry *e)
 
 static void hash_unlink(struct hutch_rate *r, struct rate_entry *e)
 {
-    struct rate_entry **pp = &r->bucket[e->hash % RATE_BUCKETS];
+    struct rate_entry **pp = &r->bucket[e->hash % HUTCH_RATE_BUCKETS];
     while (*pp && *pp != e)
         pp = &(*pp)->hnext;
     if (*pp)
@@ -121,7 +121,7 @@ static struct rate_entry *lookup(struct hutch_rate *r, const char *name)
     struct rate_entry *e;
     char *copy;
 
-    for (e = r->bucket[h % RATE_BUCKETS]; e; e = e->hnext) {
+    for (e = r->bucket[h % HUTCH_RATE_BUCKETS]; e; e = e->hnext) {
         if (e->hash == h && !strcmp(e->name, name)) {
             lru_unlink(r, e);
             lru_push(r, e);
@@ -147,8 +147,8 @@ static struct rate_entry *lookup(struct hutch_rate *r, const char *name)
     }
     e->name = copy;
     e->hash = h;
-    e->hnext = r->bucket[h % RATE_BUCKETS];
-    r->bucket[h % RATE_BUCKETS] = e;
+    e->hnext = r->bucket[h % HUTCH_RATE_BUCKETS];
+    r->bucket[h % HUTCH_RATE_BUCKETS] = e;
     lru_push(r, e);
     return e;
 }

@@ -62,7 +62,6 @@ extern char **environ;
 
 #define PROTOCOL_VERSION "2025-11-25"
 #define READ_CHUNK       65536
-#define HTTP_POOL        8
 #define SNIPPET          200 /* bytes of an unexpected body quoted in an error */
 
 enum transport { TR_STDIO, TR_HTTP };
@@ -153,7 +152,7 @@ struct server {
     char *session;
     char proto[32];
     uint64_t session_gen;
-    struct hconn pool[HTTP_POOL];
+    struct hconn pool[HUTCH_UPSTREAM_HTTP_POOL];
     int npool;
     pthread_mutex_t reinit_lock; /* one (re-)initialize at a time */
 };
@@ -2400,7 +2399,7 @@ static void pool_put(struct server *s, struct xfer *x)
     if (!c.h)
         return;
     pthread_mutex_lock(&s->lock);
-    if (s->npool < HTTP_POOL) {
+    if (s->npool < HUTCH_UPSTREAM_HTTP_POOL) {
         s->pool[s->npool++] = c;
         c = (struct hconn){0};
     }

@@ -15,42 +15,6 @@
 #include "api.h"
 #include "curl_lib.h"
 
-void dk_buf_free(struct dk_buf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = 0;
-    b->cap = 0;
-}
-
-/* The room doubles: curl hands a body over in chunks of at most 16 KiB,
- * and growing by exactly one chunk copied the whole buffer each time —
- * quadratic in the body, seconds for the 10 MB tar of 10,000 files in a
- * plain build and more than the call's timeout under a sanitizer. */
-int dk_buf_write(void *arg, const void *p, size_t n)
-{
-    struct dk_buf *b = arg;
-    if (n > b->max - b->len)
-        return -E2BIG;
-    if (!b->data || b->len + n > b->cap) {
-        size_t ncap = b->cap ? b->cap : 4096;
-        char *nd;
-        while (ncap < b->len + n)
-            ncap = ncap > b->max / 2 ? b->max : ncap * 2;
-        if (ncap > b->max)
-            ncap = b->max;
-        nd = realloc(b->data, ncap + 1);
-        if (!nd)
-            return -ENOMEM;
-        b->data = nd;
-        b->cap = ncap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
 static const char *env_or(const char *name, const char *dflt)
 {
     const char *v = getenv(name);
@@ -162,7 +126,7 @@ static void global_init(void)
 }
 
 /* The daemon's own words from an error body ({"message": "..."}). */
-static void daemon_says(const struct dk_buf *b, char *out, size_t len)
+static void daemon_says(const struct hutch_buf *b, char *out, size_t len)
 {
     cJSON *j = b->data ? cJSON_ParseWithLength(b->data, b->len) : NULL;
     const char *m = cJSON_GetStringValue(cJSON_GetObjectItem(j, "message"));
@@ -180,10 +144,10 @@ static void daemon_says(const struct dk_buf *b, char *out, size_t len)
 
 int dk_call(const struct dk_api *api, const char *method, const char *path,
             const char *ctype, const void *body, size_t len, long timeout_ms,
-            long *status, struct dk_buf *reply, hutch_write_fn sink_fn, void *sink_arg,
-            struct hutch_err *err)
+            long *status, struct hutch_buf *reply, hutch_write_fn sink_fn,
+            void *sink_arg, struct hutch_err *err)
 {
-    struct dk_buf local = {.max = DK_MAX_REPLY};
+    struct hutch_buf local = HUTCH_BUF_INIT(DK_MAX_REPLY);
     struct curl_slist *hdrs = NULL;
     struct sink s;
     char url[1024], hdr[128];
@@ -200,7 +164,8 @@ int dk_call(const struct dk_api *api, const char *method, const char *path,
         return hutch_err_set(err, -EIO, "curl_global_init failed");
     if (!reply)
         reply = &local;
-    s = (struct sink){sink_fn ? sink_fn : dk_buf_write, sink_fn ? sink_arg : reply, 0};
+    s = (struct sink){sink_fn ? sink_fn : hutch_buf_write, sink_fn ? sink_arg : reply,
+                      0};
     if (api->version[0])
         snprintf(url, sizeof(url), "%s/v%s%s", api->origin, api->version, path);
     else
@@ -256,12 +221,13 @@ int dk_call(const struct dk_api *api, const char *method, const char *path,
     }
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(c);
-    dk_buf_free(&local);
+    hutch_buf_free(&local);
     return r;
 }
 
 int dk_json(const struct dk_api *api, const char *method, const char *path,
-            const char *json, long *status, struct dk_buf *reply, struct hutch_err *err)
+            const char *json, long *status, struct hutch_buf *reply,
+            struct hutch_err *err)
 {
     return dk_call(api, method, path, "application/json", json, json ? strlen(json) : 0,
                    DK_CALL_MS, status, reply, NULL, NULL, err);
@@ -279,7 +245,7 @@ static int vnum(const char *v)
 int dk_api_negotiate(struct dk_api *api, char *engine, size_t engine_len,
                      struct hutch_err *err)
 {
-    struct dk_buf b = {.max = DK_MAX_REPLY};
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     const char *sv, *ev;
     cJSON *j;
     int r;
@@ -308,6 +274,6 @@ int dk_api_negotiate(struct dk_api *api, char *engine, size_t engine_len,
     }
     cJSON_Delete(j);
 out:
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
     return r;
 }

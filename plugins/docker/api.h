@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stddef.h>
 
+#include "buf.h" /* src/buf.h: reply bodies are bounded hutch_bufs */
 #include "hutch-executor.h"
 
 /* The newest API version hutch speaks, and the oldest it accepts (Docker
@@ -27,17 +28,6 @@ struct dk_api {
     char version[16]; /* negotiated, "" until dk_api_negotiate */
 };
 
-/* A reply body, capped.  Initialised {.max = MAX}; cap is the room
- * allocated, grown by doubling (never past max). */
-struct dk_buf {
-    char *data; /* NUL-terminated when not NULL */
-    size_t len, max;
-    size_t cap; /* allocated, without the NUL */
-};
-void dk_buf_free(struct dk_buf *b);
-/* hutch_write_fn appending to a struct dk_buf (-E2BIG past max). */
-int dk_buf_write(void *arg, const void *p, size_t n);
-
 /* From DOCKER_HOST (unix:// or tcp://; default unix:///var/run/docker.sock),
  * DOCKER_TLS_VERIFY and DOCKER_CERT_PATH.  No I/O. */
 int dk_api_init(struct dk_api *api, struct hutch_err *err);
@@ -57,12 +47,12 @@ int dk_api_negotiate(struct dk_api *api, char *engine, size_t engine_len,
  * `sink`, when not NULL, receives the body instead of *reply. */
 int dk_call(const struct dk_api *api, const char *method, const char *path,
             const char *ctype, const void *body, size_t len, long timeout_ms,
-            long *status, struct dk_buf *reply, hutch_write_fn sink, void *sink_arg,
+            long *status, struct hutch_buf *reply, hutch_write_fn sink, void *sink_arg,
             struct hutch_err *err);
 
 /* Same with a JSON body given as a string (may be NULL). */
 int dk_json(const struct dk_api *api, const char *method, const char *path,
-            const char *json, long *status, struct dk_buf *reply,
+            const char *json, long *status, struct hutch_buf *reply,
             struct hutch_err *err);
 
 #endif

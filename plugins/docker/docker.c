@@ -128,7 +128,7 @@ static void remove_container(struct dk_state *st, const char *id)
 /* Remove what dead hutch processes left (mine_only: this instance's). */
 static void sweep(struct dk_state *st, int mine_only)
 {
-    struct dk_buf b = {.max = DK_MAX_REPLY};
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     struct hutch_err err = {0};
     char path[512];
     cJSON *list, *c;
@@ -145,7 +145,7 @@ static void sweep(struct dk_state *st, int mine_only)
     if (dk_json(&st->api, "GET", path, NULL, NULL, &b, &err) < 0) {
         st->host->log(HUTCH_LOG_WARN, "docker", "listing leftover containers: %s",
                       err.msg);
-        dk_buf_free(&b);
+        hutch_buf_free(&b);
         return;
     }
     list = cJSON_ParseWithLength(b.data, b.len);
@@ -164,7 +164,7 @@ static void sweep(struct dk_state *st, int mine_only)
         }
     }
     cJSON_Delete(list);
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
 
     /* Socket directories of dead hutch processes: the state directory of
      * each (PID.START, beside ours) holds one per sandbox.  Older hutch
@@ -399,7 +399,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
  * sandbox that failed to come up.  Docker frames each chunk with 8 bytes. */
 static void container_log(struct dk_state *st, const char *id, char *out, size_t len)
 {
-    struct dk_buf b = {.max = 64 << 10};
+    struct hutch_buf b = HUTCH_BUF_INIT(64 << 10);
     struct hutch_err err = {0};
     char path[160];
     size_t o = 0, i = 0;
@@ -407,7 +407,7 @@ static void container_log(struct dk_state *st, const char *id, char *out, size_t
     out[0] = '\0';
     snprintf(path, sizeof(path), "/containers/%s/logs?stdout=1&stderr=1&tail=20", id);
     if (dk_json(&st->api, "GET", path, NULL, NULL, &b, &err) < 0 || !b.data) {
-        dk_buf_free(&b);
+        hutch_buf_free(&b);
         return;
     }
     while (i + 8 <= b.len && o + 1 < len) {
@@ -425,21 +425,21 @@ static void container_log(struct dk_state *st, const char *id, char *out, size_t
     out[o] = '\0';
     while (o && (out[o - 1] == '\n' || out[o - 1] == '\r'))
         out[--o] = '\0';
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
 }
 
 /* sbio_accept's question: does the container still run? */
 static int still_running(void *arg, struct hutch_err *err)
 {
     struct dk_sandbox *sb = arg;
-    struct dk_buf b = {.max = DK_MAX_REPLY};
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     char path[160], logs[700];
     cJSON *j, *state;
     int running;
 
     snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
     if (dk_json(&sb->st->api, "GET", path, NULL, NULL, &b, err) < 0) {
-        dk_buf_free(&b);
+        hutch_buf_free(&b);
         return err->code ? err->code : -EIO;
     }
     j = cJSON_ParseWithLength(b.data, b.len);
@@ -454,7 +454,7 @@ static int still_running(void *arg, struct hutch_err *err)
                       (int)code, logs[0] ? ": " : "", logs);
     }
     cJSON_Delete(j);
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
     return running ? 0 : -EIO;
 }
 
@@ -474,7 +474,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
 {
     struct dk_state *st = state;
     struct dk_sandbox *sb;
-    struct dk_buf b = {.max = DK_MAX_REPLY};
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     char path[PATH_MAX + 64], dir[PATH_MAX];
     unsigned long n;
     long status = 0;
@@ -580,7 +580,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     sb->pub.stderr_fd = sb->io.fd[SBIO_ERR];
     sb->pub.event_fd = sb->io.fd[SBIO_CTL];
     free(body);
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
     *out = &sb->pub;
     return 0;
 cancelled:
@@ -589,7 +589,7 @@ fail:
     /* sandbox_free() removes the container (with its volume) and the
      * socket directory: nothing of this start is left. */
     free(body);
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
     sandbox_free(sb);
     return r;
 }
@@ -629,7 +629,7 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
                       size_t len, struct hutch_err *err)
 {
     struct dk_sandbox *sb = (struct dk_sandbox *)pub;
-    struct dk_buf owned = {.max = len + (1u << 20)};
+    struct hutch_buf owned = HUTCH_BUF_INIT(len + (1u << 20));
     char path[160];
     int r;
 
@@ -644,14 +644,14 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
         .max_path = HUTCH_TAR_MAX_PATH,
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
-    r = sb->st->host->archive_filter(tar, len, dk_buf_write, &owned, &lim, BOX_UID,
+    r = sb->st->host->archive_filter(tar, len, hutch_buf_write, &owned, &lim, BOX_UID,
                                      BOX_GID, err);
     if (r == 0) {
         snprintf(path, sizeof(path), "/containers/%s/archive?path=/work", sb->id);
         r = dk_call(&sb->st->api, "PUT", path, "application/x-tar", owned.data,
                     owned.len, archive_ms(sb), NULL, NULL, NULL, NULL, err);
     }
-    dk_buf_free(&owned);
+    hutch_buf_free(&owned);
     return r;
 }
 
@@ -676,7 +676,7 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
      * or the daemon restarted under it.  That is hutch's failure, not the
      * program's: an error (the core ends the run with exit 125). */
     {
-        struct dk_buf b = {.max = DK_MAX_REPLY};
+        struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
         struct hutch_err ierr = {0};
         char path[160];
         snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
@@ -702,7 +702,7 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
                               "Docker daemon no longer answers (%s)",
                               sb->id, ierr.msg);
         }
-        dk_buf_free(&b);
+        hutch_buf_free(&b);
     }
     return r;
 }
@@ -719,7 +719,8 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
     /* Tar headers and padding on top of the file data. */
-    struct dk_buf b = {.max = (size_t)max_bytes + (max_bytes >> 3) + (16u << 20)};
+    struct hutch_buf b =
+        HUTCH_BUF_INIT((size_t)max_bytes + (max_bytes >> 3) + (16u << 20));
     char path[160];
     long status = 0, ms;
     int r;
@@ -755,7 +756,7 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
     } else if (r == 0 && b.len) {
         r = sb->st->host->archive_filter(b.data, b.len, write_fn, arg, &lim, 0, 0, err);
     }
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
     return r;
 }
 
@@ -826,7 +827,7 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
 {
     struct dk_api api;
     struct hutch_err err = {0};
-    struct dk_buf b = {.max = DK_MAX_REPLY};
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     char detail[1200], engine[32], init[PATH_MAX];
     cJSON *j;
 
@@ -858,13 +859,13 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
         report(ctx, "ok", "docker runtimes", detail);
         cJSON_Delete(j);
     }
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
 
     for (int i = 0; i < 2; i++) {
         static const char *const langs[] = {"python", "javascript"};
         char image[256], path[320];
         long status = 0;
-        struct dk_buf ib = {.max = DK_MAX_REPLY};
+        struct hutch_buf ib = HUTCH_BUF_INIT(DK_MAX_REPLY);
         image_for(host->version, langs[i], image, sizeof(image));
         snprintf(path, sizeof(path), "/images/%s/json", image);
         if (dk_json(&api, "GET", path, NULL, &status, &ib, &err) == 0) {
@@ -890,7 +891,7 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
                      image, i == 0 ? "python3" : "nodejs", image);
             report(ctx, "FAIL", "docker image", status == 404 ? detail : err.msg);
         }
-        dk_buf_free(&ib);
+        hutch_buf_free(&ib);
     }
 }
 

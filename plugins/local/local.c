@@ -7,6 +7,7 @@
  * root to build mounts with.  When hutch runs as root, or the host delegates
  * a cgroup, memory and pids limits are cgroup limits (v1 or v2); otherwise
  * rlimits stand in for them. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -45,6 +46,7 @@ struct local_state {
     int landlock;     /* Landlock can scope the runner (ABI 6) */
     uint32_t id_base; /* as root: the sandboxes' host uids, see sandbox.h */
     char instance[64];
+    char owner[48]; /* PID.START of this hutch: in its cgroups' names */
     struct cgroup_set cg;
     unsigned long seq; /* atomic: sandboxes start on many threads */
     int late_attach;   /* /proc/PID/task/TID/children is there */
@@ -253,6 +255,91 @@ static void cg_remove(char *dir)
     dir[0] = '\0';
 }
 
+/* The start time of `pid` (field 22 of /proc/PID/stat), 0 when gone or a
+ * zombie (it runs no more; its parent has not read its status yet: a
+ * hutch killed with -9 stays one until then).  As plugins/common/box.c's
+ * box_proc_start, which this plugin does not link (box.c needs cJSON). */
+static unsigned long long proc_start(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (read_str(path, buf, sizeof(buf)) < 0)
+        return 0;
+    /* The command name may hold spaces and parentheses: count fields from
+     * its closing parenthesis (field 2's end). */
+    p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+        return 0;
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        sscanf(p + 1, "%llu", &start);
+    return start;
+}
+
+/* Kill what is left in the cgroup `dir`, then remove it. */
+static void cg_remove_leftover(const char *dir)
+{
+    char path[PATH_MAX], procs[PATH_MAX + 32];
+    FILE *f;
+    int pid;
+
+    snprintf(path, sizeof(path), "%s", dir);
+    snprintf(procs, sizeof(procs), "%s/cgroup.kill", path);
+    if (write_str(procs, "1") < 0) { /* v1, or v2 before Linux 5.14 */
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", path);
+        f = fopen(procs, "re");
+        while (f && fscanf(f, "%d", &pid) == 1)
+            if (pid > 0)
+                kill(pid, SIGKILL);
+        if (f)
+            fclose(f);
+    }
+    cg_remove(path);
+}
+
+/* Remove the sandbox cgroups below `parent` whose hutch is gone: named
+ * hutch-PID.START-INSTANCE-N, the owner's pid and start time (as plugin.c
+ * names state directories).  A kill -9 of hutch leaves them; the sandbox
+ * processes in them die with it, or here. */
+static void cg_sweep(struct local_state *st, const char *parent)
+{
+    DIR *d;
+    if (!parent[0] || !(d = opendir(parent)))
+        return;
+    for (struct dirent *de; (de = readdir(d));) {
+        char dir[PATH_MAX];
+        unsigned long long start;
+        int pid, end = 0;
+        if (sscanf(de->d_name, "hutch-%d.%llu-%n", &pid, &start, &end) != 2 || !end)
+            continue;
+        if (pid > 0 && proc_start(pid) == start)
+            continue; /* that hutch still runs */
+        if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >=
+            sizeof(dir))
+            continue;
+        st->host->log(HUTCH_LOG_INFO, "local", "removing leftover cgroup %s", dir);
+        cg_remove_leftover(dir);
+        if (access(dir, F_OK) == 0)
+            st->host->log(HUTCH_LOG_WARN, "local", "cannot remove leftover cgroup %s",
+                          dir);
+    }
+    closedir(d);
+}
+
+static void cg_sweep_all(struct local_state *st)
+{
+    if (st->cg.version == 0)
+        return;
+    cg_sweep(st, st->cg.mem_parent);
+    if (st->cg.version == 1) {
+        cg_sweep(st, st->cg.pids_parent);
+        cg_sweep(st, st->cg.cpu_parent);
+    }
+}
+
 static int cg_cpu_limit(struct local_state *st, struct local_sandbox *sb,
                         const char *name, uint32_t millis, struct hutch_err *err);
 
@@ -265,7 +352,7 @@ static int cg_create(struct local_state *st, struct local_sandbox *sb,
 
     if (st->cg.version == 0)
         return 0;
-    snprintf(name, sizeof(name), "hutch-%s-%lu", st->instance, seq);
+    snprintf(name, sizeof(name), "hutch-%s-%s-%lu", st->owner, st->instance, seq);
     snprintf(sb->cg_mem, sizeof(sb->cg_mem), "%s/%s", st->cg.mem_parent, name);
     if (mkdir(sb->cg_mem, 0755) < 0) {
         r = -errno;
@@ -560,7 +647,10 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
             return hutch_err_set(err, r, "seccomp filter: %s", why);
         }
     }
+    snprintf(st->owner, sizeof(st->owner), "%d.%llu", (int)getpid(),
+             proc_start(getpid()));
     cgroup_detect(&st->cg);
+    cg_sweep_all(st);
     st->landlock = lsb_landlock_abi() >= 6;
     st->id_base = LSB_HOST_ID_BASE;
     {

@@ -5,8 +5,13 @@
 //   - a pooled sandbox is never used twice: what one execution leaves in
 //     /work, /tmp and a background process, no later execution sees;
 //   - 64 executions through a pool of 2 while the policy is reloaded (the
-//     class changes): all answered, all right, all audited;
-//   - kill -9 of hutch with full pools leaves nothing after the next start;
+//     class changes): all answered, all right, all audited, the old class
+//     drained;
+//   - sizes from the policy's pool field (and an executor's table), a flag
+//     over them;
+//   - an idle sandbox older than HUTCH_POOL_MAX_IDLE_MS is replaced;
+//   - kill -9 of hutch with full pools leaves nothing after the next start
+//     (local: nor cgroups);
 //   - a pool whose refill fails degrades to cold starts with the reason in
 //     the log, and recovers by itself.
 // Budgets are generous: nothing here depends on the machine's speed.  TAP.
@@ -111,6 +116,12 @@ await t.step("64 executions through a pool of 2 while the policy is reloaded", a
     // the reloads are over does not.
     t.diag(`${warm} of 64 came warm during the reloads`);
     await untilWarm(h);
+    // The old class (200 MB) was drained: within a generous budget, the
+    // pool shows no 200 MB python sandbox idle or starting, and the last
+    // policy's class (256 MB) kept at its size.
+    const pyOf = (cs, mb) => cs.filter((c) => c.language === "python" && c.memory_mb === mb);
+    await poolUntil(h, audit, (cs) => pyOf(cs, 200).every((c) => c.size === 0 && c.idle === 0 && c.starting === 0) &&
+      pyOf(cs, 256).some((c) => c.size === 2), "the old class drained");
     await h.close();
     const recs = fs.readFileSync(audit, "utf8").split("\n").filter((l) => l.includes('"event":"execution"'));
     const ran = recs.map((l) => JSON.parse(l)).filter((r) => r.decision === "done" && r.executor === E);
@@ -122,8 +133,110 @@ await t.step("64 executions through a pool of 2 while the policy is reloaded", a
   }
 }, STEP_S);
 
-// What a hutch process (pid) left of the executor, once it is gone.
-function leftovers(pid) {
+// The pool's classes on E, as hutch's pool audit record shows them: a
+// SIGHUP (the same policy again) makes hutch write one with every class's
+// state.  Polls until want(classes) holds, within a generous budget; the
+// last classes seen either way.
+async function poolUntil(h, audit, want, what) {
+  let last = [];
+  const ok = await waitFor(() => {
+    process.kill(h.pid, "SIGHUP");
+    const recs = fs.readFileSync(audit, "utf8").split("\n").filter((l) => l.includes('"event":"pool"'))
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l)];
+        } catch {
+          return []; // a line being written
+        }
+      });
+    if (!recs.length) return false;
+    last = (recs[recs.length - 1].classes || []).filter((c) => c.executor === E);
+    return want(last);
+  }, 120000, 1000);
+  if (!ok) throw new Error(`${what}: the pool shows ${JSON.stringify(last)}`);
+  return last;
+}
+const sizes = (classes) => Object.fromEntries(classes.filter((c) => c.size > 0).map((c) => [c.language, c.size]));
+
+await t.step("pool sizes come from the policy's pool field; an executor's table refines it; a flag overrides", async () => {
+  const pol = path.join(tmp, "sizes.lua"), audit = path.join(tmp, "sizes.jsonl");
+  const run = async (policy, args, want, what) => {
+    fs.writeFileSync(pol, policy);
+    fs.rmSync(audit, { force: true });
+    const h = await startStdio({ sdk, hutch, args: [...base, ...args, "--policy", pol, "--audit", audit], env });
+    try {
+      // The sizes, and the classes filled to them (the sizes are used,
+      // not only recorded).
+      await poolUntil(h, audit, (cs) => JSON.stringify(sizes(cs)) === JSON.stringify(want) &&
+        cs.filter((c) => c.size > 0).every((c) => c.idle === c.size), what);
+    } finally {
+      await h.close();
+    }
+  };
+  const allow = 'tools = { allow = { "*" } }';
+  await run(`return { ${allow}, pool = { python = 1, javascript = 0 } }\n`, [], { python: 1 },
+    "pool = { python = 1, javascript = 0 }");
+  await run(`return { ${allow}, pool = { python = 1, javascript = 1, [${JSON.stringify(E)}] = { python = 3 } } }\n`, [],
+    { javascript: 1, python: 3 }, `pool = { ..., ${E} = { python = 3 } }`);
+  await run(`return { ${allow}, pool = { python = 1, javascript = 0, [${JSON.stringify(E)}] = { python = 3 } } }\n`,
+    ["--pool", "python=2,javascript=1"], { javascript: 1, python: 2 }, "--pool over the policy's pool");
+}, STEP_S);
+
+await t.step("an idle sandbox older than HUTCH_POOL_MAX_IDLE_MS is replaced", async () => {
+  const pol = path.join(tmp, "idle.lua"), audit = path.join(tmp, "idle.jsonl");
+  fs.writeFileSync(pol, 'return { tools = { allow = { "*" } } }\n');
+  const maxIdleS = 10;
+  const h = await startStdio({
+    sdk, hutch, args: [...base, "--pool", "python=1,javascript=0", "--policy", pol, "--audit", audit],
+    env: { ...env, HUTCH_POOL_MAX_IDLE_MS: String(maxIdleS * 1000) },
+  });
+  // When the runner process that answers started (wall clock, seconds):
+  // which sandbox answered.  The runner runs the program in its own
+  // process, started with the sandbox.
+  const started = `import os, time
+ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))`;
+  const python = (cs) => cs.find((c) => c.language === "python") || {};
+  try {
+    // A sandbox idle in the pool (A); it started before now.
+    const before = await poolUntil(h, audit, (cs) => python(cs).idle === 1, "filled");
+    const seen = Date.now() / 1000, r0 = python(before).recycled;
+    // Replaced for its age, and its replacement too: the pool counts two
+    // more recycled (nothing took them).
+    await poolUntil(h, audit, (cs) => python(cs).recycled >= r0 + 2 && python(cs).idle === 1,
+      "recycled for their age");
+    // The sandbox that answers now started after its predecessor aged
+    // maxIdleS, so well after A was seen (A started before that).
+    const x = await untilWarm(h, py(started));
+    if (!(typeof x.s.result === "number" && x.s.result > seen + 1)) {
+      throw new Error(`the warm sandbox started at ${x.s.result}, A was idle at ${seen}: ${JSON.stringify(x.s).slice(0, 300)}`);
+    }
+  } finally {
+    await h.close();
+  }
+}, STEP_S);
+
+// The cgroup directories a live process (pid) is in, one per hierarchy:
+// the local executor makes its sandboxes' cgroups below them.
+function cgroupDirs(pid) {
+  let lines = [];
+  try {
+    lines = fs.readFileSync(`/proc/${pid}/cgroup`, "utf8").split("\n").filter(Boolean);
+  } catch {
+    return [];
+  }
+  return lines.map((l) => {
+    const [, ctl, rel] = l.match(/^\d+:([^:]*):(.*)$/) || [];
+    if (rel === undefined) return null;
+    const root = ctl === "" ? "/sys/fs/cgroup" : `/sys/fs/cgroup/${ctl.replace(/^name=/, "")}`;
+    return path.join(root, rel);
+  }).filter((d) => d && fs.existsSync(d));
+}
+
+// What a hutch process (pid) left of the executor, once it is gone.  For
+// local: its sandboxes' cgroups (hutch-PID.START-…) below cgdirs, the
+// cgroups hutch was in (cgroupDirs(pid), read while it ran).
+function leftovers(pid, cgdirs = []) {
   if (E === "docker") {
     const r = spawnSync("docker", ["ps", "-a", "--filter", "label=hutch.owner", "--format", '{{.ID}} {{.Label "hutch.owner"}}'], { encoding: "utf8" });
     return r.stdout.split("\n").filter((l) => l.includes(`:${pid}:`));
@@ -134,7 +247,13 @@ function leftovers(pid) {
     const r = spawnSync("pgrep", ["-af", `--root=${dir}/${pid}\\.`], { encoding: "utf8" });
     return [...dirs, ...r.stdout.split("\n").filter((l) => l && !l.includes("pgrep"))];
   }
-  return [];
+  return cgdirs.flatMap((d) => {
+    try {
+      return fs.readdirSync(d).filter((n) => n.startsWith(`hutch-${pid}.`)).map((n) => path.join(d, n));
+    } catch {
+      return [];
+    }
+  });
 }
 
 await t.step("kill -9 of hutch with full pools leaves nothing after the next start", async () => {
@@ -144,6 +263,10 @@ await t.step("kill -9 of hutch with full pools leaves nothing after the next sta
   await sleep(3000); // refills under way finish (not a timing assertion: more only helps)
   const pid = h.pid;
   const below = descendants(pid).map((p) => p.pid);
+  const cgdirs = cgroupDirs(pid);
+  // With cgroup limits (root, or a delegated cgroup), the pooled sandboxes'
+  // cgroups are there to be left; without, there are none to check.
+  if (E === "local") t.diag(`local cgroups before the kill: ${leftovers(pid, cgdirs).length}`);
   // Something of the pools exists to be left: sandbox processes below hutch
   // (local), containers or gVisor state owned by it.
   if (E === "local" ? below.length === 0 : leftovers(pid).length === 0) {
@@ -156,9 +279,9 @@ await t.step("kill -9 of hutch with full pools leaves nothing after the next sta
   const x = await execute(h2.client, py("1"), { executor: E });
   await h2.close();
   if (x.s.exit_code !== 0) throw new Error(JSON.stringify(x.s));
-  const alive = await waitFor(() => below.every((p) => !pidAlive(p)) && leftovers(pid).length === 0, 60000);
+  const alive = await waitFor(() => below.every((p) => !pidAlive(p)) && leftovers(pid, cgdirs).length === 0, 60000);
   if (!alive) {
-    throw new Error(`left: processes ${JSON.stringify(below.filter(pidAlive))}, ${JSON.stringify(leftovers(pid))}`);
+    throw new Error(`left: processes ${JSON.stringify(below.filter(pidAlive))}, ${JSON.stringify(leftovers(pid, cgdirs))}`);
   }
   await h.close().catch(() => {});
 }, STEP_S);

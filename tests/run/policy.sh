@@ -63,6 +63,29 @@ like "policy test prints the deny reason" "$OUT" "deny:"
 run_hutch policy test "$T/p.lua" --tool everything.get-tiny-image
 is "policy test: a tool no allow rule names is denied" "$RC" 3
 
+# The executor rule with a third-party plugin as the default: its isolation
+# is unknown, so a hook may not trade it for one of hutch's (nor the other
+# way round).  "good" is tests/plugins/good.c, beside the local plugin.
+mkdir "$T/plugins"
+cp "$HUTCH_PLUGIN_DIR/local.so" "$HUTCH_TEST_PLUGINS/good.so" "$T/plugins/"
+printf 'return { on_execute = function(req) return { executor = "%s" } end }\n' local \
+    >"$T/pick-local.lua"
+printf 'return { on_execute = function(req) return { executor = "%s" } end }\n' good \
+    >"$T/pick-good.lua"
+HUTCH_PLUGIN_DIR="$T/plugins" run_hutch run --executor good --policy "$T/pick-local.lua" \
+    --lang python -e 'print("ran")'
+not_ok "a hook cannot move a third-party default to local" test "$RC" = 0
+unlike "nothing ran on local" "$OUT" "ran"
+like "the refusal says why" "$ERR" '"good" is not one of hutch'"'"'s executors'
+HUTCH_PLUGIN_DIR="$T/plugins" run_hutch run --executor local --policy "$T/pick-good.lua" \
+    --lang python -e 'print("ran")'
+not_ok "a hook cannot move local to a third-party plugin" test "$RC" = 0
+like "that refusal says why" "$ERR" 'cannot tell whether it isolates as well'
+HUTCH_PLUGIN_DIR="$T/plugins" run_hutch run --executor good --policy "$T/pick-good.lua" \
+    --lang python -e '1'
+like "a hook picking the default itself is no conflict (the test plugin then fails to start)" \
+    "$ERR" "test plugin cannot start sandboxes"
+
 # Denied calls raise in the sandbox and show in tool_calls.
 run_hutch run --policy "$T/p.lua" --audit "$T/audit.jsonl" --servers "$T/servers.json" \
     --lang python --json -e '

@@ -36,6 +36,9 @@ is "--json stdout" "$(echo "$OUT" | json stdout)" "out"
 is "--json result" "$(echo "$OUT" | json result)" '{"a": [1, 2], "b": null}'
 is "--json timed_out" "$(echo "$OUT" | json timed_out)" false
 is "--json files" "$(echo "$OUT" | json files)" "[]"
+is "--json executor names the executor" "$(echo "$OUT" | json executor)" "$EXECUTOR"
+# hutch run is one-shot and has no pool: its sandbox is always cold.
+is "--json warm is false (run is always cold)" "$(echo "$OUT" | json warm)" false
 like "--json duration_ms is a number" "$(echo "$OUT" | json duration_ms)" ""
 $PY -c 'import json,sys; d=json.loads(sys.argv[1]); assert isinstance(d["duration_ms"], (int, float)) and d["duration_ms"] > 0' "$OUT"
 is "--json duration_ms is positive" "$?" 0

@@ -1,7 +1,8 @@
 /* test_contract.c — every executor plugin of the plugin directory driven
  * through the whole ABI by hand, without the core's execution code:
  * start() and the runner's "ready", assign(), put_archive(), a job over the
- * wire protocol, reap(), get_archive(), kill(), destroy(); a sandbox
+ * wire protocol, reap(), get_archive(), kill() of a running job (reap()
+ * says killed), destroy(); a sandbox
  * started for a pool long before its job; a start() cancelled through the
  * callback (-ECANCELED, nothing left); four start()s on four threads.
  *
@@ -158,11 +159,10 @@ static int send_all(int fd, const char *s, size_t len)
     return 0;
 }
 
-/* {"t":"run",...}, then everything until done, event_fd and reap(). */
-static int run_job(struct conv *c, const char *lang, const char *code)
+/* {"t":"run",...} on chan_fd. */
+static int send_run(struct conv *c, const char *lang, const char *code)
 {
     cJSON *m = cJSON_CreateObject();
-    uint64_t end = hutch_now_ms() + BUDGET_MS;
     char *s;
     int r;
 
@@ -176,10 +176,20 @@ static int run_job(struct conv *c, const char *lang, const char *code)
     if (r == 0)
         r = send_all(c->sb->chan_fd, "\n", 1);
     free(s);
-    if (r < 0) {
+    if (r < 0)
         snprintf(c->why, sizeof(c->why), "sending run: %s", strerror(-r));
+    return r;
+}
+
+/* {"t":"run",...}, then everything until done, event_fd and reap(). */
+static int run_job(struct conv *c, const char *lang, const char *code)
+{
+    uint64_t end = hutch_now_ms() + BUDGET_MS;
+    int r;
+
+    r = send_run(c, lang, code);
+    if (r < 0)
         return r;
-    }
     while (hutch_now_ms() < end && !(c->exited && c->out_eof && c->err_eof)) {
         struct pollfd p[4];
         int n = 0, iev;
@@ -475,8 +485,73 @@ static void whole_life(struct hutch_plugin *p, const char *lang, const char *lab
            "%s: %s) %s",
            who, lang, f.n, f.path, f.data, r ? ferr.msg : "");
     }
+    /* After the end there is nothing to kill: it only must not fail or
+     * block (killed_running() kills a running job). */
     c.ex->kill(c.state, c.sb);
-    ok(1, "%s %s: kill() after the end returns", who, lang);
+out:
+    conv_free(&c);
+}
+
+/* kill() of a running job: a program that sleeps long, killed once it has
+ * said so; reap() then reports it killed (SIGKILL, 137, no OOM). */
+static void killed_running(struct hutch_plugin *p, const char *lang, const char *label)
+{
+    static const char py[] = "import time\nprint('sleeping', flush=True)\n"
+                             "time.sleep(3600)\n";
+    static const char js[] =
+        "console.log('sleeping');\n"
+        "Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, "
+        "3600000);\n";
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct conv c;
+    uint64_t end;
+    int r, running = 0;
+
+    conv_init(&c, p);
+    r = start_one(&c, lang, label, 0, NULL, NULL, &err);
+    if (r == 0)
+        r = wait_ready(&c) < 0 ? -EIO : 0;
+    if (r == 0)
+        r = assign_one(&c, label, &err);
+    if (r == 0)
+        r = send_run(&c, lang, strcmp(lang, "python") == 0 ? py : js);
+    /* Until the program says it sleeps (it runs), within the budget. */
+    for (end = hutch_now_ms() + BUDGET_MS;
+         r == 0 && !running && hutch_now_ms() < end;) {
+        struct pollfd pf[2] = {{c.sb->stdout_fd, POLLIN, 0},
+                               {c.sb->chan_fd, POLLIN, 0}};
+        if (poll(pf, 2, 200) < 0 && errno != EINTR)
+            break;
+        drain(c.sb->stdout_fd, &c.out, &c.out_eof);
+        drain(c.sb->chan_fd, &c.chan, &c.chan_eof);
+        running = contains(&c.out, "sleeping");
+    }
+    ok(running, "%s %s: a program that sleeps long runs (%s)", who, lang,
+       r         ? (err.msg[0] ? err.msg : c.why)
+       : running ? "ok"
+                 : "it never said so");
+    if (!running)
+        goto out;
+    c.ex->kill(c.state, c.sb);
+    /* reap() once event_fd says the runner ended: within the budget, not
+     * after the program's hour. */
+    for (end = hutch_now_ms() + BUDGET_MS; !c.exited && hutch_now_ms() < end;) {
+        struct pollfd pf = {c.sb->event_fd, POLLIN, 0};
+        if (poll(&pf, 1, 200) < 0 && errno != EINTR)
+            break;
+        err = (struct hutch_err)HUTCH_ERR_INIT;
+        r = c.ex->reap(c.state, c.sb, &c.exit, &err);
+        if (r == 0)
+            c.exited = 1;
+        else if (r != -EAGAIN)
+            break;
+    }
+    ok(c.exited && c.exit.signal == SIGKILL && c.exit.exit_code == 128 + SIGKILL &&
+           !c.exit.oom,
+       "%s %s: kill() of the running job: reap() says killed (exited %d, exit %d, "
+       "signal %d, oom %d%s%s)",
+       who, lang, c.exited, c.exit.exit_code, c.exit.signal, c.exit.oom,
+       err.msg[0] ? ": " : "", err.msg);
 out:
     conv_free(&c);
 }
@@ -782,6 +857,8 @@ int main(void)
         whole_life(p, "python", label);
         whole_life(p, "javascript", label);
         nonzero_exit(p, "python", label);
+        killed_running(p, "python", label);
+        killed_running(p, "javascript", label);
         snprintf(label, sizeof(label), "contract-%d-%s-rt", (int)getpid(), who);
         runtime_op(p, "python", label);
         runtime_op(p, "javascript", label);
