@@ -790,7 +790,7 @@ static int docker_runtime(void *state, const char *language, char *buf, size_t l
                           struct hutch_err *err)
 {
     struct dk_state *st = state;
-    struct dk_buf b = {.max = DK_MAX_REPLY};
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     char image[256], path[320];
     long status = 0;
     cJSON *j = NULL;
@@ -817,7 +817,7 @@ static int docker_runtime(void *state, const char *language, char *buf, size_t l
                           image);
     }
     cJSON_Delete(j);
-    dk_buf_free(&b);
+    hutch_buf_free(&b);
     return r;
 }
 
