@@ -253,17 +253,32 @@ unlike "writes outside /work and /tmp all fail" "$S" "written"
 like "/work and /tmp are writable" "$S" "'work+tmp': 'ok'"
 ok "nothing appeared on the host" test ! -e /usr/hutch-test -a ! -e /etc/hutch-test -a ! -e /hutch-test
 
-run_hutch run $PYH --timeout 5000 -e '
+# The parent leaves only once the daemon is seen running (its cmdline in
+# /proc), so the check after the run is about a process that existed; gone
+# is polled for, generously for a loaded machine.
+run_hutch run $PYH --timeout 60000 -e '
 import os, time
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         os.execv("/usr/bin/sleep", ["sleep", "31337"])
     os._exit(0)
-time.sleep(0.2)
+def up():
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and open("/proc/%s/cmdline" % p, "rb").read() == b"sleep\x0031337\x00":
+                return True
+        except OSError:
+            pass
+    return False
+end = time.time() + 30
+while not up() and time.time() < end:
+    time.sleep(0.05)
+print("daemon up" if up() else "daemon not seen")
 print("parent leaves")'
 like "double-forked daemon: the run ends" "$(echo "$OUT" | json stdout)" "parent leaves"
-sleep 0.2
+like "double-forked daemon: it was running" "$(echo "$OUT" | json stdout)" "daemon up"
+for i in $(seq 1 300); do test -z "$(pgrep -f 'sleep 31337')" && break; sleep 0.1; done
 ok "double-forked daemon: gone after the run" test -z "$(pgrep -f 'sleep 31337')"
 assert_clean "daemon"
 
