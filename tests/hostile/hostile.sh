@@ -344,6 +344,45 @@ like "not root inside" "$S" "1000 1000"
 
 is_local || . "$HUTCH_SRCDIR/tests/hostile/init.sh"
 
+# On local, init (pid 1) is a fork of hutch with the program's uid: kill(1)
+# is permitted, and the pid namespace is what protects init.  The kernel
+# drops a signal sent to init from inside unless init handles it, so init
+# must catch none (hutch's own SIGINT/SIGTERM/SIGHUP handlers are not
+# inherited); then no signal has any effect and the run ends normally.
+# (Where Landlock scopes signals, kill(1) is refused outright: either way.)
+# Not dumpable: its environment and maps are closed; its argv is not
+# hutch's.
+if is_local; then
+    run_hutch run $PYH --out "$T/hutch-init-marker" -e '
+import os, time
+res = {}
+st = dict(l.split(":\t", 1) for l in open("/proc/1/status").read().splitlines() if ":\t" in l)
+res["SigCgt"] = st["SigCgt"].strip()
+for sig in (1, 2, 3, 10, 12, 14, 15, 9, 19):
+    try:
+        os.kill(1, sig)
+        res["kill %d" % sig] = "sent"
+    except OSError as e:
+        res["kill %d" % sig] = e.errno
+time.sleep(0.5)
+for f in ("environ", "maps", "mem", "auxv"):
+    try:
+        res[f] = "read %d" % len(open("/proc/1/" + f, "rb").read(4096))
+    except OSError as e:
+        res[f] = e.errno
+res["cmdline"] = open("/proc/1/cmdline", "rb").read().decode(errors="replace")
+print(sorted(res.items()))
+"still mine"'
+    S=$(echo "$OUT" | json stdout)
+    like "local pid 1: it catches no signal" "$S" "('SigCgt', '0000000000000000')"
+    is "local pid 1: signals from the program have no effect, the run ends normally" \
+        "$(echo "$OUT" | json exit_code) $(echo "$OUT" | json result)" "0 still mine"
+    unlike "local pid 1: /proc/1/environ, maps, mem, auxv are closed" "$S" "'read "
+    unlike "local pid 1: its cmdline is not hutch's" "$S" "hutch-init-marker"
+    like "local pid 1: its cmdline says init" "$S" "('cmdline', 'init"
+    assert_clean "local pid 1"
+fi
+
 # Socket families are an allow list (unix, IPv4, IPv6, netlink routing):
 # vsock would reach the hypervisor's sockets, outside any network
 # namespace.  The sockets are only created, never bound.
