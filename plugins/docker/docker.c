@@ -389,6 +389,11 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
         if (parent && *parent)
             cJSON_AddStringToObject(hc, "CgroupParent", parent);
     }
+    /* A cgroup namespace of its own: /proc/self/cgroup and the cgroup
+     * mounts say "/", not the host's path of the container's cgroup (on
+     * cgroup v1 Docker's default is the host's namespace).  API 1.41 and
+     * later; an older daemon ignores the field. */
+    cJSON_AddStringToObject(hc, "CgroupnsMode", "private");
     cJSON_AddItemToObject(hc, "Binds", box_str_array(binds));
     tmpfs = cJSON_AddObjectToObject(hc, "Tmpfs");
     cJSON_AddStringToObject(tmpfs, "/tmp", tmpopt);
