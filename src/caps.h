@@ -74,8 +74,8 @@
 #define HUTCH_DEFAULT_WORK_MB    256
 #define HUTCH_DEFAULT_TMP_MB     64
 #define HUTCH_DEFAULT_OPEN_FILES 256
-/* Signals queued at once in one sandbox (RLIMIT_SIGPENDING of the local
- * executor's runner: timers and sigqueue() take kernel memory each). */
+/* Signals queued at once in one sandbox (RLIMIT_SIGPENDING of the runner
+ * on every executor: timers and sigqueue() take kernel memory each). */
 #define HUTCH_SANDBOX_SIGPENDING 1024
 
 /* MCP, both directions. */

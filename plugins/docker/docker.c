@@ -15,7 +15,12 @@
  *
  * Every container carries hutch.instance, hutch.execution and hutch.owner
  * (hostname:pid:start time).  open() removes containers whose owner process
- * is gone (a crashed hutch), close() those of this instance. */
+ * is gone (a crashed hutch), close() those of this instance.
+ *
+ * Each container's program runs as a host uid of its own (uid_take()):
+ * without user-namespace remapping the kernel charges per-user quotas
+ * (inotify instances, pending signals, epoll watches, pipe pages) to the
+ * host uid, so a shared uid would let one sandbox exhaust them for all. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -41,6 +46,17 @@
 #define DK_STOP_MS     5000  /* init killing the program's processes */
 #define DK_OWNER_LABEL "hutch.owner"
 
+/* The program's host uid (and gid) in a container: DK_UID_BASE + (hutch's
+ * pid << 8 | a slot this process holds while the container lives).  pids
+ * are below 2^22 (PID_MAX_LIMIT), so the range is 0x10000000 to
+ * 0x4fffffff: no distribution allocates it, and it stays below the local
+ * executor's 0x70000000 + pid and below 2^31 (hutch-init's maximum).  So a
+ * uid is unique among the live containers of every hutch process of the
+ * host (one pid namespace), up to DK_UID_SLOTS live containers per
+ * process; beyond that two of them share one. */
+#define DK_UID_BASE  0x10000000u
+#define DK_UID_SLOTS 256u
+
 struct dk_state {
     const struct hutch_host *host;
     struct dk_api api;
@@ -53,11 +69,16 @@ struct dk_state {
     char runner_dir[PATH_MAX];
     char engine[32];
     unsigned long seq;
+    /* Live containers per uid slot (see uid_take()), updated atomically:
+     * sandboxes start and end on several threads. */
+    unsigned uid_users[DK_UID_SLOTS];
 };
 
 struct dk_sandbox {
     struct hutch_sandbox pub; /* first: the core sees this */
     struct dk_state *st;
+    int uid_slot; /* -1 until taken */
+    unsigned uid; /* the program's host uid and gid, and /work's owner */
     char id[80];
     char image[256];
     char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
@@ -293,9 +314,8 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     snprintf(tmpopt, sizeof(tmpopt), "rw,nosuid,nodev,size=%llu,mode=1777",
              (unsigned long long)tmp);
-    snprintf(workopt, sizeof(workopt),
-             "size=%llu,uid=1000,gid=1000,mode=0755,nosuid,nodev",
-             (unsigned long long)work);
+    snprintf(workopt, sizeof(workopt), "size=%llu,uid=%u,gid=%u,mode=0755,nosuid,nodev",
+             (unsigned long long)work, sb->uid, sb->uid);
     snprintf(bind_init, sizeof(bind_init), "%s:/run/hutch/init:ro", st->init_path);
     snprintf(bind_run, sizeof(bind_run), "%s:/run/hutch/runner:ro", st->runner_dir);
     snprintf(bind_io, sizeof(bind_io), "%s:/run/hutch/io:ro", sb->io.dir);
@@ -305,7 +325,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     {
         /* hutch's own filter in the runner, over Docker's profile (which,
          * depending on the version, lets vsock and other families through). */
-        cJSON *cmd = box_command(cls, BOX_UID, BOX_GID), *with = cJSON_CreateArray(),
+        cJSON *cmd = box_command(cls, sb->uid, sb->uid), *with = cJSON_CreateArray(),
               *it;
         cJSON_ArrayForEach(it, cmd)
         {
@@ -369,6 +389,11 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
         if (parent && *parent)
             cJSON_AddStringToObject(hc, "CgroupParent", parent);
     }
+    /* A cgroup namespace of its own: /proc/self/cgroup and the cgroup
+     * mounts say "/", not the host's path of the container's cgroup (on
+     * cgroup v1 Docker's default is the host's namespace).  API 1.41 and
+     * later; an older daemon ignores the field. */
+    cJSON_AddStringToObject(hc, "CgroupnsMode", "private");
     cJSON_AddItemToObject(hc, "Binds", box_str_array(binds));
     tmpfs = cJSON_AddObjectToObject(hc, "Tmpfs");
     cJSON_AddStringToObject(tmpfs, "/tmp", tmpopt);
@@ -458,6 +483,32 @@ static int still_running(void *arg, struct hutch_err *err)
     return running ? 0 : -EIO;
 }
 
+/* A slot no live container of this process holds (the next free one after
+ * the last taken, so a uid is not reused at once), or, when all are held,
+ * the one after the last taken, shared.  Sets sb->uid_slot and sb->uid. */
+static void uid_take(struct dk_sandbox *sb)
+{
+    struct dk_state *st = sb->st;
+    unsigned start = (unsigned)__atomic_load_n(&st->seq, __ATOMIC_RELAXED);
+    unsigned k = start % DK_UID_SLOTS;
+
+    for (unsigned i = 0; i < DK_UID_SLOTS; i++) {
+        unsigned want = 0, c = (start + i) % DK_UID_SLOTS;
+        if (__atomic_compare_exchange_n(&st->uid_users[c], &want, 1, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            k = c;
+            goto taken;
+        }
+    }
+    __atomic_add_fetch(&st->uid_users[k], 1, __ATOMIC_ACQ_REL);
+    st->host->log(HUTCH_LOG_WARN, "docker",
+                  "more than %u live containers: two share host uid %u", DK_UID_SLOTS,
+                  DK_UID_BASE + ((unsigned)getpid() << 8 | k));
+taken:
+    sb->uid_slot = (int)k;
+    sb->uid = DK_UID_BASE + ((unsigned)getpid() << 8 | k);
+}
+
 static void sandbox_free(struct dk_sandbox *sb)
 {
     if (!sb)
@@ -465,6 +516,10 @@ static void sandbox_free(struct dk_sandbox *sb)
     sbio_close(&sb->io);
     if (sb->id[0])
         remove_container(sb->st, sb->id);
+    /* After the removal: the container's processes, charged to the uid,
+     * are gone. */
+    if (sb->uid_slot >= 0)
+        __atomic_sub_fetch(&sb->st->uid_users[sb->uid_slot], 1, __ATOMIC_ACQ_REL);
     free(sb);
 }
 
@@ -493,6 +548,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     if (!sb)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     sb->st = st;
+    sb->uid_slot = -1;
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, ""));
@@ -531,6 +587,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
         free(sb);
         return r;
     }
+    uid_take(sb);
     body = create_body(st, sb, cls);
     if (!body) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
@@ -644,8 +701,8 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
         .max_path = HUTCH_TAR_MAX_PATH,
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
-    r = sb->st->host->archive_filter(tar, len, hutch_buf_write, &owned, &lim, BOX_UID,
-                                     BOX_GID, err);
+    r = sb->st->host->archive_filter(tar, len, hutch_buf_write, &owned, &lim, sb->uid,
+                                     sb->uid, err);
     if (r == 0) {
         snprintf(path, sizeof(path), "/containers/%s/archive?path=/work", sb->id);
         r = dk_call(&sb->st->api, "PUT", path, "application/x-tar", owned.data,

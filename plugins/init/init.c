@@ -68,6 +68,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../src/caps.h"
 #include "../common/env.h"
 #include "filter.h"
 
@@ -228,6 +229,10 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
     set_limit(RLIMIT_CORE, 0);
     set_limit(RLIMIT_NOFILE, strtoul(argv[2], NULL, 10));
     set_limit(RLIMIT_FSIZE, strtoull(argv[3], NULL, 10));
+    /* As the local executor's runner: timers and queued signals take kernel
+     * memory, and under Docker the count is the host uid's (of this
+     * container alone, see the docker executor's uid_take()). */
+    set_limit(RLIMIT_SIGPENDING, HUTCH_SANDBOX_SIGPENDING);
     if (drop_to_user() < 0) {
         dprintf(2, "hutch sandbox: cannot become uid %u: %s\n", (unsigned)box_uid,
                 strerror(errno));

@@ -829,12 +829,35 @@ static void hide_argv(void)
     }
 }
 
+/* C1 and init are forks of hutch and would keep its signal handlers
+ * (hutch run and serve catch SIGINT, SIGTERM, SIGHUP; a sanitizer catches
+ * more).  In a pid namespace the kernel drops a signal sent to init from
+ * inside unless init handles it: with a handler left, the program could
+ * signal pid 1 (interrupting its system calls, running hutch's code).  So
+ * every handled signal goes back to SIG_DFL first thing after the fork,
+ * before init exists; ignored ones stay ignored (SIGPIPE: the runner resets
+ * it for the program). */
+static void reset_handlers(void)
+{
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, old;
+
+    sigemptyset(&dfl.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &old) < 0)
+            continue;
+        if ((old.sa_flags & SA_SIGINFO) ||
+            (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN))
+            sigaction(sig, &dfl, NULL);
+    }
+}
+
 void lsb_child_main(struct lsb_params *p)
 {
     pid_t init;
     int status;
     char go;
 
+    reset_handlers();
     {
         int keep[] = {p->ctrl_fd, p->sync_fd, p->chan_fd, p->out_fd, p->err_fd};
         close_others(keep, sizeof(keep) / sizeof(keep[0]));

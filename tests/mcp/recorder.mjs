@@ -44,9 +44,13 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {
       return json({ n: args.n, tag: args.tag ?? null });
     case "calls":
       return json({ count, last });
-    case "slow":
+    case "slow": {
+      // start and end (ms since the epoch) say when this call was in
+      // progress here: a test checks calls overlapped, not how fast.
+      const start = Date.now();
       await new Promise((r) => setTimeout(r, Number(args.ms) || 0));
-      return json({ slept: Number(args.ms) || 0 });
+      return json({ slept: Number(args.ms) || 0, start, end: Date.now() });
+    }
     case "fail":
       return { content: [{ type: "text", text: String(args.message) }], isError: true };
     case "throw":

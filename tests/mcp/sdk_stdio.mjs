@@ -32,7 +32,7 @@ const t0 = Date.now();
 const how = await h.close();
 t.ok(how && how.code === 0 && !how.sig, `hutch exits on its own, status 0, when its stdin closes (${Date.now() - t0} ms)`,
   JSON.stringify(how));
-const left = await waitFor(() => upstreams.every((p) => !pidAlive(p.pid)), 5000);
+const left = await waitFor(() => upstreams.every((p) => !pidAlive(p.pid)), 30000);
 t.ok(left, "the upstream servers exit with hutch",
   JSON.stringify(upstreams.filter((p) => pidAlive(p.pid)).map((p) => p.cmd)));
 

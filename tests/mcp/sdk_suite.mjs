@@ -466,13 +466,17 @@ after = tools.recorder.calls()["count"]
     const x = await ex(js('try { await tools.everything.get_sum({a: 1, b: "two"}); } catch (e) { return [e.code, e.message]; }'));
     assert(x.s.result?.[0] === "invalid_args" && /\bb\b/.test(x.s.result[1]), describe(x));
   });
-  await t.step("an upstream's concurrent calls are multiplexed (10 × 400 ms in parallel)", async () => {
+  await t.step("an upstream's concurrent calls are multiplexed (10 × 2 s in parallel)", async () => {
+    // Behaviour, not speed: recorder says when each call was in progress
+    // there; all ten intervals overlap only if hutch sent them at once.
     const x = await ex(
-      js(`const t0 = Date.now();
-await Promise.all(Array.from({length: 10}, () => tools.recorder.slow({ms: 400})));
-return Date.now() - t0;`),
+      js(`return await Promise.all(Array.from({length: 10}, () => tools.recorder.slow({ms: 2000})));`),
     );
-    assert(x.s.exit_code === 0 && x.s.result < 2000, `10 slow calls took ${x.s.result} ms: ${describe(x)}`);
+    const iv = Array.isArray(x.s.result) ? x.s.result : [];
+    assert(x.s.exit_code === 0 && iv.length === 10 && iv.every((r) => r.slept === 2000), describe(x));
+    const lastStart = Math.max(...iv.map((r) => r.start));
+    const firstEnd = Math.min(...iv.map((r) => r.end));
+    assert(lastStart < firstEnd, `the calls ran one after another: ${JSON.stringify(iv)}`);
   });
 
   // --- files -----------------------------------------------------------------------------------
@@ -543,9 +547,11 @@ return "written";`),
     const t0 = performance.now();
     const x = await ex(py("while True:\n    pass", { timeout_ms: 700 }));
     const ms = performance.now() - t0;
+    // timed_out is the cause; the time only shows it was not some later
+    // limit (the call's own 60 s), generously for a loaded machine.
     assert(x.s.timed_out === true && x.r.isError === true && x.s.exit_code !== 0, describe(x));
-    assert(ms < 5000, `took ${ms.toFixed(0)} ms`);
-    const left = await waitFor(() => busyRunnersUnder(h.pid).length === 0, 3000);
+    assert(ms < 30000, `took ${ms.toFixed(0)} ms`);
+    const left = await waitFor(() => busyRunnersUnder(h.pid).length === 0, 30000);
     assert(left, `a spinning runner is left: ${JSON.stringify(busyRunnersUnder(h.pid))}`);
   });
   await t.step("a slow execution does not block the session's other requests", async () => {
@@ -583,9 +589,13 @@ return "written";`),
     // pool's idle runners are there too, asleep).
     let busy = [];
     if (local) {
+      // Polled with a generous budget: on a loaded machine a second may
+      // pass without the victim getting a clock tick.
       const before = new Map(runnersUnder(h.pid).map((r) => [r.pid, r.cpu]));
-      await sleep(1000);
-      busy = runnersUnder(h.pid).filter((r) => before.has(r.pid) && r.cpu > before.get(r.pid));
+      await waitFor(() => {
+        busy = runnersUnder(h.pid).filter((r) => before.has(r.pid) && r.cpu > before.get(r.pid));
+        return busy.length >= 1;
+      }, 30000, 200);
       assert(busy.length >= 1, `no runner below hutch ${h.pid} uses CPU: ${JSON.stringify(runnersUnder(h.pid))}`);
     }
     const t0 = performance.now();

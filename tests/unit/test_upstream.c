@@ -737,7 +737,9 @@ static void test_live(void)
     t0 = hutch_now_ms();
     text = call_text(u, "hang", "wait", NULL, 500, &rc, &err);
     t0 = hutch_now_ms() - t0;
-    ok(!text && rc == -ETIMEDOUT && t0 >= 450 && t0 < 1000,
+    /* It waited its timeout (a lower bound) and no longer than a loaded
+     * machine needs to notice it (the cause is the error code). */
+    ok(!text && rc == -ETIMEDOUT && t0 >= 450 && t0 < 30000,
        "hang: %d after %llu ms: %s", rc, (unsigned long long)t0, err.msg);
     ok(strstr(err.msg, "upstream hang did not answer tools/call wait within 500 ms"),
        "the timeout names server, tool and time");
@@ -748,7 +750,7 @@ static void test_live(void)
        "the server got notifications/cancelled: %s", text ? text : err.msg);
     free(text);
     t0 = hutch_now_ms();
-    while (!has_tool(u, "hang", "grown") && hutch_now_ms() - t0 < 5000)
+    while (!has_tool(u, "hang", "grown") && hutch_now_ms() - t0 < 60000)
         sleep_ms(20);
     ok(has_tool(u, "hang", "grown") && hutch_upstreams_generation(u) > gen,
        "list_changed: tools re-read, generation %llu -> %llu", (unsigned long long)gen,
@@ -791,9 +793,11 @@ static void test_live(void)
         char *before = call_text(u, "crash", "alive", NULL, 0, &rc, &err), *after;
         gen = hutch_upstreams_generation(u);
         t0 = hutch_now_ms();
-        text = call_text(u, "crash", "boom", NULL, 10000, &rc, &err);
+        /* ECONNRESET, not ETIMEDOUT: the death ended the call, not its
+         * timeout, which is far above anything a loaded machine needs. */
+        text = call_text(u, "crash", "boom", NULL, 60000, &rc, &err);
         t0 = hutch_now_ms() - t0;
-        ok(!text && rc == -ECONNRESET && t0 < 2000, "crash: %d after %llu ms: %s", rc,
+        ok(!text && rc == -ECONNRESET && t0 < 30000, "crash: %d after %llu ms: %s", rc,
            (unsigned long long)t0, err.msg);
         r = hutch_upstreams_call(u, "crash", "alive", NULL, 0, &res, &err);
         ok(r == -EHOSTDOWN || r == 0, "right after the crash: %d %s", r, err.msg);
@@ -832,10 +836,13 @@ static void test_live(void)
     free(text);
     text = call_text(u, "garbage", "bad-result", NULL, 0, &rc, &err);
     ok(!text && rc == -EPROTO, "a result that is not an object: %s", err.msg);
+    /* At the call's timeout, garbage seen makes it EPROTO (not ETIMEDOUT):
+     * a timeout long enough for a loaded machine to deliver the garbage. */
     t0 = hutch_now_ms();
-    text = call_text(u, "garbage", "only-garbage", NULL, 500, &rc, &err);
-    ok(!text && rc == -EPROTO && hutch_now_ms() - t0 < 1000,
-       "garbage instead of an answer: %s", err.msg);
+    text = call_text(u, "garbage", "only-garbage", NULL, 3000, &rc, &err);
+    t0 = hutch_now_ms() - t0;
+    ok(!text && rc == -EPROTO && t0 < 30000,
+       "garbage instead of an answer: %s (%llu ms)", err.msg, (unsigned long long)t0);
     t0 = hutch_now_ms();
     text = call_text(u, "garbage", "junk", NULL, 10000, &rc, &err);
     t0 = hutch_now_ms() - t0;
@@ -850,7 +857,7 @@ static void test_live(void)
     t0 = hutch_now_ms();
     hutch_upstreams_free(u);
     t0 = hutch_now_ms() - t0;
-    ok(t0 < 5000, "free takes %llu ms", (unsigned long long)t0);
+    ok(t0 < 30000, "free takes %llu ms", (unsigned long long)t0);
     ok(count_children(web) == 0, "no child process left but the HTTP server");
     ok(UNDER_TSAN || count_dir("/proc/self/task") == threads0,
        "no thread left (%d, was %d)", count_dir("/proc/self/task"), threads0);
@@ -926,9 +933,11 @@ static void test_http_quirks(void)
     cJSON_Delete(h);
     free(text);
     t0 = hutch_now_ms();
-    text = call_text(u, "q", "linger", NULL, 5000, &rc, &err);
+    /* The answer, not the stream's end (never) or the timeout, ends the
+     * call: well under the timeout, whatever the load. */
+    text = call_text(u, "q", "linger", NULL, 60000, &rc, &err);
     t0 = hutch_now_ms() - t0;
-    ok(text && !strcmp(text, "lingering") && t0 < 1500,
+    ok(text && !strcmp(text, "lingering") && t0 < 30000,
        "an SSE stream left open after the response: %llu ms", (unsigned long long)t0);
     free(text);
     text = call_text(u, "q", "ping-me", NULL, 5000, &rc, &err);
@@ -983,7 +992,7 @@ static void test_slowstart(void)
 
     if (asprintf(&cfg,
                  "{\"slow\": {\"command\": \"%s\", \"args\": [\"%s/slowstart.mjs\"],"
-                 " \"env\": {\"SLOWSTART_MS\": \"3000\"}}}",
+                 " \"env\": {\"SLOWSTART_MS\": \"120000\"}}}",
                  node, servers_dir) < 0)
         return;
     config = cJSON_Parse(cfg);
@@ -991,7 +1000,9 @@ static void test_slowstart(void)
     t0 = hutch_now_ms();
     r = hutch_upstreams_start(config, &opts, &u, &err);
     t0 = hutch_now_ms() - t0;
-    ok(r == 0 && t0 < 1500, "start returns after the start timeout (%llu ms)",
+    /* The server answers after 120 s: returning well before that is the
+     * start timeout's doing, however loaded the machine. */
+    ok(r == 0 && t0 < 30000, "start returns after the start timeout (%llu ms)",
        (unsigned long long)t0);
     ok(state_is(u, "slow", "failed", "did not answer initialize within"),
        "a slow server fails with its reason");
