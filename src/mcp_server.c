@@ -627,7 +627,8 @@ static cJSON *search_tools(struct hutch_mcp *m, const char *principal,
                 : cJSON_CreateArray();
     if (cat) {
         struct seer x = {m->o.gov ? hutch_gov_policy(m->o.gov) : NULL, principal};
-        hutch_shapes_annotate(hutch_bridge_shapes(m->bridge), cat, found, may_see, &x);
+        hutch_shapes_annotate(hutch_bridge_shapes(m->bridge), cat, found, detail,
+                              may_see, &x);
         hutch_policy_unref(x.p);
     }
     r = cJSON_CreateObject();

@@ -960,6 +960,7 @@ static char *with_return(const char *sig, const char *generic, const char *type,
     return r;
 }
 
+/* o[key] = v (taken); on failure o[key] stays. */
 static int replace_string(cJSON *o, const char *key, char *v)
 {
     cJSON *s = v ? cJSON_CreateString(v) : NULL;
@@ -970,8 +971,8 @@ static int replace_string(cJSON *o, const char *key, char *v)
 }
 
 void hutch_shapes_annotate(struct hutch_shapes *s, const struct hutch_catalog *cat,
-                           cJSON *results, int (*may_see)(void *arg, const char *tool),
-                           void *arg)
+                           cJSON *results, enum hutch_detail detail,
+                           int (*may_see)(void *arg, const char *tool), void *arg)
 {
     cJSON *it;
     cJSON_ArrayForEach(it, results)
@@ -981,7 +982,7 @@ void hutch_shapes_annotate(struct hutch_shapes *s, const struct hutch_catalog *c
         const char *ts = cJSON_GetStringValue(cJSON_GetObjectItem(it, "typescript"));
         const struct hutch_catalog_entry *e =
             name ? hutch_catalog_find(cat, name) : NULL;
-        char note[64], *pt = NULL, *tt = NULL;
+        char note[64], *pt = NULL, *tt = NULL, *npy, *nts;
         uint64_t calls = 0;
         cJSON *schema;
 
@@ -996,17 +997,23 @@ void hutch_shapes_annotate(struct hutch_shapes *s, const struct hutch_catalog *c
             continue;
         pt = hutch_catalog_type(schema, 0);
         tt = hutch_catalog_type(schema, 1);
-        if (pt && tt &&
-            replace_string(it, "python", with_return(py, "Any", pt, "")) == 0 &&
-            replace_string(it, "typescript", with_return(ts, "any>", tt, ">")) == 0) {
+        /* Both signatures or neither (py and ts end in the generic type:
+         * catalog.c, make_sigs). */
+        npy = pt ? with_return(py, "Any", pt, "") : NULL;
+        nts = tt ? with_return(ts, "any>", tt, ">") : NULL;
+        if (npy && nts) {
+            replace_string(it, "python", hutch_steal(&npy));
+            replace_string(it, "typescript", hutch_steal(&nts));
             snprintf(note, sizeof(note), "observed from %llu call%s",
                      (unsigned long long)calls, calls == 1 ? "" : "s");
             cJSON_AddStringToObject(it, "returns", note);
-            if (cJSON_GetObjectItem(it, "inputSchema")) {
+            if (detail == HUTCH_DETAIL_FULL) {
                 cJSON_AddItemToObject(it, "observedSchema", schema);
                 schema = NULL;
             }
         }
+        free(npy);
+        free(nts);
         free(pt);
         free(tt);
         cJSON_Delete(schema);

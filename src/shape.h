@@ -66,15 +66,16 @@ void hutch_shapes_observe(struct hutch_shapes *s, const char *tool, const cJSON 
  * number of calls it was observed from; NULL when none.  Caller frees. */
 cJSON *hutch_shapes_schema(struct hutch_shapes *s, const char *tool, uint64_t *calls);
 
-/* search_tools' results (hutch_catalog_search's array, changed in place):
+/* search_tools' results (hutch_catalog_search's array at `detail`,
+ * changed in place):
  * a tool that declares an outputSchema gets "returns": "declared"; one
  * without, that has an observed shape and that `may_see(arg, "server.tool")`
  * allows, gets that shape as the return type of its "python" and
- * "typescript" signatures, "returns": "observed from N calls" and, when
- * the results carry schemas (detail "full"), "observedSchema".  Others are
+ * "typescript" signatures, "returns": "observed from N calls" and, at
+ * HUTCH_DETAIL_FULL, "observedSchema".  Others are
  * left alone (Any).  `may_see` NULL: no observed shape is shown. */
 void hutch_shapes_annotate(struct hutch_shapes *s, const struct hutch_catalog *cat,
-                           cJSON *results, int (*may_see)(void *arg, const char *tool),
-                           void *arg);
+                           cJSON *results, enum hutch_detail detail,
+                           int (*may_see)(void *arg, const char *tool), void *arg);
 
 #endif

@@ -458,7 +458,7 @@ static void test_annotate(void)
     observe(s, "srv.plain", "{\"hits\":[],\"total\":0}");
 
     r = hutch_catalog_search(c, "plain", 1, HUTCH_DETAIL_SIGNATURES);
-    hutch_shapes_annotate(s, c, r, allow_all, NULL);
+    hutch_shapes_annotate(s, c, r, HUTCH_DETAIL_SIGNATURES, allow_all, NULL);
     o = cJSON_GetArrayItem(r, 0);
     py = cJSON_GetStringValue(cJSON_GetObjectItem(o, "python"));
     ts = cJSON_GetStringValue(cJSON_GetObjectItem(o, "typescript"));
@@ -475,14 +475,14 @@ static void test_annotate(void)
     cJSON_Delete(r);
 
     r = hutch_catalog_search(c, "plain", 1, HUTCH_DETAIL_FULL);
-    hutch_shapes_annotate(s, c, r, allow_all, NULL);
+    hutch_shapes_annotate(s, c, r, HUTCH_DETAIL_FULL, allow_all, NULL);
     o = cJSON_GetArrayItem(r, 0);
     ok(cJSON_IsObject(cJSON_GetObjectItem(o, "observedSchema")),
        "detail full: the observed shape as a JSON Schema");
     cJSON_Delete(r);
 
     r = hutch_catalog_search(c, "plain", 1, HUTCH_DETAIL_SIGNATURES);
-    hutch_shapes_annotate(s, c, r, deny_all, NULL);
+    hutch_shapes_annotate(s, c, r, HUTCH_DETAIL_SIGNATURES, deny_all, NULL);
     o = cJSON_GetArrayItem(r, 0);
     py = cJSON_GetStringValue(cJSON_GetObjectItem(o, "python"));
     ok(py && !strcmp(py, "def plain(*, q: str) -> Any") &&
@@ -490,14 +490,14 @@ static void test_annotate(void)
        "a tool the principal may not call: no observed shape (%s)", py ? py : "-");
     cJSON_Delete(r);
     r = hutch_catalog_search(c, "plain", 1, HUTCH_DETAIL_SIGNATURES);
-    hutch_shapes_annotate(s, c, r, NULL, NULL);
+    hutch_shapes_annotate(s, c, r, HUTCH_DETAIL_SIGNATURES, NULL, NULL);
     o = cJSON_GetArrayItem(r, 0);
     ok(!cJSON_GetObjectItem(o, "returns"), "no predicate: no observed shape");
     cJSON_Delete(r);
 
     r = hutch_catalog_search(c, "typed", 1, HUTCH_DETAIL_SIGNATURES);
     observe(s, "srv.typed", "{\"other\":1}"); /* the bridge would not, but: */
-    hutch_shapes_annotate(s, c, r, allow_all, NULL);
+    hutch_shapes_annotate(s, c, r, HUTCH_DETAIL_SIGNATURES, allow_all, NULL);
     o = cJSON_GetArrayItem(r, 0);
     py = cJSON_GetStringValue(cJSON_GetObjectItem(o, "python"));
     ret = cJSON_GetStringValue(cJSON_GetObjectItem(o, "returns"));
@@ -508,7 +508,7 @@ static void test_annotate(void)
     cJSON_Delete(r);
 
     r = hutch_catalog_search(c, "plain", 1, HUTCH_DETAIL_NAMES);
-    hutch_shapes_annotate(s, c, r, allow_all, NULL);
+    hutch_shapes_annotate(s, c, r, HUTCH_DETAIL_NAMES, allow_all, NULL);
     o = cJSON_GetArrayItem(r, 0);
     ok(!cJSON_GetObjectItem(o, "returns") && !cJSON_GetObjectItem(o, "python"),
        "detail names: nothing added");
