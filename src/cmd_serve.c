@@ -280,8 +280,9 @@ static char *read_token(const char *file, struct hutch_err *err)
 static int check_config(const char *servers, const char *policy_file,
                         const char *audit_file, const char *http,
                         const char *token_file, const char *executor,
-                        const char *plugin_dir)
+                        const char *plugin_dir, const char *shapes_file)
 {
+    static int shapes_said;
     struct hutch_jobs_opts jo = {
         .plugin_dir = plugin_dir, .executor = executor, .executor_from = "--executor"};
     struct hutch_err err = {0};
@@ -310,6 +311,17 @@ static int check_config(const char *servers, const char *policy_file,
     if (hutch_audit_check(audit_file, &err) < 0) {
         fprintf(stderr, "hutch serve: audit: %s\n", err.msg);
         goto out;
+    }
+    /* A cache: what is wrong with it is only said, once (the file's
+     * settings are checked alone first, then with the flags). */
+    if (shapes_file && !shapes_said++) {
+        struct hutch_shapes *sh = NULL;
+        if (hutch_shapes_new(&sh, &err) == 0 &&
+            hutch_shapes_attach(sh, shapes_file, &err) < 0)
+            fprintf(stderr,
+                    "hutch serve: warning: result shapes: %s (it would be replaced)\n",
+                    err.msg);
+        hutch_shapes_free(sh);
     }
     rc = 0;
 out:
@@ -469,7 +481,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     }
     if (check)
         return check_config(servers, policy_file, audit_file, http, token_file,
-                            executor, plugin_dir);
+                            executor, plugin_dir, shapes_file);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: a blocked read must see it */
