@@ -14,6 +14,7 @@
 #include "bridge.h"
 #include "log.h"
 #include "schema.h"
+#include "shape.h"
 #include "util.h"
 
 struct catref {
@@ -27,6 +28,7 @@ struct hutch_bridge {
     struct catref *cur;
     uint64_t gen;
     int built;
+    struct hutch_shapes *shapes; /* what tools without outputSchema returned */
 };
 
 int hutch_bridge_new(struct hutch_upstreams *u, struct hutch_bridge **out,
@@ -36,9 +38,18 @@ int hutch_bridge_new(struct hutch_upstreams *u, struct hutch_bridge **out,
     if (!b)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     b->u = u;
+    if (hutch_shapes_new(&b->shapes, err) < 0) {
+        free(b);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&b->mu, NULL);
     *out = b;
     return 0;
+}
+
+struct hutch_shapes *hutch_bridge_shapes(struct hutch_bridge *b)
+{
+    return b->shapes;
 }
 
 static void catref_drop(struct catref *r)
@@ -54,6 +65,7 @@ void hutch_bridge_free(struct hutch_bridge *b)
     if (!b)
         return;
     catref_drop(b->cur);
+    hutch_shapes_free(b->shapes);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
@@ -282,6 +294,10 @@ int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *
     } else {
         reply->result = hutch_bridge_result_value(res);
         r = reply->result ? 0 : fail(reply, -ENOMEM, "internal", "out of memory");
+        /* A declared outputSchema says more than any observation. */
+        if (r == 0 &&
+            !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(e->def, "outputSchema")))
+            hutch_shapes_observe(b->shapes, e->qualified, reply->result);
     }
     cJSON_Delete(res);
     return r;

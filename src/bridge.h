@@ -20,6 +20,10 @@ int hutch_bridge_new(struct hutch_upstreams *u, struct hutch_bridge **out,
                      struct hutch_err *err);
 void hutch_bridge_free(struct hutch_bridge *b);
 
+/* The shapes of the results the bridge passed back (shape.h), observed for
+ * tools without an outputSchema; owned by the bridge. */
+struct hutch_shapes *hutch_bridge_shapes(struct hutch_bridge *b);
+
 /* The current catalog, rebuilt when the upstreams' tools changed.  It stays
  * valid until hutch_bridge_catalog_put(b, *ref). */
 struct hutch_catalog *hutch_bridge_catalog_get(struct hutch_bridge *b, void **ref);

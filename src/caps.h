@@ -181,6 +181,35 @@
 #define HUTCH_SEARCH_START_WAIT_MS   5000
 #define HUTCH_SEARCH_DEFAULT_RESULTS 10
 
+/* A tool's return type in its signatures (catalog.c): a declared
+ * outputSchema or an observed shape, spelled out until it passes this
+ * many bytes, then shown shallower, then as dict / Any. */
+#define HUTCH_SIG_MAX_RETURN_BYTES 1024
+
+/* Observed result shapes (shape.c): the JSON shape of what a tool without
+ * an outputSchema returned, merged over its calls.  Types and field names
+ * only, never values.  One result is walked at most MAX_VISITS values
+ * (past them it is not observed at all), MAX_ITEMS elements of an array
+ * and MAX_ITEMS values of a map, MAX_DEPTH levels deep (deeper: the bare
+ * type); an object with more than MAX_KEYS keys, or a key that does not
+ * look like a field name (at most KEY_BYTES of [A-Za-z0-9_$@-], not
+ * starting with a digit or "-"), is a map (dict[str, V]) whose keys are
+ * not kept.  A tool's merged shape keeps at most MAX_NODES nodes (past
+ * them the deepest levels collapse); at most MAX_TOOLS tools are kept.
+ * The cache file (--shapes) is at most FILE_BYTES and is written at most
+ * every SAVE_MS while calls come in, and at exit. */
+#define HUTCH_SHAPE_MAX_VISITS    4096
+#define HUTCH_SHAPE_MAX_ITEMS     32
+#define HUTCH_SHAPE_MAX_DEPTH     6
+#define HUTCH_SHAPE_MAX_KEYS      32
+#define HUTCH_SHAPE_MAX_KEY_BYTES 64
+#define HUTCH_SHAPE_MAX_NODES     128
+#define HUTCH_SHAPE_MAX_TOOLS     1024
+#define HUTCH_SHAPE_FILE_BYTES    (8u << 20)
+#define HUTCH_SHAPE_SAVE_MS       5000
+/* Call and object counts stop here (they stay exact below). */
+#define HUTCH_SHAPE_MAX_COUNT 1000000000ULL
+
 /* JSON Schema of tool arguments (schema.c, and catalog.c for $ref). */
 #define HUTCH_SCHEMA_MAX_DEPTH   32  /* subschemas on one path, $ref included */
 #define HUTCH_SCHEMA_MAX_POINTER 512 /* bytes of a $ref */

@@ -264,6 +264,8 @@ static int ts_ident(const char *s)
 struct gen {
     const cJSON *root; /* where "#/..." references point */
     int ts;            /* TypeScript, else Python */
+    int inline_obj;    /* Python: objects with properties spelled out (returns) */
+    int max_depth;     /* deeper subschemas are Any */
     unsigned steps;
     int err; /* -ENOMEM, or -E2BIG past HUTCH_SIG_MAX_BYTES or HUTCH_SIG_MAX_STEPS */
 };
@@ -326,7 +328,7 @@ static const cJSON *deref(struct gen *g, const cJSON *s, int *depth)
     const cJSON *ref;
     while (cJSON_IsString(ref = get(s, "$ref"))) {
         s = resolve_ref(g->root, ref->valuestring);
-        if (!s || ++*depth > HUTCH_SIG_MAX_DEPTH)
+        if (!s || ++*depth > g->max_depth)
             return NULL;
     }
     return s;
@@ -478,6 +480,63 @@ static char *ts_object(struct gen *g, const cJSON *s, const cJSON *props, int de
     return sb_take(&b, &g->err);
 }
 
+/* A "|" outside braces, brackets and quotes: "a | b" but not
+ * "{ x: a | b }", whose [] binds to the whole object. */
+static int top_union(const char *t)
+{
+    int nest = 0, quoted = 0;
+    for (; *t; t++) {
+        if (quoted) {
+            if (*t == '\\' && t[1])
+                t++;
+            else if (*t == '"')
+                quoted = 0;
+        } else if (*t == '"') {
+            quoted = 1;
+        } else if (*t == '{' || *t == '[' || *t == '<' || *t == '(') {
+            nest++;
+        } else if (*t == '}' || *t == ']' || *t == '>' || *t == ')') {
+            nest--;
+        } else if (*t == '|' && nest == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* {"a": float, "note": NotRequired[str]}: the inline TypedDict form the
+ * dict-argument signatures use, for a return type. */
+static char *py_object(struct gen *g, const cJSON *s, const cJSON *props, int depth)
+{
+    struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
+    const cJSON *req = get(s, "required"), *p;
+    size_t n = 0;
+
+    if (cJSON_GetArraySize(props) > HUTCH_SIG_MAX_PROPS) {
+        g->err = -E2BIG;
+        return NULL;
+    }
+    sb_puts(&b, "{");
+    cJSON_ArrayForEach(p, props)
+    {
+        int required = is_required(req, p->string);
+        char *t = render(g, p, depth + 1);
+        if (!t)
+            break;
+        if (n++)
+            sb_puts(&b, ", ");
+        sb_quote(&b, p->string);
+        sb_puts(&b, required ? ": " : ": NotRequired[");
+        sb_puts(&b, t);
+        sb_puts(&b, required ? "" : "]");
+        free(t);
+    }
+    sb_puts(&b, "}");
+    if (g->err)
+        b.err = b.err ? b.err : g->err;
+    return sb_take(&b, &g->err);
+}
+
 static char *render_type(struct gen *g, const cJSON *s, const char *t, int depth)
 {
     static const char *const scalars[][3] = {{"string", "str", "string"},
@@ -500,7 +559,7 @@ static char *render_type(struct gen *g, const cJSON *s, const char *t, int depth
             sb_puts(&b, "list[");
             sb_puts(&b, elem);
             sb_puts(&b, "]");
-        } else if (strchr(elem, '|')) { /* a union needs Array<…> */
+        } else if (top_union(elem)) { /* a union needs Array<…> */
             sb_puts(&b, "Array<");
             sb_puts(&b, elem);
             sb_puts(&b, ">");
@@ -516,6 +575,8 @@ static char *render_type(struct gen *g, const cJSON *s, const char *t, int depth
                     *extra = get(s, "additionalProperties");
         if (g->ts && cJSON_IsObject(props))
             return ts_object(g, s, props, depth);
+        if (g->inline_obj && cJSON_IsObject(props) && props->child)
+            return py_object(g, s, props, depth);
         if (!cJSON_IsObject(props) && cJSON_IsObject(extra)) {
             char *v = render(g, extra, depth + 1);
             if (!v)
@@ -546,7 +607,7 @@ static char *render(struct gen *g, const cJSON *s, int depth)
         return NULL;
     }
     s = deref(g, s, &depth);
-    if (!cJSON_IsObject(s) || depth > HUTCH_SIG_MAX_DEPTH)
+    if (!cJSON_IsObject(s) || depth > g->max_depth)
         return gen_strdup(g, ANY(g));
 
     if ((k = get(s, "const"))) {
@@ -706,20 +767,45 @@ static char *ts_sig(struct gen *g, const char *fname, const cJSON *in, const cha
     return sb_take(&b, &g->err);
 }
 
+char *hutch_catalog_type(const cJSON *schema, int ts)
+{
+    /* Spelled out to HUTCH_SIG_MAX_DEPTH, then shallower until it fits. */
+    static const int depths[] = {HUTCH_SIG_MAX_DEPTH, 3, 2, 1};
+    const cJSON *t = get(schema, "type");
+    int obj = cJSON_IsString(t) ? !strcmp(t->valuestring, "object")
+                                : cJSON_IsObject(get(schema, "properties"));
+
+    for (size_t i = 0; i < sizeof(depths) / sizeof(*depths); i++) {
+        struct gen g = {
+            .root = schema, .ts = ts, .inline_obj = 1, .max_depth = depths[i]};
+        char *r = render(&g, schema, 0);
+        if (r && !g.err && strlen(r) <= HUTCH_SIG_MAX_RETURN_BYTES)
+            return r;
+        free(r);
+        if (g.err == -ENOMEM)
+            return NULL;
+    }
+    return strdup(obj ? (ts ? "Record<string, any>" : "dict[str, Any]")
+                      : (ts ? "any" : "Any"));
+}
+
 /* Both signatures of an entry.  A schema too large or intricate to render
- * gets the generic form; the schema itself is in the FULL detail. */
+ * gets the generic form; the schema itself is in the FULL detail.  The
+ * return type is the outputSchema's when there is one, else Any (an
+ * observed shape replaces it in search results: shape.c). */
 static int make_sigs(struct entry *e)
 {
-    const cJSON *in = get(e->def, "inputSchema");
-    int has_out = cJSON_IsObject(get(e->def, "outputSchema"));
-    char fallback[HUTCH_CATALOG_MAX_IDENT + 96];
+    const cJSON *in = get(e->def, "inputSchema"), *out = get(e->def, "outputSchema");
+    char fallback[HUTCH_CATALOG_MAX_IDENT + 96 + HUTCH_SIG_MAX_RETURN_BYTES];
 
     for (int ts = 0; ts < 2; ts++) {
-        struct gen g = {.root = in, .ts = ts};
-        const char *ret =
-            ts ? (has_out ? "Record<string, any>" : "any") : (has_out ? "dict" : "Any");
-        char *sig =
-            ts ? ts_sig(&g, e->py_tool, in, ret) : py_sig(&g, e->py_tool, in, ret);
+        struct gen g = {.root = in, .ts = ts, .max_depth = HUTCH_SIG_MAX_DEPTH};
+        char *ret = cJSON_IsObject(out) ? hutch_catalog_type(out, ts)
+                                        : strdup(ts ? "any" : "Any");
+        char *sig;
+        if (!ret)
+            return -ENOMEM;
+        sig = ts ? ts_sig(&g, e->py_tool, in, ret) : py_sig(&g, e->py_tool, in, ret);
         if (!sig && g.err == -E2BIG) {
             if (ts)
                 snprintf(fallback, sizeof(fallback),
@@ -733,6 +819,7 @@ static int make_sigs(struct entry *e)
             free(sig);
             sig = NULL;
         }
+        free(ret);
         if (!sig)
             return -ENOMEM;
         if (ts)

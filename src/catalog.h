@@ -26,8 +26,10 @@ struct hutch_catalog_entry {
     const char *qualified; /* "server.tool" with upstream names */
     const char *py_server; /* identifiers; py_tool NULL after a collision */
     const char *py_tool;
-    const cJSON *def;       /* the upstream's tool object */
-    const char *python_sig; /* "def get_sum(*, a: float, b: float) -> Any" */
+    const cJSON *def; /* the upstream's tool object */
+    /* "def get_sum(*, a: float, b: float) -> Any", and the return type of
+     * the outputSchema when the tool declares one ("-> {"sum": float}") */
+    const char *python_sig;
     const char *ts_decl; /* "get_sum(args: { a: number; b: number }): Promise<any>" */
 };
 
@@ -56,6 +58,15 @@ const struct hutch_catalog_entry *hutch_catalog_find(const struct hutch_catalog 
  * query lists everything.  An array of result objects; caller frees. */
 cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
                             size_t limit, enum hutch_detail detail);
+/* The type of a value `schema` describes, as Python (ts 0) or TypeScript
+ * (ts 1) spells it in a signature: objects with properties spelled out
+ * ({"a": float, "b": NotRequired[str]} / { a: number; b?: string }),
+ * shallower when that passes HUTCH_SIG_MAX_RETURN_BYTES, at worst
+ * dict[str, Any] / Any.  `schema` is also the root of its "#/..." refs.
+ * Used for a tool's return type (its outputSchema or an observed shape).
+ * Caller frees; NULL when out of memory. */
+char *hutch_catalog_type(const cJSON *schema, int ts);
+
 /* Collisions and skipped tools, as strings.  Borrowed. */
 const cJSON *hutch_catalog_warnings(const struct hutch_catalog *c);
 

@@ -23,6 +23,7 @@
 #include "mcp_server.h"
 #include "policy.h"
 #include "serve_config.h"
+#include "shape.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -101,6 +102,9 @@ static void usage(FILE *f)
         "      --pids N           process limit per execution (default %d)\n"
         "      --no-envelope      do not wrap sandbox output in <untrusted-data-…> "
         "tags\n"
+        "      --shapes FILE      keep the result shapes observed for tools without "
+        "an\n"
+        "                         outputSchema in FILE, across restarts\n"
         "  -v, --verbose          log more on stderr (repeat for debug)\n"
         "      --log-format F     text (default) or json: one JSON object per line\n"
         "      --config FILE      settings from FILE: `key = value` lines, each key\n"
@@ -276,8 +280,9 @@ static char *read_token(const char *file, struct hutch_err *err)
 static int check_config(const char *servers, const char *policy_file,
                         const char *audit_file, const char *http,
                         const char *token_file, const char *executor,
-                        const char *plugin_dir)
+                        const char *plugin_dir, const char *shapes_file)
 {
+    static int shapes_said;
     struct hutch_jobs_opts jo = {
         .plugin_dir = plugin_dir, .executor = executor, .executor_from = "--executor"};
     struct hutch_err err = {0};
@@ -307,6 +312,17 @@ static int check_config(const char *servers, const char *policy_file,
         fprintf(stderr, "hutch serve: audit: %s\n", err.msg);
         goto out;
     }
+    /* A cache: what is wrong with it is only said, once (the file's
+     * settings are checked alone first, then with the flags). */
+    if (shapes_file && !shapes_said++) {
+        struct hutch_shapes *sh = NULL;
+        if (hutch_shapes_new(&sh, &err) == 0 &&
+            hutch_shapes_attach(sh, shapes_file, &err) < 0)
+            fprintf(stderr,
+                    "hutch serve: warning: result shapes: %s (it would be replaced)\n",
+                    err.msg);
+        hutch_shapes_free(sh);
+    }
     rc = 0;
 out:
     cJSON_Delete(config);
@@ -325,7 +341,8 @@ enum {
     OPT_POOL,
     OPT_CONFIG,
     OPT_CHECK_CONFIG,
-    OPT_LOG_FORMAT
+    OPT_LOG_FORMAT,
+    OPT_SHAPES
 };
 static const struct option opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -344,6 +361,7 @@ static const struct option opts[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"shapes", required_argument, NULL, OPT_SHAPES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -361,7 +379,8 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     struct hutch_mcp *m = NULL;
     cJSON *config = NULL;
     const char *servers = NULL, *http = NULL, *token_file = NULL, *executor = NULL,
-               *plugin_dir = NULL, *policy_file = NULL, *audit_file = NULL;
+               *plugin_dir = NULL, *policy_file = NULL, *audit_file = NULL,
+               *shapes_file = NULL;
     pthread_t reloader;
     sigset_t hup;
     char addr[256] = "", *token = NULL;
@@ -386,6 +405,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             break;
         case OPT_AUDIT:
             audit_file = optarg;
+            break;
+        case OPT_SHAPES:
+            shapes_file = optarg;
             break;
         case OPT_TOKEN_FILE:
             token_file = optarg;
@@ -459,7 +481,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     }
     if (check)
         return check_config(servers, policy_file, audit_file, http, token_file,
-                            executor, plugin_dir);
+                            executor, plugin_dir, shapes_file);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: a blocked read must see it */
@@ -488,6 +510,15 @@ static int serve(int argc, char **argv, const char *config_file, int check)
         hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
         goto out;
     }
+    /* A cache: one that cannot be read is said, then replaced. */
+    if (shapes_file &&
+        hutch_shapes_attach(hutch_bridge_shapes(bridge), shapes_file, &err) < 0) {
+        hutch_log_say(HUTCH_LOG_WARN, "hutch serve", NULL,
+                      "result shapes: %s (starting without them; the file is "
+                      "replaced at the next save)",
+                      err.msg);
+        err = (struct hutch_err){0};
+    }
     jo.plugin_dir = plugin_dir;
     jo.executor = executor;
     jo.executor_from = "--executor";
@@ -503,6 +534,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     mo.jobs = jobs;
     mo.bridge = bridge;
     mo.upstreams = ups;
+    mo.gov = gov;
     mo.timeout_ms = timeout;
     mo.untrusted_envelope = envelope;
     if (hutch_mcp_new(&mo, &m, &err) < 0) {
@@ -548,6 +580,9 @@ out:
         jobs = NULL; /* the reload thread must not see it go */
         hutch_jobs_free(jb);
     }
+    if (bridge && hutch_shapes_save(hutch_bridge_shapes(bridge), &err) < 0)
+        hutch_log_say(HUTCH_LOG_WARN, "hutch serve", NULL, "saving result shapes: %s",
+                      err.msg);
     hutch_bridge_free(bridge);
     hutch_upstreams_free(ups);
     cJSON_Delete(config);

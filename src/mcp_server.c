@@ -24,6 +24,7 @@
 #include "log.h"
 #include "mcp_server.h"
 #include "plugin.h"
+#include "shape.h"
 #include "util.h"
 #include "wire.h"
 
@@ -563,7 +564,24 @@ static cJSON *not_ready(struct hutch_mcp *m, struct hutch_buf *t)
     return down;
 }
 
-static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
+/* An observed return type is shown only for a tool the principal may call
+ * (its shape was learned from calls of whoever may): the policy's tool
+ * rules, asked as for a call without arguments; no policy, none shown. */
+struct seer {
+    struct hutch_policy *p;
+    const char *principal;
+};
+
+static int may_see(void *arg, const char *tool)
+{
+    struct seer *x = arg;
+    char reason[16];
+    return x->p && hutch_policy_check_tool(x->p, x->principal, "", NULL, tool, NULL,
+                                           reason, sizeof(reason)) == 0;
+}
+
+static cJSON *search_tools(struct hutch_mcp *m, const char *principal,
+                           const cJSON *args)
 {
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(args, "query");
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(args, "limit");
@@ -607,6 +625,12 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
     cat = hutch_bridge_catalog_get(m->bridge, &ref);
     found = cat ? hutch_catalog_search(cat, q->valuestring, limit, detail)
                 : cJSON_CreateArray();
+    if (cat) {
+        struct seer x = {m->o.gov ? hutch_gov_policy(m->o.gov) : NULL, principal};
+        hutch_shapes_annotate(hutch_bridge_shapes(m->bridge), cat, found, detail,
+                              may_see, &x);
+        hutch_policy_unref(x.p);
+    }
     r = cJSON_CreateObject();
     if (!m->o.upstreams)
         hutch_buf_appendf(
@@ -625,6 +649,7 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
         const char *desc = cJSON_GetStringValue(cJSON_GetObjectItem(it, "description"));
         const char *py = cJSON_GetStringValue(cJSON_GetObjectItem(it, "python"));
         const char *ts = cJSON_GetStringValue(cJSON_GetObjectItem(it, "typescript"));
+        const char *ret = cJSON_GetStringValue(cJSON_GetObjectItem(it, "returns"));
         hutch_buf_appendf(&t, "%s — %s\n", name ? name : "?", call ? call : "");
         if (desc)
             hutch_buf_appendf(&t, "  %.600s\n", desc);
@@ -632,6 +657,9 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
             hutch_buf_appendf(&t, "  python:     %s\n", py);
         if (ts)
             hutch_buf_appendf(&t, "  typescript: %s\n", ts);
+        if (ret && strncmp(ret, "observed", 8) == 0)
+            hutch_buf_appendf(&t, "  returns:    %s (a shape seen, not a promise)\n",
+                              ret);
     }
     down = not_ready(m, &t);
     {
@@ -1028,8 +1056,9 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
     }
     if (!strcmp(name->valuestring, "search_tools")) {
         cJSON *empty = cJSON_CreateObject();
-        send_result(s, stream, id,
-                    search_tools(s->m, cJSON_IsObject(args) ? args : empty));
+        send_result(
+            s, stream, id,
+            search_tools(s->m, s->principal, cJSON_IsObject(args) ? args : empty));
         cJSON_Delete(empty);
     } else if (!strcmp(name->valuestring, "execute_code")) {
         start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL);

@@ -23,6 +23,7 @@ struct hutch_upstreams;
 
 struct hutch_jobs;
 struct hutch_bridge;
+struct hutch_gov;
 
 struct hutch_mcp_opts {
     /* Runs execute_code (job.h).  NULL: execute_code checks its arguments
@@ -30,8 +31,11 @@ struct hutch_mcp_opts {
     struct hutch_jobs *jobs;
     struct hutch_bridge *bridge;       /* the upstream tools' catalog */
     struct hutch_upstreams *upstreams; /* may be NULL: no upstream tools */
-    uint64_t timeout_ms;               /* the most execute_code may ask for */
-    int untrusted_envelope;            /* wrap sandbox output (default on) */
+    /* The policy: search_tools shows observed return types only of the
+     * tools it lets the principal call.  NULL: none are shown. */
+    struct hutch_gov *gov;
+    uint64_t timeout_ms;    /* the most execute_code may ask for */
+    int untrusted_envelope; /* wrap sandbox output (default on) */
 };
 
 /* Caller frees with hutch_mcp_free after every session is gone. */

@@ -74,6 +74,16 @@ like "the bad value is explained" "$ERR" "--timeout"
 run_hutch serve --config "$T/value.conf" --check-config --timeout 1000
 is "... and 1 even when a flag overrides it" "$RC" 1
 
+# The shapes cache (--shapes, key shapes): a bad one is a warning, not an error.
+printf '{"hutch_shapes":1,' >"$T/shapes.json"
+printf 'shapes = %s\n' "$T/shapes.json" >"$T/shapes.conf"
+run_hutch serve --config "$T/shapes.conf" --check-config
+is "--check-config: a corrupt shapes file exits 0" "$RC" 0
+like "... with a warning naming it" "$ERR" "warning: result shapes: $T/shapes.json"
+printf '{"hutch_shapes":1,"tools":{}}' >"$T/shapes.json"
+run_hutch serve --config "$T/shapes.conf" --check-config
+is "--check-config: a valid shapes file says nothing of it" "$RC:$ERR" "0:"
+
 printf 'http\n' >"$T/syntax.conf"
 run_hutch serve --config "$T/syntax.conf" --check-config
 is "--check-config: a line without = exits 1" "$RC" 1

@@ -363,13 +363,14 @@ static void test_find_and_search(void)
     r = hutch_catalog_search(c, "get-sum", 1, HUTCH_DETAIL_SIGNATURES);
     o = cJSON_GetArrayItem(r, 0);
     k = cJSON_GetObjectItem(o, "python");
-    ok(k && !strcmp(k->valuestring, "def get_sum(*, a: float, b: float) -> dict"),
+    ok(k && !strcmp(
+                k->valuestring,
+                "def get_sum(*, a: float, b: float) -> {\"sum\": NotRequired[float]}"),
        "SIGNATURES: python (%s)", k ? k->valuestring : "-");
     k = cJSON_GetObjectItem(o, "typescript");
-    ok(k &&
-           !strcmp(
-               k->valuestring,
-               "get_sum(args: { a: number; b: number }): Promise<Record<string, any>>"),
+    ok(k && !strcmp(
+                k->valuestring,
+                "get_sum(args: { a: number; b: number }): Promise<{ sum?: number }>"),
        "SIGNATURES: typescript (%s)", k ? k->valuestring : "-");
     k = cJSON_GetObjectItem(o, "description");
     ok(k && strstr(k->valuestring, "Both must be finite."),
@@ -503,7 +504,7 @@ static void test_signatures(void)
            "no parameters");
     sig_is("{\"name\":\"opt\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
            "\"n\":{\"type\":\"integer\"}}},\"outputSchema\":{\"type\":\"object\"}}",
-           "def opt(*, n: int | None = None) -> dict",
+           "def opt(*, n: int | None = None) -> dict[str, Any]",
            "opt(args?: { n?: number }): Promise<Record<string, any>>",
            "all optional, with outputSchema");
     sig_is("{\"name\":\"copy\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
@@ -540,6 +541,40 @@ static void test_signatures(void)
     sig_is("{\"name\":\"t\",\"inputSchema\":{\"properties\":[]}}",
            "def t(**kwargs: Any) -> Any", "t(args?: Record<string, any>): Promise<any>",
            "properties not an object");
+    /* Declared return types: the outputSchema spelled out (objects
+     * inline, nested ones too, $refs inside it resolved against it). */
+    sig_is(
+        "{\"name\":\"weather\",\"inputSchema\":{\"type\":\"object\"},"
+        "\"outputSchema\":{\"type\":\"object\",\"properties\":{\"temperature\":{"
+        "\"type\":\"number\"},\"conditions\":{\"type\":\"string\"},\"tags\":{"
+        "\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/Tag\"}}},\"required\":["
+        "\"temperature\",\"conditions\"],\"$defs\":{\"Tag\":{\"type\":\"object\","
+        "\"properties\":{\"k\":{\"type\":\"string\"}},\"required\":[\"k\"]}}}}",
+        "def weather(**kwargs: Any) -> {\"temperature\": float, \"conditions\": str, "
+        "\"tags\": NotRequired[list[{\"k\": str}]]}",
+        "weather(args?: Record<string, any>): Promise<{ temperature: number; "
+        "conditions: string; tags?: { k: string }[] }>",
+        "outputSchema: the declared return type");
+    sig_is("{\"name\":\"n\",\"outputSchema\":{\"type\":[\"array\",\"null\"],"
+           "\"items\":{\"type\":\"integer\"}}}",
+           "def n(**kwargs: Any) -> list[int] | None",
+           "n(args?: Record<string, any>): Promise<number[] | null>",
+           "outputSchema: a union");
+    {
+        /* 300 properties: too wide to spell out at any depth, so dict. */
+        char big[300 * 40 + 200];
+        size_t n = (size_t)snprintf(big, sizeof(big),
+                                    "{\"name\":\"w\",\"outputSchema\":{\"type\":"
+                                    "\"object\",\"properties\":{");
+        for (int i = 0; i < 300; i++)
+            n += (size_t)snprintf(big + n, sizeof(big) - n,
+                                  "%s\"field_%03d\":{\"type\":\"string\"}",
+                                  i ? "," : "", i);
+        snprintf(big + n, sizeof(big) - n, "}}}");
+        sig_is(big, "def w(**kwargs: Any) -> dict[str, Any]",
+               "w(args?: Record<string, any>): Promise<Record<string, any>>",
+               "outputSchema too wide: the generic object type");
+    }
     sig_is("{\"name\":\"t\",\"inputSchema\":5}", "def t(**kwargs: Any) -> Any",
            "t(args?: Record<string, any>): Promise<any>", "inputSchema not an object");
 
