@@ -56,6 +56,13 @@ const struct hutch_catalog_entry *hutch_catalog_find(const struct hutch_catalog 
  * query lists everything.  An array of result objects; caller frees. */
 cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
                             size_t limit, enum hutch_detail detail);
+/* The same, over the entries keep() returns 1 for (keep NULL: all);
+ * *matches (when not NULL) receives how many matched before the limit. */
+cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *query,
+                                 size_t limit, enum hutch_detail detail,
+                                 int (*keep)(void *arg,
+                                             const struct hutch_catalog_entry *e),
+                                 void *arg, size_t *matches);
 /* Collisions and skipped tools, as strings.  Borrowed. */
 const cJSON *hutch_catalog_warnings(const struct hutch_catalog *c);
 

@@ -22,6 +22,7 @@ struct hutch_plugin;
 struct hutch_upstreams;
 
 struct hutch_jobs;
+struct hutch_gov;
 struct hutch_bridge;
 
 struct hutch_mcp_opts {
@@ -30,6 +31,8 @@ struct hutch_mcp_opts {
     struct hutch_jobs *jobs;
     struct hutch_bridge *bridge;       /* the upstream tools' catalog */
     struct hutch_upstreams *upstreams; /* may be NULL: no upstream tools */
+    struct hutch_gov *gov;             /* the policy (what is offered); NULL: all */
+    int direct_tools;                  /* --direct-tools (mcp_direct.h) */
     uint64_t timeout_ms;               /* the most execute_code may ask for */
     int untrusted_envelope;            /* wrap sandbox output (default on) */
 };
