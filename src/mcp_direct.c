@@ -22,6 +22,11 @@
  * of the names offered and reports a change (notifications/tools/list_changed
  * in mcp_server.c).
  *
+ * Threads: hutch_direct_list and hutch_direct_call run on any thread (a call
+ * on the session's worker; each holds its own catalog and policy
+ * references); the watch is one thread of its own, and changed() is called
+ * from it.
+ *
  * Not here: MCP framing, sessions and workers (mcp_server.c); deciding and
  * forwarding the call (govern.c, bridge.c). */
 #include <errno.h>
@@ -83,10 +88,10 @@ static int direct_name(const struct hutch_catalog_entry *e, char *out, size_t le
 
 /* The entry that owns `name`: the first in catalog order. */
 static const struct hutch_catalog_entry *owner(const struct hutch_catalog *cat,
-                                               const char *name, size_t upto)
+                                               const char *name)
 {
     char n[DIRECT_MAX_NAME + 1];
-    for (size_t i = 0; i < upto; i++) {
+    for (size_t i = 0; i < hutch_catalog_count(cat); i++) {
         const struct hutch_catalog_entry *e = hutch_catalog_at(cat, i);
         if (direct_name(e, n, sizeof(n)) == 0 && !strcmp(n, name))
             return e;
@@ -94,20 +99,50 @@ static const struct hutch_catalog_entry *owner(const struct hutch_catalog *cat,
     return NULL;
 }
 
-/* Calls fn for each offered tool with its name. */
+struct named {
+    char name[DIRECT_MAX_NAME + 1];
+    size_t i;
+};
+
+static int by_name(const void *a, const void *b)
+{
+    const struct named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static int by_index(const void *a, const void *b)
+{
+    const struct named *x = a, *y = b;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Calls fn for each offered tool with its name, in catalog order; a name
+ * two tools share is the first's (sorted once: n log n, for catalogs of
+ * thousands). */
 static void each_offered(const struct hutch_catalog *cat, const struct hutch_policy *p,
                          void (*fn)(void *arg, const struct hutch_catalog_entry *e,
                                     const char *name),
                          void *arg)
 {
-    char n[DIRECT_MAX_NAME + 1];
-    for (size_t i = 0; cat && i < hutch_catalog_count(cat); i++) {
-        const struct hutch_catalog_entry *e = hutch_catalog_at(cat, i);
-        if (!hutch_discover_offered(p, e) || direct_name(e, n, sizeof(n)) < 0 ||
-            owner(cat, n, i + 1) != e)
-            continue;
-        fn(arg, e, n);
+    size_t n = cat ? hutch_catalog_count(cat) : 0, k = 0, w = 0;
+    struct named *v = n ? calloc(n, sizeof(*v)) : NULL;
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (direct_name(hutch_catalog_at(cat, i), v[k].name, sizeof(v[k].name)) == 0)
+            v[k++].i = i;
+    qsort(v, k, sizeof(*v), by_name);
+    for (size_t i = 0; i < k; i++)
+        if (i == 0 || strcmp(v[i].name, v[w - 1].name))
+            v[w++] = v[i]; /* the first of each name */
+    qsort(v, w, sizeof(*v), by_index);
+    for (size_t i = 0; i < w; i++) {
+        const struct hutch_catalog_entry *e = hutch_catalog_at(cat, v[i].i);
+        if (hutch_discover_offered(p, e))
+            fn(arg, e, v[i].name);
     }
+    free(v);
 }
 
 static void add_def(void *arg, const struct hutch_catalog_entry *e, const char *name)
@@ -190,7 +225,7 @@ cJSON *hutch_direct_call(const struct hutch_direct_opts *o, const char *principa
     if (!hutch_direct_enabled(o) || strlen(name) > DIRECT_MAX_NAME)
         return NULL;
     cat = hutch_bridge_catalog_get(o->bridge, &ref);
-    e = cat ? owner(cat, name, hutch_catalog_count(cat)) : NULL;
+    e = cat ? owner(cat, name) : NULL;
     if (e)
         snprintf(qualified, sizeof(qualified), "%s", e->qualified);
     hutch_bridge_catalog_put(o->bridge, ref);

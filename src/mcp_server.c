@@ -642,6 +642,7 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
     cJSON *r, *sc = NULL, *down;
     void *ref;
     char msg[HUTCH_ERR_MSG + 32];
+    size_t used;
 
     /* A search in hutch serve's first seconds waits a little for servers
      * still starting, then answers with what is there and names the rest. */
@@ -658,9 +659,11 @@ static cJSON *search_tools(struct hutch_mcp *m, const cJSON *args)
             &t, "No upstream MCP servers are configured (start hutch with --servers "
                 "FILE); execute_code still runs code without tools.\n");
     /* Discovery (discover.c): ranked, what the policy denies left out. */
-    if (hutch_discover_search(cat, pol, args, 1,
-                              HUTCH_SEARCH_BRIEF_TEXT - down_text.len - t.len, &sc, &t,
-                              &err) < 0) {
+    used = down_text.len + t.len; /* the brief answer's budget is for all */
+    if (hutch_discover_search(
+            cat, pol, args, 1,
+            used < HUTCH_SEARCH_BRIEF_TEXT ? HUTCH_SEARCH_BRIEF_TEXT - used : 0, &sc,
+            &t, &err) < 0) {
         snprintf(msg, sizeof(msg), "search_tools: %s", err.msg);
         r = text_result(msg, 1);
         cJSON_Delete(down);
