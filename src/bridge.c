@@ -287,6 +287,8 @@ int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *
     if (r < 0)
         return fail(reply, r, "upstream", "%s: %s", e->qualified,
                     err.msg[0] ? err.msg : strerror(-r));
+    if (reply->want_raw)
+        reply->raw = cJSON_Duplicate(res, 1);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"))) {
         reply->code = "upstream";
         reply->message = error_text(res);

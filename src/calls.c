@@ -98,6 +98,8 @@ struct hutch_calls {
     /* The loop's thread only. */
     hutch_tool_fn fn;
     void *fn_arg;
+    hutch_tool_fn search_fn; /* tools.search (HUTCH_CALLS_SEARCH) */
+    void *search_arg;
     uint64_t ncalls;
 };
 
@@ -226,6 +228,9 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     size_t len = 0, cost = 0;
     char *line;
 
+    if (!strcmp(tool, HUTCH_CALLS_SEARCH))
+        tool = "search_tools"; /* as the record and the messages name it */
+
     /* A result held, then encoded: both count until the line is sent. */
     if (r == 0 && reply->result) {
         cost = hutch_json_cost(reply->result);
@@ -343,7 +348,12 @@ static void *worker_main(void *arg)
                 : 0;
         if (timeout_ms < 1)
             timeout_ms = 1;
-        r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
+        if (strcmp(c->tool, HUTCH_CALLS_SEARCH))
+            r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
+        else if (q->search_fn)
+            r = q->search_fn(q->search_arg, NULL, c->args, timeout_ms, &c->reply);
+        else
+            r = -ENOSYS; /* answered "internal" */
         /* The arguments are done with: their memory is the result's now. */
         cJSON_Delete(c->args);
         c->args = NULL;
@@ -429,6 +439,12 @@ struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
 int hutch_calls_fd(const struct hutch_calls *q)
 {
     return q->pipe[0];
+}
+
+void hutch_calls_set_search(struct hutch_calls *q, hutch_tool_fn fn, void *arg)
+{
+    q->search_fn = fn;
+    q->search_arg = arg;
 }
 
 void hutch_calls_set_budget(struct hutch_calls *q, struct hutch_budget *budget)

@@ -20,6 +20,12 @@ struct hutch_calls;
 struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
                                     cJSON *record);
 
+/* The tool name hutch_calls_submit takes for a tools.search (the wire's
+ * "search" message): answered by the function set here, not by fn.  No
+ * tool_call can carry it (the wire refuses control characters). */
+#define HUTCH_CALLS_SEARCH "\x01search"
+void hutch_calls_set_search(struct hutch_calls *q, hutch_tool_fn fn, void *arg);
+
 /* Readable when the loop must look: then call hutch_calls_take. */
 int hutch_calls_fd(const struct hutch_calls *q);
 

@@ -180,6 +180,13 @@
  * answers initialize before they are up). */
 #define HUTCH_SEARCH_START_WAIT_MS   5000
 #define HUTCH_SEARCH_DEFAULT_RESULTS 10
+/* search_tools without `detail` answers within this many bytes of text
+ * (discover.c): the best matches whole, the rest by name. */
+#define HUTCH_SEARCH_BRIEF_TEXT 2048
+#define HUTCH_SEARCH_BRIEF_DESC 160 /* a description's first sentence, there */
+/* hutch serve --direct-tools: how often the upstreams' generation is looked
+ * at for notifications/tools/list_changed (mcp_direct.c). */
+#define HUTCH_DIRECT_WATCH_MS 250
 
 /* A tool's return type in its signatures (catalog.c): a declared
  * outputSchema or an observed shape, spelled out until it passes this

@@ -1061,6 +1061,12 @@ static int add_entry(struct hutch_catalog *c, const cJSON *item, size_t idx)
     e->tool = strdup(name->valuestring);
     e->qualified = malloc(ls + lt + 2);
     e->py_server = ident_dup(server->valuestring);
+    /* tools.search is the runners' own search (discover.c): a server of
+     * that name is tools.search_ (a tool of that name keeps it). */
+    if (e->py_server && !strcmp(e->py_server, "search")) {
+        free(e->py_server);
+        e->py_server = strdup("search_");
+    }
     e->py_tool = ident_dup(name->valuestring);
     e->def = cJSON_Duplicate(tool, 1);
     if (!e->server || !e->tool || !e->qualified || !e->py_server || !e->py_tool ||
@@ -1580,6 +1586,15 @@ static cJSON *result(const struct entry *e, enum hutch_detail detail)
 cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
                             size_t limit, enum hutch_detail detail)
 {
+    return hutch_catalog_search_keep(c, query, limit, detail, NULL, NULL, NULL);
+}
+
+cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *query,
+                                 size_t limit, enum hutch_detail detail,
+                                 int (*keep)(void *arg,
+                                             const struct hutch_catalog_entry *e),
+                                 void *arg, size_t *matches)
+{
     cJSON *arr = cJSON_CreateArray();
     struct toks q = TOKS_INIT, uq = TOKS_INIT;
     struct hit *hits = NULL;
@@ -1614,12 +1629,17 @@ cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
     if (!(hits = malloc((c->n ? c->n : 1) * sizeof(*hits))))
         goto fail;
     for (size_t i = 0; i < c->n; i++) {
-        long s = uq.n ? score(&c->e[i], &uq, exact, exact_len) : 1;
+        long s;
+        if (keep && !keep(arg, &c->e[i].pub))
+            continue;
+        s = uq.n ? score(&c->e[i], &uq, exact, exact_len) : 1;
         if (s > 0)
             hits[nh++] = (struct hit){i, s};
     }
     if (uq.n)
         qsort(hits, nh, sizeof(*hits), by_score);
+    if (matches)
+        *matches = nh;
     for (size_t i = 0; i < nh && i < limit; i++) {
         cJSON *o = result(&c->e[hits[i].i], detail);
         if (!o || !cJSON_AddItemToArray(arr, o)) {

@@ -67,6 +67,13 @@ cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
  * Caller frees; NULL when out of memory. */
 char *hutch_catalog_type(const cJSON *schema, int ts);
 
+/* The same, over the entries keep() returns 1 for (keep NULL: all);
+ * *matches (when not NULL) receives how many matched before the limit. */
+cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *query,
+                                 size_t limit, enum hutch_detail detail,
+                                 int (*keep)(void *arg,
+                                             const struct hutch_catalog_entry *e),
+                                 void *arg, size_t *matches);
 /* Collisions and skipped tools, as strings.  Borrowed. */
 const cJSON *hutch_catalog_warnings(const struct hutch_catalog *c);
 

@@ -105,6 +105,10 @@ static void usage(FILE *f)
         "      --shapes FILE      keep the result shapes observed for tools without "
         "an\n"
         "                         outputSchema in FILE, across restarts\n"
+        "      --direct-tools     also offer each upstream tool the policy allows as\n"
+        "                         an MCP tool of its own (server__tool), governed\n"
+        "                         like a call from execute_code (the policy's\n"
+        "                         direct_tools overrides)\n"
         "  -v, --verbose          log more on stderr (repeat for debug)\n"
         "      --log-format F     text (default) or json: one JSON object per line\n"
         "      --config FILE      settings from FILE: `key = value` lines, each key\n"
@@ -342,7 +346,8 @@ enum {
     OPT_CONFIG,
     OPT_CHECK_CONFIG,
     OPT_LOG_FORMAT,
-    OPT_SHAPES
+    OPT_SHAPES,
+    OPT_DIRECT_TOOLS
 };
 static const struct option opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -356,6 +361,7 @@ static const struct option opts[] = {
     {"memory", required_argument, NULL, 'm'},
     {"pids", required_argument, NULL, OPT_PIDS},
     {"no-envelope", no_argument, NULL, OPT_NO_ENVELOPE},
+    {"direct-tools", no_argument, NULL, OPT_DIRECT_TOOLS},
     {"pool", required_argument, NULL, OPT_POOL},
     {"verbose", no_argument, NULL, 'v'},
     {"config", required_argument, NULL, OPT_CONFIG},
@@ -435,6 +441,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             break;
         case OPT_NO_ENVELOPE:
             envelope = 0;
+            break;
+        case OPT_DIRECT_TOOLS:
+            mo.direct_tools = 1;
             break;
         case OPT_POOL:
             if (parse_pool(optarg, jo.pool_size) < 0) {

@@ -229,6 +229,7 @@ static void on_line(struct run *rn, const char *line, size_t len)
         rn->fail = 1;
         break;
     case HUTCH_MSG_TOOL_CALL:
+    case HUTCH_MSG_SEARCH:
         if (rn->phase != RUNNING) {
             note(rn, "the sandbox sent a tool call outside a job; execution stopped");
             rn->fail = 1;
@@ -238,7 +239,10 @@ static void on_line(struct run *rn, const char *line, size_t len)
             m.args = NULL;
             hutch_budget_give(&rn->budget, cost);
             cost = 0;
-            if (hutch_calls_submit(rn->calls, m.id, m.tool, args, rn->deadline) < 0)
+            /* tools.search runs as a call does, answered by req->search. */
+            if (hutch_calls_submit(rn->calls, m.id,
+                                   m.tool ? m.tool : HUTCH_CALLS_SEARCH, args,
+                                   rn->deadline) < 0)
                 answers_stuck(rn);
         }
         break;
@@ -576,6 +580,8 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     rn.budget.parent = hutch_budget_process();
     rn.calls =
         hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, res->tool_calls);
+    if (rn.calls)
+        hutch_calls_set_search(rn.calls, req->search, req->search_arg);
     if (!rn.calls) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;

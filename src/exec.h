@@ -30,6 +30,10 @@ struct hutch_tool_reply {
     char *message;
     char *tool;   /* malloc'd: "server.tool" the call resolved to, or NULL */
     char *server; /* malloc'd: the server of that tool, or NULL (metrics) */
+    /* Set by the caller: also keep the upstream's CallToolResult whole in
+     * `raw` (malloc'd, the caller frees; hutch serve --direct-tools). */
+    int want_raw;
+    cJSON *raw;
 };
 typedef int (*hutch_tool_fn)(void *arg, const char *tool, const cJSON *args,
                              int timeout_ms, struct hutch_tool_reply *reply);
@@ -82,6 +86,10 @@ struct hutch_exec_req {
     /* Called about once a second while the job runs (progress). */
     void (*tick)(void *arg, uint64_t elapsed_ms);
     void *tick_arg;
+    /* Answers tools.search (`tool` is NULL; args are search_tools'); NULL:
+     * the program's searches fail with "internal". */
+    hutch_tool_fn search;
+    void *search_arg;
 };
 
 struct hutch_exec_result {

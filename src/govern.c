@@ -12,6 +12,7 @@
 
 #include "audit.h"
 #include "catalog.h"
+#include "discover.h"
 #include "govern.h"
 #include "log.h"
 #include "metrics.h"
@@ -167,6 +168,28 @@ deny:
     return r;
 }
 
+void hutch_gov_direct_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
+                            struct hutch_bridge *bridge, const char *principal)
+{
+    memset(x, 0, sizeof(*x));
+    x->g = g;
+    x->bridge = bridge;
+    x->t0_ms = hutch_now_ms();
+    snprintf(x->principal, sizeof(x->principal), "%s", principal ? principal : "local");
+    pthread_mutex_lock(&g->mu);
+    snprintf(x->execution, sizeof(x->execution), "d%llu-%llu",
+             (unsigned long long)(hutch_now_ms() % 100000000ull),
+             (unsigned long long)++g->seq);
+    x->policy = hutch_policy_ref(g->cur);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void hutch_gov_direct_end(struct hutch_gov_exec *x)
+{
+    hutch_policy_unref(x->policy);
+    x->policy = NULL;
+}
+
 void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res,
                    const char *error)
 {
@@ -210,8 +233,27 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
 
     e = hutch_bridge_find(x->bridge, tool, timeout_ms, &ref);
     if (!e) {
-        /* Nothing to decide: the bridge says why it is unknown. */
+        /* Nothing to decide: the bridge says why it is unknown, and the
+         * nearest tool the policy offers is named (discover.c). */
         r = hutch_bridge_unknown(x->bridge, tool, reply);
+        if (reply->code && !strcmp(reply->code, "unknown_tool") && reply->message) {
+            void *ref2;
+            struct hutch_catalog *cat = hutch_bridge_catalog_get(x->bridge, &ref2);
+            char hint[HUTCH_MAX_QUALIFIED_NAME + 64], *m;
+            hutch_discover_suggest(cat, x->policy, tool, hint, sizeof(hint));
+            hutch_bridge_catalog_put(x->bridge, ref2);
+            size_t n = strlen(reply->message) + strlen(hint) + 1;
+            if (hint[0] && (m = malloc(n))) {
+                /* Before the parenthesis that says where to look. */
+                char *paren = strstr(reply->message, " (use search_tools");
+                int head =
+                    paren ? (int)(paren - reply->message) : (int)strlen(reply->message);
+                snprintf(m, n, "%.*s%s%s", head, reply->message, hint,
+                         reply->message + head);
+                free(reply->message);
+                reply->message = m;
+            }
+        }
         goto out;
     }
     t0 = hutch_now_us(); /* the decision: rate limit, globs, hook */
@@ -249,6 +291,35 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
 out:
     hutch_bridge_catalog_put(x->bridge, ref);
     return r;
+}
+
+int hutch_gov_search(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                     struct hutch_tool_reply *reply)
+{
+    struct hutch_gov_exec *x = arg;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct hutch_catalog *cat;
+    cJSON *out = NULL, *empty = NULL;
+    void *ref;
+    int r;
+
+    (void)tool;
+    (void)timeout_ms; /* a search never waits for anything */
+    if (!args)
+        args = empty = cJSON_CreateObject();
+    cat = x->bridge ? hutch_bridge_catalog_get(x->bridge, &ref) : NULL;
+    r = hutch_discover_search(cat, x->policy, args, 0, 0, NULL, &out, NULL, &err);
+    if (x->bridge)
+        hutch_bridge_catalog_put(x->bridge, ref);
+    cJSON_Delete(empty);
+    reply->tool = strdup("search_tools");
+    if (r < 0) {
+        reply->code = r == -EINVAL ? "invalid_args" : "internal";
+        reply->message = strdup(err.msg);
+        return r;
+    }
+    reply->result = out;
+    return 0;
 }
 
 int hutch_gov_input(struct hutch_policy *p, const char *path, char *resolved,

@@ -50,6 +50,14 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
                     struct hutch_bridge *bridge, const char *principal,
                     const char *language, size_t code_bytes, size_t nfiles,
                     struct hutch_policy_decision *d, char *reason, size_t reason_len);
+/* A tool call that comes from no sandbox (hutch serve --direct-tools): x is
+ * filled as hutch_gov_begin does (the current policy, an id "d…" for the
+ * audit log) without on_execute or the execution rate limit, so that
+ * hutch_gov_tool(x, …) decides, audits and rate-limits it exactly as a call
+ * from a program.  Close with hutch_gov_direct_end. */
+void hutch_gov_direct_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
+                            struct hutch_bridge *bridge, const char *principal);
+void hutch_gov_direct_end(struct hutch_gov_exec *x);
 /* Audit the execution's outcome and drop its policy reference. */
 void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res,
                    const char *error);
@@ -59,6 +67,13 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
  * the original string) and its destination relative to /work (the entry's
  * sandbox path below /work, or the sandbox path itself made relative:
  * "/data" is /work/data); -EPERM with `reason`. */
+/* hutch_tool_fn for tools.search (arg: struct hutch_gov_exec; `tool` is
+ * NULL): search_tools' search over what the execution's policy offers,
+ * {tools, total, matches} at detail "signatures" unless args ask another.
+ * Bad arguments: code "invalid_args". */
+int hutch_gov_search(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                     struct hutch_tool_reply *reply);
+
 int hutch_gov_input(struct hutch_policy *p, const char *path, char *resolved,
                     size_t rlen, char *dest, size_t dlen, char *reason,
                     size_t reason_len);

@@ -652,6 +652,8 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     req.stream_fd_err = job->stream_fd_err;
     req.tool = hutch_gov_tool;
     req.tool_arg = &gx;
+    req.search = hutch_gov_search;
+    req.search_arg = &gx;
     req.cancel = job->cancel;
     req.tick = job->tick;
     req.tick_arg = job->tick_arg;

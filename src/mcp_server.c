@@ -17,11 +17,13 @@
 #include "budget.h"
 #include "buf.h"
 #include "caps.h"
+#include "discover.h"
 #include "exec.h"
 #include "govern.h"
 #include "hutch_archive.h"
 #include "job.h"
 #include "log.h"
+#include "mcp_direct.h"
 #include "mcp_server.h"
 #include "plugin.h"
 #include "shape.h"
@@ -42,6 +44,10 @@ static const char *const protocols[] = {"2025-11-25", "2025-06-18", NULL};
 struct hutch_mcp {
     struct hutch_mcp_opts o;
     struct hutch_bridge *bridge;
+    struct hutch_direct_opts direct;
+    struct hutch_direct_watch *watch;
+    pthread_mutex_t sessions_mu; /* sessions; a session's send under it */
+    struct hutch_mcp_session *sessions;
 };
 
 struct inflight {
@@ -63,7 +69,10 @@ struct hutch_mcp_session {
     pthread_cond_t idle;
     int workers;
     struct inflight *inflight;
+    struct hutch_mcp_session *next; /* m->sessions */
 };
+
+static void list_changed(void *arg);
 
 int hutch_mcp_protocol_supported(const char *version)
 {
@@ -81,12 +90,26 @@ int hutch_mcp_new(const struct hutch_mcp_opts *opts, struct hutch_mcp **out,
         return hutch_err_set(err, -ENOMEM, "out of memory");
     m->o = *opts;
     m->bridge = opts->bridge;
+    pthread_mutex_init(&m->sessions_mu, NULL);
+    m->direct = (struct hutch_direct_opts){.bridge = opts->bridge,
+                                           .gov = opts->gov,
+                                           .upstreams = opts->upstreams,
+                                           .flag = opts->direct_tools,
+                                           .timeout_ms = opts->timeout_ms};
+    /* Upstreams join the catalog in the background (and a reload may turn
+     * the direct tools on): the clients hear of it. */
+    if (opts->gov && opts->bridge && opts->upstreams)
+        m->watch = hutch_direct_watch_start(&m->direct, list_changed, m);
     *out = m;
     return 0;
 }
 
 void hutch_mcp_free(struct hutch_mcp *m)
 {
+    if (!m)
+        return;
+    hutch_direct_watch_stop(m->watch);
+    pthread_mutex_destroy(&m->sessions_mu);
     free(m);
 }
 
@@ -108,6 +131,10 @@ struct hutch_mcp_session *hutch_mcp_session_new(struct hutch_mcp *m,
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->send_mu, NULL);
     pthread_cond_init(&s->idle, NULL);
+    pthread_mutex_lock(&m->sessions_mu);
+    s->next = m->sessions;
+    m->sessions = s;
+    pthread_mutex_unlock(&m->sessions_mu);
     return s;
 }
 
@@ -115,6 +142,13 @@ void hutch_mcp_session_free(struct hutch_mcp_session *s)
 {
     if (!s)
         return;
+    pthread_mutex_lock(&s->m->sessions_mu);
+    for (struct hutch_mcp_session **p = &s->m->sessions; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    pthread_mutex_unlock(&s->m->sessions_mu);
     pthread_mutex_lock(&s->mu);
     for (struct inflight *f = s->inflight; f; f = f->next)
         atomic_store(&f->cancel, 1);
@@ -183,15 +217,35 @@ static void send_error(struct hutch_mcp_session *s, void *stream, const cJSON *i
     send_msg(s, stream, msg, 1);
 }
 
+/* The direct tools' list changed (mcp_direct.c's watch thread): every
+ * initialized session hears it.  A notification tied to no request: the
+ * HTTP transport has no stream for it (README). */
+static void list_changed(void *arg)
+{
+    struct hutch_mcp *m = arg;
+    pthread_mutex_lock(&m->sessions_mu);
+    for (struct hutch_mcp_session *s = m->sessions; s; s = s->next) {
+        cJSON *msg;
+        if (!s->initialized)
+            continue;
+        msg = cJSON_CreateObject();
+        cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
+        cJSON_AddStringToObject(msg, "method", "notifications/tools/list_changed");
+        send_msg(s, NULL, msg, 0);
+    }
+    pthread_mutex_unlock(&m->sessions_mu);
+}
+
 /* --- the tools' definitions ---------------------------------------------------- */
 
 static const char search_desc[] =
     "Search the tools of the user's MCP servers that code run by execute_code can "
-    "call. "
-    "Returns matching tools with their description and ready-to-paste Python and "
-    "TypeScript signatures (detail: \"names\", \"signatures\" (default) or \"full\" "
-    "for "
-    "JSON Schemas). Search first, then call the tools from execute_code.";
+    "call (only those the deployment's policy allows). Ranked; by default a short "
+    "answer: the best matches with their Python and TypeScript signatures, the rest "
+    "by name. detail \"names\" lists names and one line each, \"signatures\" "
+    "gives every result with its description, \"full\" adds the JSON Schemas. "
+    "Search first, then call the tools from execute_code (where tools.search(query, "
+    "limit) searches too).";
 
 static const char execute_desc[] =
     "Run a short Python or JavaScript program in a fresh, isolated sandbox (no "
@@ -255,6 +309,11 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
     p = prop(oprops, "tools", "array", NULL);
     cJSON_AddObjectToObject(p, "items");
     prop(oprops, "total", "integer", "tools in the catalog");
+    prop(oprops, "matches", "integer", "tools matching the query");
+    p = prop(oprops, "more", "array",
+             "names of further matches left out of a short answer");
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(p, "items"), "type",
+                          cJSON_CreateString("string"));
     p = prop(oprops, "servers", "array",
              "upstream servers whose tools are missing: starting, restarting or "
              "failed, with the reason");
@@ -275,14 +334,25 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
         /* The runtime the default executor runs: an image may carry
          * another Node.js than the host's (README "One runtime per
          * language?"). */
-        char rt[2 * HUTCH_RUNTIME_MAX + 64],
-            desc[sizeof(execute_desc) + sizeof(rt) + 32];
+        char rt[2 * HUTCH_RUNTIME_MAX + 64];
+        struct hutch_buf desc;
+        struct hutch_policy *pol = m->o.gov ? hutch_gov_policy(m->o.gov) : NULL;
         rt[0] = '\0';
         if (m->o.jobs)
             hutch_jobs_runtime(m->o.jobs, rt, sizeof(rt));
-        snprintf(desc, sizeof(desc), "%s%s%s%s", execute_desc,
-                 rt[0] ? "\n- Runs on " : "", rt, rt[0] ? "." : "");
-        cJSON_AddStringToObject(t, "description", desc);
+        hutch_buf_init(&desc, HUTCH_MCP_MAX_OUTPUT_TEXT);
+        hutch_buf_appends(&desc, execute_desc);
+        /* The host folders the policy lets `inputs`/`output_dir` name
+         * (discover.c), so the agent need not guess. */
+        if (pol) {
+            hutch_buf_appends(&desc, "\n");
+            hutch_discover_paths(pol, &desc);
+        }
+        hutch_policy_unref(pol);
+        if (rt[0])
+            hutch_buf_appendf(&desc, "\n- Runs on %s.", rt);
+        cJSON_AddStringToObject(t, "description", hutch_buf_str(&desc));
+        hutch_buf_free(&desc);
     }
     in = cJSON_AddObjectToObject(t, "inputSchema");
     cJSON_AddStringToObject(in, "type", "object");
@@ -583,85 +653,44 @@ static int may_see(void *arg, const char *tool)
 static cJSON *search_tools(struct hutch_mcp *m, const char *principal,
                            const cJSON *args)
 {
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(args, "query");
-    const cJSON *lim = cJSON_GetObjectItemCaseSensitive(args, "limit");
-    const cJSON *det = cJSON_GetObjectItemCaseSensitive(args, "detail");
-    enum hutch_detail detail = HUTCH_DETAIL_SIGNATURES;
-    struct hutch_buf t;
+    struct hutch_buf t, down_text;
     struct hutch_catalog *cat;
-    cJSON *found, *r, *sc, *it, *down;
-    size_t limit = HUTCH_SEARCH_DEFAULT_RESULTS;
+    struct hutch_policy *pol;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    cJSON *r, *sc = NULL, *down;
     void *ref;
+    char msg[HUTCH_ERR_MSG + 32];
+    size_t used;
 
-    hutch_buf_init_cut(&t, HUTCH_MCP_MAX_OUTPUT_TEXT, CUT_MARK);
-    if (!cJSON_IsString(q))
-        return text_result("search_tools: \"query\" must be a string", 1);
-    if (lim && !cJSON_IsNull(lim)) {
-        if (!cJSON_IsNumber(lim) || lim->valuedouble < 1 ||
-            lim->valuedouble > HUTCH_SEARCH_MAX_RESULTS ||
-            lim->valuedouble != (double)(int)lim->valuedouble)
-            return text_result(
-                "search_tools: \"limit\" must be an integer from 1 to 100", 1);
-        limit = (size_t)lim->valuedouble;
-    }
-    if (det && !cJSON_IsNull(det)) {
-        if (!cJSON_IsString(det))
-            return text_result("search_tools: \"detail\" must be a string", 1);
-        if (!strcmp(det->valuestring, "names"))
-            detail = HUTCH_DETAIL_NAMES;
-        else if (!strcmp(det->valuestring, "signatures"))
-            detail = HUTCH_DETAIL_SIGNATURES;
-        else if (!strcmp(det->valuestring, "full"))
-            detail = HUTCH_DETAIL_FULL;
-        else
-            return text_result("search_tools: \"detail\" must be \"names\", "
-                               "\"signatures\" or \"full\"",
-                               1);
-    }
     /* A search in hutch serve's first seconds waits a little for servers
      * still starting, then answers with what is there and names the rest. */
-    hutch_upstreams_wait_settled(m->o.upstreams,
-                                 hutch_now_ms() + HUTCH_SEARCH_START_WAIT_MS);
+    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(args, "query")))
+        hutch_upstreams_wait_settled(m->o.upstreams,
+                                     hutch_now_ms() + HUTCH_SEARCH_START_WAIT_MS);
+    hutch_buf_init_cut(&t, HUTCH_MCP_MAX_OUTPUT_TEXT, CUT_MARK);
+    hutch_buf_init(&down_text, HUTCH_SEARCH_BRIEF_TEXT);
+    down = not_ready(m, &down_text);
+    pol = m->o.gov ? hutch_gov_policy(m->o.gov) : NULL;
     cat = hutch_bridge_catalog_get(m->bridge, &ref);
-    found = cat ? hutch_catalog_search(cat, q->valuestring, limit, detail)
-                : cJSON_CreateArray();
-    if (cat) {
-        struct seer x = {m->o.gov ? hutch_gov_policy(m->o.gov) : NULL, principal};
-        hutch_shapes_annotate(hutch_bridge_shapes(m->bridge), cat, found, detail,
-                              may_see, &x);
-        hutch_policy_unref(x.p);
-    }
-    r = cJSON_CreateObject();
     if (!m->o.upstreams)
         hutch_buf_appendf(
             &t, "No upstream MCP servers are configured (start hutch with --servers "
                 "FILE); execute_code still runs code without tools.\n");
-    else if (cJSON_GetArraySize(found) == 0)
-        hutch_buf_appendf(
-            &t,
-            "No tool matches \"%.200s\" among %zu tools; try other words or an "
-            "empty query to list them all.\n",
-            q->valuestring, cat ? hutch_catalog_count(cat) : 0);
-    cJSON_ArrayForEach(it, found)
-    {
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "name"));
-        const char *call = cJSON_GetStringValue(cJSON_GetObjectItem(it, "call"));
-        const char *desc = cJSON_GetStringValue(cJSON_GetObjectItem(it, "description"));
-        const char *py = cJSON_GetStringValue(cJSON_GetObjectItem(it, "python"));
-        const char *ts = cJSON_GetStringValue(cJSON_GetObjectItem(it, "typescript"));
-        const char *ret = cJSON_GetStringValue(cJSON_GetObjectItem(it, "returns"));
-        hutch_buf_appendf(&t, "%s — %s\n", name ? name : "?", call ? call : "");
-        if (desc)
-            hutch_buf_appendf(&t, "  %.600s\n", desc);
-        if (py)
-            hutch_buf_appendf(&t, "  python:     %s\n", py);
-        if (ts)
-            hutch_buf_appendf(&t, "  typescript: %s\n", ts);
-        if (ret && strncmp(ret, "observed", 8) == 0)
-            hutch_buf_appendf(&t, "  returns:    %s (a shape seen, not a promise)\n",
-                              ret);
+    /* Discovery (discover.c): ranked, what the policy denies left out. */
+    used = down_text.len + t.len; /* the brief answer's budget is for all */
+    struct seer x = {pol, principal};
+    struct hutch_discover_shapes shapes = {hutch_bridge_shapes(m->bridge), may_see, &x};
+    if (hutch_discover_search(
+            cat, pol, args, 1,
+            used < HUTCH_SEARCH_BRIEF_TEXT ? HUTCH_SEARCH_BRIEF_TEXT - used : 0,
+            &shapes, &sc, &t, &err) < 0) {
+        snprintf(msg, sizeof(msg), "search_tools: %s", err.msg);
+        r = text_result(msg, 1);
+        cJSON_Delete(down);
+        goto out;
     }
-    down = not_ready(m, &t);
+    hutch_buf_append(&t, down_text.data, down_text.len);
+    r = cJSON_CreateObject();
     {
         cJSON *content = cJSON_AddArrayToObject(r, "content"),
               *tx = cJSON_CreateObject();
@@ -669,13 +698,14 @@ static cJSON *search_tools(struct hutch_mcp *m, const char *principal,
         cJSON_AddStringToObject(tx, "text", hutch_buf_str(&t));
         cJSON_AddItemToArray(content, tx);
     }
-    sc = cJSON_AddObjectToObject(r, "structuredContent");
-    cJSON_AddItemToObject(sc, "tools", found);
-    cJSON_AddNumberToObject(sc, "total", cat ? (double)hutch_catalog_count(cat) : 0);
     if (down)
         cJSON_AddItemToObject(sc, "servers", down);
+    cJSON_AddItemToObject(r, "structuredContent", sc);
+out:
     hutch_bridge_catalog_put(m->bridge, ref);
+    hutch_policy_unref(pol);
     hutch_buf_free(&t);
+    hutch_buf_free(&down_text);
     return r;
 }
 
@@ -690,6 +720,7 @@ struct job {
     cJSON *args;
     struct inflight fl;
     struct hutch_job_req hj; /* released after the response is sent */
+    char *direct;            /* a direct tool's name (mcp_direct.c), or NULL */
 };
 
 static void tick(void *arg, uint64_t elapsed_ms)
@@ -907,6 +938,7 @@ static void job_free(struct job *j)
     cJSON_Delete(j->progress_token);
     cJSON_Delete(j->args);
     free(j->fl.key);
+    free(j->direct);
     free(j);
 }
 
@@ -914,7 +946,9 @@ static void *job_main(void *p)
 {
     struct job *j = p;
     struct hutch_mcp_session *s = j->s;
-    cJSON *result = execute_code(j);
+    cJSON *result =
+        j->direct ? hutch_direct_call(&s->m->direct, s->principal, j->direct, j->args)
+                  : execute_code(j);
 
     pthread_mutex_lock(&s->mu);
     for (struct inflight **f = &s->inflight; *f; f = &(*f)->next)
@@ -923,7 +957,9 @@ static void *job_main(void *p)
             break;
         }
     pthread_mutex_unlock(&s->mu);
-    if (atomic_load(&j->fl.cancel)) {
+    if (!result) { /* a direct tool that is gone, or the switch turned off */
+        send_error(s, j->stream, j->id, E_PARAMS, "Unknown tool: %.128s", j->direct);
+    } else if (atomic_load(&j->fl.cancel)) {
         /* The client gave up on it; the response only closes the stream. */
         cJSON_Delete(result);
         send_error(s, j->stream, j->id, E_CANCELLED, "request cancelled");
@@ -941,7 +977,7 @@ static void *job_main(void *p)
 }
 
 static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                      const cJSON *params, const cJSON *args)
+                      const cJSON *params, const cJSON *args, const char *direct)
 {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
     const cJSON *token = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
@@ -958,9 +994,10 @@ static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id
     j->id = cJSON_Duplicate(id, 1);
     j->args = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
     j->fl.key = cJSON_PrintUnformatted(id);
+    j->direct = direct ? strdup(direct) : NULL;
     if (cJSON_IsString(token) || cJSON_IsNumber(token))
         j->progress_token = cJSON_Duplicate(token, 1);
-    if (!j->id || !j->args || !j->fl.key) {
+    if (!j->id || !j->args || !j->fl.key || (direct && !j->direct)) {
         job_free(j);
         send_error(s, stream, id, E_INTERNAL, "out of memory");
         return;
@@ -1023,7 +1060,9 @@ static void on_initialize(struct hutch_mcp_session *s, void *stream, const cJSON
     r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "protocolVersion", s->protocol);
     caps = cJSON_AddObjectToObject(r, "capabilities");
-    cJSON_AddFalseToObject(cJSON_AddObjectToObject(caps, "tools"), "listChanged");
+    /* With direct tools the list follows the upstreams: it changes. */
+    cJSON_AddBoolToObject(cJSON_AddObjectToObject(caps, "tools"), "listChanged",
+                          hutch_direct_enabled(&s->m->direct));
     cJSON_AddObjectToObject(caps, "logging");
     info = cJSON_AddObjectToObject(r, "serverInfo");
     cJSON_AddStringToObject(info, "name", "hutch");
@@ -1061,7 +1100,12 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
             search_tools(s->m, s->principal, cJSON_IsObject(args) ? args : empty));
         cJSON_Delete(empty);
     } else if (!strcmp(name->valuestring, "execute_code")) {
-        start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL);
+        start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL, NULL);
+    } else if (hutch_direct_enabled(&s->m->direct)) {
+        /* An upstream tool (--direct-tools), called on a worker: it may wait
+         * for its server as long as a call from a sandbox. */
+        start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL,
+                  name->valuestring);
     } else {
         send_error(s, stream, id, E_PARAMS,
                    "Unknown tool: %.128s (hutch offers search_tools and execute_code)",
@@ -1177,7 +1221,9 @@ int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, siz
                    "the session is not initialized: send initialize first");
     } else if (!strcmp(meth, "tools/list")) {
         cJSON *r = cJSON_CreateObject();
-        cJSON_AddItemToObject(r, "tools", tool_defs(s->m));
+        cJSON *defs = tool_defs(s->m);
+        hutch_direct_list(&s->m->direct, defs); /* --direct-tools */
+        cJSON_AddItemToObject(r, "tools", defs);
         send_result(s, stream, id, r);
     } else if (!strcmp(meth, "tools/call")) {
         on_tools_call(s, stream, id, params);

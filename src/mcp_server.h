@@ -22,8 +22,8 @@ struct hutch_plugin;
 struct hutch_upstreams;
 
 struct hutch_jobs;
-struct hutch_bridge;
 struct hutch_gov;
+struct hutch_bridge;
 
 struct hutch_mcp_opts {
     /* Runs execute_code (job.h).  NULL: execute_code checks its arguments
@@ -31,9 +31,10 @@ struct hutch_mcp_opts {
     struct hutch_jobs *jobs;
     struct hutch_bridge *bridge;       /* the upstream tools' catalog */
     struct hutch_upstreams *upstreams; /* may be NULL: no upstream tools */
-    /* The policy: search_tools shows observed return types only of the
-     * tools it lets the principal call.  NULL: none are shown. */
+    /* The policy: what search_tools offers (NULL: all), and whose observed
+     * return types it shows (NULL: none). */
     struct hutch_gov *gov;
+    int direct_tools;       /* --direct-tools (mcp_direct.h) */
     uint64_t timeout_ms;    /* the most execute_code may ask for */
     int untrusted_envelope; /* wrap sandbox output (default on) */
 };

@@ -116,6 +116,7 @@ struct hutch_policy {
     size_t nallow, ndeny, nsecret;
     int allow_all; /* the built-in default: no allow list */
     int has_execute, has_tool_call;
+    int direct_tools; /* -1: not said; 0 or 1 (hutch_policy_direct_tools) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -715,7 +716,8 @@ verr(lua_State *L, struct vctx *vc, const char *key, const char *fmt, ...)
 static const char *const top_fields[] = {
     "executor",   "executor_options", "limits", "tools",
     "paths",      "principals",       "rate",   "audit",
-    "on_execute", "on_tool_call",     "pool",   NULL};
+    "on_execute", "on_tool_call",     "pool",   "direct_tools",
+    NULL};
 static const char *const limit_fields[] = {
     "timeout_ms", "memory_mb", "cpus", "pids", "output_bytes", "files_bytes", NULL};
 static const char *const tools_fields[] = {"allow", "deny", NULL};
@@ -1398,6 +1400,14 @@ static void validate(lua_State *L, struct vctx *vc, int t)
     if (rawget_field(L, t, "audit") != LUA_TNIL)
         v_audit(L, vc, lua_gettop(L));
     lua_pop(L, 1);
+    p->direct_tools = -1;
+    if (rawget_field(L, t, "direct_tools") != LUA_TNIL) {
+        if (!lua_isboolean(L, -1))
+            verr(L, vc, "direct_tools", "direct_tools: expected true or false, got %s",
+                 type_of(L, -1));
+        p->direct_tools = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
     if (rawget_field(L, t, "on_execute") != LUA_TNIL && !lua_isfunction(L, -1))
         verr(L, vc, "on_execute", "on_execute: expected a function, got %s",
              type_of(L, -1));
@@ -1644,6 +1654,7 @@ int hutch_policy_default(struct hutch_policy **out, struct hutch_err *err)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     p->allow_all = 1;
     p->builtin = 1;
+    p->direct_tools = -1;
     *out = p;
     return 0;
 }
@@ -1777,6 +1788,11 @@ const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *
                                                      size_t i)
 {
     return i < p->npaths ? &p->paths[i] : NULL;
+}
+
+int hutch_policy_direct_tools(const struct hutch_policy *p)
+{
+    return p->direct_tools;
 }
 
 int hutch_policy_has_principals(const struct hutch_policy *p)
@@ -2126,21 +2142,14 @@ static int canon_tool(const char *server, const char *tool, char *out, size_t le
     return 0;
 }
 
-int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
-                            const char *execution, const char *server, const char *tool,
-                            const cJSON *args, char *reason, size_t reason_len)
+/* The first half of a tool-call decision, the one that needs no arguments:
+ * tools.deny globs, then tools.allow globs.  `full` receives the canonical
+ * name and *dot where its tool part starts. */
+static int check_globs(const struct hutch_policy *p, const char *server,
+                       const char *tool, char *full, size_t full_len, size_t *dot,
+                       char *reason, size_t reason_len)
 {
-    char full[HUTCH_MAX_QUALIFIED_NAME + 1], srv[HUTCH_MAX_QUALIFIED_NAME + 1];
-    struct tool_ctx c = {0};
-    size_t dot, nodes = 0, bytes = 0;
-    int r;
-
-    if (reason && reason_len)
-        reason[0] = '\0';
-    if (!p)
-        return set_reason(reason, reason_len, -EINVAL,
-                          "policy error: no policy loaded");
-    r = canon_tool(server, tool, full, sizeof(full), &dot);
+    int r = canon_tool(server, tool, full, full_len, dot);
     if (r < 0)
         return set_reason(reason, reason_len, r,
                           r == -EINVAL ? "no tool named" : "the tool name is too long");
@@ -2156,6 +2165,34 @@ int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
             return set_reason(reason, reason_len, -EPERM,
                               "no tools.allow rule names %s", full);
     }
+    return 0;
+}
+
+int hutch_policy_tool_listed(const struct hutch_policy *p, const char *server,
+                             const char *tool)
+{
+    char full[HUTCH_MAX_QUALIFIED_NAME + 1];
+    size_t dot;
+    return p && check_globs(p, server, tool, full, sizeof(full), &dot, NULL, 0) == 0;
+}
+
+int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
+                            const char *execution, const char *server, const char *tool,
+                            const cJSON *args, char *reason, size_t reason_len)
+{
+    char full[HUTCH_MAX_QUALIFIED_NAME + 1], srv[HUTCH_MAX_QUALIFIED_NAME + 1];
+    struct tool_ctx c = {0};
+    size_t dot, nodes = 0, bytes = 0;
+    int r;
+
+    if (reason && reason_len)
+        reason[0] = '\0';
+    if (!p)
+        return set_reason(reason, reason_len, -EINVAL,
+                          "policy error: no policy loaded");
+    r = check_globs(p, server, tool, full, sizeof(full), &dot, reason, reason_len);
+    if (r < 0)
+        return r;
     if (!p->has_tool_call)
         return 0;
     if (args && json_measure(args, 0, &nodes, &bytes) < 0)

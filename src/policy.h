@@ -72,6 +72,9 @@ const struct hutch_policy_rate *hutch_policy_rate(const struct hutch_policy *p);
 size_t hutch_policy_npaths(const struct hutch_policy *p);
 const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *p,
                                                      size_t i);
+/* direct_tools: 1 or 0 when the policy says, -1 when it does not (then
+ * hutch serve --direct-tools decides). */
+int hutch_policy_direct_tools(const struct hutch_policy *p);
 /* 1 when the policy lists principals (then HTTP needs one of their tokens). */
 int hutch_policy_has_principals(const struct hutch_policy *p);
 /* The principal whose bearer token is `token` (constant-time compare), or
@@ -108,6 +111,13 @@ int hutch_policy_check_execute(struct hutch_policy *p,
 int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
                             const char *execution, const char *server, const char *tool,
                             const cJSON *args, char *reason, size_t reason_len);
+
+/* The half of hutch_policy_check_tool that needs no arguments: 1 when the
+ * tools.deny and tools.allow globs let `server`.`tool` be called, 0 when
+ * they deny it.  What search_tools, tools.search and the direct tools offer
+ * (on_tool_call decides on a call's arguments, so only a call asks it). */
+int hutch_policy_tool_listed(const struct hutch_policy *p, const char *server,
+                             const char *tool);
 
 /* hutch.path_allowed(path, mode) from C: normalise `path` (see path.h),
  * resolve symlinks of its existing part, and check it lies inside a `paths`

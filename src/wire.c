@@ -249,29 +249,36 @@ int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
         m->type = HUTCH_MSG_READY;
         m->lang = cJSON_IsString(lang) ? lang->valuestring : "";
         m->version = cJSON_IsString(ver) ? ver->valuestring : "";
-    } else if (strcmp(t->valuestring, "tool_call") == 0) {
+    } else if (strcmp(t->valuestring, "tool_call") == 0 ||
+               strcmp(t->valuestring, "search") == 0) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->root, "id");
         const cJSON *tool = cJSON_GetObjectItemCaseSensitive(m->root, "tool");
-        m->type = HUTCH_MSG_TOOL_CALL;
+        int search = t->valuestring[0] == 's';
+        m->type = search ? HUTCH_MSG_SEARCH : HUTCH_MSG_TOOL_CALL;
         if (!cJSON_IsNumber(id) || !(id->valuedouble >= 1) ||
             id->valuedouble > 9007199254740991.0 ||
             floor(id->valuedouble) != id->valuedouble) {
-            r = hutch_err_set(err, -EBADMSG, "tool_call id must be a positive integer");
+            r = hutch_err_set(err, -EBADMSG, "%s id must be a positive integer",
+                              t->valuestring);
             goto fail;
         }
         m->id = (int64_t)id->valuedouble;
-        if (!cJSON_IsString(tool) || !printable_name(tool->valuestring)) {
+        if (search) {
+            m->tool = NULL; /* a search names no tool */
+        } else if (!cJSON_IsString(tool) || !printable_name(tool->valuestring)) {
             r = hutch_err_set(err, -EBADMSG,
                               "tool_call tool must be a printable string of 1-%u bytes",
                               (unsigned)HUTCH_MAX_QUALIFIED_NAME);
             goto fail;
+        } else {
+            m->tool = tool->valuestring;
         }
-        m->tool = tool->valuestring;
         m->args = cJSON_GetObjectItemCaseSensitive(m->root, "args");
         if (m->args && cJSON_IsNull(m->args))
             m->args = NULL;
         if (m->args && !cJSON_IsObject(m->args)) {
-            r = hutch_err_set(err, -EBADMSG, "tool_call args must be an object");
+            r = hutch_err_set(err, -EBADMSG, "%s args must be an object",
+                              t->valuestring);
             goto fail;
         }
     } else if (strcmp(t->valuestring, "done") == 0) {

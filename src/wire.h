@@ -29,6 +29,7 @@ enum hutch_msg_type {
     HUTCH_MSG_READY = 1,
     HUTCH_MSG_TOOL_CALL,
     HUTCH_MSG_DONE,
+    HUTCH_MSG_SEARCH, /* tools.search: id and args as a tool_call, tool NULL */
 };
 
 struct hutch_msg {

@@ -229,9 +229,11 @@ def _await(call):
                     break
 
 
-def _call(tool, args, kwargs):
+def _call(tool, args, kwargs, kind='tool_call'):
     global _last_id
-    if not isinstance(tool, str):
+    if kind != 'tool_call':
+        pass
+    elif not isinstance(tool, str):
         raise TypeError('tool name must be a str, not %s' % type(tool).__name__)
     if args is None:
         args = {}
@@ -244,7 +246,10 @@ def _call(tool, args, kwargs):
     with _lock:
         _last_id += 1
         cid = _last_id
-    data = _line({'t': 'tool_call', 'id': cid, 'tool': tool, 'args': args}, args)
+    if kind == 'tool_call':
+        data = _line({'t': 'tool_call', 'id': cid, 'tool': tool, 'args': args}, args)
+    else:
+        data = _line({'t': kind, 'id': cid, 'args': args}, args)
     call = _Call()
     with _lock:
         _pending[cid] = call
@@ -305,8 +310,21 @@ class _Tools:
         """Call tool "server.tool" with args (a dict) and/or keyword arguments."""
         return _call(tool, args, kwargs)
 
+    def search(self, query='', limit=None, detail=None):
+        """Search the tools the policy lets this program call, as search_tools
+        does: {"tools": [{name, call, description, python, typescript}, ...],
+        "total", "matches"}; detail "names", "signatures" (default) or "full"."""
+        if not isinstance(query, str):
+            raise TypeError('query must be a str, not %s' % type(query).__name__)
+        args = {'query': query}
+        if limit is not None:
+            args['limit'] = limit
+        if detail is not None:
+            args['detail'] = detail
+        return _call('search_tools', args, None, 'search')
+
     def __dir__(self):
-        return ['call']
+        return ['call', 'search']
 
     def __repr__(self):
         return ("<tools: tools.<server>.<tool>(**args) or "

@@ -113,7 +113,7 @@ function receive(line) {
 
 // --- tools -------------------------------------------------------------------
 
-function invoke(tool, args, above) {
+function invoke(tool, args, above, kind = 'tool_call') {
   // The stack of a failed call is the program's, taken where it called.
   const site = {};
   Error.captureStackTrace(site, above);
@@ -128,7 +128,9 @@ function invoke(tool, args, above) {
       throw new RangeError(`tool arguments nested deeper than ${MAX_DEPTH - 2} levels`);
     }
     const id = ++lastId;
-    const line = `{"t":"tool_call","id":${id},"tool":${JSON.stringify(tool)},"args":${argsJson}}`;
+    const line = kind === 'tool_call'
+      ? `{"t":"tool_call","id":${id},"tool":${JSON.stringify(tool)},"args":${argsJson}}`
+      : `{"t":"${kind}","id":${id},"args":${argsJson}}`;
     if (Buffer.byteLength(line) >= MAX_LINE) throw new RangeError('tool call over the 8 MiB limit');
     return new Promise((resolve, reject) => {
       if (pending.size === 0) chan.ref();
@@ -158,7 +160,7 @@ function deliver(m) {
   call.reject(err);
 }
 
-const HELP = "tools: await tools.<server>.<tool>({...}) or await tools.call('server.tool', {...})";
+const HELP = "tools: await tools.<server>.<tool>({...}), await tools.call('server.tool', {...}) or await tools.search('query', limit)";
 const notTools = new Set(['then', 'toJSON', 'constructor']); // probed by await, JSON, inspect
 const inspectable = (text) => ({ [Symbol.for('nodejs.util.inspect.custom')]: () => text });
 
@@ -166,9 +168,20 @@ function callTool(tool, args) {
   return invoke(tool, args, callTool);
 }
 
+// tools.search(query, limit, detail): search_tools' search, over the tools
+// the policy lets this program call.
+function searchTools(query = '', limit, detail) {
+  if (typeof query !== 'string') return Promise.reject(new TypeError('query must be a string'));
+  const args = { query };
+  if (limit !== undefined && limit !== null) args.limit = limit;
+  if (detail !== undefined && detail !== null) args.detail = detail;
+  return invoke('search_tools', args, searchTools, 'search');
+}
+
 const tools = new Proxy(inspectable(HELP), {
   get(target, server) {
     if (server === 'call') return callTool;
+    if (server === 'search') return searchTools;
     if (typeof server !== 'string' || notTools.has(server)) return target[server];
     return new Proxy(inspectable(`tools of server ${server}: await tools.${server}.<tool>({...})`), {
       get(target, tool) {

@@ -31,6 +31,10 @@ static void check_msg(const struct hutch_msg *m)
         fuzz_assert(m->id >= 1 && m->tool && m->tool[0]);
         fuzz_assert(!m->args || cJSON_IsObject(m->args));
         break;
+    case HUTCH_MSG_SEARCH: /* tools.search: no tool name */
+        fuzz_assert(m->id >= 1 && !m->tool);
+        fuzz_assert(!m->args || cJSON_IsObject(m->args));
+        break;
     case HUTCH_MSG_DONE:
         fuzz_assert(m->ok || cJSON_IsObject(m->error));
         fuzz_assert(m->status >= -1 && m->status <= 255);

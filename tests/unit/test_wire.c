@@ -81,6 +81,12 @@ int main(void)
            !strcmp(m.tool, "fs.read_file"),
        "tool_call parses");
     hutch_msg_free(&m);
+    ok(parse("{\"t\":\"search\",\"id\":8,\"tool\":\"ignored\",\"args\":{\"query\":"
+             "\"x\"}}",
+             &m, &e) == 0 &&
+           m.type == HUTCH_MSG_SEARCH && m.id == 8 && !m.tool && cJSON_IsObject(m.args),
+       "search (tools.search) parses, naming no tool");
+    hutch_msg_free(&m);
     ok(parse("{\"t\":\"done\",\"ok\":true,\"result\":[1,2]}", &m, &e) == 0 && m.ok &&
            cJSON_IsArray(m.result),
        "done parses");
@@ -104,6 +110,10 @@ int main(void)
             "control character in tool");
     refused("{\"t\":\"tool_call\",\"id\":1,\"tool\":\"a.b\",\"args\":[1]}", "object",
             "args not an object");
+    refused("{\"t\":\"search\",\"id\":0}", "search id must be a positive integer",
+            "search id 0");
+    refused("{\"t\":\"search\",\"id\":1,\"args\":\"x\"}",
+            "search args must be an object", "search args not an object");
     refused("{\"t\":\"done\"}", "boolean", "done without ok");
     refused("{\"t\":\"done\",\"ok\":false}", "error object",
             "failed done without error");
