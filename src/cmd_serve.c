@@ -94,6 +94,9 @@ static void usage(FILE *f)
         "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR, else the\n"
         "                         policy's, else local; the two must agree)\n"
         "      --plugins DIR      plugin directory\n"
+        "      --workspaces DIR   where workspaces are kept (default:\n"
+        "                         $HUTCH_WORKSPACES, else /var/lib/hutch/workspaces\n"
+        "                         for root, else $XDG_STATE_HOME/hutch/workspaces)\n"
         "      --pool N|LANG=N,…  warm sandboxes kept per language (python=N,\n"
         "                         javascript=N; default %d each, 0: none)\n"
         "  -t, --timeout MS       default and maximum time per execution (default %d)\n"
@@ -325,7 +328,8 @@ enum {
     OPT_POOL,
     OPT_CONFIG,
     OPT_CHECK_CONFIG,
-    OPT_LOG_FORMAT
+    OPT_LOG_FORMAT,
+    OPT_WORKSPACES
 };
 static const struct option opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -344,6 +348,7 @@ static const struct option opts[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+    {"workspaces", required_argument, NULL, OPT_WORKSPACES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -395,6 +400,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             break;
         case OPT_PLUGINS:
             plugin_dir = optarg;
+            break;
+        case OPT_WORKSPACES:
+            jo.workspaces_dir = optarg;
             break;
         case 't':
             if (hutch_cli_limit("hutch serve", "timeout", optarg, &timeout) < 0)

@@ -252,6 +252,10 @@ static void test_default(void)
            hutch_policy_rate(p)->executions_per_minute == 0 &&
            hutch_policy_rate(p)->tool_calls_per_minute == 0,
        "default: no paths, principals or rates");
+    ok(hutch_policy_workspaces(p)->allow &&
+           hutch_policy_workspaces(p)->max_bytes == HUTCH_WORKSPACE_DEFAULT_MAX_BYTES &&
+           hutch_policy_workspaces(p)->idle_s == HUTCH_WORKSPACE_DEFAULT_IDLE_S,
+       "default: workspaces allowed, 16 MiB, 30 days idle");
     ok(!hutch_policy_path_allowed(p, "/tmp", "ro", NULL, 0), "default: no host path");
     ok(hutch_policy_is_secret(p, "password") &&
            hutch_policy_is_secret(p, "api_token") &&
@@ -523,6 +527,34 @@ static void test_validation(void)
            hutch_policy_rate(p)->tool_calls_per_minute == 600,
        "2e3 is an integer; unset limits keep the defaults; rates");
     hutch_policy_unref(p);
+    p = must_load("return { workspaces = { max_bytes = 4096, idle_s = 60 } }");
+    ok(hutch_policy_workspaces(p)->allow &&
+           hutch_policy_workspaces(p)->max_bytes == 4096 &&
+           hutch_policy_workspaces(p)->idle_s == 60 &&
+           hutch_policy_workspaces(p)->max_count == HUTCH_WORKSPACE_DEFAULT_MAX_COUNT,
+       "workspaces: the fields given, defaults for the rest");
+    hutch_policy_unref(p);
+    p = must_load("return { workspaces = { allow = false } }");
+    ok(!hutch_policy_workspaces(p)->allow, "workspaces.allow = false");
+    hutch_policy_unref(p);
+    load_fails("return { workspace = {} }",
+               "unknown field \"workspace\" (did you mean \"workspaces\"?)",
+               "workspace for workspaces");
+    load_fails("return { workspaces = { max_byte = 1 } }",
+               "unknown field \"workspaces.max_byte\" (did you mean "
+               "\"workspaces.max_bytes\"?)",
+               "workspaces.max_byte");
+    load_fails("return { workspaces = { allow = 'yes' } }",
+               "workspaces.allow: expected a boolean, got a string",
+               "allow not a boolean");
+    load_fails("return { workspaces = { max_bytes = 0 } }",
+               "workspaces.max_bytes: 0 is out of range", "max_bytes 0");
+    load_fails("return { workspaces = { max_bytes = 1e12 } }",
+               "workspaces.max_bytes: 1000000000000 is out of range",
+               "max_bytes over the result files' cap");
+    load_fails("return { workspaces = { idle_s = 1.5 } }",
+               "workspaces.idle_s: expected an integer, got a fractional number",
+               "idle_s fractional");
 }
 
 /* --- principals and secrets ----------------------------------------------------------
