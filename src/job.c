@@ -642,7 +642,8 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     int r;
 
     r = hutch_gov_begin(j->o.gov, &gx, j->o.bridge, job->principal, job->language,
-                        strlen(job->code), job->nfiles, &d, reason, sizeof(reason));
+                        strlen(job->code), job->nfiles, job->workspace, &d, reason,
+                        sizeof(reason));
     snprintf(job->execution, sizeof(job->execution), "%s", gx.execution);
     if (r < 0) {
         hutch_metrics_execution(NULL, failed_outcome(job, r), -1);

@@ -2386,6 +2386,8 @@ static int exec_tramp(lua_State *L)
     lua_setfield(L, -2, "code_bytes");
     lua_pushinteger(L, (lua_Integer)req->nfiles);
     lua_setfield(L, -2, "files");
+    if (req->workspace)
+        set_string_field(L, "workspace", req->workspace);
     set_string_field(L, "executor", c->p->executor);
     push_limits(L, &c->p->limits);
     lua_setfield(L, -2, "limits");

@@ -97,6 +97,7 @@ struct hutch_policy_exec {
     const char *language;
     size_t code_bytes;
     size_t nfiles;
+    const char *workspace; /* the workspace it names, or NULL */
 };
 struct hutch_policy_decision {
     char executor[64];

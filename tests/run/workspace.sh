@@ -163,6 +163,41 @@ like "saying why" "$ERR" "max_count"
 run_hutch run --policy "$T/count.lua" --lang python -w notes -e 'print(1)'
 is "an existing one is still usable at max_count" "$RC" 0
 
+cat >"$T/hook.lua" <<'EOF'
+return {
+  on_execute = function(req)
+    if req.workspace == "forbidden" then return false, "not that workspace" end
+    return true
+  end,
+}
+EOF
+run_hutch run --policy "$T/hook.lua" --lang python -w forbidden -e 'print(1)'
+is "on_execute sees req.workspace and may refuse" "$RC" 125
+like "with its reason" "$ERR" "not that workspace"
+ok "a refused execution creates no workspace" test ! -e "$LOCAL_DIR/forbidden.tar" -a ! -e "$LOCAL_DIR/forbidden.lock"
+run_hutch run --policy "$T/hook.lua" --audit "$T/audit.jsonl" --lang python -w notes -e 'print(1)'
+is "on_execute lets another through" "$RC" 0
+like "the audit record of the execution names its workspace" \
+    "$(grep '"event":"execution"' "$T/audit.jsonl")" '"workspace":"notes"'
+
+# --- what the program does to the folder ---------------------------------------
+run_hutch run --lang python -w notes -e '
+import shutil
+shutil.rmtree("/work/out/workspace")
+open("/work/out/workspace", "w").write("not a folder")'
+is "a workspace folder replaced by a file is an error" "$RC" 125
+like "saying so" "$ERR" "is not a folder"
+run_hutch run --lang python -w notes -e 'print(open("/work/out/workspace/a.txt").read())'
+is "and the previous content stays" "$OUT" "second"
+
+# A store file that is not a tar (damaged on the host) is refused by the
+# judge, clearly, and never reaches the sandbox.
+printf 'garbage' >"$LOCAL_DIR/broken.tar"
+run_hutch run --lang python -w broken -e 'print(1)'
+is "a damaged workspace is an error" "$RC" 125
+like "naming the workspace" "$ERR" 'loading workspace "broken"'
+rm -f "$LOCAL_DIR/broken.tar"
+
 # --- idle lifetime -------------------------------------------------------------
 cat >"$T/idle.lua" <<'EOF'
 return { workspaces = { idle_s = 3600 } }

@@ -263,7 +263,7 @@ static void test_default(void)
            !hutch_policy_is_secret(p, "path"),
        "default secret names (password, *token*, authorization; not path)");
     {
-        struct hutch_policy_exec req = {"local", "e", "python", 10, 0};
+        struct hutch_policy_exec req = {"local", "e", "python", 10, 0, NULL};
         struct hutch_policy_decision d;
         ok(hutch_policy_check_execute(p, &req, &d, reason, sizeof(reason)) == 0 &&
                !strcmp(d.executor, "local") && d.limits.timeout_ms == 30000,
@@ -881,7 +881,7 @@ static void test_execute_hook(void)
         "    end\n"
         "    return true\n"
         "  end }\n");
-    struct hutch_policy_exec req = {"alice", "ex-9", "python", 123, 4};
+    struct hutch_policy_exec req = {"alice", "ex-9", "python", 123, 4, NULL};
     struct hutch_policy_decision d;
     int r;
 
@@ -956,7 +956,7 @@ static void hostile_exec(const char *file, const char *lang, const char *want)
 {
     struct hutch_err err;
     struct hutch_policy *p = fixture(file, &err);
-    struct hutch_policy_exec req = {"local", "e", lang, 1, 0};
+    struct hutch_policy_exec req = {"local", "e", lang, 1, 0, NULL};
     struct hutch_policy_decision d;
     double t0;
     int r;
@@ -1113,7 +1113,7 @@ static void *worker_main(void *arg)
         else
             w->wrong += r != -EPERM || strncmp(why, "odd ", 4);
         if (i % 1000 == 0) {
-            struct hutch_policy_exec req = {"p", "e", "python", (size_t)i, 0};
+            struct hutch_policy_exec req = {"p", "e", "python", (size_t)i, 0, NULL};
             struct hutch_policy_decision d;
             r = hutch_policy_check_execute(w->p, &req, &d, why, sizeof(why));
             w->wrong += r != 0 || d.limits.timeout_ms !=
@@ -1182,7 +1182,7 @@ static void test_contrib(void)
 {
     char path[PATH_MAX], args[PATH_MAX + 64];
     struct hutch_policy *p;
-    struct hutch_policy_exec req = {"local", "e", "python", 10, 0};
+    struct hutch_policy_exec req = {"local", "e", "python", 10, 0, NULL};
     struct hutch_policy_decision d;
 
     mk("data", 1);
