@@ -310,6 +310,19 @@
 /* Plugins. */
 #define HUTCH_MAX_PLUGINS 64
 
+/* Workspaces (workspace.c): a name is 1..HUTCH_WORKSPACE_NAME_MAX of
+ * [A-Za-z0-9_.-], not starting with "." or "-".  The policy's
+ * workspaces.max_bytes (the tar of the folder, headers included) is at most
+ * the result files' own cap: a workspace comes out with them. */
+#define HUTCH_WORKSPACE_NAME_MAX          64
+#define HUTCH_WORKSPACE_DIR_IN_SANDBOX    "out/workspace" /* relative to /work */
+#define HUTCH_WORKSPACE_DEFAULT_MAX_BYTES (16u << 20)
+#define HUTCH_WORKSPACE_MAX_BYTES         HUTCH_TAR_OUT_MAX_BYTES
+#define HUTCH_WORKSPACE_DEFAULT_MAX_COUNT 16            /* per principal */
+#define HUTCH_WORKSPACE_MAX_COUNT         1000          /* the policy's ceiling */
+#define HUTCH_WORKSPACE_DEFAULT_IDLE_S    (30u * 86400) /* unused for 30 days */
+#define HUTCH_WORKSPACE_MAX_IDLE_S        (3650u * 86400)
+
 /* Exit statuses of `hutch run` for hutch's own outcomes. */
 #define HUTCH_EXIT_TIMEOUT 124
 #define HUTCH_EXIT_ERROR   125

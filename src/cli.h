@@ -16,6 +16,7 @@ int hutch_cmd_doctor(int argc, char **argv);
 int hutch_cmd_serve(int argc, char **argv);
 int hutch_cmd_tools(int argc, char **argv);
 int hutch_cmd_policy(int argc, char **argv);
+int hutch_cmd_workspace(int argc, char **argv);
 
 /* Load and start the servers of a servers file.  wait: until each is ready
  * or failed (each one that is not ready is reported on stderr, prefixed

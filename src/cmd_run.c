@@ -20,6 +20,7 @@
 #include "log.h"
 #include "upstream.h"
 #include "util.h"
+#include "workspace.h"
 
 static atomic_int cancelled;
 
@@ -44,6 +45,12 @@ static void usage(FILE *f)
         "  -f, --file SRC[:DEST]  copy host file or directory SRC to /work/DEST\n"
         "                         (default DEST: SRC's base name); repeatable\n"
         "  -o, --out DIR          copy what the program writes under /work/out to DIR\n"
+        "  -w, --workspace NAME   /work/out/workspace starts with what the last\n"
+        "                         successful run of workspace NAME left there, and\n"
+        "                         is saved when this one succeeds\n"
+        "      --workspaces DIR   where workspaces are kept (default:\n"
+        "                         $HUTCH_WORKSPACES, else /var/lib/hutch/workspaces\n"
+        "                         for root, else $XDG_STATE_HOME/hutch/workspaces)\n"
         "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR or local)\n"
         "      --plugins DIR      plugin directory (default: $HUTCH_PLUGIN_DIR or\n"
         "                         %s)\n"
@@ -111,12 +118,14 @@ static void print_result(const cJSON *result)
 
 int hutch_cmd_run(int argc, char **argv)
 {
-    enum { OPT_PLUGINS = 256, OPT_JSON, OPT_PIDS, OPT_AUDIT };
+    enum { OPT_PLUGINS = 256, OPT_JSON, OPT_PIDS, OPT_AUDIT, OPT_WORKSPACES };
     static const struct option opts[] = {
         {"lang", required_argument, NULL, 'l'},
         {"eval", required_argument, NULL, 'e'},
         {"file", required_argument, NULL, 'f'},
         {"out", required_argument, NULL, 'o'},
+        {"workspace", required_argument, NULL, 'w'},
+        {"workspaces", required_argument, NULL, OPT_WORKSPACES},
         {"executor", required_argument, NULL, 'x'},
         {"plugins", required_argument, NULL, OPT_PLUGINS},
         {"servers", required_argument, NULL, 's'},
@@ -156,7 +165,7 @@ int hutch_cmd_run(int argc, char **argv)
         goto out;
     }
     optind = 1;
-    while ((c = getopt_long(argc, argv, "l:e:f:o:x:s:p:t:m:vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "l:e:f:o:w:x:s:p:t:m:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'l':
             lang = optarg;
@@ -173,6 +182,17 @@ int hutch_cmd_run(int argc, char **argv)
             break;
         case 'o':
             job.output_dir = optarg;
+            break;
+        case 'w':
+            if (hutch_ws_check_name(optarg, &err) < 0) {
+                fprintf(stderr, "hutch run: --workspace: %s\n", err.msg);
+                rc = 2;
+                goto out;
+            }
+            job.workspace = optarg;
+            break;
+        case OPT_WORKSPACES:
+            jo.workspaces_dir = optarg;
             break;
         case 'x':
             jo.executor = optarg;

@@ -95,6 +95,9 @@ static void usage(FILE *f)
         "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR, else the\n"
         "                         policy's, else local; the two must agree)\n"
         "      --plugins DIR      plugin directory\n"
+        "      --workspaces DIR   where workspaces are kept (default:\n"
+        "                         $HUTCH_WORKSPACES, else /var/lib/hutch/workspaces\n"
+        "                         for root, else $XDG_STATE_HOME/hutch/workspaces)\n"
         "      --pool N|LANG=N,…  warm sandboxes kept per language (python=N,\n"
         "                         javascript=N; default %d each, 0: none)\n"
         "  -t, --timeout MS       default and maximum time per execution (default %d)\n"
@@ -347,7 +350,8 @@ enum {
     OPT_CHECK_CONFIG,
     OPT_LOG_FORMAT,
     OPT_SHAPES,
-    OPT_DIRECT_TOOLS
+    OPT_DIRECT_TOOLS,
+    OPT_WORKSPACES
 };
 static const struct option opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -368,6 +372,7 @@ static const struct option opts[] = {
     {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"shapes", required_argument, NULL, OPT_SHAPES},
+    {"workspaces", required_argument, NULL, OPT_WORKSPACES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -423,6 +428,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             break;
         case OPT_PLUGINS:
             plugin_dir = optarg;
+            break;
+        case OPT_WORKSPACES:
+            jo.workspaces_dir = optarg;
             break;
         case 't':
             if (hutch_cli_limit("hutch serve", "timeout", optarg, &timeout) < 0)

@@ -116,7 +116,8 @@ struct hutch_audit *hutch_gov_audit(struct hutch_gov *g)
 int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
                     struct hutch_bridge *bridge, const char *principal,
                     const char *language, size_t code_bytes, size_t nfiles,
-                    struct hutch_policy_decision *d, char *reason, size_t reason_len)
+                    const char *workspace, struct hutch_policy_decision *d,
+                    char *reason, size_t reason_len)
 {
     struct hutch_policy_exec req = {0};
     uint64_t retry = 0, t0 = hutch_now_us();
@@ -127,6 +128,7 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
     x->bridge = bridge;
     x->t0_ms = hutch_now_ms();
     snprintf(x->principal, sizeof(x->principal), "%s", principal ? principal : "local");
+    snprintf(x->ws, sizeof(x->ws), "%s", workspace ? workspace : "");
     pthread_mutex_lock(&g->mu);
     snprintf(x->execution, sizeof(x->execution), "x%llu-%llu",
              (unsigned long long)(hutch_now_ms() % 100000000ull),
@@ -151,6 +153,7 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
     req.language = language;
     req.code_bytes = code_bytes;
     req.nfiles = nfiles;
+    req.workspace = workspace;
     r = hutch_policy_check_execute(x->policy, &req, d, reason, reason_len);
     if (r < 0) {
         r = -EPERM;
@@ -198,6 +201,8 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
         cJSON_AddStringToObject(extra, "executor", x->executor);
         cJSON_AddBoolToObject(extra, "warm", x->warm);
     }
+    if (x->ws[0])
+        cJSON_AddStringToObject(extra, "workspace", x->ws);
     if (res) {
         cJSON_AddNumberToObject(extra, "exit_code", res->exit_code);
         cJSON_AddBoolToObject(extra, "timed_out", res->timed_out);

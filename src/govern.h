@@ -40,16 +40,19 @@ struct hutch_gov_exec {
     char execution[40];
     char executor[64]; /* set by the job once decided: audited */
     int warm;          /* its sandbox came from a pool: audited */
+    char ws[72];       /* the workspace it names, or "": audited */
     uint64_t t0_ms;
 };
 
 /* Rate limit, then on_execute.  0: allowed, *d holds the executor and the
  * limits to apply; -EPERM (or -EAGAIN for a rate limit): refused with
- * `reason`.  Every decision is audited.  After 0, call hutch_gov_end. */
+ * `reason`.  Every decision is audited.  After 0, call hutch_gov_end.
+ * `workspace` (NULL: none) is on_execute's req.workspace. */
 int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
                     struct hutch_bridge *bridge, const char *principal,
                     const char *language, size_t code_bytes, size_t nfiles,
-                    struct hutch_policy_decision *d, char *reason, size_t reason_len);
+                    const char *workspace, struct hutch_policy_decision *d,
+                    char *reason, size_t reason_len);
 /* A tool call that comes from no sandbox (hutch serve --direct-tools): x is
  * filled as hutch_gov_begin does (the current policy, an id "d…" for the
  * audit log) without on_execute or the execution rate limit, so that

@@ -36,6 +36,7 @@
 #include "policy.h"
 #include "pool.h"
 #include "util.h"
+#include "workspace.h"
 
 static const char *const langs[] = {"python", "javascript"};
 
@@ -541,6 +542,59 @@ void hutch_job_release(struct hutch_jobs *j, struct hutch_job_req *job)
     job->pooled = 0;
 }
 
+/* Opens the workspace the job names and adds its files to the input. */
+static int open_workspace(struct hutch_jobs *j, struct hutch_job_req *job,
+                          struct hutch_policy *p, struct hutch_tar **tar,
+                          struct hutch_ws **ws, struct hutch_err *err)
+{
+    const struct hutch_policy_workspaces *wp = hutch_policy_workspaces(p);
+    char store[PATH_MAX];
+    int r;
+
+    if (!wp->allow)
+        return hutch_err_set(err, -EPERM,
+                             "refused by the policy: it does not allow workspaces "
+                             "(workspaces.allow = false)");
+    r = hutch_ws_store(j->o.workspaces_dir, 1, store, sizeof(store), err);
+    if (r == 0)
+        r = hutch_ws_open(store, job->principal ? job->principal : "local",
+                          job->workspace, wp, ws, err);
+    if (r == 0)
+        r = hutch_ws_load(*ws, tar, HUTCH_TAR_IN_MAX_BYTES, err);
+    return r;
+}
+
+/* hutch's note on the result, after any note already there. */
+static void add_note(struct hutch_exec_result *res, const char *msg)
+{
+    size_t n = strlen(res->message);
+    snprintf(res->message + n, sizeof(res->message) - n, "%s%s", n ? "; " : "", msg);
+}
+
+/* After the run: the workspace's files leave the result; saved when the
+ * program succeeded (a failed, killed or timed-out one keeps the previous
+ * content, and says so). */
+static void close_workspace(struct hutch_job_req *job, struct hutch_ws *ws,
+                            const char *out_dir, struct hutch_exec_result *res)
+{
+    struct hutch_err werr = HUTCH_ERR_INIT;
+    int ok = res->exit_code == 0 && !res->timed_out && !res->oom &&
+             !(job->cancel && atomic_load(job->cancel));
+    char msg[HUTCH_ERR_MSG + 64];
+
+    if (hutch_ws_split(ws, &res->out_tar, res->files, ok, out_dir, &werr) < 0) {
+        add_note(res, werr.msg);
+        if (res->exit_code == 0)
+            res->exit_code = HUTCH_EXIT_ERROR;
+    } else if (!ok) {
+        snprintf(msg, sizeof(msg),
+                 "workspace \"%s\" not saved: the program did not succeed, so it "
+                 "keeps what it held before",
+                 job->workspace);
+        add_note(res, msg);
+    }
+}
+
 static int cancelled(void *arg)
 {
     const atomic_int *c = arg;
@@ -582,12 +636,14 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     struct hutch_plugin *pl;
     struct hutch_box *box = NULL;
     struct hutch_tar *own = NULL, **tar = job->files ? &job->files : &own;
+    struct hutch_ws *ws = NULL;
     char reason[600], out_dir[PATH_MAX] = "";
     const char *executor;
     int r;
 
     r = hutch_gov_begin(j->o.gov, &gx, j->o.bridge, job->principal, job->language,
-                        strlen(job->code), job->nfiles, &d, reason, sizeof(reason));
+                        strlen(job->code), job->nfiles, job->workspace, &d, reason,
+                        sizeof(reason));
     snprintf(job->execution, sizeof(job->execution), "%s", gx.execution);
     if (r < 0) {
         hutch_metrics_execution(NULL, failed_outcome(job, r), -1);
@@ -607,6 +663,8 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
 
     r = host_paths(job, gx.policy, tar, out_dir, sizeof(out_dir), err);
     if (r < 0)
+        goto fail;
+    if (job->workspace && (r = open_workspace(j, job, gx.policy, tar, &ws, err)) < 0)
         goto fail;
     if (*tar && (r = hutch_tar_finish(*tar, &req.tar, &req.tar_len, err)) < 0)
         goto fail;
@@ -646,8 +704,9 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     req.output_bytes = d.limits.output_bytes;
     req.files_bytes = d.limits.files_bytes;
     req.label = gx.execution;
-    req.out_dir = out_dir[0] ? out_dir : NULL;
-    req.skip_files = job->skip_files;
+    /* With a workspace, /work/out is split first (close_workspace). */
+    req.out_dir = out_dir[0] && !ws ? out_dir : NULL;
+    req.skip_files = job->skip_files && !ws;
     req.stream_fd_out = job->stream_fd_out;
     req.stream_fd_err = job->stream_fd_err;
     req.tool = hutch_gov_tool;
@@ -661,6 +720,9 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     job->spent = hutch_steal(&box);
     if (r < 0)
         goto fail;
+    if (ws)
+        close_workspace(job, ws, out_dir[0] ? out_dir : NULL, res);
+    hutch_ws_close(ws);
     hutch_gov_end(&gx, res, NULL);
     hutch_metrics_execution(gx.executor, ran_outcome(job, res),
                             (double)(hutch_now_us() - t0_us) / 1e6);
@@ -672,6 +734,7 @@ fail:
     hutch_metrics_execution(gx.executor, failed_outcome(job, r),
                             gx.executor[0] ? (double)(hutch_now_us() - t0_us) / 1e6
                                            : -1);
+    hutch_ws_close(ws);
     hutch_gov_end(&gx, NULL, err->msg);
     hutch_tar_free(own);
     return r;

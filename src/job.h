@@ -8,10 +8,13 @@
  *      executor runs the code");
  *   3. the host paths the job reads and writes, checked against the policy;
  *   4. the limits (one rule: every source is a ceiling, the lowest wins);
+ *   4b. the workspace, when the request names one: locked, and its files
+ *      added to the job's input (workspace.c);
  *   5. the sandbox: a warm one from the pool when its class is kept warm,
  *      else a cold one;
  *   6. the run (exec.c), and the audit record of its outcome, which names
- *      the executor and whether the sandbox came warm.
+ *      the executor and whether the sandbox came warm; a workspace's files
+ *      are taken out of the result and, when the program succeeded, saved.
  *
  * Threads: hutch_job_run may be called from many threads at once; the
  * struct hutch_jobs is shared and thread-safe. */
@@ -48,6 +51,8 @@ struct hutch_jobs_opts {
      * python, [1] javascript: the --pool flag, -1 when not given. */
     int pools;
     int pool_size[2];
+    /* Where workspaces are kept (--workspaces), or NULL: see workspace.h. */
+    const char *workspaces_dir;
 };
 
 /* Loads the plugins and decides the default executor: the operator's, else
@@ -104,6 +109,8 @@ struct hutch_job_req {
     const struct hutch_job_input *inputs;
     size_t ninputs;
     const char *output_dir; /* host folder receiving /work/out, or NULL */
+    /* The workspace this execution uses (workspace.h), or NULL. */
+    const char *workspace;
     /* The host paths are the invoking user's own (hutch run without a
      * policy file): not checked against the policy's paths. */
     int host_paths_trusted;

@@ -19,6 +19,7 @@ static void usage(FILE *f)
                "  run       run a program in a sandbox (hutch run --help)\n"
                "  tools     list or search the tools of upstream MCP servers\n"
                "  policy    check or test a Lua policy file\n"
+               "  workspace list, show or delete the files kept between runs\n"
                "  plugins   list the executor plugins found, usable or not, and why\n"
                "  doctor    check this machine for what the executors need\n"
                "\n"
@@ -57,6 +58,8 @@ int main(int argc, char **argv)
         return hutch_cmd_tools(argc - 1, argv + 1);
     if (!strcmp(argv[1], "plugins"))
         return hutch_cmd_plugins(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "workspace"))
+        return hutch_cmd_workspace(argc - 1, argv + 1);
     if (!strcmp(argv[1], "doctor"))
         return hutch_cmd_doctor(argc - 1, argv + 1);
     fprintf(stderr, "hutch: unknown command \"%s\" (see hutch --help)\n", argv[1]);

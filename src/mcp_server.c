@@ -29,6 +29,7 @@
 #include "shape.h"
 #include "util.h"
 #include "wire.h"
+#include "workspace.h"
 
 #define LATEST_PROTOCOL "2025-11-25"
 static const char *const protocols[] = {"2025-11-25", "2025-06-18", NULL};
@@ -381,6 +382,13 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
     cJSON_AddStringToObject(it, "type", "string");
     prop(props, "output_dir", "string",
          "host folder that receives /work/out, when the policy names it read-write");
+    p = prop(props, "workspace", "string",
+             "a name of your choice (letters, digits, _ - .): /work/out/workspace "
+             "then starts with what the last successful execution of that "
+             "workspace left there, and is saved when this one succeeds; pass the "
+             "same name again to continue.  Its files are not returned");
+    cJSON_AddNumberToObject(p, "maxLength", HUTCH_WORKSPACE_NAME_MAX);
+    cJSON_AddStringToObject(p, "pattern", "^[A-Za-z0-9_][A-Za-z0-9_.-]*$");
     p = prop(props, "timeout_ms", "integer", "wall-clock limit");
     cJSON_AddNumberToObject(p, "minimum", 1);
     cJSON_AddNumberToObject(p, "maximum", (double)m->o.timeout_ms);
@@ -847,6 +855,7 @@ static cJSON *execute_code(struct job *j)
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(j->args, "timeout_ms");
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->args, "files");
     const cJSON *output = cJSON_GetObjectItemCaseSensitive(j->args, "output_dir");
+    const cJSON *wsp = cJSON_GetObjectItemCaseSensitive(j->args, "workspace");
     struct hutch_job_req *job = &j->hj;
     struct hutch_exec_result res;
     struct hutch_job_input *inputs = NULL;
@@ -860,7 +869,8 @@ static cJSON *execute_code(struct job *j)
     {
         if (strcmp(it->string, "language") && strcmp(it->string, "code") &&
             strcmp(it->string, "files") && strcmp(it->string, "timeout_ms") &&
-            strcmp(it->string, "inputs") && strcmp(it->string, "output_dir")) {
+            strcmp(it->string, "inputs") && strcmp(it->string, "output_dir") &&
+            strcmp(it->string, "workspace")) {
             snprintf(msg, sizeof(msg), "execute_code: unknown argument \"%.64s\"",
                      it->string);
             return text_result(msg, 1);
@@ -889,6 +899,14 @@ static cJSON *execute_code(struct job *j)
         if (!cJSON_IsString(output))
             return text_result("execute_code: \"output_dir\" must be a host path", 1);
         job->output_dir = output->valuestring;
+    }
+    if (wsp && !cJSON_IsNull(wsp)) {
+        if (!cJSON_IsString(wsp) || hutch_ws_check_name(wsp->valuestring, &err) < 0) {
+            snprintf(msg, sizeof(msg), "execute_code: \"workspace\": %s",
+                     cJSON_IsString(wsp) ? err.msg : "must be a name (a string)");
+            return text_result(msg, 1);
+        }
+        job->workspace = wsp->valuestring;
     }
     if (build_files(files, &job->files, msg, sizeof(msg)) < 0 ||
         parse_inputs(cJSON_GetObjectItemCaseSensitive(j->args, "inputs"), &inputs,

@@ -108,6 +108,7 @@ struct hutch_policy {
     size_t nxopts;
     struct hutch_policy_limits limits;
     struct hutch_policy_rate rate;
+    struct hutch_policy_workspaces ws;
     struct hutch_policy_path *paths;
     size_t npaths;
     struct principal *principals;
@@ -713,11 +714,13 @@ verr(lua_State *L, struct vctx *vc, const char *key, const char *fmt, ...)
     return lua_error(L);
 }
 
-static const char *const top_fields[] = {
-    "executor",   "executor_options", "limits", "tools",
-    "paths",      "principals",       "rate",   "audit",
-    "on_execute", "on_tool_call",     "pool",   "direct_tools",
-    NULL};
+static const char *const top_fields[] = {"executor",   "executor_options",
+                                         "limits",     "tools",
+                                         "paths",      "principals",
+                                         "rate",       "audit",
+                                         "on_execute", "on_tool_call",
+                                         "pool",       "direct_tools",
+                                         "workspaces", NULL};
 static const char *const limit_fields[] = {
     "timeout_ms", "memory_mb", "cpus", "pids", "output_bytes", "files_bytes", NULL};
 static const char *const tools_fields[] = {"allow", "deny", NULL};
@@ -726,6 +729,8 @@ static const char *const principal_fields[] = {"name", "token", NULL};
 static const char *const rate_fields[] = {"executions_per_minute",
                                           "tool_calls_per_minute", NULL};
 static const char *const audit_fields[] = {"secret", NULL};
+static const char *const workspace_fields[] = {"allow", "max_bytes", "max_count",
+                                               "idle_s", NULL};
 
 static const char *join(char *buf, size_t len, const char *where, const char *key)
 {
@@ -1172,6 +1177,51 @@ static void v_rate(lua_State *L, struct vctx *vc, int t)
     }
 }
 
+static void v_workspaces(lua_State *L, struct vctx *vc, int t)
+{
+    static const struct {
+        const char *name;
+        uint64_t min, max;
+    } spec[] = {
+        {"max_bytes", 1, HUTCH_WORKSPACE_MAX_BYTES},
+        {"max_count", 1, HUTCH_WORKSPACE_MAX_COUNT},
+        {"idle_s", 1, HUTCH_WORKSPACE_MAX_IDLE_S},
+    };
+    struct hutch_policy_workspaces *w = &vc->p->ws;
+    v_table(L, vc, t, "workspaces", "workspaces");
+    v_fields(L, vc, t, "workspaces", workspace_fields);
+    if (rawget_field(L, t, "allow") != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TBOOLEAN)
+            verr(L, vc, "allow", "workspaces.allow: expected a boolean, got %s",
+                 type_of(L, -1));
+        w->allow = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+    for (size_t i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
+        lua_Integer v = 0;
+        int isint = 0;
+        if (rawget_field(L, t, spec[i].name) != LUA_TNIL) {
+            if (lua_type(L, -1) == LUA_TNUMBER)
+                v = lua_tointegerx(L, -1, &isint);
+            if (!isint)
+                verr(L, vc, spec[i].name, "workspaces.%s: expected an integer, got %s",
+                     spec[i].name, type_of(L, -1));
+            if (v < 0 || (uint64_t)v < spec[i].min || (uint64_t)v > spec[i].max)
+                verr(L, vc, spec[i].name,
+                     "workspaces.%s: %lld is out of range (%llu to %llu)", spec[i].name,
+                     (long long)v, (unsigned long long)spec[i].min,
+                     (unsigned long long)spec[i].max);
+            if (i == 0)
+                w->max_bytes = (uint64_t)v;
+            else if (i == 1)
+                w->max_count = (uint32_t)v;
+            else
+                w->idle_s = (uint64_t)v;
+        }
+        lua_pop(L, 1);
+    }
+}
+
 static void v_audit(lua_State *L, struct vctx *vc, int t)
 {
     struct hutch_policy *p = vc->p;
@@ -1407,6 +1457,8 @@ static void validate(lua_State *L, struct vctx *vc, int t)
                  type_of(L, -1));
         p->direct_tools = lua_toboolean(L, -1);
     }
+    if (rawget_field(L, t, "workspaces") != LUA_TNIL)
+        v_workspaces(L, vc, lua_gettop(L));
     lua_pop(L, 1);
     if (rawget_field(L, t, "on_execute") != LUA_TNIL && !lua_isfunction(L, -1))
         verr(L, vc, "on_execute", "on_execute: expected a function, got %s",
@@ -1627,6 +1679,10 @@ static struct hutch_policy *policy_new(const char *source)
     snprintf(p->executor, sizeof(p->executor), "local");
     p->pool_any[0] = p->pool_any[1] = -1;
     p->limits = default_limits;
+    p->ws.allow = 1;
+    p->ws.max_bytes = HUTCH_WORKSPACE_DEFAULT_MAX_BYTES;
+    p->ws.max_count = HUTCH_WORKSPACE_DEFAULT_MAX_COUNT;
+    p->ws.idle_s = HUTCH_WORKSPACE_DEFAULT_IDLE_S;
     p->source = strdup(source);
     while (default_secrets[n])
         n++;
@@ -1777,6 +1833,12 @@ const struct hutch_policy_limits *hutch_policy_limits(const struct hutch_policy 
 const struct hutch_policy_rate *hutch_policy_rate(const struct hutch_policy *p)
 {
     return &p->rate;
+}
+
+const struct hutch_policy_workspaces *
+hutch_policy_workspaces(const struct hutch_policy *p)
+{
+    return &p->ws;
 }
 
 size_t hutch_policy_npaths(const struct hutch_policy *p)
@@ -2361,6 +2423,8 @@ static int exec_tramp(lua_State *L)
     lua_setfield(L, -2, "code_bytes");
     lua_pushinteger(L, (lua_Integer)req->nfiles);
     lua_setfield(L, -2, "files");
+    if (req->workspace)
+        set_string_field(L, "workspace", req->workspace);
     set_string_field(L, "executor", c->p->executor);
     push_limits(L, &c->p->limits);
     lua_setfield(L, -2, "limits");

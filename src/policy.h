@@ -38,6 +38,14 @@ struct hutch_policy_rate {
     uint32_t tool_calls_per_minute;
 };
 
+/* workspaces = { allow, max_bytes, max_count, idle_s } (workspace.c). */
+struct hutch_policy_workspaces {
+    int allow;          /* executions may name a workspace */
+    uint64_t max_bytes; /* one workspace's tar */
+    uint32_t max_count; /* workspaces per principal */
+    uint64_t idle_s;    /* unused this long: removed */
+};
+
 /* Load and validate FILE.  Unknown fields are errors naming the field.  On
  * error err->msg is "FILE:LINE: message" (LINE from Lua when it has one).
  * Caller drops with hutch_policy_unref. */
@@ -69,6 +77,8 @@ const char *hutch_policy_executor_options(const struct hutch_policy *p,
                                           const char *executor);
 const struct hutch_policy_limits *hutch_policy_limits(const struct hutch_policy *p);
 const struct hutch_policy_rate *hutch_policy_rate(const struct hutch_policy *p);
+const struct hutch_policy_workspaces *
+hutch_policy_workspaces(const struct hutch_policy *p);
 size_t hutch_policy_npaths(const struct hutch_policy *p);
 const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *p,
                                                      size_t i);
@@ -90,6 +100,7 @@ struct hutch_policy_exec {
     const char *language;
     size_t code_bytes;
     size_t nfiles;
+    const char *workspace; /* the workspace it names, or NULL */
 };
 struct hutch_policy_decision {
     char executor[64];

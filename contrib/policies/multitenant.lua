@@ -68,6 +68,9 @@ return {
   },
   rate = { executions_per_minute = 20, tool_calls_per_minute = 300 },
   audit = { secret = { "password", "*token*", "*secret*", "*key*", "query" } },
+  -- Files kept between executions (execute_code's `workspace`), each
+  -- principal's apart: 8 MiB each, 4 each, gone after a week unused.
+  workspaces = { max_bytes = 8 * 1048576, max_count = 4, idle_s = 7 * 86400 },
 
   on_execute = function(req)
     local t = TENANTS[req.principal]

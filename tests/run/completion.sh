@@ -20,7 +20,7 @@ complete_words() {
 
 is "complete -F _hutch hutch is registered" "$(complete -p hutch)" "complete -F _hutch hutch"
 is "commands" "$(complete_words "")" \
-    "--help --version doctor plugins policy run serve tools"
+    "--help --version doctor plugins policy run serve tools workspace"
 is "a prefix of a command" "$(complete_words se)" "serve"
 is "run --l" "$(complete_words run --l)" "--lang"
 is "run --lang values" "$(complete_words run --lang "")" "javascript python"
@@ -33,8 +33,19 @@ is "--executor: the usable plugins of hutch plugins" \
     "$("$HUTCH" plugins | awk '$2 == "usable" { print $1 }' | sort | tr '\n' ' ' | sed 's/ $//')"
 like "--executor offers local" " $(complete_words serve -x "") " " local "
 
+is "workspace subcommands" "$(complete_words workspace "")" "delete list show"
+WS=$(mktemp -d)
+mkdir "$WS/6c6f63616c" # hex of "local", the caller's principal
+: >"$WS/6c6f63616c/notes.tar"
+: >"$WS/6c6f63616c/plans.tar"
+is "workspace show: the caller's workspaces" \
+    "$(HUTCH_WORKSPACES=$WS complete_words workspace show "")" "notes plans"
+is "run --workspace: the caller's workspaces" \
+    "$(HUTCH_WORKSPACES=$WS complete_words run --workspace p)" "plans"
+rm -rf "$WS"
+
 # Each command's options are the ones its --help lists.
-for spec in serve run tools plugins doctor "policy test" "policy bench"; do
+for spec in serve run tools plugins doctor workspace "policy test" "policy bench"; do
     # shellcheck disable=SC2086
     help=$("$HUTCH" $spec --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u)
     # shellcheck disable=SC2086

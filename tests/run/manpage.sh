@@ -38,7 +38,7 @@ fi
 # together show them (policy's three subcommands share one table).
 for spec in "serve:cmd_serve.c:serve" "run:cmd_run.c:run" \
     "tools:cmd_tools.c:tools" "plugins:cmd_plugins.c:plugins" \
-    "doctor:cmd_doctor.c:doctor" \
+    "doctor:cmd_doctor.c:doctor" "workspace:cmd_workspace.c:workspace" \
     "policy:cmd_policy.c:policy check|policy test|policy bench"; do
     cmd=${spec%%:*}
     rest=${spec#*:}

@@ -252,6 +252,10 @@ static void test_default(void)
            hutch_policy_rate(p)->executions_per_minute == 0 &&
            hutch_policy_rate(p)->tool_calls_per_minute == 0,
        "default: no paths, principals or rates");
+    ok(hutch_policy_workspaces(p)->allow &&
+           hutch_policy_workspaces(p)->max_bytes == HUTCH_WORKSPACE_DEFAULT_MAX_BYTES &&
+           hutch_policy_workspaces(p)->idle_s == HUTCH_WORKSPACE_DEFAULT_IDLE_S,
+       "default: workspaces allowed, 16 MiB, 30 days idle");
     ok(!hutch_policy_path_allowed(p, "/tmp", "ro", NULL, 0), "default: no host path");
     ok(hutch_policy_is_secret(p, "password") &&
            hutch_policy_is_secret(p, "api_token") &&
@@ -259,7 +263,7 @@ static void test_default(void)
            !hutch_policy_is_secret(p, "path"),
        "default secret names (password, *token*, authorization; not path)");
     {
-        struct hutch_policy_exec req = {"local", "e", "python", 10, 0};
+        struct hutch_policy_exec req = {"local", "e", "python", 10, 0, NULL};
         struct hutch_policy_decision d;
         ok(hutch_policy_check_execute(p, &req, &d, reason, sizeof(reason)) == 0 &&
                !strcmp(d.executor, "local") && d.limits.timeout_ms == 30000,
@@ -523,6 +527,34 @@ static void test_validation(void)
            hutch_policy_rate(p)->tool_calls_per_minute == 600,
        "2e3 is an integer; unset limits keep the defaults; rates");
     hutch_policy_unref(p);
+    p = must_load("return { workspaces = { max_bytes = 4096, idle_s = 60 } }");
+    ok(hutch_policy_workspaces(p)->allow &&
+           hutch_policy_workspaces(p)->max_bytes == 4096 &&
+           hutch_policy_workspaces(p)->idle_s == 60 &&
+           hutch_policy_workspaces(p)->max_count == HUTCH_WORKSPACE_DEFAULT_MAX_COUNT,
+       "workspaces: the fields given, defaults for the rest");
+    hutch_policy_unref(p);
+    p = must_load("return { workspaces = { allow = false } }");
+    ok(!hutch_policy_workspaces(p)->allow, "workspaces.allow = false");
+    hutch_policy_unref(p);
+    load_fails("return { workspace = {} }",
+               "unknown field \"workspace\" (did you mean \"workspaces\"?)",
+               "workspace for workspaces");
+    load_fails("return { workspaces = { max_byte = 1 } }",
+               "unknown field \"workspaces.max_byte\" (did you mean "
+               "\"workspaces.max_bytes\"?)",
+               "workspaces.max_byte");
+    load_fails("return { workspaces = { allow = 'yes' } }",
+               "workspaces.allow: expected a boolean, got a string",
+               "allow not a boolean");
+    load_fails("return { workspaces = { max_bytes = 0 } }",
+               "workspaces.max_bytes: 0 is out of range", "max_bytes 0");
+    load_fails("return { workspaces = { max_bytes = 1e12 } }",
+               "workspaces.max_bytes: 1000000000000 is out of range",
+               "max_bytes over the result files' cap");
+    load_fails("return { workspaces = { idle_s = 1.5 } }",
+               "workspaces.idle_s: expected an integer, got a fractional number",
+               "idle_s fractional");
 }
 
 /* --- principals and secrets ----------------------------------------------------------
@@ -849,7 +881,7 @@ static void test_execute_hook(void)
         "    end\n"
         "    return true\n"
         "  end }\n");
-    struct hutch_policy_exec req = {"alice", "ex-9", "python", 123, 4};
+    struct hutch_policy_exec req = {"alice", "ex-9", "python", 123, 4, NULL};
     struct hutch_policy_decision d;
     int r;
 
@@ -924,7 +956,7 @@ static void hostile_exec(const char *file, const char *lang, const char *want)
 {
     struct hutch_err err;
     struct hutch_policy *p = fixture(file, &err);
-    struct hutch_policy_exec req = {"local", "e", lang, 1, 0};
+    struct hutch_policy_exec req = {"local", "e", lang, 1, 0, NULL};
     struct hutch_policy_decision d;
     double t0;
     int r;
@@ -1081,7 +1113,7 @@ static void *worker_main(void *arg)
         else
             w->wrong += r != -EPERM || strncmp(why, "odd ", 4);
         if (i % 1000 == 0) {
-            struct hutch_policy_exec req = {"p", "e", "python", (size_t)i, 0};
+            struct hutch_policy_exec req = {"p", "e", "python", (size_t)i, 0, NULL};
             struct hutch_policy_decision d;
             r = hutch_policy_check_execute(w->p, &req, &d, why, sizeof(why));
             w->wrong += r != 0 || d.limits.timeout_ms !=
@@ -1150,7 +1182,7 @@ static void test_contrib(void)
 {
     char path[PATH_MAX], args[PATH_MAX + 64];
     struct hutch_policy *p;
-    struct hutch_policy_exec req = {"local", "e", "python", 10, 0};
+    struct hutch_policy_exec req = {"local", "e", "python", 10, 0, NULL};
     struct hutch_policy_decision d;
 
     mk("data", 1);
