@@ -1457,6 +1457,7 @@ static void validate(lua_State *L, struct vctx *vc, int t)
                  type_of(L, -1));
         p->direct_tools = lua_toboolean(L, -1);
     }
+    lua_pop(L, 1);
     if (rawget_field(L, t, "workspaces") != LUA_TNIL)
         v_workspaces(L, vc, lua_gettop(L));
     lua_pop(L, 1);
