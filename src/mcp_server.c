@@ -334,8 +334,10 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
          "the program's exit status; 124 timeout, 137 "
          "memory, 125 hutch failed");
     cJSON_AddObjectToObject(oprops, "result");
-    prop(oprops, "stdout", "string", NULL);
-    prop(oprops, "stderr", "string", NULL);
+    prop(oprops, "stdout", "string",
+         "its first and last bytes (output_bytes together), with \"[… N bytes of "
+         "stdout left out …]\" between when it was longer");
+    prop(oprops, "stderr", "string", "cut as stdout");
     p = prop(oprops, "files", "array", "files written under /work/out");
     it = cJSON_AddObjectToObject(p, "items");
     cJSON_AddStringToObject(it, "type", "object");
@@ -544,8 +546,7 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res, in
             hutch_buf_appendf(&body, "  (%d more failed calls not listed)\n",
                               more->valueint);
     }
-    add_section(&body, "stdout", &res->out, res->out_head, res->out_omitted);
-    add_section(&body, "stderr", &res->err, res->err_head, res->err_omitted);
+    /* The answer before the output: the next try reads it first. */
     if (res->result && !cJSON_IsNull(res->result)) {
         char *js = cJSON_Print(res->result);
         hutch_buf_append(&body, "--- result ---\n", 15);
@@ -554,6 +555,8 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res, in
         hutch_buf_append(&body, "\n", 1);
         free(js);
     }
+    add_section(&body, "stdout", &res->out, res->out_head, res->out_omitted);
+    add_section(&body, "stderr", &res->err, res->err_head, res->err_omitted);
     if (cJSON_GetArraySize(res->files) > 0) {
         hutch_buf_append(&body, "--- files (in /work/out) ---\n", 29);
         cJSON_ArrayForEach(f, res->files)
