@@ -59,8 +59,15 @@
  * the execution's own pool (calls.c); past them, calls wait in a queue. */
 #define HUTCH_CALL_WORKERS 32
 
-/* Program output kept per stream; the rest is drained and counted. */
-#define HUTCH_OUTPUT_MAX_BYTES (1u << 20)
+/* Program output kept per stream, its first and last bytes (output.h); the
+ * rest is drained and counted.  MAX: the most any setting may ask.  MODEL:
+ * execute_code's default, since its output goes into a model's context:
+ * 8 KiB a stream is about 2,000 tokens, enough for a page of results or a
+ * traceback with the lines before it, and two streams plus the result stay
+ * well under what clients show a model of one tool result.  hutch run's
+ * default is MAX (a shell reads it, not a model). */
+#define HUTCH_OUTPUT_MAX_BYTES   (1u << 20)
+#define HUTCH_OUTPUT_MODEL_BYTES (8u << 10)
 /* What runsc may write to its log file per gVisor sandbox (a tmpfs of
  * this size: past it, log lines are dropped, runsc goes on). */
 #define HUTCH_GVISOR_LOG_MAX_BYTES (1u << 20)
@@ -82,7 +89,7 @@
 #define HUTCH_MCP_MAX_MESSAGE         (16u << 20)  /* one JSON-RPC message */
 #define HUTCH_MCP_MAX_INFLIGHT        64           /* concurrent requests per session */
 #define HUTCH_MCP_MAX_FILES_OUT_BYTES (8u << 20)   /* embedded in a result */
-#define HUTCH_MCP_MAX_OUTPUT_TEXT     (256u << 10) /* stdout/stderr in content */
+#define HUTCH_MCP_MAX_OUTPUT_TEXT     (256u << 10) /* search_tools' text */
 #define HUTCH_HTTP_MAX_BODY           HUTCH_MCP_MAX_MESSAGE
 #define HUTCH_HTTP_MAX_SESSIONS       256
 #define HUTCH_UPSTREAM_MAX_MESSAGE    (16u << 20)
@@ -97,6 +104,14 @@
 #define HUTCH_UPSTREAM_MAX_SERVERS    64
 #define HUTCH_SEARCH_MAX_RESULTS      100
 #define HUTCH_MCP_MAX_DEPTH           128 /* JSON nesting of one message */
+/* The whole text block of an execute_code result: both streams at their
+ * most (each already cut, head and tail), and room for the result's JSON;
+ * a longer result is cut. */
+#define HUTCH_MCP_MAX_RESULT_TEXT (2 * HUTCH_OUTPUT_MAX_BYTES + (256u << 10))
+/* The summary of an execution's tool calls (result.h): tools listed, and
+ * failed calls listed one by one; the rest are counted. */
+#define HUTCH_RESULT_MAX_TOOLS  32
+#define HUTCH_RESULT_MAX_FAILED 5
 
 /* Metrics (metrics.c): label values kept apart per family; past these,
  * new names are counted as "other".  Servers: every configured one, plus
@@ -289,6 +304,9 @@
 #define HUTCH_AUDIT_MAX_DEPTH 32
 /* principal, execution, tool, decision and reason are cut to this. */
 #define HUTCH_AUDIT_MAX_FIELD 1024
+/* Tool calls per "tool_trace" record (an execution's whole trace): with
+ * strings cut to HUTCH_AUDIT_MAX_STRING, 50 calls fit a line. */
+#define HUTCH_AUDIT_TRACE_CALLS 50
 /* How long one line may wait for a full pipe or terminal before it is
  * dropped (and counted); after a drop, later lines do not wait at all
  * until one gets through. */

@@ -63,6 +63,7 @@ int hutch_cli_limit(const char *who, const char *flag, const char *arg, uint64_t
         {"timeout", "milliseconds", 1, HUTCH_MAX_TIMEOUT_MS},
         {"memory", "megabytes", 16, HUTCH_MAX_MEMORY_MB},
         {"pids", "a number", 8, 65536},
+        {"output-bytes", "bytes", 1, HUTCH_OUTPUT_MAX_BYTES},
     };
     for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
         if (strcmp(flag, limits[i].flag) != 0)

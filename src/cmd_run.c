@@ -57,16 +57,21 @@ static void usage(FILE *f)
         "  -t, --timeout MS       wall-clock limit (default %d, max %u)\n"
         "  -m, --memory MB        memory limit (default %d)\n"
         "      --pids N           process limit (default %d)\n"
+        "      --output-bytes N   stdout and stderr kept, each: the first and last\n"
+        "                         bytes, with a note of what was left out between\n"
+        "                         (default and max %u)\n"
         "  -s, --servers FILE     upstream MCP servers the program may call (the\n"
         "                         mcpServers JSON format, as for hutch serve)\n"
         "  -p, --policy FILE      a policy (Lua; see hutch-policy(5)) for the run\n"
         "      --audit FILE       audit log, JSON lines (default: none)\n"
         "      --json             print one JSON object: exit_code, stdout, stderr,\n"
-        "                         result, files, duration_ms, timed_out, …\n"
+        "                         result, files, duration_ms, timed_out, a summary\n"
+        "                         of tool_calls, …\n"
+        "      --trace            with --json: every tool call in \"trace\"\n"
         "  -v, --verbose          log what hutch does on stderr\n"
         "  -h, --help             this text\n",
         HUTCH_PLUGIN_DIR, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_MAX_TIMEOUT_MS,
-        HUTCH_DEFAULT_MEMORY_MB, HUTCH_DEFAULT_PIDS);
+        HUTCH_DEFAULT_MEMORY_MB, HUTCH_DEFAULT_PIDS, HUTCH_OUTPUT_MAX_BYTES);
 }
 
 /* "--file SRC[:DEST]": DEST after the last ':' when there is one, else
@@ -118,7 +123,15 @@ static void print_result(const cJSON *result)
 
 int hutch_cmd_run(int argc, char **argv)
 {
-    enum { OPT_PLUGINS = 256, OPT_JSON, OPT_PIDS, OPT_AUDIT, OPT_WORKSPACES };
+    enum {
+        OPT_PLUGINS = 256,
+        OPT_JSON,
+        OPT_PIDS,
+        OPT_AUDIT,
+        OPT_WORKSPACES,
+        OPT_TRACE,
+        OPT_OUTPUT_BYTES
+    };
     static const struct option opts[] = {
         {"lang", required_argument, NULL, 'l'},
         {"eval", required_argument, NULL, 'e'},
@@ -134,7 +147,9 @@ int hutch_cmd_run(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"memory", required_argument, NULL, 'm'},
         {"pids", required_argument, NULL, OPT_PIDS},
+        {"output-bytes", required_argument, NULL, OPT_OUTPUT_BYTES},
         {"json", no_argument, NULL, OPT_JSON},
+        {"trace", no_argument, NULL, OPT_TRACE},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -153,7 +168,7 @@ int hutch_cmd_run(int argc, char **argv)
     cJSON *config = NULL;
     size_t ninputs = 0;
     uint64_t v;
-    int json = 0, c, rc = HUTCH_EXIT_ERROR, r;
+    int json = 0, trace = 0, c, rc = HUTCH_EXIT_ERROR, r;
     char *code = NULL;
     size_t code_len = 0;
     struct sigaction sa;
@@ -229,8 +244,18 @@ int hutch_cmd_run(int argc, char **argv)
             }
             jo.pids = (uint32_t)v;
             break;
+        case OPT_OUTPUT_BYTES:
+            if (hutch_cli_limit("hutch run", "output-bytes", optarg, &jo.output_bytes) <
+                0) {
+                rc = 2;
+                goto out;
+            }
+            break;
         case OPT_JSON:
             json = 1;
+            break;
+        case OPT_TRACE:
+            trace = 1;
             break;
         case 'v':
             hutch_log_more();
@@ -244,6 +269,11 @@ int hutch_cmd_run(int argc, char **argv)
             rc = 2;
             goto out;
         }
+    }
+    if (trace && !json) {
+        fprintf(stderr, "hutch run: --trace goes with --json\n");
+        rc = 2;
+        goto out;
     }
     if (optind < argc)
         path = argv[optind++];
@@ -348,7 +378,7 @@ int hutch_cmd_run(int argc, char **argv)
         goto out;
     }
     if (json) {
-        cJSON *o = hutch_exec_result_json(&res);
+        cJSON *o = hutch_exec_result_json(&res, trace);
         char *s = cJSON_PrintUnformatted(o);
         if (s)
             printf("%s\n", s);

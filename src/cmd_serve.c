@@ -103,6 +103,8 @@ static void usage(FILE *f)
         "  -t, --timeout MS       default and maximum time per execution (default %d)\n"
         "  -m, --memory MB        memory limit per execution (default %d)\n"
         "      --pids N           process limit per execution (default %d)\n"
+        "      --output-bytes N   stdout and stderr kept per execution, each: its\n"
+        "                         first and last bytes (default %u, max %u)\n"
         "      --no-envelope      do not wrap sandbox output in <untrusted-data-…> "
         "tags\n"
         "      --shapes FILE      keep the result shapes observed for tools without "
@@ -123,7 +125,7 @@ static void usage(FILE *f)
         "                         not\n"
         "  -h, --help             this text\n",
         HUTCH_POOL_DEFAULT_SIZE, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_DEFAULT_MEMORY_MB,
-        HUTCH_DEFAULT_PIDS);
+        HUTCH_DEFAULT_PIDS, HUTCH_OUTPUT_MODEL_BYTES, HUTCH_OUTPUT_MAX_BYTES);
 }
 
 /* --pool N, or python=N,javascript=N (either may be left out). */
@@ -351,7 +353,8 @@ enum {
     OPT_LOG_FORMAT,
     OPT_SHAPES,
     OPT_DIRECT_TOOLS,
-    OPT_WORKSPACES
+    OPT_WORKSPACES,
+    OPT_OUTPUT_BYTES
 };
 static const struct option opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -364,6 +367,7 @@ static const struct option opts[] = {
     {"timeout", required_argument, NULL, 't'},
     {"memory", required_argument, NULL, 'm'},
     {"pids", required_argument, NULL, OPT_PIDS},
+    {"output-bytes", required_argument, NULL, OPT_OUTPUT_BYTES},
     {"no-envelope", no_argument, NULL, OPT_NO_ENVELOPE},
     {"direct-tools", no_argument, NULL, OPT_DIRECT_TOOLS},
     {"pool", required_argument, NULL, OPT_POOL},
@@ -396,7 +400,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     sigset_t hup;
     char addr[256] = "", *token = NULL;
     uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
-             pids = HUTCH_DEFAULT_PIDS;
+             pids = HUTCH_DEFAULT_PIDS, output_bytes = 0;
     int c, rc = HUTCH_EXIT_ERROR, envelope = 1, timeout_set = 0, memory_set = 0,
            pids_set = 0;
     struct sigaction sa;
@@ -446,6 +450,11 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             if (hutch_cli_limit("hutch serve", "pids", optarg, &pids) < 0)
                 return 2;
             pids_set = 1;
+            break;
+        case OPT_OUTPUT_BYTES:
+            if (hutch_cli_limit("hutch serve", "output-bytes", optarg, &output_bytes) <
+                0)
+                return 2;
             break;
         case OPT_NO_ENVELOPE:
             envelope = 0;
@@ -544,6 +553,8 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     jo.timeout_ms = timeout_set ? timeout : 0;
     jo.memory_mb = memory_set ? memory : 0;
     jo.pids = pids_set ? (uint32_t)pids : 0;
+    jo.output_bytes = output_bytes;
+    jo.output_default = HUTCH_OUTPUT_MODEL_BYTES; /* a model reads it */
     if (hutch_jobs_new(&jo, &jobs, &err) < 0) {
         hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
         goto out;

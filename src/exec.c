@@ -26,6 +26,8 @@
 #include "hutch_archive.h"
 #include "log.h"
 #include "metrics.h"
+#include "output.h"
+#include "result.h"
 #include "util.h"
 #include "wire.h"
 
@@ -48,7 +50,7 @@ struct run {
     int done_status; /* from done; -1 when it did not say */
     int done_files;  /* from done: /work/out holds something (1, 0, -1) */
     int fail;        /* protocol error or hutch error: kill */
-    int out_cut_noted, err_cut_noted;
+    struct hutch_output oout, oerr; /* head and tail of stdout, stderr */
     uint64_t ntool;
     uint64_t deadline; /* ms, once the job runs */
     struct hutch_calls *calls;
@@ -124,13 +126,12 @@ static void note(struct run *rn, const char *fmt, ...)
     va_end(ap);
 }
 
-static void take_output(struct run *rn, int fd, struct hutch_buf *keep, uint64_t *total,
-                        int stream_fd, int *cut_noted, int *eof, const char *name)
+static void take_output(int fd, struct hutch_output *keep, int stream_fd, int *eof)
 {
     char buf[READ_CHUNK];
     for (;;) {
         ssize_t n = read(fd, buf, sizeof(buf));
-        size_t room, take;
+        long head;
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -142,23 +143,33 @@ static void take_output(struct run *rn, int fd, struct hutch_buf *keep, uint64_t
             *eof = 1;
             return;
         }
-        *total += (uint64_t)n;
-        room = keep->max - keep->len;
-        take = (size_t)n < room ? (size_t)n : room;
-        if (take)
-            hutch_buf_append(keep, buf, take);
-        if (stream_fd >= 0 && take)
-            hutch_write_all(stream_fd, buf, take);
-        if (take < (size_t)n && !*cut_noted) {
-            *cut_noted = 1;
-            if (stream_fd >= 0)
-                dprintf(STDERR_FILENO, "\nhutch: %s truncated after %zu bytes\n", name,
-                        keep->max);
-        }
+        /* The head goes to the live copy now; the tail is known at the
+         * end (finish_output). */
+        head = hutch_output_feed(keep, buf, (size_t)n);
+        if (stream_fd >= 0 && head > 0)
+            hutch_write_all(stream_fd, buf, (size_t)head);
         /* A chunk at a time: the loop must also see the deadline. */
         if ((size_t)n < sizeof(buf))
             return;
     }
+}
+
+/* What was kept of a stream into the result; the live copy gets the tail,
+ * after a note of what was left out (on stderr, hutch's own). */
+static void finish_output(struct hutch_output *o, struct hutch_buf *to, size_t *head,
+                          uint64_t *total, uint64_t *omitted, int stream_fd,
+                          const char *name)
+{
+    if (hutch_output_finish(o, to, head, omitted) < 0)
+        *omitted = o->total - to->len;
+    *total = o->total;
+    if (stream_fd < 0 || to->len <= *head)
+        return;
+    if (*omitted)
+        dprintf(STDERR_FILENO,
+                "\nhutch: %llu bytes of %s left out; its last %zu follow\n",
+                (unsigned long long)*omitted, name, to->len - *head);
+    hutch_write_all(stream_fd, to->data + *head, to->len - *head);
 }
 
 /* Tool calls run in calls.c, which writes their answers to the channel. */
@@ -572,9 +583,12 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
                           HUTCH_MAX_CODE_BYTES);
         goto out;
     }
-    if (req->output_bytes && req->output_bytes < res->out.max) {
-        res->out.max = (size_t)req->output_bytes;
-        res->err.max = (size_t)req->output_bytes;
+    {
+        size_t limit = req->output_bytes && req->output_bytes < HUTCH_OUTPUT_MAX_BYTES
+                           ? (size_t)req->output_bytes
+                           : HUTCH_OUTPUT_MAX_BYTES;
+        hutch_output_init(&rn.oout, limit);
+        hutch_output_init(&rn.oerr, limit);
     }
     hutch_budget_init(&rn.budget, HUTCH_EXEC_MEMORY_BUDGET);
     rn.budget.parent = hutch_budget_process();
@@ -660,11 +674,9 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         if (ichan >= 0 && (fds[ichan].revents & (POLLIN | POLLHUP | POLLERR)))
             read_chan(&rn);
         if (iout >= 0 && (fds[iout].revents & (POLLIN | POLLHUP | POLLERR)))
-            take_output(&rn, rn.sb->stdout_fd, &res->out, &res->out_total,
-                        req->stream_fd_out, &rn.out_cut_noted, &rn.out_eof, "stdout");
+            take_output(rn.sb->stdout_fd, &rn.oout, req->stream_fd_out, &rn.out_eof);
         if (ierr >= 0 && (fds[ierr].revents & (POLLIN | POLLHUP | POLLERR)))
-            take_output(&rn, rn.sb->stderr_fd, &res->err, &res->err_total,
-                        req->stream_fd_err, &rn.err_cut_noted, &rn.err_eof, "stderr");
+            take_output(rn.sb->stderr_fd, &rn.oerr, req->stream_fd_err, &rn.err_eof);
         if (icalls >= 0 && (fds[icalls].revents & POLLIN)) {
             if (hutch_calls_take(rn.calls) < 0)
                 answers_stuck(&rn);
@@ -692,16 +704,14 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
          * it left running is not waited for. */
         int spin = 0;
         while ((!rn.out_eof || !rn.err_eof) && spin++ < 64) {
-            int before = (int)(res->out_total + res->err_total);
+            uint64_t before = rn.oout.total + rn.oerr.total;
             if (!rn.out_eof)
-                take_output(&rn, rn.sb->stdout_fd, &res->out, &res->out_total,
-                            req->stream_fd_out, &rn.out_cut_noted, &rn.out_eof,
-                            "stdout");
+                take_output(rn.sb->stdout_fd, &rn.oout, req->stream_fd_out,
+                            &rn.out_eof);
             if (!rn.err_eof)
-                take_output(&rn, rn.sb->stderr_fd, &res->err, &res->err_total,
-                            req->stream_fd_err, &rn.err_cut_noted, &rn.err_eof,
-                            "stderr");
-            if ((int)(res->out_total + res->err_total) == before)
+                take_output(rn.sb->stderr_fd, &rn.oerr, req->stream_fd_err,
+                            &rn.err_eof);
+            if (rn.oout.total + rn.oerr.total == before)
                 break;
         }
         /* The runner may have sent done just before it exited: what the
@@ -750,6 +760,12 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     }
     r = 0;
 out:
+    finish_output(&rn.oout, &res->out, &res->out_head, &res->out_total,
+                  &res->out_omitted, req->stream_fd_out, "stdout");
+    finish_output(&rn.oerr, &res->err, &res->err_head, &res->err_total,
+                  &res->err_omitted, req->stream_fd_err, "stderr");
+    hutch_output_free(&rn.oout);
+    hutch_output_free(&rn.oerr);
     res->duration_ms = hutch_now_ms() - t0;
     hutch_debug("timing (ms): %s job done %.2f, collected %.2f",
                 b->pooled ? "warm" : "cold",
@@ -762,23 +778,39 @@ out:
     return r;
 }
 
-/* JSON strings must be UTF-8: invalid bytes become U+FFFD. */
 /* Captured output as a JSON string: every byte kept, a NUL or a byte that
- * is not UTF-8 shown as U+FFFD (hutch_utf8_sanitize). */
-static cJSON *text_json(const struct hutch_buf *b)
+ * is not UTF-8 shown as U+FFFD (hutch_utf8_sanitize), and the marker of
+ * what was left out where it was. */
+static cJSON *text_json(const struct hutch_buf *b, size_t head, uint64_t omitted,
+                        const char *name)
 {
-    char *s = hutch_utf8_sanitize(b->data ? b->data : "", b->len, NULL);
-    cJSON *j = cJSON_CreateString(s ? s : "");
+    struct hutch_buf t = HUTCH_BUF_INIT(b->len + 128);
+    char mark[96], *s;
+    cJSON *j;
+
+    hutch_buf_append(&t, hutch_buf_str(b), omitted ? head : b->len);
+    if (omitted) {
+        hutch_output_marker(mark, sizeof(mark), name, omitted);
+        hutch_buf_appends(&t, mark);
+        hutch_buf_append(&t, b->data + head, b->len - head);
+    }
+    s = hutch_utf8_sanitize(hutch_buf_str(&t), t.len, NULL);
+    j = cJSON_CreateString(s ? s : "");
     free(s);
+    hutch_buf_free(&t);
     return j;
 }
 
-cJSON *hutch_exec_result_json(const struct hutch_exec_result *res)
+cJSON *hutch_exec_result_json(const struct hutch_exec_result *res, int trace)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "exit_code", res->exit_code);
-    cJSON_AddItemToObject(o, "stdout", text_json(&res->out));
-    cJSON_AddItemToObject(o, "stderr", text_json(&res->err));
+    cJSON_AddItemToObject(
+        o, "stdout", text_json(&res->out, res->out_head, res->out_omitted, "stdout"));
+    cJSON_AddItemToObject(
+        o, "stderr", text_json(&res->err, res->err_head, res->err_omitted, "stderr"));
+    cJSON_AddNumberToObject(o, "stdout_omitted_bytes", (double)res->out_omitted);
+    cJSON_AddNumberToObject(o, "stderr_omitted_bytes", (double)res->err_omitted);
     cJSON_AddItemToObject(o, "result",
                           res->result ? cJSON_Duplicate(res->result, 1)
                                       : cJSON_CreateNull());
@@ -788,11 +820,13 @@ cJSON *hutch_exec_result_json(const struct hutch_exec_result *res)
     cJSON_AddBoolToObject(o, "oom", res->oom);
     cJSON_AddStringToObject(o, "executor", res->executor);
     cJSON_AddBoolToObject(o, "warm", res->warm);
-    cJSON_AddItemToObject(o, "tool_calls", cJSON_Duplicate(res->tool_calls, 1));
-    cJSON_AddBoolToObject(o, "stdout_truncated", res->out_total > res->out.len);
-    cJSON_AddBoolToObject(o, "stderr_truncated", res->err_total > res->err.len);
+    cJSON_AddItemToObject(o, "tool_calls", hutch_result_calls_summary(res->tool_calls));
+    if (trace)
+        cJSON_AddItemToObject(o, "trace", cJSON_Duplicate(res->tool_calls, 1));
+    cJSON_AddBoolToObject(o, "stdout_truncated", res->out_omitted > 0);
+    cJSON_AddBoolToObject(o, "stderr_truncated", res->err_omitted > 0);
     if (res->error)
-        cJSON_AddItemToObject(o, "error", cJSON_Duplicate(res->error, 1));
+        cJSON_AddItemToObject(o, "error", hutch_result_error(res->error));
     if (res->message[0])
         cJSON_AddStringToObject(o, "message", res->message);
     return o;

@@ -73,7 +73,8 @@ struct hutch_exec_req {
     const void *tar; /* files for /work, may be NULL */
     size_t tar_len;
     uint64_t timeout_ms;
-    uint64_t output_bytes; /* kept per stream; 0: HUTCH_OUTPUT_MAX_BYTES */
+    uint64_t output_bytes; /* kept per stream, head and tail (output.h);
+                              0: HUTCH_OUTPUT_MAX_BYTES */
     uint64_t files_bytes;  /* /work/out cap; 0: HUTCH_TAR_OUT_MAX_BYTES */
     const char *label;
     const char *out_dir; /* unpack /work/out here; NULL: list only */
@@ -98,17 +99,19 @@ struct hutch_exec_result {
     int oom;
     int ok; /* runner said done ok */
     uint64_t duration_ms;
-    struct hutch_buf out, err;     /* capped copies */
-    uint64_t out_total, err_total; /* bytes produced, kept or not */
-    cJSON *result;                 /* owned; JSON null when none */
-    cJSON *error;                  /* owned; runner's error object or NULL */
-    cJSON *files;                  /* owned array of {path, size} */
-    cJSON *tool_calls;             /* owned array */
-    struct hutch_buf out_tar;      /* raw tar of /work/out (validated) */
-    char message[HUTCH_ERR_MSG];   /* hutch's note (timeout, protocol error…) */
-    char executor[64];             /* the executor that ran it */
-    int warm;                      /* its sandbox came from a warm pool */
-    uint64_t memory_mb;            /* its memory limit, for the OOM note */
+    struct hutch_buf out, err;         /* what was kept: head, then tail */
+    size_t out_head, err_head;         /* where the head ends in out, err */
+    uint64_t out_total, err_total;     /* bytes produced, kept or not */
+    uint64_t out_omitted, err_omitted; /* left out at out_head, err_head */
+    cJSON *result;                     /* owned; JSON null when none */
+    cJSON *error;                      /* owned; runner's error object or NULL */
+    cJSON *files;                      /* owned array of {path, size} */
+    cJSON *tool_calls;                 /* owned array: every call (the trace) */
+    struct hutch_buf out_tar;          /* raw tar of /work/out (validated) */
+    char message[HUTCH_ERR_MSG];       /* hutch's note (timeout, protocol error…) */
+    char executor[64];                 /* the executor that ran it */
+    int warm;                          /* its sandbox came from a warm pool */
+    uint64_t memory_mb;                /* its memory limit, for the OOM note */
 };
 
 void hutch_exec_result_init(struct hutch_exec_result *res);
@@ -124,7 +127,11 @@ void hutch_exec_result_free(struct hutch_exec_result *res);
 int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
                    struct hutch_exec_result *res, struct hutch_err *err);
 
-/* The result as the JSON object of `hutch run --json`; caller frees. */
-cJSON *hutch_exec_result_json(const struct hutch_exec_result *res);
+/* The result as the JSON object of `hutch run --json` and of execute_code's
+ * structuredContent; caller frees.  tool_calls is the summary
+ * (trace.h); the whole per-call `trace` only when `trace` is non-zero.
+ * stdout and stderr are what was kept, with the marker of what was left
+ * out (output.h) between head and tail. */
+cJSON *hutch_exec_result_json(const struct hutch_exec_result *res, int trace);
 
 #endif

@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "path.h"
 #include "rate.h"
+#include "result.h"
 #include "util.h"
 
 struct hutch_gov {
@@ -204,6 +205,9 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
     if (x->ws[0])
         cJSON_AddStringToObject(extra, "workspace", x->ws);
     if (res) {
+        /* The per-call trace, which results carry only when asked. */
+        hutch_result_trace_audit(x->g->audit, x->principal, x->execution,
+                                 res->tool_calls);
         cJSON_AddNumberToObject(extra, "exit_code", res->exit_code);
         cJSON_AddBoolToObject(extra, "timed_out", res->timed_out);
         cJSON_AddBoolToObject(extra, "oom", res->oom);

@@ -13,7 +13,12 @@
  * Limits.  Every source is a ceiling and the lowest wins: hutch's defaults
  * (caps.h), the operator's flags, the policy file's limits (the built-in
  * policy only supplies defaults), its on_execute hook, and the request's
- * timeout_ms.
+ * timeout_ms and output_bytes.  A default applies only when no source sets
+ * the limit.  output_bytes: the policy's value counts when it is below
+ * HUTCH_OUTPUT_MAX_BYTES, which is its default and hutch's maximum (so a
+ * policy file that does not mention it leaves execute_code's model-sized
+ * default in place, where timeout_ms's and memory_mb's defaults are the
+ * same as hutch's own).
  *
  * Threads: struct hutch_jobs is shared by every execution; `mu` guards
  * opening plugins and the policy the pools were configured for. */
@@ -701,7 +706,16 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     req.timeout_ms = lowest(HUTCH_DEFAULT_TIMEOUT_MS, j->o.timeout_ms,
                             hutch_policy_builtin(gx.policy) ? 0 : d.limits.timeout_ms,
                             job->timeout_ms);
-    req.output_bytes = d.limits.output_bytes;
+    req.output_bytes =
+        lowest(j->o.output_default ? j->o.output_default : HUTCH_OUTPUT_MAX_BYTES,
+               j->o.output_bytes,
+               hutch_policy_builtin(gx.policy) ||
+                       d.limits.output_bytes >= HUTCH_OUTPUT_MAX_BYTES
+                   ? 0
+                   : d.limits.output_bytes,
+               job->output_bytes);
+    if (req.output_bytes > HUTCH_OUTPUT_MAX_BYTES)
+        req.output_bytes = HUTCH_OUTPUT_MAX_BYTES;
     req.files_bytes = d.limits.files_bytes;
     req.label = gx.execution;
     /* With a workspace, /work/out is split first (close_workspace). */

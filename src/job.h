@@ -47,6 +47,11 @@ struct hutch_jobs_opts {
     uint64_t timeout_ms;
     uint64_t memory_mb;
     uint32_t pids;
+    uint64_t output_bytes; /* --output-bytes: a ceiling like the others */
+    /* What is kept of each output stream when no source sets it: the
+     * front's default (execute_code's is HUTCH_OUTPUT_MODEL_BYTES); 0:
+     * HUTCH_OUTPUT_MAX_BYTES. */
+    uint64_t output_default;
     /* Warm pools: 0 keeps every sandbox cold (hutch run).  pool_size[0]
      * python, [1] javascript: the --pool flag, -1 when not given. */
     int pools;
@@ -114,8 +119,9 @@ struct hutch_job_req {
     /* The host paths are the invoking user's own (hutch run without a
      * policy file): not checked against the policy's paths. */
     int host_paths_trusted;
-    uint64_t timeout_ms; /* the request's ceiling; 0: none */
-    int skip_files;      /* nobody looks at /work/out */
+    uint64_t timeout_ms;   /* the request's ceiling; 0: none */
+    uint64_t output_bytes; /* the request's ceiling per stream; 0: none */
+    int skip_files;        /* nobody looks at /work/out */
     int stream_fd_out, stream_fd_err;
     const atomic_int *cancel;
     void (*tick)(void *arg, uint64_t elapsed_ms);

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "mcp_direct.h"
 #include "mcp_server.h"
+#include "output.h"
 #include "plugin.h"
 #include "shape.h"
 #include "util.h"
@@ -392,6 +393,15 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
     p = prop(props, "timeout_ms", "integer", "wall-clock limit");
     cJSON_AddNumberToObject(p, "minimum", 1);
     cJSON_AddNumberToObject(p, "maximum", (double)m->o.timeout_ms);
+    p = prop(props, "output_bytes", "integer",
+             "stdout and stderr kept, each: the first and last bytes, with the "
+             "number left out between (default 8192; the server's and the "
+             "policy's limits are ceilings)");
+    cJSON_AddNumberToObject(p, "minimum", 1);
+    cJSON_AddNumberToObject(p, "maximum", HUTCH_OUTPUT_MAX_BYTES);
+    prop(props, "trace", "boolean",
+         "also return every tool call (structuredContent.trace); by default "
+         "tool_calls is a summary");
     req = cJSON_AddArrayToObject(in, "required");
     cJSON_AddItemToArray(req, cJSON_CreateString("language"));
     cJSON_AddItemToArray(req, cJSON_CreateString("code"));
@@ -403,16 +413,53 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
          "the program's exit status; 124 timeout, 137 "
          "memory, 125 hutch failed");
     cJSON_AddObjectToObject(oprops, "result");
-    prop(oprops, "stdout", "string", NULL);
-    prop(oprops, "stderr", "string", NULL);
+    prop(oprops, "stdout", "string",
+         "its first and last bytes (output_bytes together), with \"[… N bytes of "
+         "stdout left out …]\" between when it was longer");
+    prop(oprops, "stderr", "string", "cut as stdout");
     p = prop(oprops, "files", "array", "files written under /work/out");
     it = cJSON_AddObjectToObject(p, "items");
     cJSON_AddStringToObject(it, "type", "object");
     prop(oprops, "duration_ms", "number", NULL);
-    p = prop(oprops, "tool_calls", "array",
-             "tool calls the program made, with outcome");
+    prop(oprops, "stdout_omitted_bytes", "integer",
+         "bytes of stdout left out between its first and last bytes (0: none)");
+    prop(oprops, "stderr_omitted_bytes", "integer",
+         "bytes of stderr left out between its first and last bytes (0: none)");
+    p = prop(oprops, "tool_calls", "object",
+             "summary of the tool calls the program made: per tool, and the "
+             "failed calls (the first few; failed_omitted counts the rest)");
+    {
+        cJSON *tp = cJSON_AddObjectToObject(p, "properties"), *a, *ip;
+        const char *treq[] = {"count", "ok", "errors", "tools", "failed"};
+        prop(tp, "count", "integer", NULL);
+        prop(tp, "ok", "integer", NULL);
+        prop(tp, "errors", "integer", NULL);
+        a = prop(tp, "tools", "array", "per tool: {tool, count, ok, errors, total_ms}");
+        it = cJSON_AddObjectToObject(a, "items");
+        cJSON_AddStringToObject(it, "type", "object");
+        ip = cJSON_AddObjectToObject(it, "properties");
+        prop(ip, "tool", "string", NULL);
+        prop(ip, "count", "integer", NULL);
+        prop(ip, "ok", "integer", NULL);
+        prop(ip, "errors", "integer", NULL);
+        prop(ip, "total_ms", "number", NULL);
+        prop(tp, "other_calls", "integer",
+             "calls of tools past the ones listed (counted above)");
+        a = prop(tp, "failed", "array",
+                 "failed calls: {id, tool, outcome, error, duration_ms}");
+        it = cJSON_AddObjectToObject(a, "items");
+        cJSON_AddStringToObject(it, "type", "object");
+        prop(tp, "failed_omitted", "integer", "failed calls not listed");
+        cJSON_AddItemToObject(p, "required", cJSON_CreateStringArray(treq, 5));
+    }
+    p = prop(oprops, "trace", "array",
+             "every tool call, in completion order, when the request asked "
+             "(trace: true)");
     it = cJSON_AddObjectToObject(p, "items");
     cJSON_AddStringToObject(it, "type", "object");
+    p = prop(oprops, "error", "object",
+             "the program's uncaught error: {type, message, line} (its "
+             "traceback is in stderr)");
     prop(oprops, "timed_out", "boolean", NULL);
     prop(oprops, "executor", "string", "the executor that ran the code");
     prop(oprops, "warm", "boolean",
@@ -509,23 +556,29 @@ static int embed_file(void *arg, const char *path, const void *data, size_t size
 }
 
 static void add_section(struct hutch_buf *t, const char *name,
-                        const struct hutch_buf *b, uint64_t total)
+                        const struct hutch_buf *b, size_t head, uint64_t omitted)
 {
+    char mark[96];
     if (!b->len)
         return;
     hutch_buf_appendf(t, "--- %s ---\n", name);
-    hutch_buf_append(t, b->data, b->len);
+    if (omitted) {
+        /* First and last bytes (output.h), the cut said where it is. */
+        hutch_buf_append(t, b->data, head);
+        hutch_output_marker(mark, sizeof(mark), name, omitted);
+        hutch_buf_appends(t, mark);
+        hutch_buf_append(t, b->data + head, b->len - head);
+    } else {
+        hutch_buf_append(t, b->data, b->len);
+    }
     if (b->data[b->len - 1] != '\n')
         hutch_buf_append(t, "\n", 1);
-    if (total > b->len)
-        hutch_buf_appendf(t, "[%s: %llu more bytes not kept]\n", name,
-                          (unsigned long long)(total - b->len));
 }
 
-static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res)
+static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res, int trace)
 {
     cJSON *r = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(r, "content");
-    cJSON *sc = hutch_exec_result_json(res), *t;
+    cJSON *sc = hutch_exec_result_json(res, trace), *t;
     struct hutch_buf body, all;
     struct embed emb = {.content = content};
     const cJSON *f;
@@ -533,15 +586,46 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res)
 
     /* The readable block: truncated first, so the envelope's closing tag
      * always survives. */
-    hutch_buf_init_cut(&body, HUTCH_MCP_MAX_OUTPUT_TEXT, CUT_MARK);
-    hutch_buf_init_cut(&all, HUTCH_MCP_MAX_OUTPUT_TEXT + 4096, CUT_MARK);
+    hutch_buf_init_cut(&body, HUTCH_MCP_MAX_RESULT_TEXT, CUT_MARK);
+    hutch_buf_init_cut(&all, HUTCH_MCP_MAX_RESULT_TEXT + 4096, CUT_MARK);
     hutch_buf_appendf(&body, "exit code: %d%s (%llu ms)\n", res->exit_code,
                       res->timed_out ? " (timed out)" : "",
                       (unsigned long long)res->duration_ms);
     if (res->message[0])
         hutch_buf_appendf(&body, "hutch: %s\n", res->message);
-    add_section(&body, "stdout", &res->out, res->out_total);
-    add_section(&body, "stderr", &res->err, res->err_total);
+    {
+        /* The error first, at the user's line; its traceback is in
+         * stderr, once (the runner printed it there). */
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(sc, "error");
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(e, "type"));
+        const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(e, "message"));
+        const cJSON *line = cJSON_GetObjectItem(e, "line");
+        if (type && cJSON_IsNumber(line))
+            hutch_buf_appendf(&body, "error: %s: %.2000s (line %d of your code)\n",
+                              type, msg ? msg : "", line->valueint);
+    }
+    {
+        /* Tool calls in one line, and the failed ones the summary lists. */
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(sc, "tool_calls");
+        const cJSON *n = cJSON_GetObjectItem(tc, "count"),
+                    *bad = cJSON_GetObjectItem(tc, "errors"),
+                    *more = cJSON_GetObjectItem(tc, "failed_omitted"), *fc;
+        if (cJSON_IsNumber(n) && n->valueint > 0)
+            hutch_buf_appendf(&body, "tool calls: %d, %d failed\n", n->valueint,
+                              cJSON_IsNumber(bad) ? bad->valueint : 0);
+        cJSON_ArrayForEach(fc, cJSON_GetObjectItem(tc, "failed"))
+        {
+            const char *tool = cJSON_GetStringValue(cJSON_GetObjectItem(fc, "tool"));
+            const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(fc, "outcome"));
+            const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(fc, "error"));
+            hutch_buf_appendf(&body, "  %.300s: %s%s%.300s\n", tool ? tool : "?",
+                              why ? why : "error", msg ? ": " : "", msg ? msg : "");
+        }
+        if (cJSON_IsNumber(more) && more->valueint > 0)
+            hutch_buf_appendf(&body, "  (%d more failed calls not listed)\n",
+                              more->valueint);
+    }
+    /* The answer before the output: the next try reads it first. */
     if (res->result && !cJSON_IsNull(res->result)) {
         char *js = cJSON_Print(res->result);
         hutch_buf_append(&body, "--- result ---\n", 15);
@@ -550,6 +634,8 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res)
         hutch_buf_append(&body, "\n", 1);
         free(js);
     }
+    add_section(&body, "stdout", &res->out, res->out_head, res->out_omitted);
+    add_section(&body, "stderr", &res->err, res->err_head, res->err_omitted);
     if (cJSON_GetArraySize(res->files) > 0) {
         hutch_buf_append(&body, "--- files (in /work/out) ---\n", 29);
         cJSON_ArrayForEach(f, res->files)
@@ -856,6 +942,9 @@ static cJSON *execute_code(struct job *j)
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->args, "files");
     const cJSON *output = cJSON_GetObjectItemCaseSensitive(j->args, "output_dir");
     const cJSON *wsp = cJSON_GetObjectItemCaseSensitive(j->args, "workspace");
+    const cJSON *trace_arg = cJSON_GetObjectItemCaseSensitive(j->args, "trace");
+    const cJSON *obytes = cJSON_GetObjectItemCaseSensitive(j->args, "output_bytes");
+    int trace = 0;
     struct hutch_job_req *job = &j->hj;
     struct hutch_exec_result res;
     struct hutch_job_input *inputs = NULL;
@@ -870,7 +959,8 @@ static cJSON *execute_code(struct job *j)
         if (strcmp(it->string, "language") && strcmp(it->string, "code") &&
             strcmp(it->string, "files") && strcmp(it->string, "timeout_ms") &&
             strcmp(it->string, "inputs") && strcmp(it->string, "output_dir") &&
-            strcmp(it->string, "workspace")) {
+            strcmp(it->string, "workspace") && strcmp(it->string, "trace") &&
+            strcmp(it->string, "output_bytes")) {
             snprintf(msg, sizeof(msg), "execute_code: unknown argument \"%.64s\"",
                      it->string);
             return text_result(msg, 1);
@@ -894,6 +984,21 @@ static cJSON *execute_code(struct job *j)
         /* A ceiling like the others: more than allowed is the most allowed. */
         job->timeout_ms =
             v > (double)HUTCH_MAX_TIMEOUT_MS ? HUTCH_MAX_TIMEOUT_MS : (uint64_t)v;
+    }
+    if (trace_arg && !cJSON_IsNull(trace_arg)) {
+        if (!cJSON_IsBool(trace_arg))
+            return text_result("execute_code: \"trace\" must be true or false", 1);
+        trace = cJSON_IsTrue(trace_arg);
+    }
+    if (obytes && !cJSON_IsNull(obytes)) {
+        double v = obytes->valuedouble;
+        if (!cJSON_IsNumber(obytes) || v < 1 ||
+            (v < (double)HUTCH_OUTPUT_MAX_BYTES && v != (double)(uint64_t)v))
+            return text_result(
+                "execute_code: \"output_bytes\" must be a positive integer", 1);
+        /* A ceiling like timeout_ms: more than allowed is the most allowed. */
+        job->output_bytes =
+            v > (double)HUTCH_OUTPUT_MAX_BYTES ? HUTCH_OUTPUT_MAX_BYTES : (uint64_t)v;
     }
     if (output && !cJSON_IsNull(output)) {
         if (!cJSON_IsString(output))
@@ -937,7 +1042,7 @@ static cJSON *execute_code(struct job *j)
         snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
         out = text_result(msg, 1);
     } else {
-        out = exec_result(m, &res);
+        out = exec_result(m, &res, trace);
         hutch_info("execution %s (%s, %s on %s%s): exit %d in %llu ms, %d tool calls",
                    job->execution, j->s->principal, lang->valuestring, res.executor,
                    res.warm ? ", warm" : "", res.exit_code,

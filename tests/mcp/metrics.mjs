@@ -148,10 +148,10 @@ for name, args in [("everything.get-env", {}), ("everything.get-sum", {"a": "x"}
     except Exception as e:
         out.append(getattr(e, "code", "?"))
 out
-`),
+`, { trace: true }),
   );
   assert(x.s.exit_code === 0, `exit ${x.s.exit_code}: ${x.text}`);
-  runs.tools = x.s.tool_calls.map((c) => c.outcome);
+  runs.tools = x.s.trace.map((c) => c.outcome);
   assert(
     JSON.stringify(x.s.result.slice(2)) === JSON.stringify(["denied", "invalid_args", "unknown_tool"]),
     JSON.stringify(x.s.result),

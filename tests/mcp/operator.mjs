@@ -5,7 +5,9 @@
 // 300 MB allocation (137), an operator's executor that the policy file
 // contradicts stops hutch at start-up naming both, and a policy hook that
 // picks a weaker executor is refused.  (Two bugs of main: the first ran on
-// local, the second ignored the flag.)  TAP; the official SDK client.
+// local, the second ignored the flag.)  --output-bytes, the config file's
+// key, the policy's limit and its hook against a request's output_bytes.
+// TAP; the official SDK client.
 import {
   execute, fs, loadSdk, os, path, py, requireEnv, spawnSync, startHttp, startStdio, tap,
 } from "./lib.mjs";
@@ -95,6 +97,47 @@ if (E !== "local") {
       await h.close();
     }
   }, 300);
+}
+
+// What is kept of output (issue 12): every source is a ceiling and the
+// lowest wins; the model-sized default when none sets one.  Over stdio.
+{
+  const CHATTY = 'print("x" * 100000)';
+  const kept = (x) => (x.s.stdout_omitted_bytes === undefined ? NaN : 100001 - x.s.stdout_omitted_bytes);
+  const cases = [
+    ["no source: execute_code's default, 8192", [], null, [[{}, 8192], [{ output_bytes: 20000 }, 20000], [{ output_bytes: 100 }, 100]]],
+    ["--output-bytes 1000: a ceiling a request cannot pass", ["--output-bytes", "1000"], null,
+      [[{}, 1000], [{ output_bytes: 20000 }, 1000], [{ output_bytes: 100 }, 100]]],
+    ["output-bytes = 3000 in --config", ["--config", "CONF"], null, [[{}, 3000], [{ output_bytes: 500 }, 500]]],
+    ["a policy's limits.output_bytes = 600 under --output-bytes 1000", ["--output-bytes", "1000"], "limits = { output_bytes = 600 }",
+      [[{}, 600], [{ output_bytes: 20000 }, 600]]],
+    ["a hook's output_bytes = 300", [], "on_execute = function(req) return { limits = { output_bytes = 300 } } end",
+      [[{}, 300], [{ output_bytes: 20000 }, 300]]],
+    ["a policy file that sets no output_bytes keeps the default", [], "limits = { timeout_ms = 20000 }", [[{}, 8192]]],
+  ];
+  const conf = path.join(tmp, "serve.conf");
+  fs.writeFileSync(conf, "output-bytes = 3000\n");
+  for (const [what, args0, policy, checks] of cases) {
+    await t.step(`output kept: ${what}`, async () => {
+      const args = args0.map((a) => (a === "CONF" ? conf : a));
+      if (policy) {
+        const pol = path.join(tmp, "output.lua");
+        fs.writeFileSync(pol, `return { ${policy} }\n`);
+        args.push("--policy", pol);
+      }
+      const h = await startStdio({ sdk, hutch, args: ["--executor", E, "--pool", "0", ...args], env: { HUTCH_EXECUTOR: "" } });
+      try {
+        for (const [extra, want] of checks) {
+          const x = await execute(h.client, py(CHATTY, extra), { executor: E });
+          if (x.s.exit_code !== 0 || kept(x) !== want) {
+            throw new Error(`${JSON.stringify(extra)}: kept ${kept(x)}, want ${want}: ${x.text.slice(0, 300)}`);
+          }
+        }
+      } finally {
+        await h.close();
+      }
+    }, 300);
+  }
 }
 
 fs.rmSync(tmp, { recursive: true, force: true });

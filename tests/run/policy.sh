@@ -88,7 +88,7 @@ like "a hook picking the default itself is no conflict (the test plugin then fai
 
 # Denied calls raise in the sandbox and show in tool_calls.
 run_hutch run --policy "$T/p.lua" --audit "$T/audit.jsonl" --servers "$T/servers.json" \
-    --lang python --json -e '
+    --lang python --json --trace -e '
 res = []
 for name, args in [("everything.echo", {"message": "hi", "password": "hunter2"}),
                    ("everything.get-env", {}),
@@ -102,10 +102,13 @@ for name, args in [("everything.echo", {"message": "hi", "password": "hunter2"})
 res'
 is "allowed, denied by rule, denied by hook, denied by default" \
     "$(echo "$OUT" | json result)" '["ok", "denied", "denied", "denied"]'
-is "tool_calls records the denials" \
-    "$(echo "$OUT" | $PY -c 'import json,sys; print([c["outcome"] for c in json.load(sys.stdin)["tool_calls"]])')" \
+is "the trace records the denials" \
+    "$(echo "$OUT" | $PY -c 'import json,sys; print([c["outcome"] for c in json.load(sys.stdin)["trace"]])')" \
     "['ok', 'denied', 'denied', 'denied']"
-like "the hook's reason reaches the program's result" "$(echo "$OUT" | json tool_calls.2.error)" \
+like "the hook's reason reaches the program's result" "$(echo "$OUT" | json trace.2.error)" \
+    "echoing that is not allowed"
+is "the summary counts the denials" "$(echo "$OUT" | json tool_calls.errors)" 3
+like "the summary lists the hook's denial" "$(echo "$OUT" | json tool_calls.failed.1.error)" \
     "echoing that is not allowed"
 
 n=$(grep -c '"event":"tool_call"' "$T/audit.jsonl")

@@ -46,7 +46,10 @@ is "unknown tool is catchable" "$OUT" "caught unknown_tool"
 run_hutch run $L --json -e 'const rs = await Promise.allSettled(Array.from({length: 100}, (_, i) => tools.call("s.t", {i})));
 return rs.filter(r => r.status === "rejected" && r.reason.code === "unknown_tool").length'
 is "100 concurrent tool calls all answered" "$(echo "$OUT" | json result)" 100
-is "tool_calls lists all 100" "$($PY -c 'import json,sys; print(len(json.loads(sys.argv[1])["tool_calls"]))' "$OUT")" 100
+is "tool_calls counts all 100" "$(echo "$OUT" | json tool_calls.count)" 100
+is "… all failed as unknown_tool, 5 listed, 95 counted" \
+    "$(echo "$OUT" | json tool_calls.errors) $(echo "$OUT" | json tool_calls.failed.4.outcome) $(echo "$OUT" | json tool_calls.failed_omitted)" \
+    "100 unknown_tool 95"
 
 HUTCH_TEST_SECRET=hunter2 run_hutch run $L -e 'return JSON.stringify(process.env).includes("hunter2")'
 is "host environment never reaches the sandbox" "$OUT" "false"

@@ -79,8 +79,8 @@ is "unknown tool is catchable" "$OUT" "caught unknown_tool"
 run_hutch run $L --json -e 'tools.call("some-server.do-thing", {"x": 1})'
 is "uncaught tool error exits 1" "$(echo "$OUT" | json exit_code)" 1
 like "the error says what to do" "$(echo "$OUT" | json error.message)" "--servers"
-is "tool_calls records the call" "$(echo "$OUT" | json tool_calls.0.tool)" "some-server.do-thing"
-is "tool_calls records the outcome" "$(echo "$OUT" | json tool_calls.0.outcome)" "unknown_tool"
+is "tool_calls records the call" "$(echo "$OUT" | json tool_calls.failed.0.tool)" "some-server.do-thing"
+is "tool_calls records the outcome" "$(echo "$OUT" | json tool_calls.failed.0.outcome)" "unknown_tool"
 
 HUTCH_TEST_SECRET=hunter2 run_hutch run $L -e 'import os; print(sorted(os.environ))
 print("hunter2" in repr(os.environ))'
@@ -148,5 +148,36 @@ ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
 [t.start() for t in ts]; [t.join() for t in ts]
 len(out)'
 is "tool calls from 8 threads all answered" "$OUT" 8
+
+# A chatty program (2 MB on stdout): the first and last bytes are kept,
+# with the number left out between (issue 12).
+CHATTY='import sys
+_ = sys.stdout.write("BEGIN\n" + "x" * 1999989 + "\nEND\n")'
+run_hutch run $L --json -e "$CHATTY"
+is "chatty: exit 0" "$(echo "$OUT" | json exit_code)" 0
+is "chatty: 2,000,000 bytes, 1 MiB kept, the rest counted" \
+    "$(echo "$OUT" | json stdout_omitted_bytes)" $((2000000 - 1048576))
+is "chatty: head, the note of what was left out, tail" \
+    "$(echo "$OUT" | $PY -c 'import json,sys,re; s=json.load(sys.stdin)["stdout"]; print(s.startswith("BEGIN\n"), s.endswith("\nEND\n"), re.findall(r"\[… (\d+) bytes of stdout left out …\]", s))')" \
+    "True True ['951424']"
+run_hutch run $L --json --output-bytes 1000 -e "$CHATTY"
+is "--output-bytes 1000: 500 bytes of head and 500 of tail" \
+    "$(echo "$OUT" | $PY -c 'import json,sys; d=json.load(sys.stdin); s=d["stdout"]; h,t=s.split("\n[… "); print(len(h), len(t.split(" …]\n",1)[1]), d["stdout_omitted_bytes"])')" \
+    "500 500 1999000"
+run_hutch run $L --output-bytes 1000 -e "$CHATTY"
+# (1000 bytes; $(…) drops the last newline)
+is "plain: the head, then the tail" "${#OUT} ${OUT:0:5} ${OUT: -3}" "999 BEGIN END"
+like "plain: stderr says how much was left out" "$ERR" "1999000 bytes of stdout left out"
+
+# A failing program: its traceback once (stderr), the error with the
+# user's line.
+run_hutch run $L --json -e 'def f(d):
+    return d["missing"]
+
+f({})'
+is "error: the user's innermost line" "$(echo "$OUT" | json error.line)" 2
+is "error: no second copy of the traceback" "$(echo "$OUT" | json error.traceback)" null
+is "error: the traceback once, in stderr" \
+    "$(echo "$OUT" | $PY -c 'import json,sys; print(json.dumps(json.load(sys.stdin)).count("Traceback (most recent call last)"))')" 1
 
 done_testing
