@@ -250,7 +250,12 @@ static int cmd_test(int argc, char **argv)
         struct hutch_policy_exec req = {
             .principal = o.principal,
             .execution = o.execution ? o.execution : "test",
-            .language = o.lang ? o.lang : "python",
+            /* What a run would show the policy: js is javascript, and
+             * so is TypeScript; another name as given. */
+            .language = !o.lang ? "python"
+                        : hutch_lang_canon(o.lang)
+                            ? hutch_lang_runtime(hutch_lang_canon(o.lang))
+                            : o.lang,
             .code_bytes = (size_t)o.code_bytes,
             .nfiles = (size_t)o.files,
         };

@@ -33,13 +33,15 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "Usage: hutch run [OPTIONS] --lang python|javascript (-e CODE | FILE | -)\n"
+        "Usage: hutch run [OPTIONS] --lang python|javascript|typescript\n"
+        "                 (-e CODE | FILE | -)\n"
         "\n"
         "Runs the program in a fresh sandbox.  Its stdout and stderr are hutch's;\n"
         "hutch exits with its exit status, 124 on timeout, 137 when it was killed\n"
         "for memory, 125 when hutch itself failed.\n"
         "\n"
-        "  -l, --lang LANG        python (py, python3) or javascript (js, node)\n"
+        "  -l, --lang LANG        python (py, python3), javascript (js, node) or\n"
+        "                         typescript (ts)\n"
         "                         (default: from FILE's extension)\n"
         "  -e, --eval CODE        the program's source\n"
         "  -f, --file SRC[:DEST]  copy host file or directory SRC to /work/DEST\n"
@@ -103,6 +105,8 @@ static const char *lang_from_path(const char *path)
         return "python";
     if (!strcmp(dot, ".js") || !strcmp(dot, ".mjs") || !strcmp(dot, ".cjs"))
         return "javascript";
+    if (!strcmp(dot, ".ts") || !strcmp(dot, ".mts") || !strcmp(dot, ".cts"))
+        return "typescript";
     return NULL;
 }
 
@@ -286,14 +290,14 @@ int hutch_cmd_run(int argc, char **argv)
     }
     if (lang && !hutch_lang_canon(lang)) {
         fprintf(stderr,
-                "hutch run: --lang must be python or javascript (or py, python3; "
-                "js, node, nodejs)\n");
+                "hutch run: --lang must be python, javascript or typescript (or py, "
+                "python3; js, node, nodejs; ts)\n");
         rc = 2;
         goto out;
     }
     lang = lang ? hutch_lang_canon(lang) : lang_from_path(path);
     if (!lang) {
-        fprintf(stderr, "hutch run: --lang must be python or javascript\n");
+        fprintf(stderr, "hutch run: --lang must be python, javascript or typescript\n");
         rc = 2;
         goto out;
     }

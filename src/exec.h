@@ -68,7 +68,7 @@ int hutch_class_equal(const struct hutch_sandbox_class *a,
                       const struct hutch_sandbox_class *b);
 
 struct hutch_exec_req {
-    const char *language;
+    const char *language; /* the run message's: typescript on a javascript box */
     const char *code;
     const void *tar; /* files for /work, may be NULL */
     size_t tar_len;

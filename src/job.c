@@ -644,9 +644,13 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     struct hutch_ws *ws = NULL;
     char reason[600], out_dir[PATH_MAX] = "";
     const char *executor;
+    /* TypeScript runs as JavaScript everywhere but in the runner (the run
+     * message names it): the policy, the class and the pool see the
+     * runtime, so a rule about javascript holds for TypeScript too. */
+    const char *runtime = hutch_lang_runtime(job->language);
     int r;
 
-    r = hutch_gov_begin(j->o.gov, &gx, j->o.bridge, job->principal, job->language,
+    r = hutch_gov_begin(j->o.gov, &gx, j->o.bridge, job->principal, runtime,
                         strlen(job->code), job->nfiles, job->workspace, &d, reason,
                         sizeof(reason));
     snprintf(job->execution, sizeof(job->execution), "%s", gx.execution);
@@ -680,14 +684,14 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
         goto fail;
     }
 
-    make_class(j, gx.policy, &d.limits, job->language, executor, &cls);
+    make_class(j, gx.policy, &d.limits, runtime, executor, &cls);
     job->pooled = j->pool && (pl->ex->caps & HUTCH_CAP_PRESTART);
     if (job->pooled) {
         box = hutch_pool_take(j->pool, pl, &cls);
         if (!box) {
             /* A miss: keep this class warm from now on, when the policy
              * pools its language on this executor. */
-            int l = strcmp(job->language, "python") == 0 ? 0 : 1;
+            int l = strcmp(runtime, "python") == 0 ? 0 : 1;
             int n = pool_size(j, gx.policy, executor, l, pl == j->dflt);
             if (n > 0)
                 hutch_pool_want(j->pool, pl, &cls, n);

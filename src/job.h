@@ -105,7 +105,7 @@ struct hutch_job_input {
 
 struct hutch_job_req {
     const char *principal; /* NULL: "local" */
-    const char *language;  /* "python" | "javascript" */
+    const char *language;  /* "python" | "javascript" | "typescript" */
     const char *code;
     /* Files for /work the caller already packed (the agent's `files`), or
      * NULL; inputs are added to it.  Owned by the caller. */

@@ -266,6 +266,9 @@ static const char execute_desc[] =
     "- The result is the value of the last expression (Python, like a notebook cell) "
     "or "
     "of a top-level `return` (JavaScript; top-level await works).\n"
+    "- language \"typescript\" runs TypeScript (types are stripped, not checked); "
+    "JavaScript and TypeScript may `import` Node's built-ins (`import fs from "
+    "\"node:fs\"`).\n"
     "- `files` are written under /work (the working directory); files the program "
     "writes "
     "under /work/out come back as embedded resources.";
@@ -283,7 +286,7 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
 {
     cJSON *tools = cJSON_CreateArray(), *t, *in, *props, *p, *req, *ann, *out, *oprops,
           *it;
-    const char *langs[] = {"python", "javascript"};
+    const char *langs[] = {"python", "javascript", "typescript"};
     const char *details[] = {"names", "signatures", "full"};
     const char *encodings[] = {"utf-8", "base64"};
 
@@ -360,7 +363,7 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
     cJSON_AddStringToObject(in, "type", "object");
     props = cJSON_AddObjectToObject(in, "properties");
     p = prop(props, "language", "string", NULL);
-    cJSON_AddItemToObject(p, "enum", cJSON_CreateStringArray(langs, 2));
+    cJSON_AddItemToObject(p, "enum", cJSON_CreateStringArray(langs, 3));
     prop(props, "code", "string", "the program's source");
     p = prop(props, "files", "array",
              "files to place under /work before the program runs");
@@ -967,9 +970,11 @@ static cJSON *execute_code(struct job *j)
         }
     }
     if (!cJSON_IsString(lang) || (strcmp(lang->valuestring, "python") &&
-                                  strcmp(lang->valuestring, "javascript")))
-        return text_result(
-            "execute_code: \"language\" must be \"python\" or \"javascript\"", 1);
+                                  strcmp(lang->valuestring, "javascript") &&
+                                  strcmp(lang->valuestring, "typescript")))
+        return text_result("execute_code: \"language\" must be \"python\", "
+                           "\"javascript\" or \"typescript\"",
+                           1);
     if (!cJSON_IsString(code))
         return text_result("execute_code: \"code\" must be a string", 1);
     if (strlen(code->valuestring) > HUTCH_MAX_CODE_BYTES)

@@ -277,12 +277,19 @@ const char *hutch_lang_canon(const char *name)
     static const struct {
         const char *alias, *lang;
     } names[] = {
-        {"python", "python"},         {"python3", "python"}, {"py", "python"},
-        {"javascript", "javascript"}, {"js", "javascript"},  {"node", "javascript"},
-        {"nodejs", "javascript"},
+        {"python", "python"},     {"python3", "python"},
+        {"py", "python"},         {"javascript", "javascript"},
+        {"js", "javascript"},     {"node", "javascript"},
+        {"nodejs", "javascript"}, {"typescript", "typescript"},
+        {"ts", "typescript"},
     };
     for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
         if (!strcasecmp(name, names[i].alias))
             return names[i].lang;
     return NULL;
+}
+
+const char *hutch_lang_runtime(const char *lang)
+{
+    return lang && !strcmp(lang, "typescript") ? "javascript" : lang;
 }

@@ -44,9 +44,13 @@ void hutch_random_id(char out[17]);
 int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
 /* The language a user named: "python" for python, python3 or py;
- * "javascript" for javascript, js, node or nodejs (any case); NULL for
- * anything else (TypeScript too: the runner runs JavaScript). */
+ * "javascript" for javascript, js, node or nodejs; "typescript" for
+ * typescript or ts (any case); NULL for anything else. */
 const char *hutch_lang_canon(const char *name);
+/* The runtime a language runs on, which picks the runner, the sandbox
+ * class, the pool and what the policy is told: "javascript" for
+ * "typescript" (the JavaScript runner strips the types), else `lang`. */
+const char *hutch_lang_runtime(const char *lang);
 
 /* Base64 (RFC 4648, with padding).  encode: caller frees, NUL-terminated.
  * decode: ignores nothing — whitespace or a bad character is an error

@@ -4,7 +4,8 @@
 // The core starts this file before any job exists (warm start) as
 // `node runner.js`, with the protocol channel on fd 3. It says `ready`, waits
 // for the one `run` message, runs the code as the body of an async function
-// (so `return x` and top-level `await` work), turns
+// (so `return x` and top-level `await` work; TypeScript, and ESM import
+// statements, go through transpile.js first), turns
 // `await tools.<server>.<tool>({...})` into `tool_call` messages, and ends
 // with `done` and an exit status. The wire protocol is PROTOCOL.md, next to
 // this file.
@@ -25,6 +26,15 @@ const MAX_DEPTH = 64; // JSON nesting of a message; the message object is level 
 const EX_PROTOCOL = 70;
 // The program's first line shares line 1 with this, so line numbers match.
 const PREFIX = '(async function (tools, require, module, exports, __filename, __dirname) {';
+// A line that starts an ESM import or export statement: such a program
+// goes through transpile.js (loaded only then), as TypeScript always does.
+const ESM_STATEMENT = /^[ \t]*(?:import(?:[ \t]+[\w$*{'"]|[ \t]*[*{'"])|export(?:[ \t]+[\w$*{]|[ \t]*[*{]))/m;
+// import() needs node's default loader for vm scripts (Node 20); on Node
+// 18 (the images') transpile.js turns it into require(), so such a
+// program goes through it too.
+const NATIVE_IMPORT = Boolean(vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER);
+const DYNAMIC_IMPORT = /\bimport[ \t]*\(/;
+let script = 'main.js'; // the program's name in tracebacks: main.ts for TypeScript
 
 const realExit = process.exit.bind(process);
 const pending = new Map(); // tool call id -> {resolve, reject, tool, site}
@@ -199,7 +209,7 @@ const tools = new Proxy(inspectable(HELP), {
 function cleanStack(stack, keepFrames) {
   const lines = stack.split('\n');
   // A syntax error on line 1 shows the wrapper in front of the program's text.
-  if (lines[0] === 'main.js:1' && lines[1] && lines[1].startsWith(PREFIX)) {
+  if (lines[0] === `${script}:1` && lines[1] && lines[1].startsWith(PREFIX)) {
     lines[1] = lines[1].slice(PREFIX.length);
     lines[2] = (lines[2] || '').slice(PREFIX.length);
   }
@@ -207,10 +217,10 @@ function cleanStack(stack, keepFrames) {
   let out = lines.filter((l) => !isFrame(l) || (keepFrames && !l.includes(__filename)));
   // What lies below the program's outermost frame is the runner's machinery.
   let last = -1;
-  out.forEach((l, i) => { if (isFrame(l) && l.includes('main.js:')) last = i; });
+  out.forEach((l, i) => { if (isFrame(l) && l.includes(`${script}:`)) last = i; });
   if (last >= 0) out = out.filter((l, i) => i <= last || !isFrame(l));
-  return out.join('\n').replace(/main\.js:1:(\d+)/g,
-    (all, col) => (col > PREFIX.length ? `main.js:1:${col - PREFIX.length}` : all));
+  return out.join('\n').replace(new RegExp(`${script.replace('.', '\\.')}:1:(\\d+)`, 'g'),
+    (all, col) => (col > PREFIX.length ? `${script}:1:${col - PREFIX.length}` : all));
 }
 
 function describe(err, keepFrames) {
@@ -298,8 +308,8 @@ function succeed(value) {
 
 let options;
 function scriptOptions() {
-  if (options) return options;
-  options = { filename: 'main.js' };
+  if (options) return Object.assign(options, { filename: script });
+  options = { filename: script };
   if (vm.constants && vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER) {
     // import() in the program; node flags the option as experimental on
     // first use, a warning that would only puzzle the program's author.
@@ -315,9 +325,11 @@ function scriptOptions() {
 
 function start(job) {
   started = true;
-  if (typeof job.code !== 'string' || (job.lang !== undefined && job.lang !== 'javascript')) {
-    protocolError('"run" needs a string "code" and lang "javascript"');
+  const typescript = job.lang === 'typescript';
+  if (typeof job.code !== 'string' || (job.lang !== undefined && job.lang !== 'javascript' && !typescript)) {
+    protocolError('"run" needs a string "code" and lang "javascript" or "typescript"');
   }
+  if (typescript) script = 'main.ts';
   if (job.cwd !== undefined) {
     try {
       process.chdir(String(job.cwd));
@@ -330,7 +342,7 @@ function start(job) {
   for (const stream of [process.stdout, process.stderr]) {
     if (stream._handle && typeof stream._handle.setBlocking === 'function') stream._handle.setBlocking(true);
   }
-  const filename = path.join(process.cwd(), 'main.js');
+  const filename = path.join(process.cwd(), script);
   const module = { id: '.', filename, exports: {}, require: createRequire(filename) };
   process.exit = (code) => {
     const status = exitStatus(code === undefined ? process.exitCode : code);
@@ -344,9 +356,13 @@ function start(job) {
   process.on('beforeExit', () => fail(new Error('the program never finished: it awaits a promise that nothing will settle'), false));
   chan.unref();
 
-  let body;
+  let body, code = job.code;
   try {
-    body = new vm.Script(`${PREFIX}${job.code}\n})`, scriptOptions()).runInThisContext();
+    const imports = ESM_STATEMENT.test(code) || (!NATIVE_IMPORT && DYNAMIC_IMPORT.test(code));
+    if (typescript || imports) {
+      code = require('./transpile.js').transpile(code, { typescript, imports, dynamicImport: NATIVE_IMPORT, filename: script });
+    }
+    body = new vm.Script(`${PREFIX}${code}\n})`, scriptOptions()).runInThisContext();
   } catch (err) {
     return fail(err, false);
   }

@@ -9,6 +9,7 @@
 //     drained;
 //   - sizes from the policy's pool field (and an executor's table), a flag
 //     over them;
+//   - TypeScript runs in a warm sandbox of the javascript pool;
 //   - an idle sandbox older than HUTCH_POOL_MAX_IDLE_MS is replaced;
 //   - kill -9 of hutch with full pools leaves nothing after the next start
 //     (local: nor cgroups);
@@ -180,6 +181,25 @@ await t.step("pool sizes come from the policy's pool field; an executor's table 
     { javascript: 1, python: 3 }, `pool = { ..., ${E} = { python = 3 } }`);
   await run(`return { ${allow}, pool = { python = 1, javascript = 0, [${JSON.stringify(E)}] = { python = 3 } } }\n`,
     ["--pool", "python=2,javascript=1"], { javascript: 1, python: 2 }, "--pool over the policy's pool");
+}, STEP_S);
+
+await t.step("TypeScript takes a warm sandbox of the javascript pool (no class of its own)", async () => {
+  const audit = path.join(tmp, "ts.jsonl");
+  fs.rmSync(audit, { force: true });
+  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=0,javascript=1", "--audit", audit], env });
+  try {
+    const full = (cs) => cs.some((c) => c.language === "javascript" && c.size === 1 && c.idle === 1);
+    await poolUntil(h, audit, full, "the javascript pool filled");
+    // Its first execution, with the javascript sandbox idle: warm at once.
+    const x = await execute(h.client, { language: "typescript", code: "const n: number = 6 * 7;\nreturn n" }, { executor: E });
+    if (x.s.exit_code !== 0 || x.s.result !== 42 || x.s.warm !== true) throw new Error(JSON.stringify(x.s));
+    const cs = await poolUntil(h, audit, full, "the javascript pool refilled");
+    if (cs.some((c) => c.language !== "javascript" && c.language !== "python")) {
+      throw new Error(`a class of another language: ${JSON.stringify(cs)}`);
+    }
+  } finally {
+    await h.close();
+  }
 }, STEP_S);
 
 await t.step("an idle sandbox older than HUTCH_POOL_MAX_IDLE_MS is replaced", async () => {

@@ -96,7 +96,7 @@ export async function runSuite(t, h, fx, sdk) {
   );
   t.ok(
     ec.inputSchema?.type === "object" &&
-      JSON.stringify(ec.inputSchema.properties?.language?.enum) === '["python","javascript"]' &&
+      JSON.stringify(ec.inputSchema.properties?.language?.enum) === '["python","javascript","typescript"]' &&
       ec.inputSchema.properties?.code &&
       ec.inputSchema.properties?.files?.type === "array" &&
       ec.inputSchema.properties?.timeout_ms &&
@@ -262,6 +262,35 @@ export async function runSuite(t, h, fx, sdk) {
   await t.step("javascript: a syntax error → isError, SyntaxError", async () => {
     const x = await ex(js("let x = ;\nreturn x"));
     assert(x.r.isError === true && /SyntaxError/.test(x.s.stderr), describe(x));
+  });
+  await t.step("typescript: interfaces, annotations, generics, as, enum run and return", async () => {
+    assert(/typescript/.test(ec.description) && /import fs from/.test(ec.description), "the description names typescript and imports");
+    const x = await ex({ language: "typescript", code: [
+      "interface Row { name: string; n: number }",
+      "enum Level { Low = 1, High = 10 }",
+      "function top<T extends Row>(rows: T[]): T { return rows.reduce((a, b) => (b.n > a.n ? b : a)); }",
+      "const rows = JSON.parse('[{\"name\":\"a\",\"n\":2},{\"name\":\"b\",\"n\":7}]') as Row[];",
+      "const best: Row = top<Row>(rows);",
+      "return { best: best.name, level: Level[Level.High], score: best.n * Level.High };",
+    ].join("\n") });
+    assert(x.s.exit_code === 0 && !x.r.isError, describe(x));
+    assert(JSON.stringify(x.s.result) === '{"best":"b","level":"High","score":70}', describe(x));
+  });
+  await t.step("javascript and typescript: ESM imports of node:fs and node:path at the top", async () => {
+    const code = 'import fs from "node:fs";\nimport { join } from "node:path";\nfs.writeFileSync(join("/work/out", "e.txt"), "esm");\nreturn fs.readFileSync("/work/out/e.txt", "utf8");';
+    for (const language of ["javascript", "typescript"]) {
+      const x = await ex({ language, code });
+      assert(x.s.exit_code === 0 && x.s.result === "esm", `${language}: ${describe(x)}`);
+    }
+  });
+  await t.step("typescript: a runtime error names the user's line in main.ts", async () => {
+    const x = await ex({ language: "typescript", code: 'type Id = number;\nconst id: Id = 4;\nthrow new Error(`no row ${id as number}`);' });
+    assert(x.r.isError === true && /Error: no row 4/.test(x.s.stderr) && /main\.ts:3:/.test(x.s.stderr), describe(x));
+  });
+  await t.step("typescript: a syntax error → isError, SyntaxError with line:column", async () => {
+    const x = await ex({ language: "typescript", code: "const a: number = 1;\nlet b: = 2;\nreturn a" });
+    assert(x.r.isError === true && /^main\.ts:2:8\n/.test(x.s.stderr) && /SyntaxError: Unexpected token \(2:8\)/.test(x.s.stderr), describe(x));
+    assert(/main\.ts:2:8/.test(x.text), `the text block shows where: ${x.text}`);
   });
   await t.step("javascript: process.exit(5) → exit_code 5", async () => {
     const x = await ex(js('console.log("bye"); process.exit(5)'));

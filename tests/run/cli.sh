@@ -21,7 +21,8 @@ like "unknown command is named" "$ERR" 'unknown command "frobnicate"'
 
 run_hutch run --lang cobol -e 'x'
 is "unknown language exits 2" "$RC" 2
-like "unknown language says what is allowed" "$ERR" "python or javascript"
+like "unknown language says what is allowed" "$ERR" "python, javascript or typescript"
+like "the refusal lists the aliases" "$ERR" "js, node, nodejs; ts"
 
 run_hutch run --lang python
 is "no program exits 2" "$RC" 2
@@ -34,9 +35,8 @@ run_hutch run --lang node -e 'console.log(6 * 7)'
 is "--lang node is javascript" "$OUT" 42
 run_hutch run --lang js -e 'console.log(6 * 7)'
 is "--lang js is javascript" "$OUT" 42
-run_hutch run --lang ts -e 'console.log(1)'
-is "--lang ts is refused (the runner runs JavaScript)" "$RC" 2
-like "the refusal lists the aliases" "$ERR" "js, node, nodejs"
+run_hutch run --lang ts -e 'const n: number = 6 * 7; console.log(n)'
+is "--lang ts is typescript" "$OUT" 42
 
 run_hutch run --lang python -e 'print(1)' --timeout 0
 like "bad --timeout is explained" "$ERR" "--timeout wants milliseconds"

@@ -23,7 +23,7 @@ is "commands" "$(complete_words "")" \
     "--help --version doctor plugins policy run serve tools workspace"
 is "a prefix of a command" "$(complete_words se)" "serve"
 is "run --l" "$(complete_words run --l)" "--lang"
-is "run --lang values" "$(complete_words run --lang "")" "javascript python"
+is "run --lang values" "$(complete_words run --lang "")" "javascript python typescript"
 is "tools --detail values" "$(complete_words tools --servers f.json --detail "")" \
     "full names signatures"
 is "policy subcommands" "$(complete_words policy "")" "--help bench check test"

@@ -63,6 +63,20 @@ like "policy test prints the deny reason" "$OUT" "deny:"
 run_hutch policy test "$T/p.lua" --tool everything.get-tiny-image
 is "policy test: a tool no allow rule names is denied" "$RC" 3
 
+# TypeScript is JavaScript to the policy: a rule about javascript holds for
+# it (it runs on the same runtime), in a run and in `policy test`.
+printf '%s\n' 'return { on_execute = function(req)' \
+    '  if req.language == "javascript" then return false, "no javascript here" end' \
+    '  return true' 'end }' >"$T/no-js.lua"
+run_hutch run --policy "$T/no-js.lua" --lang typescript -e 'const n: number = 1; console.log("ran")'
+not_ok "a policy denying javascript denies typescript" test "$RC" = 0
+like "... with the policy's reason" "$ERR" "no javascript here"
+unlike "... and nothing ran" "$OUT" "ran"
+run_hutch policy test "$T/no-js.lua" --execute --lang ts
+is "policy test --execute --lang ts is judged as javascript" "$RC" 3
+run_hutch policy test "$T/no-js.lua" --execute --lang py
+is "policy test --execute --lang py (python) is allowed" "$RC" 0
+
 # The executor rule with a third-party plugin as the default: its isolation
 # is unknown, so a hook may not trade it for one of hutch's (nor the other
 # way round).  "good" is tests/plugins/good.c, beside the local plugin.

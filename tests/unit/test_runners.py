@@ -447,6 +447,37 @@ def js_unsettled():
     check('never finished' in out.stderr, 'a program that waits for nothing is reported', out)
 
 
+def ts_run(code):
+    return execute('javascript', None, run={'t': 'run', 'lang': 'typescript', 'code': code})
+
+
+def ts_types_stripped():
+    out = ts_run('interface P { x: number }\nenum E { A = 2 }\n'
+                 'function f<T>(v: T): T { return v; }\n'
+                 'return f<number>(({ x: 40 } as P).x) + E.A;')
+    expect_ok(out, 42)
+
+
+def ts_error_line():
+    out = ts_run('const a: number = 1;\nlet b: string | null = null;\nconsole.log(b!.length);\n')
+    expect_error(out, 'TypeError')
+    check('main.ts:3:' in out.stderr and 'runner' not in out.stderr and 'sucrase' not in out.stderr,
+          'expected a stack at main.ts:3 and nothing of the runner', out)
+
+
+def ts_syntax_error():
+    out = ts_run('const a: number = 1;\nlet b: = 2;\n')
+    expect_error(out, 'SyntaxError')
+    check(out.stderr.startswith('main.ts:2:8\nlet b: = 2;\n       ^\n') and '(2:8)' in out.stderr,
+          'a TypeScript syntax error names main.ts:2:8, shows the line and a caret', out)
+
+
+def js_esm_imports():
+    out = execute('javascript', 'import fs from "node:fs";\nimport { join } from "path";\n'
+                  'return [typeof fs.readFileSync, join("a", "b")];')
+    expect_ok(out, ['function', 'a/b'])
+
+
 def js_protocol_error():
     out = execute('javascript', None, run=b'this is not JSON\n')
     check(out.status == 70 and 'protocol error' in out.stderr and out.done is None,
@@ -483,6 +514,10 @@ TESTS = [
     ('javascript: fd 3 is not inherited by a child process', js_fd3_not_inherited),
     ('javascript: a promise nothing settles ends the program', js_unsettled),
     ('javascript: malformed JSON from the core exits 70', js_protocol_error),
+    ('javascript: TypeScript types stripped, enum and generics run', ts_types_stripped),
+    ('javascript: a TypeScript runtime error names main.ts:3', ts_error_line),
+    ('javascript: a TypeScript syntax error names main.ts:2:8 with the line and a caret', ts_syntax_error),
+    ('javascript: ESM imports of built-ins become require()', js_esm_imports),
 ]
 
 

@@ -1,0 +1,2 @@
+// What bundle.sh bundles: sucrase's API (transform), nothing else.
+module.exports = require('sucrase');
