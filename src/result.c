@@ -104,11 +104,12 @@ void hutch_result_trace_audit(struct hutch_audit *a, const char *principal,
     }
 }
 
-/* The line of main.py / main.js the error was raised at: Python lists the
- * innermost frame last, V8 first. */
+/* The line of main.py / main.js / main.ts (TypeScript) the error was
+ * raised at: Python lists the innermost frame last, V8 first. */
 static long user_line(const char *tb)
 {
     const char *py = "File \"main.py\", line ", *p, *last = NULL;
+    const char *js = NULL;
     if (!tb)
         return 0;
     for (p = strstr(tb, py); p; p = strstr(p + 1, py))
@@ -116,6 +117,9 @@ static long user_line(const char *tb)
     if (last)
         return strtol(last, NULL, 10);
     p = strstr(tb, "main.js:");
+    js = strstr(tb, "main.ts:");
+    if (!p || (js && js < p))
+        p = js;
     return p ? strtol(p + 8, NULL, 10) : 0;
 }
 

@@ -185,6 +185,12 @@ static void error_object(void)
     ok(num(o, "line") == 7, "javascript: the first main.js frame");
     cJSON_Delete(o);
     cJSON_Delete(e);
+    e = cJSON_Parse("{\"type\":\"SyntaxError\",\"message\":\"Unexpected token (2:26)\","
+                    "\"traceback\":\"main.ts:2:26\\nfunction f(a: number, b: ) {}\"}");
+    o = hutch_result_error(e);
+    ok(num(o, "line") == 2, "typescript: the first main.ts frame");
+    cJSON_Delete(o);
+    cJSON_Delete(e);
     e = cJSON_Parse("{\"type\":\"SystemExit\",\"message\":\"3\",\"traceback\":\"\"}");
     o = hutch_result_error(e);
     ok(!cJSON_GetObjectItem(o, "line"), "no traceback: no line");
