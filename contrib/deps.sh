@@ -5,8 +5,10 @@ BUILD_DEPS="build-essential autoconf automake libtool pkg-config
   libseccomp-dev libmicrohttpd-dev"
 RUNTIME_DEPS="python3 nodejs procps"
 # systemd: systemd-analyze, for tests/run/packaging.sh's verify of the unit.
+# python3-numpy/pandas/matplotlib: the data flavour on the local executor
+# (it runs the host's Python with the host's packages; the chart test).
 TEST_DEPS="bubblewrap hyperfine clang clang-format curl docker.io runsc debootstrap socat
-  openssl systemd"
+  openssl systemd python3-numpy python3-pandas python3-matplotlib"
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -118,17 +120,22 @@ subprocess.Popen(["dockerd"], stdin=subprocess.DEVNULL,
 }
 
 # ensure_images BUILDDIR: the rootfs directories in BUILDDIR/images and the
-# hutch-python/hutch-node images of this version, built once (as root,
-# debootstrap from Debian's mirror); built rootfs directories are reused.
+# hutch-python/hutch-node/hutch-python-data images of this version, built
+# once (as root, debootstrap from Debian's mirror); built rootfs
+# directories are reused, so a machine that has the first two builds only
+# the data flavour (about three minutes).
 ensure_images() {
     v=$(sed -n 's/^PACKAGE_VERSION = //p' "$1/Makefile")
     if [ -d "$1/images/rootfs-python" ] && [ -d "$1/images/rootfs-node" ] &&
-        docker image inspect "hutch-python:$v" "hutch-node:$v" >/dev/null 2>&1; then
+        [ -d "$1/images/rootfs-python-data" ] &&
+        docker image inspect "hutch-python:$v" "hutch-node:$v" "hutch-python-data:$v" \
+            >/dev/null 2>&1; then
         return 0
     fi
     echo "building the sandbox images (log: $1/images.out)"
     as_root env HUTCH_REUSE_ROOTFS=1 make -C "$1" images >"$1/images.out" 2>&1 &&
-        docker image inspect "hutch-python:$v" "hutch-node:$v" >/dev/null 2>&1 || {
+        docker image inspect "hutch-python:$v" "hutch-node:$v" "hutch-python-data:$v" \
+            >/dev/null 2>&1 || {
         tail -30 "$1/images.out"
         return 1
     }

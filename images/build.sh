@@ -1,22 +1,25 @@
 #!/bin/sh
 # build.sh — the sandbox images, offline: `make images` runs this.
 #
-#   sh images/build.sh OUTDIR VERSION [python|node]…
+#   sh images/build.sh OUTDIR VERSION [python|node|python-data]…
 #
-# For each language, a root file system from Debian's packages only
+# For each image, a root file system from Debian's packages only
 # (debootstrap --variant=minbase, no registry), with the runtime, a
 # non-root user "sandbox" (uid/gid 1000) and nothing else.  The directory
-# OUTDIR/rootfs-LANG is what the gVisor executor runs as it is; when a
-# Docker daemon answers, it is also imported as hutch-LANG:VERSION (no
-# compression, no registry).  The Dockerfile next to this script builds the
-# same content from debian:bookworm-slim for users who have a registry.
+# OUTDIR/rootfs-NAME is what the gVisor executor runs as it is; when a
+# Docker daemon answers, it is also imported as hutch-NAME:VERSION (no
+# compression, no registry).  python-data is the data flavour: Python
+# with Debian's numpy, pandas and matplotlib (the policy's
+# executor_options.docker.flavour / gvisor.flavour = "data" selects it).
+# The Dockerfile next to this script builds the same content from
+# debian:bookworm-slim for users who have a registry.
 # HUTCH_REUSE_ROOTFS=1 keeps a rootfs directory already built for VERSION
 # and only imports it (contrib/test.sh: the images once per machine).
 set -eu
-OUT=${1:?usage: build.sh OUTDIR VERSION [python|node]...}
-VERSION=${2:?usage: build.sh OUTDIR VERSION [python|node]...}
+OUT=${1:?usage: build.sh OUTDIR VERSION [python|node|python-data]...}
+VERSION=${2:?usage: build.sh OUTDIR VERSION [python|node|python-data]...}
 shift 2
-[ $# -gt 0 ] || set -- python node
+[ $# -gt 0 ] || set -- python node python-data
 # The mirror apt already uses (a machine may reach no other), unless told.
 apt_mirror() {
     for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
@@ -45,6 +48,7 @@ docker_import() { # LANG DIR
         tar -C "$2" -c . | docker import --change 'USER 1000:1000' \
             --change 'WORKDIR /work' \
             --change "LABEL org.hutch.runtime=\"$(cat "$2/etc/hutch-runtime")\"" \
+            --change "LABEL org.hutch.packages=\"$(cat "$2/etc/hutch-packages" 2>/dev/null)\"" \
             - "hutch-$1:$VERSION" >/dev/null
     else
         echo "no Docker daemon: $2 is built, not imported (run make images again once dockerd runs)"
@@ -73,20 +77,37 @@ neutralise() { # DIR
 # rootfs too.
 record_runtime() { # LANG DIR
     case $1 in
-    python) v=$(chroot "$2" /usr/bin/python3 --version 2>&1) ;;
+    python*) v=$(chroot "$2" /usr/bin/python3 --version 2>&1) ;;
     node) v="Node.js $(chroot "$2" /usr/bin/node --version 2>&1)" ;;
     esac
     printf '%s\n' "$v" | tr -cd '[:alnum:] .+~:_\n-' | head -1 >"$2/etc/hutch-runtime"
     chmod 0644 "$2/etc/hutch-runtime"
+    # The data flavour's Python packages and versions, in
+    # /etc/hutch-packages and the label org.hutch.packages: `hutch doctor`
+    # says which of them each executor offers.
+    rm -f "$2/etc/hutch-packages"
+    case $1 in
+    python-data)
+        chroot "$2" /usr/bin/python3 -c 'import numpy, pandas, matplotlib
+print(", ".join("%s %s" % (m.__name__, m.__version__) for m in (numpy, pandas, matplotlib)))' |
+            tr -cd '[:alnum:] .,+~:_\n-' | head -1 >"$2/etc/hutch-packages"
+        chmod 0644 "$2/etc/hutch-packages"
+        ;;
+    esac
 }
 
 mkdir -p "$OUT"
 for lang in "$@"; do
     case $lang in
-    python) pkgs=python3 ;;
-    node) pkgs=nodejs ;;
+    python) pkgs=python3 extra="" ;;
+    node) pkgs=nodejs extra="" ;;
+    # The data flavour: Debian's own builds (no pip, no registry), put in
+    # by apt inside the new root (below), without Recommends.  fonttools
+    # (matplotlib's) depends on "python3-scipy | python3-munkres": naming
+    # munkres keeps scipy out, and with it pythran, g++ and boost (1.3 GB).
+    python-data) pkgs=python3 extra="python3-numpy python3-pandas python3-matplotlib python3-munkres" ;;
     *)
-        echo "build.sh: unknown language $lang (python or node)" >&2
+        echo "build.sh: unknown image $lang (python, node or python-data)" >&2
         exit 1
         ;;
     esac
@@ -106,6 +127,15 @@ for lang in "$@"; do
         tail -20 "$tmp.log" >&2
         exit 1
     }
+    if [ -n "$extra" ]; then
+        echo "adding $extra"
+        { chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+            chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+                --no-install-recommends $extra; } >>"$tmp.log" 2>&1 || {
+            tail -20 "$tmp.log" >&2
+            exit 1
+        }
+    fi
     # The sandbox user, and nothing an execution does not need: no package
     # caches, docs or manuals.
     chroot "$tmp" groupadd -g 1000 sandbox

@@ -88,7 +88,7 @@
 /* MCP, both directions. */
 #define HUTCH_MCP_MAX_MESSAGE         (16u << 20)  /* one JSON-RPC message */
 #define HUTCH_MCP_MAX_INFLIGHT        64           /* concurrent requests per session */
-#define HUTCH_MCP_MAX_FILES_OUT_BYTES (8u << 20)   /* embedded in a result */
+#define HUTCH_MCP_MAX_FILES_OUT_BYTES (1u << 20)   /* inline in a result */
 #define HUTCH_MCP_MAX_OUTPUT_TEXT     (256u << 10) /* search_tools' text */
 #define HUTCH_HTTP_MAX_BODY           HUTCH_MCP_MAX_MESSAGE
 #define HUTCH_HTTP_MAX_SESSIONS       256
@@ -112,6 +112,21 @@
  * failed calls listed one by one; the rest are counted. */
 #define HUTCH_RESULT_MAX_TOOLS  32
 #define HUTCH_RESULT_MAX_FAILED 5
+
+/* Files of /work/out in an execute_code result (result_files.c): images
+ * and small text files inline, up to HUTCH_MCP_MAX_FILES_OUT_BYTES per
+ * result; the rest as resource_links to a store (resources.c) bounded per
+ * process, fetched with resources/read until they expire.  A linked
+ * file's base64 must fit in one JSON-RPC message (HUTCH_MCP_MAX_MESSAGE,
+ * HTTP's SSE queue). */
+#define HUTCH_MCP_INLINE_TEXT_MAX (32u << 10)     /* a text file inline */
+#define HUTCH_MCP_MAX_FILE_ITEMS  100             /* files delivered per result */
+#define HUTCH_MCP_FILES_TEXT_MAX  (64u << 10)     /* the lines naming them */
+#define HUTCH_MCP_LINK_MAX_FILE   (10u << 20)     /* a linked file */
+#define HUTCH_MCP_LINKS_MAX_BYTES (256u << 20)    /* the store, per process */
+#define HUTCH_MCP_LINKS_MAX_COUNT 1000            /* files in the store */
+#define HUTCH_MCP_LINK_TTL_MS     (3600u * 1000u) /* a link's life */
+#define HUTCH_MCP_LINK_MIN_TTL_MS 1000 /* $HUTCH_RESOURCE_TTL_MS may shorten it */
 
 /* Metrics (metrics.c): label values kept apart per family; past these,
  * new names are counted as "other".  Servers: every configured one, plus

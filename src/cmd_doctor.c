@@ -125,10 +125,10 @@ static void check_cgroups(struct doctor *d)
     }
 }
 
-/* First line of `bin --version`, run with an empty environment. */
-static int version_of(const char *bin, char *out, size_t len)
+/* First line of what argv prints, run with an empty environment. */
+static int first_line(char *const argv[], char *out, size_t len)
 {
-    char *argv[] = {(char *)bin, "--version", NULL};
+    const char *bin = argv[0];
     char *envp[] = {"PATH=/usr/bin:/bin", NULL};
     posix_spawn_file_actions_t fa;
     int pfd[2], status;
@@ -155,6 +155,42 @@ static int version_of(const char *bin, char *out, size_t len)
     close(pfd[0]);
     waitpid(pid, &status, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+/* First line of `bin --version`. */
+static int version_of(const char *bin, char *out, size_t len)
+{
+    char *argv[] = {(char *)bin, "--version", NULL};
+    return first_line(argv, out, len);
+}
+
+/* The data flavour's Python packages the local executor offers: the host's
+ * (it runs /usr/bin/python3 as it is), asked of their metadata without
+ * importing them. */
+static void check_python_packages(struct doctor *d)
+{
+    static const char script[] = "import importlib.metadata as m\n"
+                                 "o = []\n"
+                                 "for p in ('numpy', 'pandas', 'matplotlib'):\n"
+                                 "    try:\n"
+                                 "        o.append(p + ' ' + m.version(p))\n"
+                                 "    except Exception:\n"
+                                 "        o.append('no ' + p)\n"
+                                 "print(', '.join(o))\n";
+    char real[PATH_MAX], out[256], detail[512];
+    char *argv[] = {real, "-I", "-c", (char *)script, NULL};
+
+    if (!realpath("/usr/bin/python3", real) || first_line(argv, out, sizeof(out)) < 0) {
+        report(d, "warn", "python packages",
+               "local: cannot ask /usr/bin/python3 which packages it has");
+        return;
+    }
+    snprintf(detail, sizeof(detail), "local (the host's %s): %s%s", real, out,
+             strstr(out, "no ")
+                 ? " (the data flavour's packages: apt-get install -y python3-numpy "
+                   "python3-pandas python3-matplotlib)"
+                 : "");
+    report(d, strstr(out, "no ") ? "warn" : "ok", "python packages", detail);
 }
 
 static void check_runtime(struct doctor *d, const char *lang, const char *const *cands,
@@ -379,6 +415,7 @@ int hutch_cmd_doctor(int argc, char **argv)
     check_seccomp(&d);
     check_cgroups(&d);
     check_runtime(&d, "python", py, "python3");
+    check_python_packages(&d);
     check_runtime(&d, "javascript", js, "nodejs");
     check_runners(&d);
     check_plugins(&d, dir);

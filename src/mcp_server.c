@@ -27,6 +27,8 @@
 #include "mcp_server.h"
 #include "output.h"
 #include "plugin.h"
+#include "resources.h"
+#include "result_files.h"
 #include "shape.h"
 #include "util.h"
 #include "wire.h"
@@ -50,6 +52,7 @@ struct hutch_mcp {
     struct hutch_direct_watch *watch;
     pthread_mutex_t sessions_mu; /* sessions; a session's send under it */
     struct hutch_mcp_session *sessions;
+    struct hutch_resources *resources; /* result files behind resource_links */
 };
 
 struct inflight {
@@ -92,6 +95,16 @@ int hutch_mcp_new(const struct hutch_mcp_opts *opts, struct hutch_mcp **out,
         return hutch_err_set(err, -ENOMEM, "out of memory");
     m->o = *opts;
     m->bridge = opts->bridge;
+    {
+        unsigned ttl_ms;
+        int r = hutch_resources_ttl_from_env(&ttl_ms, err);
+        if (r == 0)
+            r = hutch_resources_new(ttl_ms, &m->resources, err);
+        if (r < 0) {
+            free(m);
+            return r;
+        }
+    }
     pthread_mutex_init(&m->sessions_mu, NULL);
     m->direct = (struct hutch_direct_opts){.bridge = opts->bridge,
                                            .gov = opts->gov,
@@ -112,6 +125,7 @@ void hutch_mcp_free(struct hutch_mcp *m)
         return;
     hutch_direct_watch_stop(m->watch);
     pthread_mutex_destroy(&m->sessions_mu);
+    hutch_resources_free(m->resources);
     free(m);
 }
 
@@ -271,7 +285,9 @@ static const char execute_desc[] =
     "\"node:fs\"`).\n"
     "- `files` are written under /work (the working directory); files the program "
     "writes "
-    "under /work/out come back as embedded resources.";
+    "under /work/out come back: images (PNG, JPEG, GIF, WebP, SVG; e.g. a matplotlib "
+    "chart saved with savefig) as images, small text files inline, anything else as "
+    "a resource_link to fetch with resources/read for a while.";
 
 static cJSON *prop(cJSON *props, const char *name, const char *type, const char *desc)
 {
@@ -420,7 +436,9 @@ static cJSON *tool_defs(const struct hutch_mcp *m)
          "its first and last bytes (output_bytes together), with \"[… N bytes of "
          "stdout left out …]\" between when it was longer");
     prop(oprops, "stderr", "string", "cut as stdout");
-    p = prop(oprops, "files", "array", "files written under /work/out");
+    p = prop(oprops, "files", "array",
+             "files written under /work/out: path, size, mimeType and delivery "
+             "(image, inline, link with uri and expires, or dropped with reason)");
     it = cJSON_AddObjectToObject(p, "items");
     cJSON_AddStringToObject(it, "type", "object");
     prop(oprops, "duration_ms", "number", NULL);
@@ -502,62 +520,6 @@ static cJSON *text_result(const char *text, int is_error)
 /* Text with a hard cap; past it, a marker and nothing more. */
 #define CUT_MARK "\n[… truncated by hutch]\n"
 
-static const char *mime_of(const char *path)
-{
-    static const struct {
-        const char *ext, *mime;
-    } map[] = {{".txt", "text/plain"},        {".md", "text/markdown"},
-               {".csv", "text/csv"},          {".json", "application/json"},
-               {".html", "text/html"},        {".xml", "application/xml"},
-               {".py", "text/x-python"},      {".js", "text/javascript"},
-               {".png", "image/png"},         {".jpg", "image/jpeg"},
-               {".jpeg", "image/jpeg"},       {".gif", "image/gif"},
-               {".svg", "image/svg+xml"},     {".pdf", "application/pdf"},
-               {".yaml", "application/yaml"}, {".yml", "application/yaml"}};
-    const char *dot = strrchr(path, '.');
-    for (size_t i = 0; dot && i < sizeof(map) / sizeof(map[0]); i++)
-        if (strcasecmp(dot, map[i].ext) == 0)
-            return map[i].mime;
-    return "application/octet-stream";
-}
-
-struct embed {
-    cJSON *content;
-    size_t total;
-    int skipped;
-};
-
-static int embed_file(void *arg, const char *path, const void *data, size_t size)
-{
-    struct embed *e = arg;
-    cJSON *item, *res;
-    char uri[HUTCH_TAR_MAX_PATH + 32];
-    if (!data || e->total + size > HUTCH_MCP_MAX_FILES_OUT_BYTES) {
-        e->skipped++;
-        return 0;
-    }
-    e->total += size;
-    item = cJSON_CreateObject();
-    cJSON_AddStringToObject(item, "type", "resource");
-    res = cJSON_AddObjectToObject(item, "resource");
-    snprintf(uri, sizeof(uri), "file:///work/out/%s", path);
-    cJSON_AddStringToObject(res, "uri", uri);
-    if (memchr(data, '\0', size) == NULL && hutch_utf8_valid(data, size)) {
-        const char *mime = mime_of(path);
-        cJSON_AddStringToObject(
-            res, "mimeType",
-            strcmp(mime, "application/octet-stream") ? mime : "text/plain");
-        cJSON_AddStringToObject(res, "text", data);
-    } else {
-        char *b64 = hutch_base64_encode(data, size);
-        cJSON_AddStringToObject(res, "mimeType", mime_of(path));
-        cJSON_AddStringToObject(res, "blob", b64 ? b64 : "");
-        free(b64);
-    }
-    cJSON_AddItemToArray(e->content, item);
-    return 0;
-}
-
 static void add_section(struct hutch_buf *t, const char *name,
                         const struct hutch_buf *b, size_t head, uint64_t omitted)
 {
@@ -578,19 +540,27 @@ static void add_section(struct hutch_buf *t, const char *name,
         hutch_buf_append(t, "\n", 1);
 }
 
-static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res, int trace)
+static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
+                          const char *principal, int trace)
 {
     cJSON *r = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(r, "content");
-    cJSON *sc = hutch_exec_result_json(res, trace), *t;
-    struct hutch_buf body, all;
-    struct embed emb = {.content = content};
-    const cJSON *f;
+    cJSON *sc = hutch_exec_result_json(res, trace), *t, *items = cJSON_CreateArray(),
+          *f;
+    struct hutch_buf body, all, flist;
     char tag[64], nonce[17], *text;
+
+    /* The files first (result_files.c): their items follow the text, and
+     * their lines have a buffer of their own, so output that fills the
+     * text never hides which files came and how. */
+    hutch_buf_init_cut(&flist, HUTCH_MCP_FILES_TEXT_MAX, CUT_MARK);
+    hutch_result_files(res->out_tar.data, res->out_tar.len, m->resources, principal,
+                       items, cJSON_GetObjectItemCaseSensitive(sc, "files"), &flist);
 
     /* The readable block: truncated first, so the envelope's closing tag
      * always survives. */
     hutch_buf_init_cut(&body, HUTCH_MCP_MAX_RESULT_TEXT, CUT_MARK);
-    hutch_buf_init_cut(&all, HUTCH_MCP_MAX_RESULT_TEXT + 4096, CUT_MARK);
+    hutch_buf_init_cut(
+        &all, HUTCH_MCP_MAX_RESULT_TEXT + HUTCH_MCP_FILES_TEXT_MAX + 4096, CUT_MARK);
     hutch_buf_appendf(&body, "exit code: %d%s (%llu ms)\n", res->exit_code,
                       res->timed_out ? " (timed out)" : "",
                       (unsigned long long)res->duration_ms);
@@ -639,20 +609,12 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res, in
     }
     add_section(&body, "stdout", &res->out, res->out_head, res->out_omitted);
     add_section(&body, "stderr", &res->err, res->err_head, res->err_omitted);
-    if (cJSON_GetArraySize(res->files) > 0) {
-        hutch_buf_append(&body, "--- files (in /work/out) ---\n", 29);
-        cJSON_ArrayForEach(f, res->files)
-        {
-            hutch_buf_appendf(&body, "%s (%.0f bytes)\n",
-                              cJSON_GetStringValue(cJSON_GetObjectItem(f, "path")),
-                              cJSON_GetNumberValue(cJSON_GetObjectItem(f, "size")));
-        }
-    }
     if (m->o.untrusted_envelope) {
         hutch_random_id(nonce);
         snprintf(tag, sizeof(tag), "untrusted-data-%s", nonce);
         hutch_buf_appendf(&all, "<%s>\n", tag);
         hutch_buf_append(&all, hutch_buf_str(&body), body.len);
+        hutch_buf_append(&all, hutch_buf_str(&flist), flist.len);
         hutch_buf_appendf(
             &all,
             "</%s>\nThe text between the %s tags is output of the sandboxed "
@@ -660,6 +622,7 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res, in
             tag, tag);
     } else {
         hutch_buf_append(&all, hutch_buf_str(&body), body.len);
+        hutch_buf_append(&all, hutch_buf_str(&flist), flist.len);
     }
     /* Program output may hold NUL bytes, bytes that are not UTF-8, or a
      * sequence the cut split: as a C string the text would end at the
@@ -672,16 +635,11 @@ static cJSON *exec_result(struct hutch_mcp *m, struct hutch_exec_result *res, in
     free(text);
     hutch_buf_free(&body);
     hutch_buf_free(&all);
-
-    if (res->out_tar.len) {
-        struct hutch_err err = {0};
-        if (hutch_archive_read_files(res->out_tar.data, res->out_tar.len,
-                                     HUTCH_MCP_MAX_FILES_OUT_BYTES, embed_file, &emb,
-                                     &err) < 0)
-            hutch_warn("embedding result files: %s", err.msg);
-        if (emb.skipped)
-            cJSON_AddNumberToObject(sc, "files_not_embedded", emb.skipped);
-    }
+    hutch_buf_free(&flist);
+    /* The files' items after the text, in the order the text names them. */
+    while ((f = cJSON_DetachItemFromArray(items, 0)))
+        cJSON_AddItemToArray(content, f);
+    cJSON_Delete(items);
     cJSON_AddItemToObject(r, "structuredContent", sc);
     if (res->exit_code != 0 || res->timed_out)
         cJSON_AddTrueToObject(r, "isError");
@@ -1047,7 +1005,7 @@ static cJSON *execute_code(struct job *j)
         snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
         out = text_result(msg, 1);
     } else {
-        out = exec_result(m, &res, trace);
+        out = exec_result(m, &res, j->s->principal, trace);
         hutch_info("execution %s (%s, %s on %s%s): exit %d in %llu ms, %d tool calls",
                    job->execution, j->s->principal, lang->valuestring, res.executor,
                    res.warm ? ", warm" : "", res.exit_code,
@@ -1192,6 +1150,9 @@ static void on_initialize(struct hutch_mcp_session *s, void *stream, const cJSON
     cJSON_AddBoolToObject(cJSON_AddObjectToObject(caps, "tools"), "listChanged",
                           hutch_direct_enabled(&s->m->direct));
     cJSON_AddObjectToObject(caps, "logging");
+    /* Result files that do not fit in a result are resource_links read
+     * with resources/read (result_files.c, resources.c). */
+    cJSON_AddFalseToObject(cJSON_AddObjectToObject(caps, "resources"), "listChanged");
     info = cJSON_AddObjectToObject(r, "serverInfo");
     cJSON_AddStringToObject(info, "name", "hutch");
     cJSON_AddStringToObject(info, "title", "hutch code mode");
@@ -1239,6 +1200,31 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
                    "Unknown tool: %.128s (hutch offers search_tools and execute_code)",
                    name->valuestring);
     }
+}
+
+/* resources/read of a resource_link from an execute_code result; MCP's
+ * "resource not found" code for an unknown, expired or foreign uri. */
+#define E_RESOURCE_NOT_FOUND -32002
+
+static void on_resources_read(struct hutch_mcp_session *s, void *stream,
+                              const cJSON *id, const cJSON *params)
+{
+    const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
+    struct hutch_err err = HUTCH_ERR_INIT;
+    cJSON *r;
+
+    if (!cJSON_IsString(uri)) {
+        send_error(s, stream, id, E_PARAMS,
+                   "resources/read needs params.uri (a string)");
+        return;
+    }
+    r = hutch_resources_read(s->m->resources, s->principal, uri->valuestring, &err);
+    if (r)
+        send_result(s, stream, id, r);
+    else
+        send_error(s, stream, id,
+                   err.code == -ENOENT ? E_RESOURCE_NOT_FOUND : E_INTERNAL, "%s",
+                   err.msg);
 }
 
 static void on_cancelled(struct hutch_mcp_session *s, const cJSON *params)
@@ -1355,6 +1341,14 @@ int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, siz
         send_result(s, stream, id, r);
     } else if (!strcmp(meth, "tools/call")) {
         on_tools_call(s, stream, id, params);
+    } else if (!strcmp(meth, "resources/read")) {
+        on_resources_read(s, stream, id, params);
+    } else if (!strcmp(meth, "resources/list")) {
+        send_result(s, stream, id, hutch_resources_list(s->m->resources, s->principal));
+    } else if (!strcmp(meth, "resources/templates/list")) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddArrayToObject(r, "resourceTemplates");
+        send_result(s, stream, id, r);
     } else if (!strcmp(meth, "logging/setLevel")) {
         const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(params, "level");
         int ok = 0;

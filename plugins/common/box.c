@@ -200,3 +200,16 @@ cJSON *box_environment(void)
 {
     return box_str_array(hutch_sandbox_env);
 }
+
+int box_flavour(const char *value, const char *executor, struct hutch_err *err)
+{
+    if (!value[0] || !strcmp(value, "base"))
+        return 0;
+    if (!strcmp(value, "data"))
+        return 1;
+    return hutch_err_set(err, -EINVAL,
+                         "the policy's executor_options.%s.flavour \"%.64s\" is not a "
+                         "flavour: \"base\" or \"data\" (Python with numpy, pandas and "
+                         "matplotlib)",
+                         executor, value);
+}

@@ -55,6 +55,12 @@ cJSON *box_environment(void);
 /* A JSON array of the NULL-terminated strings v (caller frees). */
 cJSON *box_str_array(const char *const *v);
 
+/* The image flavour the policy's executor_options.EXECUTOR.flavour names:
+ * 0 for the base images ("" or "base"), 1 for "data" (Python with Debian's
+ * numpy, pandas and matplotlib: images/build.sh's python-data; JavaScript
+ * has one image).  -EINVAL naming the flavours for another value. */
+int box_flavour(const char *value, const char *executor, struct hutch_err *err);
+
 /* The policy's executor_options for this sandbox (cls->options): every
  * option must be in `known` (NULL-terminated), or an error names it; the
  * value of `name` is copied to out ("" when absent). */

@@ -91,18 +91,20 @@ struct dk_sandbox {
 /* --- where things are -------------------------------------------------- */
 
 /* The image of a language: hutch-LANG:VERSION (`version` is hutch's), or
- * the one HUTCH_DOCKER_IMAGE_* names. */
-static const char *image_for(const char *version, const char *lang, char *buf,
+ * the one HUTCH_DOCKER_IMAGE_* names.  `data`: the data flavour, which
+ * only Python has (hutch-python-data, HUTCH_DOCKER_IMAGE_PYTHON_DATA). */
+static const char *image_for(const char *version, const char *lang, int data, char *buf,
                              size_t len)
 {
-    const char *env =
-        getenv(strcmp(lang, "python") == 0 ? "HUTCH_DOCKER_IMAGE_PYTHON"
-                                           : "HUTCH_DOCKER_IMAGE_JAVASCRIPT");
+    int py = strcmp(lang, "python") == 0;
+    const char *env = getenv(
+        py ? (data ? "HUTCH_DOCKER_IMAGE_PYTHON_DATA" : "HUTCH_DOCKER_IMAGE_PYTHON")
+           : "HUTCH_DOCKER_IMAGE_JAVASCRIPT");
     if (env && *env)
         snprintf(buf, len, "%s", env);
     else
         snprintf(buf, len, "hutch-%s:%s",
-                 strcmp(lang, "python") == 0 ? "python" : "node", version);
+                 py ? (data ? "python-data" : "python") : "node", version);
     return buf;
 }
 
@@ -552,11 +554,18 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, ""));
-    image_for(st->host->version, cls->language, sb->image, sizeof(sb->image));
     {
-        static const char *const known[] = {"runtime", NULL};
-        r = box_option(cls, "docker", known, "runtime", sb->runtime,
-                       sizeof(sb->runtime), err);
+        static const char *const known[] = {"runtime", "flavour", NULL};
+        char fl[32];
+        r = box_option(cls, "docker", known, "flavour", fl, sizeof(fl), err);
+        if (r == 0)
+            r = box_flavour(fl, "docker", err);
+        if (r >= 0)
+            image_for(st->host->version, cls->language, r, sb->image,
+                      sizeof(sb->image));
+        if (r >= 0)
+            r = box_option(cls, "docker", known, "runtime", sb->runtime,
+                           sizeof(sb->runtime), err);
         if (r == 0 && strspn(sb->runtime, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
                           strlen(sb->runtime))
             r = hutch_err_set(
@@ -600,13 +609,18 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
              n);
     r = dk_json(&st->api, "POST", path, body, &status, &b, err);
     if (r < 0 && status == 404) {
-        r = hutch_err_set(err, -ENOENT,
-                          "the Docker image %s is missing: build it with 'make images' "
-                          "(as root, offline), or 'docker build --build-arg RUNTIME=%s "
-                          "-t %s images/' from hutch's source",
-                          sb->image,
-                          strcmp(cls->language, "python") == 0 ? "python3" : "nodejs",
-                          sb->image);
+        r = hutch_err_set(
+            err, -ENOENT,
+            "the Docker image %s is missing: build it with 'make images' "
+            "(as root, offline), or 'docker build --build-arg RUNTIME=\"%s\" "
+            "-t %s images/' from hutch's source",
+            sb->image,
+            strcmp(cls->language, "python") ? "nodejs"
+            : strstr(sb->image, "python-data:")
+                ? "python3 python3-numpy python3-pandas "
+                  "python3-matplotlib python3-munkres"
+                : "python3",
+            sb->image);
         goto fail;
     }
     if (r < 0)
@@ -855,7 +869,7 @@ static int docker_runtime(void *state, const char *language, char *buf, size_t l
 
     if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
         return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
-    image_for(st->host->version, language, image, sizeof(image));
+    image_for(st->host->version, language, 0, image, sizeof(image));
     snprintf(path, sizeof(path), "/images/%s/json", image);
     r = dk_json(&st->api, "GET", path, NULL, &status, &b, err);
     if (r == 0) {
@@ -923,7 +937,7 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
         char image[256], path[320];
         long status = 0;
         struct hutch_buf ib = HUTCH_BUF_INIT(DK_MAX_REPLY);
-        image_for(host->version, langs[i], image, sizeof(image));
+        image_for(host->version, langs[i], 0, image, sizeof(image));
         snprintf(path, sizeof(path), "/images/%s/json", image);
         if (dk_json(&api, "GET", path, NULL, &status, &ib, &err) == 0) {
             /* The runtime it carries (images/build.sh's label), which may
@@ -947,6 +961,39 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
                      "needed) or 'docker build --build-arg RUNTIME=%s -t %s images/'",
                      image, i == 0 ? "python3" : "nodejs", image);
             report(ctx, "FAIL", "docker image", status == 404 ? detail : err.msg);
+        }
+        hutch_buf_free(&ib);
+    }
+    /* The data flavour (executor_options.docker.flavour = "data"): the
+     * Python packages its image's label records.  Optional: warn. */
+    {
+        char image[256], path[320];
+        long status = 0;
+        struct hutch_buf ib = HUTCH_BUF_INIT(DK_MAX_REPLY);
+        image_for(host->version, "python", 1, image, sizeof(image));
+        snprintf(path, sizeof(path), "/images/%s/json", image);
+        if (dk_json(&api, "GET", path, NULL, &status, &ib, &err) == 0) {
+            cJSON *ij = cJSON_ParseWithLength(ib.data, ib.len);
+            char pk[160];
+            int known =
+                box_runtime_line(cJSON_GetStringValue(cJSON_GetObjectItem(
+                                     cJSON_GetObjectItem(
+                                         cJSON_GetObjectItem(ij, "Config"), "Labels"),
+                                     "org.hutch.packages")),
+                                 pk, sizeof(pk)) == 0;
+            snprintf(detail, sizeof(detail),
+                     "docker: base image: none of numpy, pandas, matplotlib; flavour "
+                     "\"data\" (%s): %s",
+                     image,
+                     known ? pk : "packages not recorded: run 'make images' again");
+            report(ctx, "ok", "python packages", detail);
+            cJSON_Delete(ij);
+        } else {
+            snprintf(detail, sizeof(detail),
+                     "docker: base image: none of numpy, pandas, matplotlib; flavour "
+                     "\"data\": %s is missing (build it with 'make images')",
+                     image);
+            report(ctx, "warn", "python packages", detail);
         }
         hutch_buf_free(&ib);
     }

@@ -151,9 +151,11 @@ static const char *images_dir(char found[PATH_MAX])
     return found;
 }
 
-static const char *rootfs_name(const char *lang)
+static const char *rootfs_name(const char *lang, int data)
 {
-    return strcmp(lang, "python") == 0 ? "rootfs-python" : "rootfs-node";
+    if (strcmp(lang, "python") == 0)
+        return data ? "rootfs-python-data" : "rootfs-python";
+    return "rootfs-node";
 }
 
 /* Removes a tree without following links or crossing mounts; mounts below
@@ -340,7 +342,7 @@ static int pick_platform(struct gv_state *st, const struct hutch_sandbox_class *
                          const char *rootfs, char *out, size_t len,
                          struct hutch_err *err)
 {
-    static const char *const known[] = {"platform", NULL};
+    static const char *const known[] = {"platform", "flavour", NULL};
     char want[32];
     int r = box_option(cls, "gvisor", known, "platform", want, sizeof(want), err);
 
@@ -705,7 +707,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     uint64_t work;
     unsigned long n;
     char *json = NULL;
-    int r, log_fd;
+    int r, log_fd, data;
     struct stat sst;
 
     *out = NULL;
@@ -714,7 +716,27 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
         return hutch_err_set(err, -EINVAL,
                              "the gvisor executor runs python and javascript, not %s",
                              cls->language);
-    snprintf(rootfs, sizeof(rootfs), "%s/%s", st->images, rootfs_name(cls->language));
+    {
+        static const char *const known[] = {"platform", "flavour", NULL};
+        char fl[32];
+        r = box_option(cls, "gvisor", known, "flavour", fl, sizeof(fl), err);
+        if (r == 0)
+            r = box_flavour(fl, "gvisor", err);
+        if (r < 0)
+            return r;
+        data = r;
+    }
+    snprintf(rootfs, sizeof(rootfs), "%s/%s", st->images,
+             rootfs_name(cls->language, data));
+    if (data && strcmp(cls->language, "python") == 0 &&
+        (!realpath(rootfs, real_rootfs) || stat(real_rootfs, &sst) < 0 ||
+         !S_ISDIR(sst.st_mode)))
+        return hutch_err_set(err, -ENOENT,
+                             "the gVisor root file system %s (the data flavour the "
+                             "policy's executor_options.gvisor.flavour names) is "
+                             "missing: build it with 'make images' (root, no registry "
+                             "needed)",
+                             rootfs);
     if (!realpath(rootfs, real_rootfs) || stat(real_rootfs, &sst) < 0 ||
         !S_ISDIR(sst.st_mode))
         return hutch_err_set(err, -ENOENT,
@@ -1013,7 +1035,7 @@ static int gv_runtime(void *state, const char *language, char *buf, size_t len,
     if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
         return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
     snprintf(file, sizeof(file), "%s/%s/etc/hutch-runtime", st->images,
-             rootfs_name(language));
+             rootfs_name(language, 0));
     if (box_read_file(file, raw, sizeof(raw)) < 0 ||
         box_runtime_line(raw, buf, len) < 0)
         return hutch_err_set(
@@ -1042,7 +1064,7 @@ static void gv_doctor(const struct hutch_host *host, void *ctx,
     for (int i = 0; i < 2; i++) {
         const char *lang = i == 0 ? "python" : "javascript";
         struct stat s;
-        snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name(lang));
+        snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name(lang, 0));
         if (stat(rootfs, &s) == 0 && S_ISDIR(s.st_mode)) {
             /* The runtime it carries (images/build.sh wrote it down),
              * which may not be the host's that the local executor runs. */
@@ -1071,11 +1093,35 @@ static void gv_doctor(const struct hutch_host *host, void *ctx,
             report(ctx, "FAIL", "gvisor rootfs", detail);
         }
     }
+    /* The data flavour (executor_options.gvisor.flavour = "data"): what
+     * images/build.sh recorded of its Python packages.  Optional: warn. */
+    {
+        char pk[160] = "", file[PATH_MAX + 64];
+        snprintf(file, sizeof(file), "%s/%s/etc/hutch-packages", images,
+                 rootfs_name("python", 1));
+        if (box_read_file(file, pk, sizeof(pk)) > 0 && pk[0]) {
+            pk[strcspn(pk, "\r\n")] = '\0';
+            for (char *c = pk; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    *c = ' ';
+            snprintf(detail, sizeof(detail),
+                     "gvisor: base rootfs-python: none of numpy, pandas, matplotlib; "
+                     "flavour \"data\" (%s/%s): %s",
+                     images, rootfs_name("python", 1), pk);
+            report(ctx, "ok", "python packages", detail);
+        } else {
+            snprintf(detail, sizeof(detail),
+                     "gvisor: base rootfs-python: none of numpy, pandas, matplotlib; "
+                     "flavour \"data\": %s/%s is missing (build it with 'make images')",
+                     images, rootfs_name("python", 1));
+            report(ctx, "warn", "python packages", detail);
+        }
+    }
     if (!have_rootfs)
         return;
-    snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name("python"));
+    snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name("python", 0));
     if (access(rootfs, F_OK) < 0)
-        snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name("js"));
+        snprintf(rootfs, sizeof(rootfs), "%s/%s", images, rootfs_name("js", 0));
     mkdir("/run/hutch", 0711);
     mkdir(GV_BASE, 0700);
     for (int i = 0; i < 2; i++) {

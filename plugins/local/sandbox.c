@@ -346,6 +346,7 @@ static void build_root(struct lsb_params *p, int runner_fd)
     static const char *const top[] = {"usr",   "bin",   "sbin",  "lib",
                                       "lib32", "lib64", "libx32"};
     static const char *const devs[] = {"null", "zero", "full", "random", "urandom"};
+    static const char *const etc_ro[] = {"alternatives", "matplotlibrc", "fonts"};
     char passwd[256], group[256];
 
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -374,6 +375,24 @@ static void build_root(struct lsb_params *p, int runner_fd)
         if (write_file(NEWROOT "/etc/ld.so.cache", "", 0644) < 0)
             fail(p, "sandbox set-up: /etc/ld.so.cache: %s", strerror(errno));
         bind_ro(p, "/etc/ld.so.cache", NEWROOT "/etc/ld.so.cache");
+    }
+    /* What host libraries under /usr read from /etc, read-only as /usr is:
+     * Debian's alternatives (numpy reaches libblas.so.3 and liblapack.so.3
+     * through them), matplotlib's defaults (Debian's refuses to start
+     * without /etc/matplotlibrc) and fontconfig's configuration: the data
+     * flavour's packages on the host.  Nothing there names the host. */
+    for (size_t i = 0; i < sizeof(etc_ro) / sizeof(etc_ro[0]); i++) {
+        char src[64], dst[96];
+        struct stat st;
+        snprintf(src, sizeof(src), "/etc/%s", etc_ro[i]);
+        snprintf(dst, sizeof(dst), NEWROOT "/etc/%s", etc_ro[i]);
+        if (stat(src, &st) < 0 || access(src, R_OK) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode))
+            mkdir_or_die(p, dst, 0755);
+        else if (write_file(dst, "", 0644) < 0)
+            fail(p, "sandbox set-up: %s: %s", dst, strerror(errno));
+        bind_ro(p, src, dst);
     }
 
     mkdir_or_die(p, NEWROOT "/dev", 0755);

@@ -47,6 +47,29 @@ policy "$T/unknown.lua" '{ privileged = "yes" }'
 run_hutch run --policy "$T/unknown.lua" --lang python -e 'print(1)'
 is "unknown option: exit 125" "$RC" 125
 like "unknown option: named, with what docker knows" "$ERR" \
-    "executor_options.docker.privileged: the docker executor has no such option (it knows runtime)"
+    "executor_options.docker.privileged: the docker executor has no such option (it knows runtime, flavour)"
+
+# The data flavour: Python with numpy, pandas and matplotlib
+# (hutch-python-data, make images); the base image has none of them.
+policy "$T/data.lua" '{ flavour = "data" }'
+run_hutch run --policy "$T/data.lua" --lang python -e '
+import numpy, pandas, matplotlib
+print(int(numpy.arange(5).sum()), pandas.__name__, matplotlib.__name__)'
+is "flavour data: numpy, pandas, matplotlib import" "$OUT" "10 pandas matplotlib"
+run_hutch run --policy "$T/data.lua" --lang javascript -e 'console.log("js")'
+is "flavour data: JavaScript runs in its one image" "$OUT" "js"
+policy "$T/base.lua" '{ flavour = "base" }'
+run_hutch run --policy "$T/base.lua" --lang python -e '
+try:
+    import numpy
+    print("numpy")
+except ImportError:
+    print("no numpy")'
+is "flavour base: no numpy" "$OUT" "no numpy"
+policy "$T/flavour.lua" '{ flavour = "science" }'
+run_hutch run --policy "$T/flavour.lua" --lang python -e 'print(1)'
+is "unknown flavour: exit 125" "$RC" 125
+like "unknown flavour: says which there are" "$ERR" \
+    'executor_options.docker.flavour "science" is not a flavour: "base" or "data"'
 
 done_testing

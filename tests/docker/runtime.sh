@@ -14,7 +14,7 @@ TAG="hutch-runtime-test-$$"
 CIDS=()
 cleanup() {
     for c in "${CIDS[@]}"; do docker rm -f "$c" >/dev/null 2>&1; done
-    docker rmi -f "$TAG-python:1" "$TAG-node:1" "$TAG-nolabel:1" >/dev/null 2>&1
+    docker rmi -f "$TAG-python:1" "$TAG-node:1" "$TAG-nolabel:1" "$TAG-data:1" >/dev/null 2>&1
 }
 trap cleanup EXIT
 
@@ -38,6 +38,20 @@ like "doctor: the node image's runtime" "$OUT" "$TAG-node:1 (Made-up node 0.0.1-
 HUTCH_DOCKER_IMAGE_PYTHON="$TAG-nolabel:1" run_hutch doctor
 like "doctor: an image with an empty label is said to need make images" "$OUT" \
     "$TAG-nolabel:1 (runtime version not recorded: run 'make images' again)"
+
+# The data flavour's Python packages, from its org.hutch.packages label.
+ok "made a data image labelled with made-up packages" \
+    relabel "hutch-python-data:$V" "$TAG-data:1" "Made-up python 0.0.1-test"
+cid=$(docker create "$TAG-data:1" /bin/true) && CIDS+=("$cid") &&
+    docker commit --change 'LABEL org.hutch.packages="numpy 0.0-test, pandas 0.0-test, matplotlib 0.0-test"' \
+        "$cid" "$TAG-data:1" >/dev/null
+HUTCH_DOCKER_IMAGE_PYTHON_DATA="$TAG-data:1" run_hutch doctor
+like "doctor: the data image's Python packages" "$OUT" \
+    "ok    python packages        docker: base image: none of numpy, pandas, matplotlib; flavour \"data\" ($TAG-data:1): numpy 0.0-test, pandas 0.0-test, matplotlib 0.0-test"
+HUTCH_DOCKER_IMAGE_PYTHON_DATA="$TAG-missing:1" run_hutch doctor
+like "doctor: a missing data image is a warning that says how to build it" "$OUT" \
+    "warn  python packages        docker: base image: none of numpy, pandas, matplotlib; flavour \"data\": $TAG-missing:1 is missing (build it with 'make images')"
+is "doctor: a missing data image does not fail the doctor" "$RC" 0
 
 # The execute_code description, from the labels (no sandbox started).
 list_tools() {

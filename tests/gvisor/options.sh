@@ -42,7 +42,30 @@ policy "$T/unknown.lua" gvisor '{ gvisor = { colour = "blue" } }'
 run_hutch run --policy "$T/unknown.lua" --lang python -e 'print(1)'
 is "unknown option: exit 125" "$RC" 125
 like "unknown option: named, with what gvisor knows" "$ERR" \
-    "executor_options.gvisor.colour: the gvisor executor has no such option (it knows platform)"
+    "executor_options.gvisor.colour: the gvisor executor has no such option (it knows platform, flavour)"
+
+# The data flavour: Python with numpy, pandas and matplotlib
+# (rootfs-python-data, make images); the base rootfs has none of them.
+policy "$T/data.lua" gvisor '{ gvisor = { flavour = "data" } }'
+run_hutch run --policy "$T/data.lua" --lang python -e '
+import numpy, pandas, matplotlib
+print(int(numpy.arange(5).sum()), pandas.__name__, matplotlib.__name__)'
+is "flavour data: numpy, pandas, matplotlib import" "$OUT" "10 pandas matplotlib"
+run_hutch run --policy "$T/data.lua" --lang javascript -e 'console.log("js")'
+is "flavour data: JavaScript runs in its one rootfs" "$OUT" "js"
+policy "$T/base.lua" gvisor '{ gvisor = { flavour = "base", platform = "ptrace" } }'
+run_hutch run --policy "$T/base.lua" --lang python -e '
+try:
+    import numpy
+    print("numpy")
+except ImportError:
+    print("no numpy")'
+is "flavour base: no numpy" "$OUT" "no numpy"
+policy "$T/flavour.lua" gvisor '{ gvisor = { flavour = "science" } }'
+run_hutch run --policy "$T/flavour.lua" --lang python -e 'print(1)'
+is "unknown flavour: exit 125" "$RC" 125
+like "unknown flavour: says which there are" "$ERR" \
+    'executor_options.gvisor.flavour "science" is not a flavour: "base" or "data"'
 
 # Options of other executors do not apply.
 policy "$T/other.lua" gvisor '{ docker = { runtime = "runsc" }, gvisor = {} }'

@@ -30,6 +30,18 @@ like "doctor: the python rootfs's runtime" "$OUT" "rootfs-python (Made-up python
 like "doctor: the node rootfs's runtime" "$OUT" "rootfs-node (Made-up node 0.0.1-test)"
 like "doctor: the host's Node.js, the local executor's" "$OUT" "($(/usr/bin/node --version))"
 
+# The data flavour's packages, from its /etc/hutch-packages (doctor reads
+# only that file of it).
+like "doctor: no data rootfs, a warning that says how to build it" "$OUT" \
+    'warn  python packages        gvisor: base rootfs-python: none of numpy, pandas, matplotlib; flavour "data": '
+mkdir -p "$T/images/rootfs-python-data/etc"
+echo "numpy 0.0-test, pandas 0.0-test, matplotlib 0.0-test" >"$T/images/rootfs-python-data/etc/hutch-packages"
+HUTCH_IMAGES_DIR="$T/images" run_hutch doctor
+like "doctor: the data rootfs's Python packages" "$OUT" \
+    "ok    python packages        gvisor: base rootfs-python: none of numpy, pandas, matplotlib; flavour \"data\" ($T/images/rootfs-python-data): numpy 0.0-test, pandas 0.0-test, matplotlib 0.0-test"
+like "doctor: the host's Python packages, the local executor's" "$OUT" \
+    "python packages        local (the host's"
+
 rm "$T/images/rootfs-node/etc/hutch-runtime" # through the overlay
 HUTCH_IMAGES_DIR="$T/images" run_hutch doctor
 like "doctor: a rootfs without the file is said to need make images" "$OUT" \

@@ -10,9 +10,10 @@
 # servers; what it serves does not depend on them.
 #
 # Scenarios run (they apply to a server whose tools are search_tools and
-# execute_code and that has no resources, prompts or completions):
+# execute_code, whose resources are the links of execute_code results, and
+# that has no prompts or completions):
 #   server-initialize, ping, logging-set-level, tools-list,
-#   dns-rebinding-protection, server-sse-multiple-streams
+#   dns-rebinding-protection, server-sse-multiple-streams, resources-list
 #
 # Scenarios that do not apply, and why:
 #   completion-complete          completes arguments of the prompt
@@ -37,10 +38,13 @@
 #                                such tool.  Run anyway it gives 0 checks and 2
 #                                warnings: no SSE priming event and no retry field
 #                                (SHOULDs; hutch does not offer stream resumption)
-#   resources-list, resources-read-text, resources-read-binary,
-#   resources-templates-read, resources-subscribe, resources-unsubscribe
-#                                hutch has no resources (output files come back as
-#                                embedded resources inside tool results)
+#   resources-read-text, resources-read-binary, resources-templates-read,
+#   resources-subscribe, resources-unsubscribe
+#                                read the suite's own test resources
+#                                (test://static-text, …); hutch's resources are
+#                                only the resource_links of execute_code results
+#                                (sdk_stdio.mjs / sdk_http.mjs read them), with
+#                                no templates and no subscriptions
 #   prompts-list, prompts-get-simple, prompts-get-with-args,
 #   prompts-get-embedded-resource, prompts-get-with-image
 #                                hutch has no prompts
@@ -55,12 +59,13 @@ CONFORMANCE="$NM/@modelcontextprotocol/conformance/dist/index.js"
 [ -x "$HUTCH" ] || { echo "Bail out! $HUTCH not built"; exit 1; }
 export PATH="$NODE22_DIR:$PATH"
 
-RUN="server-initialize ping logging-set-level tools-list dns-rebinding-protection server-sse-multiple-streams"
+RUN="server-initialize ping logging-set-level tools-list dns-rebinding-protection server-sse-multiple-streams
+resources-list"
 NOT_APPLICABLE="completion-complete tools-call-simple-text tools-call-image tools-call-audio
 tools-call-embedded-resource tools-call-mixed-content tools-call-with-logging tools-call-error
 tools-call-with-progress tools-call-sampling tools-call-elicitation json-schema-2020-12
 elicitation-sep1034-defaults elicitation-sep1330-enums server-sse-polling
-resources-list resources-read-text resources-read-binary resources-templates-read
+resources-read-text resources-read-binary resources-templates-read
 resources-subscribe resources-unsubscribe
 prompts-list prompts-get-simple prompts-get-with-args prompts-get-embedded-resource
 prompts-get-with-image"

@@ -53,5 +53,55 @@ await t.step("--no-envelope: plain text; no --servers: execute_code still works"
   }
 });
 
+// The data flavour: a matplotlib chart reaches the client as a PNG image,
+// on every executor (local: the host's Python packages; docker and gvisor:
+// the python-data image the policy selects).  The same hutch keeps links
+// for one second only: a link read after that is an error.
+await t.step("the data flavour: a matplotlib chart comes back as an image/png; an expired link is an error", async () => {
+  const fs = await import("node:fs");
+  const os = await import("node:os");
+  const path = await import("node:path");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-data-"));
+  const policy = path.join(dir, "policy.lua");
+  fs.writeFileSync(policy, 'return { executor_options = { docker = { flavour = "data" }, gvisor = { flavour = "data" } } }\n');
+  const h3 = await startStdio({ sdk, hutch, args: ["--policy", policy], env: { HUTCH_RESOURCE_TTL_MS: "1000" } });
+  try {
+    const x = await execute(h3.client, py(`import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt, numpy as np, pandas as pd, os
+os.makedirs("/work/out", exist_ok=True)
+df = pd.DataFrame({"x": np.arange(10), "y": np.arange(10) ** 2})
+ax = df.plot(x="x", y="y", title="squares")
+ax.figure.savefig("/work/out/chart.png", dpi=80)
+[int(df.y.sum()), os.path.getsize("/work/out/chart.png")]`, { timeout_ms: 120000 }), { timeout: 180000 });
+    if (x.s.exit_code !== 0 || !Array.isArray(x.s.result) || x.s.result[0] !== 285)
+      throw new Error(`the chart program failed: ${JSON.stringify(x.s).slice(0, 3000)}`);
+    const imgs = (x.r.content || []).filter((c) => c.type === "image");
+    if (imgs.length !== 1 || imgs[0].mimeType !== "image/png") throw new Error(JSON.stringify(x.r.content.map((c) => c.type + " " + c.mimeType)));
+    const png = Buffer.from(imgs[0].data, "base64");
+    if (!png.subarray(0, 8).equals(Buffer.from("89504e470d0a1a0a", "hex")) || png.length !== x.s.result[1] || png.length < 5000)
+      throw new Error(`not the chart: ${png.length} bytes, ${png.subarray(0, 8).toString("hex")}`);
+    // 6.4 x 4.8 inches at 80 dpi: the IHDR says 512 x 384.
+    if (png.readUInt32BE(16) !== 512 || png.readUInt32BE(20) !== 384)
+      throw new Error(`IHDR ${png.readUInt32BE(16)} x ${png.readUInt32BE(20)}`);
+    if (!/chart\.png \(\d+ bytes, image\/png\): shown as an image/.test(x.text)) throw new Error(x.text);
+
+    const y = await execute(h3.client, py('import os\nos.makedirs("/work/out", exist_ok=True)\nopen("/work/out/b.bin", "wb").write(bytes(range(256)) * 4)\n1'));
+    const link = (y.r.content || []).find((c) => c.type === "resource_link");
+    if (!link) throw new Error(JSON.stringify(y.r.content));
+    await new Promise((r) => setTimeout(r, 1500));
+    let read;
+    try {
+      read = await h3.client.readResource({ uri: link.uri });
+    } catch (e) {
+      if (e.code !== -32002 || !/unknown or expired/.test(e.message)) throw new Error(`error ${e.code} ${e.message}`);
+    }
+    if (read) throw new Error(`an expired link was read: ${JSON.stringify(read).slice(0, 200)}`);
+  } finally {
+    await h3.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 300);
+
 if (t.failed) t.diag("--- hutch stderr (tail) ---\n" + h.logs().slice(-4000));
 t.done();

@@ -107,6 +107,9 @@ like "doctor checks seccomp" "$OUT" "seccomp"
 like "doctor checks cgroups" "$OUT" "cgroups"
 like "doctor finds python" "$OUT" "python"
 like "doctor finds node" "$OUT" "javascript"
+# Which of the data flavour's packages the local executor offers: the host's.
+like "doctor says the host's numpy, the local executor's" "$OUT" \
+    "python packages        local (the host's $(readlink -f /usr/bin/python3)): numpy $(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)' 2>/dev/null)"
 
 HUTCH_RUNNER_DIR=/nonexistent run_hutch doctor
 is "doctor fails without runners" "$RC" 1

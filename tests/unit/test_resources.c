@@ -1,0 +1,232 @@
+/* test_resources.c — unit tests of src/resources.c (the store behind
+ * resource_link) and src/result_files.c (how /work/out reaches a client),
+ * printing TAP. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "caps.h"
+#include "hutch_archive.h"
+#include "resources.h"
+#include "result_files.h"
+#include "tap.h"
+
+static const unsigned char png_head[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+                                         0,    0,   0,   13,  'I',  'H',  'D',  'R'};
+
+static void mime(void)
+{
+    ok(!strcmp(hutch_result_mime("a.png", png_head, sizeof(png_head)), "image/png"),
+       "PNG bytes: image/png");
+    ok(!strcmp(hutch_result_mime("plot.dat", png_head, sizeof(png_head)), "image/png"),
+       "PNG bytes under another name: image/png");
+    ok(!strcmp(hutch_result_mime("fake.png", "text", 4), "application/octet-stream"),
+       ".png holding no PNG: not an image");
+    ok(!strcmp(hutch_result_mime("x.jpg", "\xff\xd8\xff\xe0", 4), "image/jpeg"),
+       "JPEG");
+    ok(!strcmp(hutch_result_mime("x", "GIF89a", 6), "image/gif"), "GIF");
+    ok(!strcmp(hutch_result_mime("x", "RIFF\0\0\0\0WEBPVP8 ", 16), "image/webp"),
+       "WebP");
+    ok(!strcmp(hutch_result_mime("d/s.SVG", "<svg/>", 6), "image/svg+xml"),
+       "SVG by extension, any case");
+    ok(!strcmp(hutch_result_mime("dir.csv/readme", "x", 1), "application/octet-stream"),
+       "the extension is the file name's, not a folder's");
+    ok(!strcmp(hutch_result_mime("t.csv", "a,b", 3), "text/csv"), "CSV");
+}
+
+static void store(void)
+{
+    struct hutch_resources *rs = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    char uri[4096], uri2[4096];
+    time_t exp;
+    cJSON *r, *l;
+    unsigned char bin[3] = {0, 0xff, 'x'};
+
+    ok(hutch_resources_new(1000, &rs, &err) == 0, "a store");
+    ok(hutch_resources_put(rs, "alice", "dir/a b%.bin", "application/octet-stream", bin,
+                           3, uri, sizeof(uri), &exp, &err) == 0,
+       "put a binary file");
+    ok(!strncmp(uri, "hutch://files/", 14) && strstr(uri, "/dir/a%20b%25.bin") &&
+           strlen(uri) == 14 + 32 + strlen("/dir/a%20b%25.bin"),
+       "its uri: 128 random bits, the path percent-encoded (%s)", uri);
+    r = hutch_resources_read(rs, "alice", uri, &err);
+    ok(r && !strcmp(
+                cJSON_GetStringValue(cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0), "blob")),
+                "AP94"),
+       "read back as a base64 blob");
+    cJSON_Delete(r);
+    ok(hutch_resources_put(rs, "alice", "t.txt", "text/plain", "héllo", 6, uri2,
+                           sizeof(uri2), &exp, &err) == 0,
+       "put a text file");
+    r = hutch_resources_read(rs, "alice", uri2, &err);
+    ok(r && !strcmp(
+                cJSON_GetStringValue(cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0), "text")),
+                "héllo"),
+       "read back as text");
+    cJSON_Delete(r);
+    err.code = 0;
+    ok(!hutch_resources_read(rs, "bob", uri, &err) && err.code == -ENOENT &&
+           strstr(err.msg, "unknown or expired"),
+       "another principal's uri reads as unknown");
+    l = hutch_resources_list(rs, "alice");
+    ok(cJSON_GetArraySize(cJSON_GetObjectItem(l, "resources")) == 2,
+       "resources/list: the principal's two files");
+    cJSON_Delete(l);
+    l = hutch_resources_list(rs, "bob");
+    ok(cJSON_GetArraySize(cJSON_GetObjectItem(l, "resources")) == 0,
+       "resources/list: none of another principal's");
+    cJSON_Delete(l);
+    err.code = 0;
+    ok(!hutch_resources_read(rs, "alice", "hutch://files/nothing", &err) &&
+           err.code == -ENOENT,
+       "an unknown uri: -ENOENT");
+    ok(hutch_resources_put(rs, "alice", "big", "x", bin, HUTCH_MCP_LINK_MAX_FILE + 1u,
+                           uri2, sizeof(uri2), &exp, &err) == -EFBIG,
+       "a file over HUTCH_MCP_LINK_MAX_FILE: -EFBIG (nothing read past its size)");
+    usleep(1200 * 1000);
+    err.code = 0;
+    ok(!hutch_resources_read(rs, "alice", uri, &err) && err.code == -ENOENT,
+       "after its time (1 s here): expired");
+    hutch_resources_free(rs);
+
+    /* The count cap: the oldest goes first. */
+    ok(hutch_resources_new(0, &rs, &err) == 0 &&
+           hutch_resources_ttl_ms(rs) == HUTCH_MCP_LINK_TTL_MS,
+       "ttl 0: the default");
+    ok(hutch_resources_put(rs, "p", "first", "x", "1", 1, uri, sizeof(uri), &exp,
+                           &err) == 0,
+       "the first of many");
+    for (int i = 0; i < HUTCH_MCP_LINKS_MAX_COUNT; i++)
+        hutch_resources_put(rs, "p", "n", "x", "1", 1, uri2, sizeof(uri2), &exp, &err);
+    ok(!hutch_resources_read(rs, "p", uri, &err),
+       "past the count cap: the oldest dropped");
+    r = hutch_resources_read(rs, "p", uri2, &err);
+    ok(r != NULL, "the newest is kept");
+    cJSON_Delete(r);
+    hutch_resources_free(rs);
+}
+
+static const void *tar_of(struct hutch_tar **t, size_t *len, int big)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    const void *data = NULL;
+    static unsigned char blob[200000];
+    char *large = big ? calloc(1, HUTCH_MCP_LINK_MAX_FILE + 1) : NULL;
+
+    memset(blob, 7, sizeof(blob));
+    hutch_tar_new(t, 64u << 20, &err);
+    hutch_tar_add_bytes(*t, "chart.png", png_head, sizeof(png_head), 0644, &err);
+    hutch_tar_add_bytes(*t, "notes.txt", "hello\n", 6, 0644, &err);
+    hutch_tar_add_bytes(*t, "data.bin", blob, sizeof(blob), 0644, &err);
+    if (large)
+        hutch_tar_add_bytes(*t, "huge.bin", large, HUTCH_MCP_LINK_MAX_FILE + 1, 0644,
+                            &err);
+    free(large);
+    hutch_tar_finish(*t, &data, len, &err);
+    return data;
+}
+
+static cJSON *files_of(const char *const *paths, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "path", paths[i]);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+static const char *field(cJSON *files, int i, const char *k)
+{
+    return cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(files, i), k));
+}
+
+static void render(void)
+{
+    static const char *const paths[] = {"chart.png", "notes.txt", "data.bin",
+                                        "huge.bin"};
+    struct hutch_resources *rs = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct hutch_tar *t = NULL;
+    struct hutch_buf text = HUTCH_BUF_INIT(1 << 20);
+    cJSON *items = cJSON_CreateArray(), *files = files_of(paths, 4);
+    size_t len = 0;
+    const void *tar = tar_of(&t, &len, 1);
+
+    hutch_resources_new(0, &rs, &err);
+    hutch_result_files(tar, len, rs, "alice", items, files, &text);
+    ok(cJSON_GetArraySize(items) == 3, "three items for four files (one dropped)");
+    ok(!strcmp(cJSON_GetStringValue(
+                   cJSON_GetObjectItem(cJSON_GetArrayItem(items, 0), "type")),
+               "image") &&
+           !strcmp(cJSON_GetStringValue(
+                       cJSON_GetObjectItem(cJSON_GetArrayItem(items, 0), "mimeType")),
+                   "image/png"),
+       "the PNG: an image item");
+    ok(!strcmp(cJSON_GetStringValue(
+                   cJSON_GetObjectItem(cJSON_GetArrayItem(items, 1), "type")),
+               "resource"),
+       "the small text: an embedded resource");
+    ok(!strcmp(cJSON_GetStringValue(
+                   cJSON_GetObjectItem(cJSON_GetArrayItem(items, 2), "type")),
+               "resource_link") &&
+           cJSON_GetNumberValue(
+               cJSON_GetObjectItem(cJSON_GetArrayItem(items, 2), "size")) == 200000,
+       "the binary: a resource_link with its size");
+    ok(!strcmp(field(files, 0, "delivery"), "image") &&
+           !strcmp(field(files, 1, "delivery"), "inline") &&
+           !strcmp(field(files, 2, "delivery"), "link") && field(files, 2, "uri") &&
+           field(files, 2, "expires") &&
+           !strcmp(field(files, 3, "delivery"), "dropped") &&
+           strstr(field(files, 3, "reason"), "10 MiB"),
+       "structuredContent.files says how each came");
+    ok(strstr(hutch_buf_str(&text),
+              "chart.png (16 bytes, image/png): shown as an image") &&
+           strstr(hutch_buf_str(&text), "notes.txt (6 bytes, text/plain): inline") &&
+           strstr(hutch_buf_str(&text),
+                  "data.bin (200000 bytes, application/octet-stream): "
+                  "link hutch://files/") &&
+           strstr(hutch_buf_str(&text),
+                  "huge.bin (10485761 bytes, "
+                  "application/octet-stream): not delivered: over"),
+       "the text names every file and how it came");
+    {
+        cJSON *r = hutch_resources_read(rs, "alice", field(files, 2, "uri"), &err);
+        ok(r != NULL, "the link reads back");
+        cJSON_Delete(r);
+    }
+    cJSON_Delete(items);
+    cJSON_Delete(files);
+    hutch_buf_free(&text);
+
+    /* No store: a file that would be linked is dropped, saying why. */
+    items = cJSON_CreateArray();
+    files = files_of(paths, 3);
+    hutch_tar_free(t);
+    tar = tar_of(&t, &len, 0);
+    hutch_result_files(tar, len, NULL, "alice", items, files, &text);
+    ok(cJSON_GetArraySize(items) == 2 &&
+           !strcmp(field(files, 2, "delivery"), "dropped") &&
+           strstr(hutch_buf_str(&text), "keeps no files"),
+       "no store: the binary is dropped, with the reason");
+    cJSON_Delete(items);
+    cJSON_Delete(files);
+    hutch_buf_free(&text);
+    hutch_tar_free(t);
+    hutch_resources_free(rs);
+}
+
+int main(void)
+{
+    mime();
+    store();
+    render();
+    return tap_done();
+}
