@@ -50,10 +50,10 @@
 
 /* Wire protocol (runner <-> core).  MAX_PENDING: what the runner has not
  * read yet, in exec.c's queue of messages and in calls.c's of tool results. */
-#define HUTCH_WIRE_MAX_LINE       (8u << 20)  /* one NDJSON message */
-#define HUTCH_WIRE_MAX_DEPTH      64          /* JSON nesting */
-#define HUTCH_WIRE_MAX_TOOL_CALLS 10000       /* per execution */
-#define HUTCH_WIRE_READY_MS       10000       /* runner start-up */
+#define HUTCH_WIRE_MAX_LINE       (8u << 20) /* one NDJSON message */
+#define HUTCH_WIRE_MAX_DEPTH      64         /* JSON nesting */
+#define HUTCH_WIRE_MAX_TOOL_CALLS 10000      /* per execution */
+#define HUTCH_WIRE_READY_MS       30000 /* runner start-up (a loaded machine: generous) */
 #define HUTCH_WIRE_MAX_PENDING    (64u << 20) /* unread by the runner, then give up */
 /* Tool calls of one execution running at once, each on a worker thread of
  * the execution's own pool (calls.c); past them, calls wait in a queue. */

@@ -42,7 +42,7 @@
 #include "caps.h"
 #include "sbio.h"
 
-#define DK_READY_MS    20000 /* container start until init connected */
+#define DK_READY_MS    60000 /* container start until init connected (loaded machines) */
 #define DK_STOP_MS     5000  /* init killing the program's processes */
 #define DK_OWNER_LABEL "hutch.owner"
 

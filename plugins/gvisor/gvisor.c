@@ -47,7 +47,7 @@
 #include "caps.h"
 #include "sbio.h"
 
-#define GV_READY_MS  20000 /* runsc run until init connected */
+#define GV_READY_MS  60000 /* runsc run until init connected (loaded machines) */
 #define GV_STOP_MS   5000  /* init killing the program's processes */
 #define GV_CMD_MS    10000 /* one runsc kill/delete/list */
 #define GV_EXIT_MS   3000  /* sandbox gone after init was told to end */

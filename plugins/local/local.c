@@ -31,7 +31,7 @@
 #include "hutch-executor.h"
 #include "sandbox.h"
 
-#define START_TIMEOUT_MS 10000
+#define START_TIMEOUT_MS 30000 /* a loaded machine starts slowly: generous */
 
 struct cgroup_set {
     int version; /* 0 none, 1 or 2 */

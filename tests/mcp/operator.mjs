@@ -36,7 +36,7 @@ async function onEach(what, start) {
         if (h.memory) {
           const y = await execute(h.client, py(BOMB), { executor: E });
           if (y.s.exit_code !== 137 || /still here/.test(y.s.stdout)) {
-            throw new Error(`--memory 100 did not hold: ${JSON.stringify(y.s).slice(0, 600)}`);
+            throw new Error(`--memory 100 did not hold: ${JSON.stringify(y.s).slice(0, 600)} ${y.text.slice(0, 600)}\n${h.logs ? h.logs().slice(-1500) : ""}`);
           }
         }
       } finally {
