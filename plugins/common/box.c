@@ -84,29 +84,6 @@ uint64_t box_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int box_process_gone(pid_t pid, unsigned long long start)
-{
-    return pid <= 0 || box_proc_start(pid) != start;
-}
-
-unsigned long long box_proc_start(pid_t pid)
-{
-    char path[64], buf[1024], *p;
-    unsigned long long start = 0;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if (box_read_file(path, buf, sizeof(buf)) <= 0)
-        return 0;
-    /* The command name may hold spaces and parentheses: count fields from
-     * its closing parenthesis (field 2's end). */
-    p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    if (p)
-        sscanf(p + 1, "%llu", &start);
-    return start;
-}
-
 cJSON *box_str_array(const char *const *v)
 {
     cJSON *a = cJSON_CreateArray();

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "hutch-executor.h"
+#include "proc.h"
 
 /* Inside every sandbox: hutch-init, the runners, the sockets. */
 #define BOX_INIT   "/run/hutch/init"
@@ -28,11 +29,7 @@
  * build/plugins/.libs/X.so.  $HUTCH_INIT overrides.  0, or why not. */
 int box_find_init(char *out, size_t len, struct hutch_err *err);
 
-/* The start time of `pid` (field 22 of /proc/PID/stat), 0 when gone. */
-unsigned long long box_proc_start(pid_t pid);
-/* 1 when the process pid, started at `start`, no longer runs (its pid may
- * have been reused since). */
-int box_process_gone(pid_t pid, unsigned long long start);
+/* box_proc_start, box_process_gone: proc.h. */
 
 /* Up to len-1 bytes of a small file, NUL-terminated: the count, or -1. */
 ssize_t box_read_file(const char *path, char *buf, size_t len);

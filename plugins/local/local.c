@@ -29,6 +29,7 @@
 #include "caps.h"
 #include "filter.h"
 #include "hutch-executor.h"
+#include "proc.h"
 #include "sandbox.h"
 
 #define START_TIMEOUT_MS 30000 /* a loaded machine starts slowly: generous */
@@ -255,30 +256,6 @@ static void cg_remove(char *dir)
     dir[0] = '\0';
 }
 
-/* The start time of `pid` (field 22 of /proc/PID/stat), 0 when gone or a
- * zombie (it runs no more; its parent has not read its status yet: a
- * hutch killed with -9 stays one until then).  As plugins/common/box.c's
- * box_proc_start, which this plugin does not link (box.c needs cJSON). */
-static unsigned long long proc_start(pid_t pid)
-{
-    char path[64], buf[1024], *p;
-    unsigned long long start = 0;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if (read_str(path, buf, sizeof(buf)) < 0)
-        return 0;
-    /* The command name may hold spaces and parentheses: count fields from
-     * its closing parenthesis (field 2's end). */
-    p = strrchr(buf, ')');
-    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-        return 0;
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    if (p)
-        sscanf(p + 1, "%llu", &start);
-    return start;
-}
-
 /* Kill what is left in the cgroup `dir`, then remove it. */
 static void cg_remove_leftover(const char *dir)
 {
@@ -315,7 +292,7 @@ static void cg_sweep(struct local_state *st, const char *parent)
         int pid, end = 0;
         if (sscanf(de->d_name, "hutch-%d.%llu-%n", &pid, &start, &end) != 2 || !end)
             continue;
-        if (pid > 0 && proc_start(pid) == start)
+        if (pid > 0 && box_proc_start(pid) == start)
             continue; /* that hutch still runs */
         if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >=
             sizeof(dir))
@@ -648,7 +625,7 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
         }
     }
     snprintf(st->owner, sizeof(st->owner), "%d.%llu", (int)getpid(),
-             proc_start(getpid()));
+             box_proc_start(getpid()));
     cgroup_detect(&st->cg);
     cg_sweep_all(st);
     st->landlock = lsb_landlock_abi() >= 6;
