@@ -17,6 +17,27 @@ const store = path.join(dir, "store");
 const hex = (s) => Buffer.from(s).toString("hex");
 const WS = "/work/out/workspace";
 
+// Who holds a workspace's lock file open (for a failure's message): every
+// process with a descriptor on it, and what it is.
+function holders(name) {
+  const out = [];
+  for (const pid of fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    let fds = [];
+    try {
+      fds = fs.readdirSync(`/proc/${pid}/fd`);
+    } catch {}
+    for (const fd of fds) {
+      try {
+        if (fs.readlinkSync(`/proc/${pid}/fd/${fd}`).endsWith(`/${name}.lock`)) {
+          const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").slice(0, 120);
+          out.push(`pid ${pid} fd ${fd}: ${cmd}`);
+        }
+      } catch {}
+    }
+  }
+  return out.join("; ") || "none";
+}
+
 let h;
 try {
   h = await startStdio({ sdk, hutch, args: ["--workspaces", store] });
@@ -45,7 +66,7 @@ await t.step("a failed execution keeps the previous content and says so", async 
   const a = await execute(h.client, py(`
 open("${WS}/data.txt", "w").write("broken")
 raise RuntimeError("boom")`, { workspace: "notes" }));
-  if (!a.r.isError || !/workspace "notes" not saved/.test(a.text)) throw new Error(a.text);
+  if (!a.r.isError || !/workspace "notes" not saved/.test(a.text)) throw new Error(`${a.text} (lock holders: ${holders("notes")})`);
   const b = await execute(h.client, py(`open("${WS}/data.txt").read()`, { workspace: "notes" }));
   if (b.s.result !== "kept") throw new Error(`after the failure: ${b.text}`);
 }, 180);
@@ -60,11 +81,11 @@ await t.step("a second execution of a busy workspace is refused", async () => {
   const slow = execute(h.client, py(`import time\ntime.sleep(40)\n"slow"`, { workspace: "notes", timeout_ms: 120000 }),
     { timeout: 180000 });
   const held = await waitFor(() => spawnSync("flock", ["-n", lock, "true"]).status === 1, 60000, 100);
-  if (!held) throw new Error("the first execution never held the workspace");
+  if (!held) throw new Error(`the first execution never held the workspace (lock holders: ${holders("notes")})`);
   const b = await execute(h.client, py("1", { workspace: "notes" }));
   if (!b.r.isError || !/in use by another execution/.test(b.text)) throw new Error(b.text);
   const a = await slow;
-  if (a.s.result !== "slow") throw new Error(`the first one: ${a.text}`);
+  if (a.s.result !== "slow") throw new Error(`the first one: ${a.text} (lock holders: ${holders("notes")})`);
 }, 240);
 
 const closed = await h.close();
