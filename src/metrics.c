@@ -203,7 +203,7 @@ static int sample(struct hutch_buf *b, const char *name, const char *const *kv,
         return r;
     if (isinf(value))
         return hutch_buf_appends(b, value > 0 ? " +Inf\n" : " -Inf\n");
-    if (value == (double)(int64_t)value && fabs(value) < 1e15)
+    if (fabs(value) < 1e15 && value == (double)(int64_t)value)
         return hutch_buf_appendf(b, " %lld\n", (long long)value);
     return hutch_buf_appendf(b, " %.17g\n", value);
 }

@@ -342,8 +342,10 @@ static struct shape *shape_of(struct walk *w, const cJSON *v, int depth)
         s->types = T_BOOL;
     } else if (cJSON_IsNumber(v)) {
         double d = v->valuedouble;
-        s->types = d == (double)(long long)d && d > -9007199254740992.0 &&
-                           d < 9007199254740992.0
+        /* The range first: converting a double outside long long's is
+         * undefined (an upstream may answer 1e24). */
+        s->types = d > -9007199254740992.0 && d < 9007199254740992.0 &&
+                           d == (double)(long long)d
                        ? T_INT
                        : T_NUM;
     } else if (cJSON_IsString(v) || cJSON_IsRaw(v)) {
