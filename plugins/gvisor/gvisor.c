@@ -672,6 +672,17 @@ static int cgroup_oom(const struct gv_sandbox *sb)
     return p && strtol(p + 9, NULL, 10) > 0;
 }
 
+/* The sandbox's memory cgroup is still there (v1, else v2). */
+static int cgroup_exists(const struct gv_sandbox *sb)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s", sb->cgroup);
+    if (access(path, F_OK) == 0)
+        return 1;
+    snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.events", sb->cgroup);
+    return access(path, F_OK) == 0;
+}
+
 static void sandbox_free(struct gv_sandbox *sb)
 {
     struct gv_state *st;
@@ -915,6 +926,20 @@ static int gv_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex
     /* init is gone without a word: the sandbox died under the program. */
     if (sb->killed || cgroup_oom(sb)) {
         sbio_exit_from_status(SIGKILL, !sb->killed, ex);
+        return 0;
+    }
+    /* Its memory cgroup tells an OOM kill only while it exists, and
+     * `runsc run` removes it as the sandbox ends: a reap after that finds
+     * none.  A sandbox that died whole, not by our kill, had everything in
+     * it killed (under a memory limit, by the OOM killer; else from
+     * outside): reported as killed (137), not as hutch's failure.  (A CI
+     * run under load saw the memory bomb reach this.) */
+    if (!cgroup_exists(sb)) {
+        sb->st->host->log(HUTCH_LOG_INFO, "gvisor",
+                          "sandbox %s died whole and its cgroup is gone: reported as "
+                          "killed (an OOM kill cannot be told any more)",
+                          sb->id);
+        sbio_exit_from_status(SIGKILL, 0, ex);
         return 0;
     }
     return hutch_err_set(err, -EIO,
