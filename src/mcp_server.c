@@ -1246,8 +1246,12 @@ static void on_cancelled(struct hutch_mcp_session *s, const cJSON *params)
 
 static int valid_id(const cJSON *id)
 {
+    /* The range first: converting a double outside int64_t's is undefined
+     * (fuzz_mcp found an id of 8.9e81). */
     return cJSON_IsString(id) ||
-           (cJSON_IsNumber(id) && id->valuedouble == (double)(int64_t)id->valuedouble);
+           (cJSON_IsNumber(id) && id->valuedouble >= -9223372036854775808.0 &&
+            id->valuedouble < 9223372036854775808.0 &&
+            id->valuedouble == (double)(int64_t)id->valuedouble);
 }
 
 int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, size_t len,
