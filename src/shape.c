@@ -181,6 +181,27 @@ static int add_value(struct shape *a, const struct shape *v)
     return merge(a->values, v);
 }
 
+/* Append a copy of key bk to a's keys (allocated on first use). */
+static int add_key(struct shape *a, const struct key *bk)
+{
+    struct key *k;
+    if (!a->keys && !(a->keys = keys_alloc()))
+        return -ENOMEM;
+    k = &a->keys[a->nkeys];
+    k->name = strdup(bk->name);
+    k->s = shape_copy(bk->s);
+    k->seen = bk->seen;
+    if (!k->name || !k->s) {
+        free(k->name);
+        shape_free(k->s);
+        k->name = NULL;
+        k->s = NULL;
+        return -ENOMEM;
+    }
+    a->nkeys++;
+    return 0;
+}
+
 static int merge_object(struct shape *a, const struct shape *b, int a_had)
 {
     int r = 0;
@@ -189,22 +210,9 @@ static int merge_object(struct shape *a, const struct shape *b, int a_had)
         a->open = b->open;
         if (b->values && !(a->values = shape_copy(b->values)))
             return -ENOMEM;
-        if (!b->nkeys)
-            return 0;
-        if (!(a->keys = keys_alloc()))
-            return -ENOMEM;
-        for (size_t i = 0; i < b->nkeys; i++) {
-            struct key *k = &a->keys[a->nkeys];
-            k->name = strdup(b->keys[i].name);
-            k->s = shape_copy(b->keys[i].s);
-            k->seen = b->keys[i].seen;
-            if (!k->name || !k->s) {
-                free(k->name);
-                shape_free(k->s);
-                return -ENOMEM;
-            }
-            a->nkeys++;
-        }
+        for (size_t i = 0; i < b->nkeys; i++)
+            if ((r = add_key(a, &b->keys[i])) < 0)
+                return r;
         return 0;
     }
     a->objects = add_sat(a->objects, b->objects);
@@ -232,18 +240,8 @@ static int merge_object(struct shape *a, const struct shape *b, int a_had)
                 r = add_value(a, b->keys[i].s);
             return r;
         }
-        if (!a->keys && !(a->keys = keys_alloc()))
-            return -ENOMEM;
-        k = &a->keys[a->nkeys];
-        k->name = strdup(b->keys[i].name);
-        k->s = shape_copy(b->keys[i].s);
-        k->seen = b->keys[i].seen;
-        if (!k->name || !k->s) {
-            free(k->name);
-            shape_free(k->s);
-            return -ENOMEM;
-        }
-        a->nkeys++;
+        if ((r = add_key(a, &b->keys[i])) < 0)
+            return r;
     }
     return 0;
 }
