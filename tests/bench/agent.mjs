@@ -206,6 +206,7 @@ async function hutchAgent(query, code) {
   const args = { language: "python", code };
   const x = await execute(h.client, args, { timeout: 120000 });
   const req = bytes({ name: "execute_code", arguments: args });
+  if (process.env.BENCH_AGENT_SHOW) console.log(JSON.stringify({ search, execute_code: x.r }, null, 1));
   return {
     bytes: bytes(hutchTools) + bytes(search) + req + bytes(x.r),
     text: bytes(hutchTools) + contentBytes(search) + req + contentBytes(x.r),

@@ -15,7 +15,7 @@
 // a default search_tools answer next to the upstream tool definitions.
 // No timing: every step is a behaviour.
 import {
-  assert, describe, execute, fs, js, loadSdk, makeFixture, NODE, path, py, requireEnv, SERVERS_DIR, startStdio,
+  assert, describe, execute, fs, js, loadSdk, makeFixture, NODE, onExit, path, py, requireEnv, SERVERS_DIR, startStdio,
   tap, waitFor,
 } from "./lib.mjs";
 
@@ -23,7 +23,10 @@ const hutch = requireEnv();
 const sdk = await loadSdk();
 const t = tap({ timeout: 400 });
 const E = process.env.HUTCH_EXECUTOR || "local";
-const gate = path.join(fs.mkdtempSync(path.join("/tmp", "hutch-disc-")), "later-may-start");
+// The gate file lives in a directory of its own, removed when the test ends.
+const gateDir = fs.mkdtempSync(path.join("/tmp", "hutch-disc-"));
+onExit(() => fs.rmSync(gateDir, { recursive: true, force: true }));
+const gate = path.join(gateDir, "later-may-start");
 const fx = makeFixture({
   extra: { later: { command: NODE, args: [path.join(SERVERS_DIR, "slowstart.mjs")], env: { SLOWSTART_FILE: gate } } },
 });
