@@ -355,6 +355,11 @@
 #define HUTCH_WORKSPACE_MAX_COUNT         1000          /* the policy's ceiling */
 #define HUTCH_WORKSPACE_DEFAULT_IDLE_S    (30u * 86400) /* unused for 30 days */
 #define HUTCH_WORKSPACE_MAX_IDLE_S        (3650u * 86400)
+/* An execution that finds its workspace's lock taken tries again for this
+ * long before it says "in use": the lock may be held for an instant by
+ * something that is not an execution (another execution's idle sweep,
+ * `hutch workspace delete` of another name reading it, a probe). */
+#define HUTCH_WORKSPACE_BUSY_RETRY_MS 1000
 
 /* Exit statuses of `hutch run` for hutch's own outcomes. */
 #define HUTCH_EXIT_TIMEOUT 124

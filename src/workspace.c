@@ -273,6 +273,12 @@ int hutch_ws_open(const char *store, const char *principal, const char *name,
     snprintf(w->tar, sizeof(w->tar), "%s/%s.tar", w->dir, name);
     snprintf(w->lock, sizeof(w->lock), "%s/%s.lock", w->dir, name);
     r = take_lock(w->lock, err);
+    for (int waited = 0; r == -EBUSY && waited < HUTCH_WORKSPACE_BUSY_RETRY_MS;
+         waited += 10) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        r = take_lock(w->lock, err);
+    }
     if (r == -EBUSY)
         r = hutch_err_set(err, -EBUSY,
                           "workspace \"%s\" is in use by another execution; one "

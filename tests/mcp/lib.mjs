@@ -461,12 +461,20 @@ export async function startHttp({ sdk, hutch, servers, token = "t0ken-" + proces
 // The executor every execution of this test must run on: options.executor,
 // else $HUTCH_EXECUTOR, else local.  A result that names another one throws,
 // so a suite can never pass on the wrong executor.
+// How long a test's client waits for one execute_code answer unless it says
+// otherwise: a budget for a machine that is very busy (a gVisor sandbox's
+// start took tens of seconds beside a loaded CI run), not an expectation.
+// A client that gives up cancels the execution, and whatever it held (a
+// workspace) stays held until the sandbox is gone: the next step would
+// then fail for the wrong reason.
+export const EXECUTE_BUDGET_MS = 300000;
+
 export async function execute(client, args, options = {}) {
   const { executor, ...rest } = options;
   const want = executor || process.env.HUTCH_EXECUTOR || "local";
   const t0 = performance.now();
   const r = await client.callTool({ name: "execute_code", arguments: args }, undefined, {
-    timeout: 60000,
+    timeout: EXECUTE_BUDGET_MS,
     ...rest,
   });
   const ms = performance.now() - t0;
