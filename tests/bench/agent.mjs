@@ -24,6 +24,12 @@
 //           read_multiple_files once with every path (the fewest calls and
 //           bytes a direct client can spend); only where the text goes
 //           differs.
+//   logs    the same two calls over 300 request logs of 100 lines (about
+//           3 KB each, one per service and day): how many requests failed
+//           with a 5xx and how many took a second or more.  The size of
+//           what an agent is asked to look through; hutch's fixed cost
+//           (tools/list and a search) is small beside it, where it
+//           dominates the two small tasks.
 //   memory  server-memory holding 200 people and 10 cities with
 //           observations and relations, created through its tools before
 //           the task (not counted either way): how many people over 60
@@ -43,8 +49,9 @@
 // the per-task share of hutch's bytes (the execute_code request and result,
 // without tools/list and the search answer, which a session pays once).
 //
-// `node tests/bench/agent.mjs [FILES] [PEOPLE]` scales the fixture (300
-// notes and 200 people by default; `make bench-agent FILES=3000`).
+// `node tests/bench/agent.mjs [FILES] [PEOPLE] [LOGS]` scales the fixture
+// (300 notes, 200 people and 300 logs by default; `make bench-agent
+// FILES=3000`).
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -92,6 +99,7 @@ function rng(seed) {
 const rand = rng(12);
 const FILES = Math.max(10, Math.floor(Number(process.argv[2] || 300)));
 const PEOPLE = Math.max(10, Math.floor(Number(process.argv[3] || 200)));
+const LOGS = Math.max(30, Math.floor(Number(process.argv[4] || 300)));
 const pick = (a) => a[Math.floor(rand() * a.length)];
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-bench-agent-"));
@@ -115,6 +123,27 @@ for (let d = 0; d * 30 < FILES; d++) {
   }
 }
 
+// Request logs, LOGS files (one per service and day) of 100 lines: the
+// size of logs an agent is asked about, where the small notes above are
+// the smallest task worth a program.
+const logs = path.join(dir, "logs");
+const ENDPOINTS = ["/api/cart", "/api/checkout", "/api/login", "/api/search", "/api/items", "/health"];
+const logTruth = { errors: 0, slow: 0 };
+for (let f = 0; f < LOGS; f++) {
+  const sub = path.join(logs, `service-${String(f % 30).padStart(2, "0")}`);
+  fs.mkdirSync(sub, { recursive: true });
+  const lines = [];
+  for (let i = 0; i < 100; i++) {
+    const status = rand() < 0.03 ? pick([500, 502, 503]) : pick([200, 200, 200, 201, 204, 301, 404]);
+    const ms = rand() < 0.05 ? 1000 + Math.floor(rand() * 4000) : 5 + Math.floor(rand() * 400);
+    if (status >= 500) logTruth.errors++;
+    if (ms >= 1000) logTruth.slow++;
+    const t = `${String(i % 24).padStart(2, "0")}:${String(Math.floor(rand() * 60)).padStart(2, "0")}:${String(Math.floor(rand() * 60)).padStart(2, "0")}`;
+    lines.push(`2026-11-${String(1 + Math.floor(f / 30)).padStart(2, "0")}T${t}Z ${pick(["GET", "GET", "POST"])} ${pick(ENDPOINTS)} ${status} ${ms}ms`);
+  }
+  fs.writeFileSync(path.join(sub, `day-${Math.floor(f / 30)}.log`), lines.join("\n") + "\n");
+}
+
 const CITIES = ["Oslo", "Lima", "Porto", "Quito", "Riga", "Sofia", "Turin", "Varna", "Wells", "York"];
 const people = [];
 for (let i = 0; i < PEOPLE; i++) {
@@ -135,7 +164,7 @@ const memoryFile = path.join(dir, "memory.jsonl");
 
 const srv = {
   everything: { command: NODE, args: [path.join(MCP, "server-everything", "dist", "index.js"), "stdio"] },
-  fs: { command: NODE, args: [path.join(MCP, "server-filesystem", "dist", "index.js"), tree] },
+  fs: { command: NODE, args: [path.join(MCP, "server-filesystem", "dist", "index.js"), tree, logs] },
   // Both memory servers (the direct client's and hutch's) keep the graph in
   // one file, which server-memory reads on every call.
   memory: {
@@ -222,28 +251,26 @@ async function hutchAgent(query, code) {
 const rows = [];
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
-// fs, direct: list the tree, read every note, count in the "model".
-{
+// fs, both ways: list the tree, read every file; the answer is counted in
+// the "model" (direct) or in the program (hutch).  `count` is the direct
+// agent's counting (JavaScript), `pyCount` the program's (Python: a
+// function count(parts) of the files' texts).
+async function fsTask({ label, root, truth, count, pyCount }) {
   const ctx = directAgent("fs");
-  const t = JSON.parse(textOf(await ctx.call("directory_tree", { path: tree })));
+  const t = JSON.parse(textOf(await ctx.call("directory_tree", { path: root })));
   const paths = [];
   (function walk(nodes, pre) {
     for (const n of nodes) {
       if (n.type === "directory") walk(n.children || [], path.join(pre, n.name));
       else paths.push(path.join(pre, n.name));
     }
-  })(t, tree);
+  })(t, root);
   const text = textOf(await ctx.call("read_multiple_files", { paths }));
-  const answer = { files: 0, sum: 0 };
-  for (const part of text.split("\n---\n")) {
-    if (!/\boverdue\b/.test(part)) continue;
-    answer.files++;
-    answer.sum += Number(/amount: (\d+)/.exec(part)?.[1] ?? NaN);
-  }
+  const answer = count(text.split("\n---\n"));
   const hw = await hutchAgent(
     "read file",
     `import json, re
-root = ${JSON.stringify(tree)}
+root = ${JSON.stringify(root)}
 def text(r):
     return r["content"] if isinstance(r, dict) else r
 paths = []
@@ -254,29 +281,69 @@ def walk(nodes, pre):
         else:
             paths.append(pre + "/" + n["name"])
 walk(json.loads(text(tools.fs.directory_tree(path=root))), root)
-files = total = 0
-for part in text(tools.fs.read_multiple_files(paths=paths)).split("\\n---\\n"):
-    if re.search(r"\\boverdue\\b", part):
-        files += 1
-        total += int(re.search(r"amount: (\\d+)", part).group(1))
-{"files": files, "sum": total}
+${pyCount}
+count(text(tools.fs.read_multiple_files(paths=paths)).split("\\n---\\n"))
 `,
   );
   rows.push({
-    task: `fs: ${paths.length} notes, count "overdue" + sum`,
+    task: label(paths.length),
     direct: ctx.bytes,
     directText: ctx.text,
     calls: ctx.calls,
     hutch: hw.bytes,
     hutchText: hw.text,
     perTask: hw.perTask,
-    directRight: same(answer, fsTruth),
-    hutchRight: hw.x.s.exit_code === 0 && same(hw.x.s.result, fsTruth),
-    got: { direct: answer, hutch: hw.x.s.result ?? hw.x.text, truth: fsTruth },
+    directRight: same(answer, truth),
+    hutchRight: hw.x.s.exit_code === 0 && same(hw.x.s.result, truth),
+    got: { direct: answer, hutch: hw.x.s.result ?? hw.x.text, truth },
   });
-  rows.searchBytes = hw.searchBytes;
-  rows.searchText = hw.searchText;
+  rows.searchBytes ??= hw.searchBytes;
+  rows.searchText ??= hw.searchText;
 }
+
+await fsTask({
+  label: (n) => `fs: ${n} notes, count "overdue" + sum`,
+  root: tree,
+  truth: fsTruth,
+  count(parts) {
+    const answer = { files: 0, sum: 0 };
+    for (const part of parts) {
+      if (!/\boverdue\b/.test(part)) continue;
+      answer.files++;
+      answer.sum += Number(/amount: (\d+)/.exec(part)?.[1] ?? NaN);
+    }
+    return answer;
+  },
+  pyCount: `def count(parts):
+    files = total = 0
+    for part in parts:
+        if re.search(r"\\boverdue\\b", part):
+            files += 1
+            total += int(re.search(r"amount: (\\d+)", part).group(1))
+    return {"files": files, "sum": total}`,
+});
+
+await fsTask({
+  label: (n) => `fs: ${n} request logs, 5xx + slow requests`,
+  root: logs,
+  truth: logTruth,
+  count(parts) {
+    const answer = { errors: 0, slow: 0 };
+    for (const part of parts)
+      for (const m of part.matchAll(/ (\d{3}) (\d+)ms$/gm)) {
+        if (Number(m[1]) >= 500) answer.errors++;
+        if (Number(m[2]) >= 1000) answer.slow++;
+      }
+    return answer;
+  },
+  pyCount: `def count(parts):
+    errors = slow = 0
+    for part in parts:
+        for status, ms in re.findall(r" (\\d{3}) (\\d+)ms$", part, re.M):
+            errors += int(status) >= 500
+            slow += int(ms) >= 1000
+    return {"errors": errors, "slow": slow}`,
+});
 
 // memory, direct: every person, filtered in the "model".
 {
