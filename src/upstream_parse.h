@@ -1,4 +1,4 @@
-/* upstream_parse.h — the parser of an upstream's HTTP responses (upstream.c)
+/* upstream_parse.h — the parser of an upstream's HTTP responses (upstream_http.c)
  * as a function of bytes alone, for the fuzz harness (tests/fuzz/fuzz_sse.c).
  * Not an API: hutch itself only reaches this parser through
  * hutch_upstreams_call. */

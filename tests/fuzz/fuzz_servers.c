@@ -1,4 +1,4 @@
-/* fuzz_servers.c — the servers file (hutch_upstreams_load in upstream.c):
+/* fuzz_servers.c — the servers file (hutch_upstreams_load in upstream_servers.c):
  * the input is a servers.json, written to the scratch directory and loaded.
  * Nothing is started.  Checked beyond "no crash": a file that loads gives
  * the "mcpServers" object, and one that does not says why naming the file. */

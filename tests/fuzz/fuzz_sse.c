@@ -1,5 +1,5 @@
 /* fuzz_sse.c — an upstream's HTTP response body as hutch parses it
- * (upstream.c through upstream_parse.h): Server-Sent Events cut into lines
+ * (upstream_http.c through upstream_parse.h): Server-Sent Events cut into lines
  * (CRLF, LF or CR) and events, or one JSON body; each payload a JSON-RPC
  * message or batch; notifications handled, server requests refused; the
  * response with id 1 kept.  No network: nothing is answered.

@@ -1,0 +1,252 @@
+/* upstream_int.h — what the upstream_*.c files share, and nobody else:
+ * the server and child structures, the small helpers, and each file's
+ * functions the others call.  Not an API (that is upstream.h).
+ *
+ *   upstream.c          a server's state, what upstreams send whatever the
+ *                       transport, the lifecycle (supervisor, initialize,
+ *                       tools/list, restarts) and the public API
+ *   upstream_servers.c  the servers file: what an entry is, ${VAR}
+ *   upstream_stdio.c    stdio children: spawn, the I/O thread, requests
+ *   upstream_http.c     streamable HTTP through libcurl, its SSE parser
+ *
+ * The thread and lock rules are at the top of upstream.c. */
+#ifndef HUTCH_UPSTREAM_INT_H
+#define HUTCH_UPSTREAM_INT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "caps.h"
+#include "curl_lib.h"
+#include "upstream.h"
+#include "util.h"
+
+#define PROTOCOL_VERSION "2025-11-25"
+#define READ_CHUNK       65536
+#define SNIPPET          200 /* bytes of an unexpected body quoted in an error */
+
+enum transport { TR_STDIO, TR_HTTP };
+/* disabled, skipped: never started ("disabled": true, an unsupported type). */
+enum state { ST_STARTING, ST_READY, ST_FAILED, ST_RESTARTING, ST_DISABLED, ST_SKIPPED };
+
+/* One entry of the servers file that runs, as upstream_servers.c read it. */
+struct up_entry {
+    enum transport tr;
+    /* stdio */
+    char *command;
+    char **argv; /* command, args..., NULL */
+    char **env;  /* "K=V" overrides, NULL-terminated */
+    char *cwd;
+    /* http */
+    char *url;
+    char **headers; /* "Name: value", NULL-terminated */
+    int call_ms;    /* the entry's "timeout_ms" per tools/call; 0: u->call_ms */
+};
+
+struct outmsg {
+    struct outmsg *next;
+    size_t len, off;
+    char buf[];
+};
+
+/* A request waiting for its response; lives on the caller's stack. */
+struct pending {
+    struct pending *next;
+    int64_t id;
+    bool done;
+    int code;     /* 0 with reply, or negative */
+    cJSON *reply; /* the whole response message */
+    char why[256];
+    pthread_cond_t cond;
+};
+
+/* One incarnation of a stdio server.  pid, the fds and the thread are set
+ * before the child is published; the write side is under wlock, the rest
+ * under the server's lock. */
+struct child {
+    struct server *s;
+    pid_t pid;
+    bool reaped;
+    int out_fd, err_fd, wake_fd; /* out/err: the I/O thread's */
+    pthread_t io;
+    bool io_started;
+    pthread_mutex_t wlock; /* in_fd's writes and close, and the queue */
+    int in_fd;
+    struct outmsg *q_head, *q_tail; /* what the pipe did not take at once */
+    size_t q_bytes;
+    bool in_failed;   /* a write failed: the I/O thread reports it */
+    bool close_in;    /* close stdin (graceful stop) */
+    uint64_t quit_at; /* the I/O thread ends at this time (0: not asked) */
+    bool dead;        /* stdout closed */
+    int broken;       /* negative: a protocol violation, it must go */
+    char broken_why[160];
+    uint64_t garbage; /* lines that were not JSON-RPC */
+    char last_err[256];
+};
+
+/* An easy handle and the multi handle that drives it; the connection cache
+ * lives in the multi handle, so the pair is pooled together. */
+struct hconn {
+    CURL *h;
+    CURLM *m;
+};
+
+struct server {
+    struct hutch_upstreams *u;
+    char name[HUTCH_MAX_SERVER_NAME + 1];
+    char who[HUTCH_MAX_SERVER_NAME + 16];
+    struct up_entry cfg; /* what the servers file says */
+
+    pthread_t sup;
+    bool sup_started;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* wakes the supervisor */
+    enum state state;
+    bool settled; /* left "starting" once */
+    char error[HUTCH_ERR_MSG];
+    cJSON *tools; /* array, kept while ready */
+    bool list_changed;
+    uint64_t ready_since;
+    int64_t next_id;
+    struct child *child;
+    struct pending *pending;
+    /* http, under lock */
+    char *session;
+    char proto[32];
+    uint64_t session_gen;
+    struct hconn pool[HUTCH_UPSTREAM_HTTP_POOL];
+    int npool;
+    pthread_mutex_t reinit_lock; /* one (re-)initialize at a time */
+};
+
+struct hutch_upstreams {
+    struct server *srv;
+    size_t n;
+    int call_ms, start_ms;
+    char *client_name;
+    bool stop;           /* atomic */
+    uint64_t generation; /* atomic */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    size_t settled; /* servers that left "starting" */
+};
+
+/* How a stdio child ended (up_child_teardown). */
+struct exit_info {
+    bool alone; /* it exited before we sent a signal */
+    char text[80];
+    char last_err[256];
+};
+
+/* --- small helpers ------------------------------------------------------ */
+
+static inline bool stopping(const struct hutch_upstreams *u)
+{
+    return __atomic_load_n(&u->stop, __ATOMIC_ACQUIRE);
+}
+static inline void gen_bump(struct hutch_upstreams *u)
+{
+    __atomic_add_fetch(&u->generation, 1, __ATOMIC_ACQ_REL);
+}
+static inline void cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+/* Wait until deadline_ms on hutch_now_ms()'s clock; ETIMEDOUT once passed. */
+static inline int cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m,
+                                  uint64_t deadline_ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000),
+                          .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
+    return pthread_cond_timedwait(c, m, &ts);
+}
+static inline void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+static inline unsigned ms_left(uint64_t deadline)
+{
+    uint64_t now = hutch_now_ms();
+    return deadline > now ? (unsigned)(deadline - now) : 0;
+}
+static inline char **strv_new(size_t n)
+{
+    return calloc(n + 1, sizeof(char *));
+}
+/* Not strchr(" \t\r\n", ch): that matches a NUL byte too. */
+static inline bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n';
+}
+static inline const cJSON *get(const cJSON *obj, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, key);
+}
+static inline bool version_ok(const char *v)
+{
+    return !strcmp(v, "2025-11-25") || !strcmp(v, "2025-06-18") ||
+           !strcmp(v, "2025-03-26");
+}
+
+void up_clean_text(char *dst, size_t cap, const char *src, size_t len);
+void up_strv_free(char **v);
+bool up_rpc_id(const cJSON *id, int64_t *out);
+cJSON *up_rpc_new(int64_t id, const char *method, const cJSON *params);
+
+/* --- upstream.c: state and what upstreams send -------------------------- */
+
+cJSON *up_answer_request(struct server *s, const char *method, const cJSON *id);
+void up_fail_pending_locked(struct server *s, int code, const char *why);
+void up_on_notification(struct server *s, const char *method, const cJSON *params);
+int up_http_reinit(struct server *s, uint64_t gen, struct hutch_err *err);
+
+/* --- upstream_servers.c --------------------------------------------------- */
+
+enum entry_kind { ENTRY_RUN, ENTRY_DISABLED, ENTRY_SKIPPED };
+int up_check_servers(const char *where, const char *key, const cJSON *servers,
+                     bool warn, struct hutch_err *err);
+int up_entry_kind(const char *where, const char *name, const cJSON *e, char *why,
+                  size_t why_cap, struct hutch_err *err);
+int up_parse_entry(const char *where, const char *name, const cJSON *e,
+                   struct up_entry *c, struct hutch_err *err);
+bool up_text_has_ctl(const char *s);
+void up_entry_free(struct up_entry *c);
+
+/* --- upstream_stdio.c ----------------------------------------------------- */
+
+void up_child_teardown(struct server *s, struct child *c, unsigned grace, int code,
+                       const char *why, struct exit_info *x);
+int up_stdio_notify(struct server *s, const char *method, struct hutch_err *err);
+int up_stdio_request(struct server *s, const char *method, const cJSON *params,
+                     uint64_t deadline, unsigned budget, const char *what,
+                     cJSON **reply, struct hutch_err *err);
+int up_stdio_spawn(struct server *s, struct child **out, struct hutch_err *err);
+
+/* --- upstream_http.c ------------------------------------------------------ */
+
+int up_http_global_init(struct hutch_err *err);
+void up_hconn_free(struct hconn *c);
+void up_http_end_session(struct server *s);
+int up_http_notify(struct server *s, const char *method, uint64_t deadline,
+                   struct hutch_err *err);
+int up_http_request(struct server *s, const char *method, const cJSON *params,
+                    uint64_t deadline, unsigned budget, const char *what,
+                    bool may_reinit, cJSON **reply, struct hutch_err *err);
+
+#endif
