@@ -126,6 +126,51 @@ fail:
     return NULL;
 }
 
+cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
+                      const cJSON *params)
+{
+    cJSON *m = up_rpc_new(id, method, params), *p, *meta, *ci;
+
+    if (!m || id <= 0 || era_of(s) == ERA_LEGACY)
+        return m;
+    p = cJSON_GetObjectItemCaseSensitive(m, "params");
+    if (!p)
+        p = cJSON_AddObjectToObject(m, "params");
+    if (!cJSON_IsObject(p))
+        goto fail;
+    meta = cJSON_GetObjectItemCaseSensitive(p, "_meta");
+    if (!meta)
+        meta = cJSON_AddObjectToObject(p, "_meta");
+    if (!cJSON_IsObject(meta))
+        goto fail;
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, META_VERSION);
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, META_CAPABILITIES);
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, META_CLIENT_INFO);
+    /* hutch asks nothing of an upstream: no sampling, no elicitation, no
+     * roots (a question from an upstream is refused, README "Upstream
+     * servers in the 2026 era"). */
+    ci = cJSON_AddObjectToObject(meta, META_CLIENT_INFO);
+    if (!cJSON_AddStringToObject(meta, META_VERSION, MODERN_VERSION) ||
+        !cJSON_AddObjectToObject(meta, META_CAPABILITIES) || !ci ||
+        !cJSON_AddStringToObject(ci, "name", s->u->client_name) ||
+        !cJSON_AddStringToObject(ci, "version", PACKAGE_VERSION))
+        goto fail;
+    return m;
+fail:
+    cJSON_Delete(m);
+    return NULL;
+}
+
+const char *up_request_name(const char *method, const cJSON *params)
+{
+    const cJSON *v = NULL;
+    if (!strcmp(method, "tools/call") || !strcmp(method, "prompts/get"))
+        v = get(params, "name");
+    else if (!strcmp(method, "resources/read"))
+        v = get(params, "uri");
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 /* --- state -------------------------------------------------------------- */
 
 static void note_settled(struct server *s, bool first)
@@ -271,6 +316,29 @@ fail:
 }
 
 /* Turn a response into the result object, or an error. */
+/* 2026-07-28's resultType: absent or "complete" is a result; hutch asks
+ * for no input, so "input_required" (a question for the user) is refused
+ * with what the server wanted, and anything else is an error. */
+static int result_type_ok(struct server *s, const char *what, const cJSON *res,
+                          struct hutch_err *err)
+{
+    const cJSON *rt = get(res, "resultType");
+    char shown[64];
+
+    if (!rt || (cJSON_IsString(rt) && !strcmp(rt->valuestring, "complete")))
+        return 0;
+    if (cJSON_IsString(rt) && !strcmp(rt->valuestring, "input_required"))
+        return hutch_err_set(err, -ENOTSUP,
+                             "upstream %s needs input from the user to answer %s "
+                             "(resultType \"input_required\"); hutch does not pass "
+                             "an upstream's questions on",
+                             s->name, what);
+    up_clean_text(shown, sizeof(shown), cJSON_IsString(rt) ? rt->valuestring : "",
+                  cJSON_IsString(rt) ? strlen(rt->valuestring) : 0);
+    return hutch_err_set(err, -EPROTO, "upstream %s answered %s with resultType \"%s\"",
+                         s->name, what, cJSON_IsString(rt) ? shown : "(not a string)");
+}
+
 static int take_result(struct server *s, const char *what, cJSON *reply, cJSON **result,
                        struct hutch_err *err)
 {
@@ -294,6 +362,8 @@ static int take_result(struct server *s, const char *what, cJSON *reply, cJSON *
         r = hutch_err_set(err, -EPROTO,
                           "upstream %s answered %s with a result that is not an object",
                           s->name, what);
+    } else if ((r = result_type_ok(s, what, res, err)) < 0) {
+        ;
     } else {
         *result = cJSON_DetachItemViaPointer(reply, res);
     }
@@ -446,8 +516,117 @@ out:
 }
 
 /* initialize, notifications/initialized, tools/list. */
+static int legacy_handshake(struct server *s, uint64_t deadline, cJSON **tools,
+                            struct hutch_err *err);
+
+/* Which era s speaks, by 2026-07-28's dual-era rule: server/discover
+ * first, carrying the 2026 _meta (and headers over HTTP).  A result that
+ * lists 2026-07-28 in supportedVersions is the 2026 era.  Any JSON-RPC
+ * error, a result without it, an HTTP 4xx other than 401/403, and on stdio
+ * silence past HUTCH_UPSTREAM_PROBE_MS: the 2025 era (initialize).  A stdio
+ * server that exits on the probe is marked legacy_only and restarted.
+ * ERA_MODERN or ERA_LEGACY (and *disc: the discover result, or NULL), or a
+ * negative error the start fails with. */
+static int probe_era(struct server *s, uint64_t deadline, cJSON **disc,
+                     struct hutch_err *err)
+{
+    unsigned budget = ms_left(deadline);
+    uint64_t until = deadline;
+    struct hutch_err e = {0};
+    cJSON *reply = NULL;
+    const cJSON *res, *sv, *it;
+    int r;
+
+    *disc = NULL;
+    if (s->legacy_only)
+        return ERA_LEGACY;
+    __atomic_store_n(&s->era, ERA_PROBE, __ATOMIC_RELEASE);
+    if (s->cfg.tr == TR_STDIO) {
+        if (budget > HUTCH_UPSTREAM_PROBE_MS)
+            until = hutch_now_ms() + HUTCH_UPSTREAM_PROBE_MS;
+        r = up_stdio_request(s, "server/discover", NULL, until, ms_left(until),
+                             "server/discover", &reply, &e);
+        if (r == -ETIMEDOUT)
+            return ERA_LEGACY;
+        if (r == -ECONNRESET && !stopping(s->u)) {
+            s->legacy_only = true;
+            return hutch_err_set(err, r,
+                                 "upstream %s exited when asked server/discover: "
+                                 "speaking 2025's initialize to it from now on",
+                                 s->name);
+        }
+    } else {
+        r = up_http_request(s, "server/discover", NULL, deadline, budget,
+                            "server/discover", false, &reply, &e);
+        if (r == -EBADRQC)
+            return ERA_LEGACY;
+    }
+    if (r < 0) {
+        hutch_err_set(err, r, "%s", e.msg);
+        return r;
+    }
+    res = get(reply, "result");
+    sv = get(res, "supportedVersions");
+    if (!cJSON_IsArray(sv))
+        sv = NULL;
+    cJSON_ArrayForEach(it, sv)
+    {
+        if (cJSON_IsString(it) && !strcmp(it->valuestring, MODERN_VERSION) &&
+            result_type_ok(s, "server/discover", res, &e) == 0) {
+            *disc = cJSON_DetachItemViaPointer(reply, (cJSON *)res);
+            cJSON_Delete(reply);
+            return ERA_MODERN;
+        }
+    }
+    cJSON_Delete(reply);
+    return ERA_LEGACY;
+}
+
+/* The 2026 era: no handshake; server/discover said who the server is. */
+static int modern_start(struct server *s, uint64_t deadline, const cJSON *disc,
+                        cJSON **tools, struct hutch_err *err)
+{
+    const cJSON *si = get(disc, "serverInfo"), *m = get(disc, "_meta");
+    char sname[64] = "", sver[32] = "";
+    int r;
+
+    if (!si) /* some servers put it in _meta */
+        si = get(m, "io.modelcontextprotocol/serverInfo");
+    if (cJSON_IsString(get(si, "name")))
+        up_clean_text(sname, sizeof(sname), get(si, "name")->valuestring,
+                      strlen(get(si, "name")->valuestring));
+    if (cJSON_IsString(get(si, "version")))
+        up_clean_text(sver, sizeof(sver), get(si, "version")->valuestring,
+                      strlen(get(si, "version")->valuestring));
+    r = fetch_tools(s, deadline, ms_left(deadline), false, tools, err);
+    if (r < 0)
+        return r;
+    hutch_log(HUTCH_LOG_INFO, s->who, "ready: %s %s, protocol %s (stateless), %d tools",
+              sname[0] ? sname : "(unnamed)", sver, MODERN_VERSION,
+              cJSON_GetArraySize(*tools));
+    return 0;
+}
+
 static int handshake(struct server *s, uint64_t deadline, cJSON **tools,
                      struct hutch_err *err)
+{
+    cJSON *disc = NULL;
+    int era = probe_era(s, deadline, &disc, err);
+
+    if (era < 0)
+        return era;
+    __atomic_store_n(&s->era, era, __ATOMIC_RELEASE);
+    if (era == ERA_MODERN) {
+        int r = modern_start(s, deadline, disc, tools, err);
+        cJSON_Delete(disc);
+        return r;
+    }
+    return legacy_handshake(s, deadline, tools, err);
+}
+
+/* The 2025 era: initialize, notifications/initialized, tools/list. */
+static int legacy_handshake(struct server *s, uint64_t deadline, cJSON **tools,
+                            struct hutch_err *err)
 {
     unsigned budget = ms_left(deadline);
     cJSON *params = cJSON_CreateObject(), *res = NULL, *ci;
@@ -548,8 +727,8 @@ int up_http_reinit(struct server *s, uint64_t gen, struct hutch_err *err)
     pthread_mutex_lock(&s->lock);
     fresh = s->session_gen != gen;
     pthread_mutex_unlock(&s->lock);
-    if (!fresh) {
-        r = handshake(s, hutch_now_ms() + (unsigned)s->u->start_ms, &tools, err);
+    if (!fresh) { /* sessions are the 2025 era's */
+        r = legacy_handshake(s, hutch_now_ms() + (unsigned)s->u->start_ms, &tools, err);
         if (r == 0) {
             pthread_mutex_lock(&s->lock);
             if (s->state == ST_READY) {

@@ -66,9 +66,15 @@ struct xfer {
     bool got_session;
 };
 
-static int http_post(struct server *s, const char *body, int64_t want_id, unsigned ms,
-                     bool initialize, int depth, cJSON **reply, char *session_out,
-                     struct hutch_err *err);
+/* What one POST carries: the JSON-RPC text, and for the 2026 era's
+ * headers its method and what it names (NULL: no Mcp-Name). */
+struct post {
+    const char *body, *method, *name;
+};
+
+static int http_post(struct server *s, const struct post *p, int64_t want_id,
+                     unsigned ms, bool initialize, int depth, cJSON **reply,
+                     char *session_out, struct hutch_err *err);
 
 /* The caps of struct xfer's buffers: a body or an event's data holds one
  * message (data has a newline after each line), an SSE line a little more
@@ -98,9 +104,9 @@ static void http_message(struct xfer *x, cJSON *msg)
         if (id && !cJSON_IsNull(id)) {
             cJSON *ans = up_answer_request(s, method->valuestring, id);
             char *text = ans && !x->depth ? cJSON_PrintUnformatted(ans) : NULL;
+            struct post p = {text, NULL, NULL};
             if (text)
-                http_post(s, text, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL,
-                          NULL);
+                http_post(s, &p, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL, NULL);
             free(text);
             cJSON_Delete(ans);
         } else {
@@ -370,10 +376,27 @@ static CURLcode http_perform(struct xfer *x)
     return rc;
 }
 
-static struct curl_slist *http_headers(struct server *s, bool with_session, bool *sent)
+/* A header value that may be sent as it is: visible ASCII and inner
+ * spaces, no more than a line's worth. */
+static bool header_value_ok(const char *v)
+{
+    size_t n = strlen(v);
+    if (!n || n > 1024 || v[0] == ' ' || v[n - 1] == ' ')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
+            return false;
+    return true;
+}
+
+/* The headers of one POST: the 2025 era's session and negotiated version,
+ * or the 2026 era's MCP-Protocol-Version, Mcp-Method and Mcp-Name (p NULL:
+ * a DELETE, no method). */
+static struct curl_slist *http_headers(struct server *s, const struct post *p,
+                                       bool with_session, bool *sent)
 {
     struct curl_slist *l = NULL, *t;
-    char line[HUTCH_UPSTREAM_MAX_SESSION_ID + 64];
+    char line[HUTCH_UPSTREAM_MAX_SESSION_ID + 1100];
 
     *sent = false;
 #define ADD(str)                                                                       \
@@ -386,7 +409,17 @@ static struct curl_slist *http_headers(struct server *s, bool with_session, bool
     ADD("Accept: application/json, text/event-stream");
     for (char **h = s->cfg.headers; *h; h++)
         ADD(*h);
-    if (with_session) {
+    if (era_of(s) != ERA_LEGACY) {
+        ADD("MCP-Protocol-Version: " MODERN_VERSION);
+        if (p && p->method) {
+            snprintf(line, sizeof(line), "Mcp-Method: %s", p->method);
+            ADD(line);
+        }
+        if (p && p->name && header_value_ok(p->name)) {
+            snprintf(line, sizeof(line), "Mcp-Name: %s", p->name);
+            ADD(line);
+        }
+    } else if (with_session) {
         pthread_mutex_lock(&s->lock);
         line[0] = '\0';
         if (s->session) {
@@ -433,9 +466,9 @@ static void http_setup(struct server *s, CURL *h, struct xfer *x, unsigned ms)
 
 /* POST one JSON-RPC message.  want_id > 0: return the response with that
  * id in *reply.  -ESTALE: the server forgot our session (HTTP 404). */
-static int http_post(struct server *s, const char *body, int64_t want_id, unsigned ms,
-                     bool initialize, int depth, cJSON **reply, char *session_out,
-                     struct hutch_err *err)
+static int http_post(struct server *s, const struct post *p, int64_t want_id,
+                     unsigned ms, bool initialize, int depth, cJSON **reply,
+                     char *session_out, struct hutch_err *err)
 {
     struct xfer x = {
         .s = s, .want_id = want_id, .depth = depth, .stop_aborts = true, XFER_BUFS};
@@ -445,15 +478,15 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
     CURLcode rc;
     int r = 0;
 
-    hl = pool_get(s, &x) == 0 ? http_headers(s, !initialize, &sent_session) : NULL;
+    hl = pool_get(s, &x) == 0 ? http_headers(s, p, !initialize, &sent_session) : NULL;
     if (!hl) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
     http_setup(s, x.h, &x, ms);
     curl_easy_setopt(x.h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(x.h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(x.h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    curl_easy_setopt(x.h, CURLOPT_POSTFIELDS, p->body);
+    curl_easy_setopt(x.h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(p->body));
     rc = http_perform(&x);
     curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &status);
     if (!x.done && rc == CURLE_OK && x.mode == 2) {
@@ -497,7 +530,12 @@ static int http_post(struct server *s, const char *body, int64_t want_id, unsign
         else if (x.mode != 2 && x.body.data)
             up_clean_text(shown, sizeof(shown), x.body.data, x.body.len);
         cJSON_Delete(msg);
-        r = hutch_err_set(err, status == 401 || status == 403 ? -EACCES : -EREMOTEIO,
+        /* -EBADRQC: the server refused the request itself (a 2025-era
+         * server asked server/discover; upstream.c's probe_era). */
+        r = hutch_err_set(err,
+                          status == 401 || status == 403  ? -EACCES
+                          : status >= 400 && status < 500 ? -EBADRQC
+                                                          : -EREMOTEIO,
                           "upstream %s answered with HTTP %ld%s%s%s", s->name, status,
                           shown[0] ? ": " : "", shown,
                           status == 401 || status == 403 ? " (check its \"headers\")"
@@ -568,26 +606,27 @@ again:
     gen = s->session_gen;
     pthread_mutex_unlock(&s->lock);
     {
-        cJSON *m = up_rpc_new(id, method, params);
+        cJSON *m = up_request_msg(s, id, method, params);
         char *text = m ? cJSON_PrintUnformatted(m) : NULL;
+        struct post p = {text, method, up_request_name(method, params)};
         cJSON_Delete(m);
         if (!text)
             return hutch_err_set(err, -ENOMEM, "out of memory");
-        r = http_post(s, text, id, ms_left(deadline), initialize, 0, reply, session,
-                      err);
+        r = http_post(s, &p, id, ms_left(deadline), initialize, 0, reply, session, err);
         free(text);
     }
     if (r == -ETIMEDOUT) {
-        if (!initialize) {
+        /* In the 2026 era the closed stream is the cancellation. */
+        if (!initialize && era_of(s) == ERA_LEGACY) {
             cJSON *cm = up_rpc_new(0, "notifications/cancelled", NULL);
             cJSON *cp = cm ? cJSON_AddObjectToObject(cm, "params") : NULL;
             char *text = NULL;
             if (cp && cJSON_AddNumberToObject(cp, "requestId", (double)id) &&
                 cJSON_AddStringToObject(cp, "reason", "timed out"))
                 text = cJSON_PrintUnformatted(cm);
+            struct post p = {text, "notifications/cancelled", NULL};
             if (text)
-                http_post(s, text, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL,
-                          NULL);
+                http_post(s, &p, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL, NULL);
             free(text);
             cJSON_Delete(cm);
         }
@@ -623,12 +662,13 @@ int up_http_notify(struct server *s, const char *method, uint64_t deadline,
 {
     cJSON *m = up_rpc_new(0, method, NULL);
     char *text = m ? cJSON_PrintUnformatted(m) : NULL;
+    struct post p = {text, method, NULL};
     int r;
 
     cJSON_Delete(m);
     if (!text)
         return hutch_err_set(err, -ENOMEM, "out of memory");
-    r = http_post(s, text, 0, ms_left(deadline), false, 0, NULL, NULL, err);
+    r = http_post(s, &p, 0, ms_left(deadline), false, 0, NULL, NULL, err);
     free(text);
     return r;
 }
@@ -642,7 +682,7 @@ void up_http_end_session(struct server *s)
 
     if (pool_get(s, &x) < 0)
         return;
-    hl = http_headers(s, true, &sent);
+    hl = http_headers(s, NULL, true, &sent);
     if (hl && sent) {
         http_setup(s, x.h, &x, HUTCH_UPSTREAM_NOTE_MS);
         curl_easy_setopt(x.h, CURLOPT_CUSTOMREQUEST, "DELETE");

@@ -30,11 +30,21 @@
 #include "upstream.h"
 #include "util.h"
 
-#define PROTOCOL_VERSION "2025-11-25"
-#define READ_CHUNK       65536
-#define SNIPPET          200 /* bytes of an unexpected body quoted in an error */
+#define PROTOCOL_VERSION  "2025-11-25" /* the newest 2025-era (initialize) revision */
+#define MODERN_VERSION    "2026-07-28" /* the stateless revision (server/discover) */
+#define META_VERSION      "io.modelcontextprotocol/protocolVersion"
+#define META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
+#define META_CLIENT_INFO  "io.modelcontextprotocol/clientInfo"
+#define READ_CHUNK        65536
+#define SNIPPET           200 /* bytes of an unexpected body quoted in an error */
 
 enum transport { TR_STDIO, TR_HTTP };
+/* Which MCP a server speaks (upstream.c's probe_era decides, at each
+ * start): not known yet (the server/discover probe is under way; its
+ * request already carries the 2026 _meta and headers), the 2025 era
+ * (initialize, sessions), or 2026-07-28 (stateless: _meta on every
+ * request, no session).  Read with era_of(). */
+enum era { ERA_PROBE, ERA_LEGACY, ERA_MODERN };
 /* disabled, skipped: never started ("disabled": true, an unsupported type). */
 enum state { ST_STARTING, ST_READY, ST_FAILED, ST_RESTARTING, ST_DISABLED, ST_SKIPPED };
 
@@ -105,6 +115,8 @@ struct server {
     char name[HUTCH_MAX_SERVER_NAME + 1];
     char who[HUTCH_MAX_SERVER_NAME + 16];
     struct up_entry cfg; /* what the servers file says */
+    int era;             /* enum era; atomic: set by the supervisor only */
+    bool legacy_only;    /* the probe killed it: initialize from now on */
 
     pthread_t sup;
     bool sup_started;
@@ -198,6 +210,11 @@ static inline const cJSON *get(const cJSON *obj, const char *key)
 {
     return cJSON_GetObjectItemCaseSensitive(obj, key);
 }
+static inline int era_of(const struct server *s)
+{
+    return __atomic_load_n(&s->era, __ATOMIC_ACQUIRE);
+}
+
 static inline bool version_ok(const char *v)
 {
     return !strcmp(v, "2025-11-25") || !strcmp(v, "2025-06-18") ||
@@ -208,6 +225,12 @@ void up_clean_text(char *dst, size_t cap, const char *src, size_t len);
 void up_strv_free(char **v);
 bool up_rpc_id(const cJSON *id, int64_t *out);
 cJSON *up_rpc_new(int64_t id, const char *method, const cJSON *params);
+/* A request to s: up_rpc_new, plus the 2026 _meta unless s speaks 2025. */
+cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
+                      const cJSON *params);
+/* What a request names, for 2026's Mcp-Name header: tools/call's and
+ * prompts/get's "name", resources/read's "uri"; NULL for the rest. */
+const char *up_request_name(const char *method, const cJSON *params);
 
 /* --- upstream.c: state and what upstreams send -------------------------- */
 

@@ -904,7 +904,7 @@ int up_stdio_request(struct server *s, const char *method, const cJSON *params,
     pthread_mutex_lock(&s->lock);
     p.id = ++s->next_id;
     pthread_mutex_unlock(&s->lock);
-    m = up_rpc_new(p.id, method, params);
+    m = up_request_msg(s, p.id, method, params);
     text = m ? cJSON_PrintUnformatted(m) : NULL;
     if (!text) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");

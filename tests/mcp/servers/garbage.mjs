@@ -66,5 +66,7 @@ createInterface({ input: process.stdin }).on("line", (line) => {
     }
   } else if (m.method === "ping") {
     send({ id: m.id, result: {} });
+  } else if (m.method && m.id !== undefined) {
+    send({ id: m.id, error: { code: -32601, message: `Method not found: ${m.method}` } });
   }
 });
