@@ -272,14 +272,19 @@
 #define HUTCH_PATH_MAX_LINKS 40
 
 /* The policy engine (policy.c). */
-#define HUTCH_POLICY_MAX_SOURCE     (1u << 20)  /* bytes of policy source */
-#define HUTCH_POLICY_MEM_CAP        (16u << 20) /* per Lua state */
-#define HUTCH_POLICY_HOOK_MS        50   /* CPU time of one on_execute / on_tool_call */
-#define HUTCH_POLICY_LOAD_MS        1000 /* CPU time running the file once */
-#define HUTCH_POLICY_MAX_STATES     32   /* Lua states per policy */
-#define HUTCH_POLICY_WAIT_MS        1000 /* for a free state */
-#define HUTCH_POLICY_MAX_RULES      1000 /* globs in tools.allow, tools.deny */
-#define HUTCH_POLICY_MAX_GLOB       256  /* bytes of one glob */
+#define HUTCH_POLICY_MAX_SOURCE (1u << 20)  /* bytes of policy source */
+#define HUTCH_POLICY_MEM_CAP    (16u << 20) /* per Lua state */
+#define HUTCH_POLICY_HOOK_MS    50 /* CPU time of one on_execute / on_tool_call */
+/* How long the user has to answer the policy's question about a tool call
+ * (on_tool_call's "ask"): the call's own timeout when it has one, else the
+ * default; never more than the maximum.  No answer: denied. */
+#define HUTCH_APPROVAL_DEFAULT_MS   60000
+#define HUTCH_APPROVAL_MAX_MS       600000
+#define HUTCH_POLICY_LOAD_MS        1000        /* CPU time running the file once */
+#define HUTCH_POLICY_MAX_STATES     32          /* Lua states per policy */
+#define HUTCH_POLICY_WAIT_MS        1000        /* for a free state */
+#define HUTCH_POLICY_MAX_RULES      1000        /* globs in tools.allow, tools.deny */
+#define HUTCH_POLICY_MAX_GLOB       256         /* bytes of one glob */
 #define HUTCH_POLICY_MAX_LOAD       (64u << 10) /* source given to load() */
 #define HUTCH_POLICY_MAX_PATHS      64
 #define HUTCH_POLICY_MAX_PRINCIPALS 1000

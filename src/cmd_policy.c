@@ -60,7 +60,8 @@ static void usage_test(FILE *f)
         "                    limits it would get\n"
         "  --path PATH       hutch.path_allowed(PATH, MODE); prints the resolved path\n"
         "  --principal P     who asks (default \"local\", the stdio principal)\n"
-        "Exit 0 allow, 3 deny, 2 usage or load error.\n");
+        "Exit 0 allow, 3 deny, 4 ask (on_tool_call asks the user), 2 usage or load "
+        "error.\n");
 }
 
 static void usage_bench(FILE *f)
@@ -244,6 +245,8 @@ static int cmd_test(int argc, char **argv)
                                     reason, sizeof(reason));
         if (r == 0)
             printf("allow\n");
+        else if (r == HUTCH_POLICY_ASK)
+            printf("ask: %s\n", reason);
         else
             printf("deny: %s\n", reason);
     } else if (o.execute) {
@@ -290,7 +293,7 @@ static int cmd_test(int argc, char **argv)
     }
     cJSON_Delete(args);
     hutch_policy_unref(p);
-    return r == 0 ? 0 : 3;
+    return r == 0 ? 0 : r == HUTCH_POLICY_ASK ? 4 : 3;
 }
 
 struct bench_thread {
@@ -381,7 +384,10 @@ static int cmd_bench(int argc, char **argv)
     qsort(all, total, sizeof(*all), cmp_u64);
     r = hutch_policy_check_tool(p, o.principal, "bench", NULL, o.tool, args, reason,
                                 sizeof(reason));
-    printf("policy %s, tool %s: %s%s\n", o.file, o.tool, r ? "deny: " : "allow",
+    printf("policy %s, tool %s: %s%s\n", o.file, o.tool,
+           r == HUTCH_POLICY_ASK ? "ask: "
+           : r                   ? "deny: "
+                                 : "allow",
            r ? reason : "");
     printf("%zu decisions on %llu thread%s: p50 %.2f us, p99 %.2f us, max %.2f us, "
            "%.0f decisions/s\n",

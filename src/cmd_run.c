@@ -1,7 +1,10 @@
 /* cmd_run.c — `hutch run`: one program, one fresh sandbox, from the shell. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "bridge.h"
 #include "caps.h"
@@ -123,6 +128,65 @@ static void print_result(const cJSON *result)
     if (s)
         printf("%s\n", s);
     free(s);
+}
+
+/* hutch run's answer to the policy's questions (on_tool_call's "ask"): the
+ * question on the terminal (/dev/tty, so the program's own stdout and
+ * stderr stay as they are), y to allow; one question at a time.  No
+ * terminal: nobody can be asked (the call is denied, saying so). */
+static int tty_ask(void *arg, const char *tool, const char *question, const cJSON *args,
+                   unsigned ms, char *why, size_t why_len)
+{
+    static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
+    char *shown = args ? cJSON_PrintUnformatted(args) : NULL, line[64];
+    uint64_t end;
+    size_t n = 0;
+    int fd, a = HUTCH_ANSWER_TIMEOUT;
+
+    (void)arg;
+    fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        free(shown);
+        snprintf(why, why_len, "hutch run has no terminal to ask on");
+        return -ENOTTY;
+    }
+    for (char *c = shown; c && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    pthread_mutex_lock(&one);
+    dprintf(fd,
+            "\nhutch: the policy asks before %s:\n  %s\n  arguments: %.300s%s\nallow? "
+            "[y/N] ",
+            tool, question, shown ? shown : "{}",
+            shown && strlen(shown) > 300 ? "…" : "");
+    end = hutch_now_ms() + ms;
+    for (;;) {
+        uint64_t now = hutch_now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t got;
+        if (now >= end)
+            break;
+        if (poll(&p, 1, (int)(end - now)) <= 0)
+            continue;
+        got = read(fd, line + n, sizeof(line) - 1 - n);
+        if (got <= 0) {
+            a = HUTCH_ANSWER_CANCEL;
+            break;
+        }
+        n += (size_t)got;
+        line[n] = '\0';
+        if (strchr(line, '\n') || n == sizeof(line) - 1) {
+            a = line[0] == 'y' || line[0] == 'Y' ? HUTCH_ANSWER_APPROVE
+                                                 : HUTCH_ANSWER_DECLINE;
+            break;
+        }
+    }
+    if (a == HUTCH_ANSWER_TIMEOUT)
+        dprintf(fd, "\nhutch: no answer within %u s: denied\n", ms / 1000);
+    pthread_mutex_unlock(&one);
+    close(fd);
+    free(shown);
+    return a;
 }
 
 int hutch_cmd_run(int argc, char **argv)
@@ -370,6 +434,7 @@ int hutch_cmd_run(int argc, char **argv)
     job.stream_fd_out = json ? -1 : STDOUT_FILENO;
     job.stream_fd_err = json ? -1 : STDERR_FILENO;
     job.cancel = &cancelled;
+    job.ask = tty_ask;
 
     r = hutch_job_run(jobs, &job, &res, &err);
     if (r < 0) {

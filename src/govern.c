@@ -227,6 +227,55 @@ static int secret(const void *arg, const char *key)
     return hutch_policy_is_secret(arg, key);
 }
 
+/* The policy asked (`reason` holds its question): the user decides through
+ * x->ask.  0 approved, -EPERM otherwise with `reason` saying why; the
+ * question, the answer and how long it took go into the audit record
+ * (`extra`). */
+static int ask_user(struct hutch_gov_exec *x, const char *tool, const cJSON *args,
+                    int timeout_ms, char *reason, size_t reason_len, cJSON *extra)
+{
+    static const char *const names[] = {"approve", "decline", "cancel", "timeout"};
+    char question[512], why[256] = "";
+    unsigned ms = timeout_ms > 0 ? (unsigned)timeout_ms : HUTCH_APPROVAL_DEFAULT_MS;
+    uint64_t t0 = hutch_now_ms();
+    int a;
+
+    if (ms > HUTCH_APPROVAL_MAX_MS)
+        ms = HUTCH_APPROVAL_MAX_MS;
+    snprintf(question, sizeof(question), "%s", reason);
+    cJSON_AddStringToObject(extra, "question", question);
+    if (!x->ask) {
+        cJSON_AddStringToObject(extra, "answer", "none");
+        snprintf(reason, reason_len,
+                 "the policy asks the user before %s (\"%s\"), and nobody can be "
+                 "asked: the client does not support elicitation",
+                 tool, question);
+        return -EPERM;
+    }
+    a = x->ask(x->ask_arg, tool, question, args, ms, why, sizeof(why));
+    cJSON_AddStringToObject(extra, "answer",
+                            a >= 0 && a <= HUTCH_ANSWER_TIMEOUT ? names[a] : "none");
+    cJSON_AddNumberToObject(extra, "answer_ms", (double)(hutch_now_ms() - t0));
+    switch (a) {
+    case HUTCH_ANSWER_APPROVE:
+        return 0;
+    case HUTCH_ANSWER_DECLINE:
+        snprintf(reason, reason_len, "the user declined: %s", question);
+        break;
+    case HUTCH_ANSWER_CANCEL:
+        snprintf(reason, reason_len, "the user dismissed the question: %s", question);
+        break;
+    case HUTCH_ANSWER_TIMEOUT:
+        snprintf(reason, reason_len, "no answer from the user within %u s: %s",
+                 ms / 1000, question);
+        break;
+    default:
+        snprintf(reason, reason_len, "the policy asks the user before %s (\"%s\"): %s",
+                 tool, question, why[0] ? why : "the user cannot be asked");
+    }
+    return -EPERM;
+}
+
 int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                    struct hutch_tool_reply *reply)
 {
@@ -282,6 +331,8 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     dur = (double)(hutch_now_us() - t0) / 1000.0;
 
     extra = cJSON_CreateObject();
+    if (r == HUTCH_POLICY_ASK)
+        r = ask_user(x, e->qualified, args, timeout_ms, reason, sizeof(reason), extra);
     cJSON_AddItemToObject(extra, "args", hutch_audit_redact(args, secret, x->policy));
     hutch_audit_log(g->audit, "tool_call", x->principal, x->execution, e->qualified,
                     r == 0 ? "allow" : "deny", r == 0 ? NULL : reason, dur, extra);

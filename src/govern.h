@@ -30,6 +30,21 @@ int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err);
 struct hutch_policy *hutch_gov_policy(struct hutch_gov *g);
 struct hutch_audit *hutch_gov_audit(struct hutch_gov *g);
 
+/* The user's answer to the policy's question (on_tool_call returned
+ * "ask", question). */
+enum hutch_answer {
+    HUTCH_ANSWER_APPROVE,
+    HUTCH_ANSWER_DECLINE,
+    HUTCH_ANSWER_CANCEL,  /* dismissed without a choice */
+    HUTCH_ANSWER_TIMEOUT, /* no answer within the time given */
+};
+/* Asks the user whether the call of `tool` (its `args`) may go ahead:
+ * `question` is the policy's.  Waits at most ms.  An enum hutch_answer, or
+ * negative when the user cannot be asked (`why` says why).  Called on the
+ * thread of the program's tool call; several may ask at once. */
+typedef int (*hutch_ask_fn)(void *arg, const char *tool, const char *question,
+                            const cJSON *args, unsigned ms, char *why, size_t why_len);
+
 /* One execution as the policy sees it.  Filled by hutch_gov_begin, used as
  * the tool_arg of hutch_gov_tool, closed by hutch_gov_end. */
 struct hutch_gov_exec {
@@ -42,6 +57,10 @@ struct hutch_gov_exec {
     int warm;          /* its sandbox came from a pool: audited */
     char ws[72];       /* the workspace it names, or "": audited */
     uint64_t t0_ms;
+    /* Who answers the policy's questions (set after hutch_gov_begin; NULL:
+     * nobody can be asked, a question is a denial saying so). */
+    hutch_ask_fn ask;
+    void *ask_arg;
 };
 
 /* Rate limit, then on_execute.  0: allowed, *d holds the executor and the
@@ -87,7 +106,9 @@ int hutch_gov_output(struct hutch_policy *p, const char *path, char *resolved,
 
 /* hutch_tool_fn (arg: struct hutch_gov_exec): resolve the tool in the
  * catalog, apply the tool-call rate limit and the policy (deny: code
- * "denied"), audit the decision, then call the bridge. */
+ * "denied"; a question: x->ask asks the user, and the call goes ahead only
+ * when approved), audit the decision with the question and the answer,
+ * then call the bridge. */
 int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                    struct hutch_tool_reply *reply);
 

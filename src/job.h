@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "exec.h"
+#include "govern.h"
 #include "hutch-executor.h"
 #include "hutch_archive.h"
 
@@ -126,6 +127,10 @@ struct hutch_job_req {
     const atomic_int *cancel;
     void (*tick)(void *arg, uint64_t elapsed_ms);
     void *tick_arg;
+    /* Who answers the policy's questions about tool calls (govern.h); NULL:
+     * nobody, a question is a denial. */
+    hutch_ask_fn ask;
+    void *ask_arg;
     /* Out: the execution id (also in the audit log). */
     char execution[40];
     /* Private: the spent sandbox, until hutch_job_release. */

@@ -1960,7 +1960,7 @@ static void pool_put(struct hutch_policy *p, struct lstate *st)
 
 /* What a hook trampoline reports. */
 struct verdict {
-    int code; /* 0 allowed, negative denied */
+    int code; /* 0 allowed, negative denied, HUTCH_POLICY_ASK: ask the user */
     char reason[512];
 };
 
@@ -2169,7 +2169,23 @@ static int tool_tramp(lua_State *L)
     }
     lua_setfield(L, -2, "args");
     lua_call(L, 1, 2);
-    read_verdict(L, 1, &c->v, "on_tool_call", "true, or false and a reason");
+    /* "ask", question: the user decides (govern.c asks through the
+     * client).  The question is the agent's and the user's to read: text,
+     * cut at the reason's size. */
+    if (lua_type(L, 1) == LUA_TSTRING && !strcmp(lua_tostring(L, 1), "ask")) {
+        size_t n = 0;
+        const char *q = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &n) : NULL;
+        if (q && n)
+            set_reason(c->v.reason, sizeof(c->v.reason), c->v.code = HUTCH_POLICY_ASK,
+                       "%s", q);
+        else
+            set_reason(c->v.reason, sizeof(c->v.reason), c->v.code = -EPROTO,
+                       "policy error: on_tool_call returned \"ask\" without a "
+                       "question (a non-empty string)");
+        return 0;
+    }
+    read_verdict(L, 1, &c->v, "on_tool_call",
+                 "true, false and a reason, or \"ask\" and a question");
     return 0;
 }
 

@@ -118,7 +118,10 @@ int hutch_policy_check_execute(struct hutch_policy *p,
  * a policy file, a tool no allow glob names is denied), then on_tool_call.
  * `tool` is "server.tool" with the upstream names; matching is
  * case-insensitive with surrounding whitespace ignored.  0 allowed, -EPERM
- * denied with `reason`, other negative: failed closed (also a denial). */
+ * denied with `reason`, other negative: failed closed (also a denial);
+ * HUTCH_POLICY_ASK: on_tool_call returned "ask", question: `reason` holds
+ * the question for the user, who decides (govern.c). */
+#define HUTCH_POLICY_ASK 1
 int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
                             const char *execution, const char *server, const char *tool,
                             const cJSON *args, char *reason, size_t reason_len);

@@ -858,6 +858,43 @@ static void test_tool_hook(void)
     hutch_policy_unref(p);
 }
 
+/* "ask", question: the user decides (issue 11); the question is text. */
+static void test_ask(void)
+{
+    struct hutch_policy *p = must_load(
+        "return {\n"
+        "  tools = { allow = { '*' } },\n"
+        "  on_tool_call = function(c)\n"
+        "    if c.name == 'q' then return 'ask', 'Send ' .. c.args.n .. ' mails?' end\n"
+        "    if c.name == 'ctl' then return 'ask', 'line1\\nline2' end\n"
+        "    if c.name == 'bare' then return 'ask' end\n"
+        "    if c.name == 'empty' then return 'ask', '' end\n"
+        "    if c.name == 'other' then return 'maybe', 'x' end\n"
+        "    return true\n"
+        "  end,\n"
+        "}\n");
+    int r;
+
+    if (!p)
+        return;
+    r = tool(p, "m.q", "{\"n\": 3}", NULL);
+    ok(r == HUTCH_POLICY_ASK && !strcmp(reason, "Send 3 mails?"),
+       "\"ask\", question: HUTCH_POLICY_ASK with the question (%d: %s)", r, reason);
+    r = tool(p, "m.ctl", NULL, NULL);
+    ok(r == HUTCH_POLICY_ASK && !strcmp(reason, "line1 line2"),
+       "a question's control characters are blanked (%s)", reason);
+    r = tool(p, "m.bare", NULL, NULL);
+    ok(r == -EPROTO && strstr(reason, "returned \"ask\" without a question"),
+       "\"ask\" without a question: a policy error, a denial (%d: %s)", r, reason);
+    r = tool(p, "m.empty", NULL, NULL);
+    ok(r == -EPROTO, "\"ask\" with an empty question: a policy error (%d)", r);
+    r = tool(p, "m.other", NULL, NULL);
+    ok(r == -EPROTO && strstr(reason, "returned a string"),
+       "another string is a policy error (%d: %s)", r, reason);
+    ok(tool(p, "m.fine", NULL, NULL) == 0, "true still allows");
+    hutch_policy_unref(p);
+}
+
 static void test_execute_hook(void)
 {
     struct hutch_policy *p = must_load(
@@ -1000,7 +1037,8 @@ static void test_hostile(void)
     hostile_exec("error.lua", "python", "boom in on_execute");
     hostile_tool(
         "wrong_types.lua", "x.number",
-        "on_tool_call returned a number; expected true, or false and a reason");
+        "on_tool_call returned a number; expected true, false and a reason, or \"ask\" "
+        "and a question");
     hostile_tool("wrong_types.lua", "x.string", "on_tool_call returned a string");
     hostile_tool("wrong_types.lua", "x.table", "on_tool_call returned a table");
     hostile_tool("wrong_types.lua", "x.nothing", "on_tool_call returned nil");
@@ -1421,6 +1459,7 @@ int main(void)
     test_principals();
     test_paths();
     test_tool_hook();
+    test_ask();
     test_execute_hook();
     test_hostile();
     test_small_stack();
