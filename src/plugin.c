@@ -21,6 +21,8 @@
 #include "hutch_archive.h"
 #include "log.h"
 #include "plugin.h"
+/* Process identity is one helper, shared with the plugins' sweeps. */
+#include "../plugins/common/proc.h"
 #include "util.h"
 
 void hutch_host_init(struct hutch_host *host, const char *runner_dir)
@@ -260,35 +262,6 @@ const char *hutch_instance_id(void)
     return instance;
 }
 
-/* The start time of `pid` (field 22 of /proc/PID/stat), 0 when it is gone:
- * with the pid, it names one process even after the pid is reused. */
-static unsigned long long proc_start(pid_t pid)
-{
-    char path[64], buf[1024], *p;
-    unsigned long long start = 0;
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    p = strrchr(buf, ')'); /* the command name may hold anything */
-    if (!p)
-        return 0;
-    /* After ") ": state is field 3, starttime field 22. */
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    if (p)
-        sscanf(p + 1, "%llu", &start);
-    return start;
-}
-
 /* mkdir if needed; then it must be a real directory of ours (or root's)
  * that nobody else can write: /tmp/hutch-UID could have been made by
  * another user first. */
@@ -321,7 +294,7 @@ static void remove_empty_leftovers(const char *dir)
         int pid;
         if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2 || pid <= 0)
             continue;
-        if (proc_start(pid) != start)
+        if (box_process_gone(pid, start))
             (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
     }
     closedir(d);
@@ -353,7 +326,7 @@ static int make_state_dir(struct hutch_plugin *p, struct hutch_err *err)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     char base[PATH_MAX], exdir[PATH_MAX + 80], path[PATH_MAX + 160];
-    unsigned long long start = proc_start(getpid());
+    unsigned long long start = box_proc_start(getpid());
     int r;
 
     if (geteuid() == 0)
