@@ -827,9 +827,9 @@ int hutch_shapes_attach(struct hutch_shapes *s, const char *file, struct hutch_e
 /* Write the file from a snapshot, under save_mu. */
 static int save_locked(struct hutch_shapes *s, struct hutch_err *err)
 {
-    char tmp[PATH_MAX], *text;
+    char *text;
     uint64_t changes;
-    int fd, r = 0;
+    int r = 0;
 
     pthread_mutex_lock(&s->mu);
     changes = s->changes;
@@ -839,31 +839,10 @@ static int save_locked(struct hutch_shapes *s, struct hutch_err *err)
         return 0;
     if (!(text = hutch_shapes_dump(s)))
         return hutch_err_set(err, -ENOMEM, "out of memory");
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", s->file) >= sizeof(tmp)) {
-        free(text);
-        return hutch_err_set(err, -ENAMETOOLONG, "%s: path too long", s->file);
-    }
-    fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        r = -errno;
-        free(text);
-        return hutch_err_set(err, r, "%s: creating a temporary file: %s", s->file,
-                             strerror(-r));
-    }
-    /* 0600 from mkostemp: field names of upstream results stay the
-     * operator's. */
-    r = hutch_write_all(fd, text, strlen(text));
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, s->file) < 0)
-        r = -errno;
+    r = hutch_write_file_atomic(s->file, text, strlen(text), err);
     free(text);
-    if (r < 0) {
-        unlink(tmp);
-        return hutch_err_set(err, r, "%s: %s", s->file, strerror(-r));
-    }
+    if (r < 0)
+        return r;
     s->saved = changes;
     return 0;
 }

@@ -1,6 +1,7 @@
 /* util.c — small helpers shared by the core: time, fds, files, hints. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,42 @@ int hutch_write_all(int fd, const void *buf, size_t len)
         }
         p += n;
         len -= (size_t)n;
+    }
+    return 0;
+}
+
+int hutch_write_file_atomic(const char *path, const void *data, size_t len,
+                            struct hutch_err *err)
+{
+    char tmp[PATH_MAX], dir[PATH_MAX], *slash;
+    int fd, r = 0;
+
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp))
+        return hutch_err_set(err, -ENAMETOOLONG, "%s: path too long", path);
+    fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return hutch_err_set(err, -errno, "%s: creating a temporary file: %s", path,
+                             strerror(errno));
+    if (len)
+        r = hutch_write_all(fd, data, len);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+        return hutch_err_set(err, r, "writing %s: %s", path, strerror(-r));
+    }
+    snprintf(dir, sizeof(dir), "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
     }
     return 0;
 }

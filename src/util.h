@@ -29,6 +29,12 @@ int hutch_set_nonblock(int fd);
 int hutch_set_cloexec(int fd);
 /* Write all of buf, retrying on EINTR/short writes (blocking fds). */
 int hutch_write_all(int fd, const void *buf, size_t len);
+/* Replace `path` with `len` bytes, whole or not at all: a temporary file
+ * beside it (mode 0600), fsync, rename, fsync of the directory.  A crash
+ * at any moment leaves the old content or the new.  0, or negative with
+ * err naming the path. */
+int hutch_write_file_atomic(const char *path, const void *data, size_t len,
+                            struct hutch_err *err);
 /* Read a whole regular file, at most max bytes; caller frees *data
  * (NUL-terminated). */
 int hutch_read_file(const char *path, size_t max, char **data, size_t *len,

@@ -370,15 +370,6 @@ int hutch_ws_load(struct hutch_ws *w, struct hutch_tar **tar, size_t tar_max,
     return 0;
 }
 
-struct fd_sink {
-    int fd;
-};
-
-static int fd_write(void *arg, const void *buf, size_t len)
-{
-    return hutch_write_all(((struct fd_sink *)arg)->fd, buf, len);
-}
-
 static int sum_size(void *arg, const char *path, int is_dir, uint64_t size)
 {
     (void)path;
@@ -387,15 +378,13 @@ static int sum_size(void *arg, const char *path, int is_dir, uint64_t size)
     return 0;
 }
 
-/* Pack `dir` into <name>.tar: a temporary file, fsync, rename, fsync of the
- * directory.  Over max_bytes of file data: -E2BIG, nothing changed. */
+/* Pack `dir` into <name>.tar, replaced atomically (util.h).  Over
+ * max_bytes of file data: -E2BIG, nothing changed. */
 static int save_dir(struct hutch_ws *w, const char *dir, struct hutch_err *err)
 {
-    char tmp[PATH_MAX + 16];
     struct hutch_buf b = HUTCH_BUF_INIT(HUTCH_TAR_MAX_STREAM);
-    struct fd_sink s;
     uint64_t bytes = 0;
-    int r, dfd;
+    int r;
 
     r = hutch_archive_pack_dir(dir, hutch_buf_write, &b, NULL, err);
     if (r == 0 && b.len)
@@ -405,33 +394,8 @@ static int save_dir(struct hutch_ws *w, const char *dir, struct hutch_err *err)
                           "its files hold %llu bytes, over the policy's "
                           "workspaces.max_bytes (%llu)",
                           (unsigned long long)bytes, (unsigned long long)w->max_bytes);
-    if (r < 0)
-        goto out;
-    snprintf(tmp, sizeof(tmp), "%s/.save-XXXXXX", w->dir);
-    s.fd = mkostemp(tmp, O_CLOEXEC);
-    if (s.fd < 0) {
-        r = hutch_err_set(err, -errno, "cannot create a file in %s: %s", w->dir,
-                          strerror(errno));
-        goto out;
-    }
-    r = b.len ? fd_write(&s, b.data, b.len) : 0;
-    if (r == 0 && fsync(s.fd) < 0)
-        r = -errno;
-    if (close(s.fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, w->tar) < 0)
-        r = -errno;
-    if (r < 0) {
-        unlink(tmp);
-        hutch_err_set(err, r, "writing %s: %s", w->tar, strerror(-r));
-        goto out;
-    }
-    dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-out:
+    if (r == 0)
+        r = hutch_write_file_atomic(w->tar, b.data, b.len, err);
     hutch_buf_free(&b);
     return r;
 }
