@@ -13,15 +13,28 @@
  * Not here: deciding which file goes inline and which gets a link
  * (result_files.c), JSON-RPC framing (mcp_server.c).
  *
+ * With a directory (hutch serve --resources-dir), the files are kept there
+ * instead, so that every hutch process given the same directory (replicas
+ * behind one address) can serve a link another one made:
+ * DIR/<principal in hex>/<id>.data and <id>.meta (uri, name, mimeType,
+ * size, expiry in wall-clock seconds), the .meta written last and
+ * atomically: a file exists once its .meta does.  The same caps hold for
+ * the directory as a whole, enforced by whoever puts.
+ *
  * Thread rules: one mutex guards the list; every function may be called
- * from any thread (execute_code's workers put, the session reads). */
+ * from any thread (execute_code's workers put, the session reads).  The
+ * directory needs no lock: each file appears whole by rename. */
 #include "resources.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "caps.h"
 #include "wire.h"
@@ -39,6 +52,7 @@ struct hutch_resources {
     struct res_file *head; /* newest first */
     size_t bytes, count;
     unsigned ttl_ms;
+    char *dir; /* NULL: in memory */
 };
 
 static void file_free(struct res_file *f)
@@ -53,12 +67,30 @@ static void file_free(struct res_file *f)
     free(f);
 }
 
-int hutch_resources_new(unsigned ttl_ms, struct hutch_resources **out,
+int hutch_resources_new(unsigned ttl_ms, const char *dir, struct hutch_resources **out,
                         struct hutch_err *err)
 {
-    struct hutch_resources *rs = calloc(1, sizeof(*rs));
-    if (!rs)
+    struct hutch_resources *rs;
+    struct stat st;
+
+    *out = NULL;
+    if (dir && (dir[0] != '/' || strlen(dir) > PATH_MAX - 128))
+        return hutch_err_set(err, -EINVAL,
+                             "resources directory %.200s: want an absolute path", dir);
+    if (dir && mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return hutch_err_set(err, -errno, "resources directory %.200s: %s", dir,
+                             strerror(errno));
+    if (dir && (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+                (st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022)))
+        return hutch_err_set(err, -EPERM,
+                             "resources directory %.200s: not a directory that only "
+                             "this user can write",
+                             dir);
+    rs = calloc(1, sizeof(*rs));
+    if (!rs || (dir && !(rs->dir = strdup(dir)))) {
+        free(rs);
         return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
     pthread_mutex_init(&rs->mu, NULL);
     rs->ttl_ms = ttl_ms ? ttl_ms : HUTCH_MCP_LINK_TTL_MS;
     *out = rs;
@@ -75,6 +107,7 @@ void hutch_resources_free(struct hutch_resources *rs)
         file_free(f);
     }
     pthread_mutex_destroy(&rs->mu);
+    free(rs->dir);
     free(rs);
 }
 
@@ -154,6 +187,307 @@ static int uri_path(char *out, size_t len, const char *path)
     return 0;
 }
 
+/* {"contents": [{uri, mimeType, text | blob}]}: text when the bytes are
+ * UTF-8 without NUL, else base64.  NULL when out of memory. */
+static cJSON *contents(const char *uri, const char *mime, const unsigned char *data,
+                       size_t size)
+{
+    cJSON *r = cJSON_CreateObject(), *c = cJSON_CreateObject();
+    char *b64 = NULL, *text = NULL;
+    int is_text =
+        memchr(data, '\0', size) == NULL && hutch_utf8_valid((const char *)data, size);
+
+    if (is_text && (text = malloc(size + 1))) {
+        memcpy(text, data, size);
+        text[size] = '\0';
+    } else if (!is_text) {
+        b64 = hutch_base64_encode(data, size);
+    }
+    if (r && c && (text || b64)) {
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "contents"), c);
+        c = NULL;
+        cJSON *it = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0);
+        if (!cJSON_AddStringToObject(it, "uri", uri) ||
+            !cJSON_AddStringToObject(it, "mimeType", mime) ||
+            !cJSON_AddStringToObject(it, text ? "text" : "blob", text ? text : b64)) {
+            cJSON_Delete(r);
+            r = NULL;
+        }
+    } else {
+        cJSON_Delete(r);
+        r = NULL;
+    }
+    cJSON_Delete(c);
+    free(text);
+    free(b64);
+    return r;
+}
+
+static cJSON *not_found(const struct hutch_resources *rs, const char *uri,
+                        struct hutch_err *err)
+{
+    hutch_err_set(err, -ENOENT,
+                  "Resource not found: %.200s is unknown or expired (files of a result "
+                  "stay fetchable for %u s, while hutch has room for them%s); run the "
+                  "code again to get the file anew",
+                  uri, rs->ttl_ms / 1000,
+                  rs->dir ? ""
+                          : "; replicas of hutch share them only through a common "
+                            "--resources-dir");
+    return NULL;
+}
+
+/* --- the shared directory ---------------------------------------------- */
+
+/* DIR/<principal in hex>; -ENAMETOOLONG past the room. */
+static int principal_dir(const struct hutch_resources *rs, const char *principal,
+                         char *out, size_t len)
+{
+    size_t o = (size_t)snprintf(out, len, "%s/", rs->dir);
+    principal = principal ? principal : "";
+    if (o + 2 * strlen(principal) + 2 > len)
+        return -ENAMETOOLONG;
+    if (!*principal)
+        o += (size_t)snprintf(out + o, len - o, "-");
+    for (const unsigned char *p = (const unsigned char *)principal; *p; p++)
+        o += (size_t)snprintf(out + o, len - o, "%02x", *p);
+    return 0;
+}
+
+/* The 32 hex characters of a hutch://files/ uri into id: 0, or -1 when
+ * the uri is not one of ours. */
+static int uri_id(const char *uri, char id[33])
+{
+    if (strncmp(uri, "hutch://files/", 14))
+        return -1;
+    for (int i = 0; i < 32; i++) {
+        char ch = uri[14 + i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
+            return -1;
+        id[i] = ch;
+    }
+    id[32] = '\0';
+    return uri[46] == '/' ? 0 : -1;
+}
+
+/* The .meta of DIR/PDIR/ID, parsed; NULL when missing or not ours. */
+static cJSON *read_meta(const char *pdir, const char *id)
+{
+    char path[PATH_MAX], *text = NULL;
+    size_t len = 0;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    cJSON *m;
+
+    snprintf(path, sizeof(path), "%s/%s.meta", pdir, id);
+    if (hutch_read_file(path, 16384, &text, &len, &err) < 0)
+        return NULL;
+    m = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsString(cJSON_GetObjectItem(m, "uri")) ||
+        !cJSON_IsString(cJSON_GetObjectItem(m, "name")) ||
+        !cJSON_IsString(cJSON_GetObjectItem(m, "mimeType")) ||
+        !cJSON_IsNumber(cJSON_GetObjectItem(m, "size")) ||
+        !cJSON_IsNumber(cJSON_GetObjectItem(m, "expires"))) {
+        cJSON_Delete(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void remove_pair(const char *pdir, const char *id)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s.meta", pdir, id);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/%s.data", pdir, id);
+    unlink(path);
+}
+
+/* Every live file in the directory, for the caps. */
+struct entry {
+    char pname[256]; /* the principal's directory, under DIR */
+    char id[33];
+    double expires, size; /* size -1: removed */
+};
+
+/* Expired files go; then the soonest to expire, until `need` more bytes
+ * and one more file fit.  Another process may sweep at the same time:
+ * removing what is already gone is harmless. */
+static void disk_sweep(struct hutch_resources *rs, size_t need)
+{
+    DIR *top = opendir(rs->dir), *d;
+    struct dirent *pe, *e;
+    struct entry *all = NULL;
+    size_t n = 0, cap = 0, count = 0;
+    double bytes = 0, now = (double)time(NULL);
+
+    if (!top)
+        return;
+    while ((pe = readdir(top))) {
+        char pdir[PATH_MAX - 64];
+        if (pe->d_name[0] == '.')
+            continue;
+        snprintf(pdir, sizeof(pdir), "%s/%s", rs->dir, pe->d_name);
+        if (!(d = opendir(pdir)))
+            continue;
+        while ((e = readdir(d))) {
+            size_t l = strlen(e->d_name);
+            char id[33];
+            cJSON *m;
+            if (l != 37 || strcmp(e->d_name + 32, ".meta"))
+                continue;
+            memcpy(id, e->d_name, 32);
+            id[32] = '\0';
+            if (!(m = read_meta(pdir, id)))
+                continue;
+            if (cJSON_GetObjectItem(m, "expires")->valuedouble <= now) {
+                remove_pair(pdir, id);
+            } else if (n < HUTCH_MCP_LINKS_MAX_COUNT * 2) {
+                if (n == cap) {
+                    struct entry *bigger =
+                        realloc(all, (cap = cap ? cap * 2 : 64) * sizeof(*all));
+                    if (!bigger) {
+                        cJSON_Delete(m);
+                        break;
+                    }
+                    all = bigger;
+                }
+                snprintf(all[n].pname, sizeof(all[n].pname), "%s", pe->d_name);
+                memcpy(all[n].id, id, 33);
+                all[n].expires = cJSON_GetObjectItem(m, "expires")->valuedouble;
+                all[n].size = cJSON_GetObjectItem(m, "size")->valuedouble;
+                bytes += all[n].size;
+                count++;
+                n++;
+            }
+            cJSON_Delete(m);
+        }
+        closedir(d);
+    }
+    closedir(top);
+    while (count && (bytes + (double)need > HUTCH_MCP_LINKS_MAX_BYTES ||
+                     count + 1 > HUTCH_MCP_LINKS_MAX_COUNT)) {
+        size_t oldest = 0;
+        for (size_t i = 1; i < n; i++)
+            if (all[i].size >= 0 &&
+                (all[oldest].size < 0 || all[i].expires < all[oldest].expires))
+                oldest = i;
+        if (all[oldest].size < 0)
+            break;
+        char pdir[PATH_MAX];
+        snprintf(pdir, sizeof(pdir), "%s/%s", rs->dir, all[oldest].pname);
+        remove_pair(pdir, all[oldest].id);
+        bytes -= all[oldest].size;
+        all[oldest].size = -1;
+        count--;
+    }
+    free(all);
+}
+
+static int disk_put(struct hutch_resources *rs, const struct res_file *f,
+                    time_t expires, struct hutch_err *err)
+{
+    char pdir[PATH_MAX], path[PATH_MAX], id[33], *meta;
+    cJSON *m;
+    int r;
+
+    if (uri_id(f->uri, id) < 0 ||
+        principal_dir(rs, f->principal, pdir, sizeof(pdir)) < 0)
+        return hutch_err_set(err, -ENAMETOOLONG, "its name is too long to keep");
+    if (mkdir(pdir, 0700) < 0 && errno != EEXIST)
+        return hutch_err_set(err, -errno, "%s: %s", pdir, strerror(errno));
+    disk_sweep(rs, f->size);
+    snprintf(path, sizeof(path), "%s/%s.data", pdir, id);
+    r = hutch_write_file_atomic(path, f->data, f->size, err);
+    if (r < 0)
+        return r;
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "uri", f->uri);
+    cJSON_AddStringToObject(m, "name", f->name);
+    cJSON_AddStringToObject(m, "mimeType", f->mime);
+    cJSON_AddNumberToObject(m, "size", (double)f->size);
+    cJSON_AddNumberToObject(m, "expires", (double)expires);
+    meta = cJSON_PrintUnformatted(m);
+    cJSON_Delete(m);
+    if (!meta) {
+        unlink(path);
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
+    snprintf(path, sizeof(path), "%s/%s.meta", pdir, id);
+    r = hutch_write_file_atomic(path, meta, strlen(meta), err);
+    free(meta);
+    if (r < 0)
+        remove_pair(pdir, id);
+    return r;
+}
+
+static cJSON *disk_read(struct hutch_resources *rs, const char *principal,
+                        const char *uri, struct hutch_err *err)
+{
+    char pdir[PATH_MAX], path[PATH_MAX], id[33], *data = NULL;
+    size_t len = 0;
+    cJSON *m, *r;
+    struct hutch_err e2 = HUTCH_ERR_INIT;
+
+    if (uri_id(uri, id) < 0 || principal_dir(rs, principal, pdir, sizeof(pdir)) < 0 ||
+        !(m = read_meta(pdir, id)))
+        return not_found(rs, uri, err);
+    if (strcmp(cJSON_GetObjectItem(m, "uri")->valuestring, uri) ||
+        cJSON_GetObjectItem(m, "expires")->valuedouble <= (double)time(NULL)) {
+        cJSON_Delete(m);
+        return not_found(rs, uri, err);
+    }
+    snprintf(path, sizeof(path), "%s/%s.data", pdir, id);
+    if (hutch_read_file(path, HUTCH_MCP_LINK_MAX_FILE, &data, &len, &e2) < 0) {
+        cJSON_Delete(m);
+        return not_found(rs, uri, err);
+    }
+    r = contents(uri, cJSON_GetObjectItem(m, "mimeType")->valuestring,
+                 (const unsigned char *)data, len);
+    free(data);
+    cJSON_Delete(m);
+    if (!r)
+        hutch_err_set(err, -ENOMEM, "out of memory reading %.200s", uri);
+    return r;
+}
+
+/* The live files of `principal` into the array a (in directory order). */
+static void disk_list(struct hutch_resources *rs, const char *principal, cJSON *a)
+{
+    char pdir[PATH_MAX];
+    double now = (double)time(NULL);
+    struct dirent *e;
+    DIR *d;
+
+    if (!a || principal_dir(rs, principal, pdir, sizeof(pdir)) < 0 ||
+        !(d = opendir(pdir)))
+        return;
+    while ((e = readdir(d))) {
+        char id[33];
+        cJSON *m, *o;
+        if (strlen(e->d_name) != 37 || strcmp(e->d_name + 32, ".meta"))
+            continue;
+        memcpy(id, e->d_name, 32);
+        id[32] = '\0';
+        if (!(m = read_meta(pdir, id)))
+            continue;
+        if (cJSON_GetObjectItem(m, "expires")->valuedouble > now &&
+            (o = cJSON_CreateObject())) {
+            cJSON_AddStringToObject(o, "uri",
+                                    cJSON_GetObjectItem(m, "uri")->valuestring);
+            cJSON_AddStringToObject(o, "name",
+                                    cJSON_GetObjectItem(m, "name")->valuestring);
+            cJSON_AddStringToObject(o, "mimeType",
+                                    cJSON_GetObjectItem(m, "mimeType")->valuestring);
+            cJSON_AddNumberToObject(o, "size",
+                                    cJSON_GetObjectItem(m, "size")->valuedouble);
+            cJSON_AddItemToArray(a, o);
+        }
+        cJSON_Delete(m);
+    }
+    closedir(d);
+}
+
 int hutch_resources_put(struct hutch_resources *rs, const char *principal,
                         const char *path, const char *mime, const void *data,
                         size_t size, char *uri, size_t urilen, time_t *expires,
@@ -192,6 +526,11 @@ int hutch_resources_put(struct hutch_resources *rs, const char *principal,
     f->size = size;
     f->expires_ms = hutch_now_ms() + rs->ttl_ms;
     *expires = time(NULL) + (time_t)((rs->ttl_ms + 999) / 1000);
+    if (rs->dir) {
+        int r = disk_put(rs, f, *expires, err);
+        file_free(f);
+        return r;
+    }
     pthread_mutex_lock(&rs->mu);
     make_room(rs, size);
     f->next = rs->head;
@@ -217,54 +556,22 @@ static struct res_file *find(struct hutch_resources *rs, const char *principal,
 cJSON *hutch_resources_read(struct hutch_resources *rs, const char *principal,
                             const char *uri, struct hutch_err *err)
 {
-    cJSON *r = NULL, *c;
-    char *b64 = NULL, *text = NULL;
+    cJSON *r;
     struct res_file *f;
-    int is_text;
 
+    if (rs->dir)
+        return disk_read(rs, principal, uri, err);
     pthread_mutex_lock(&rs->mu);
     f = find(rs, principal, uri);
     if (!f) {
         pthread_mutex_unlock(&rs->mu);
-        hutch_err_set(err, -ENOENT,
-                      "Resource not found: %.200s is unknown or expired (files of a "
-                      "result stay fetchable for %u s, while hutch has room for them); "
-                      "run the code again to get the file anew",
-                      uri, rs->ttl_ms / 1000);
-        return NULL;
+        return not_found(rs, uri, err);
     }
     /* Copied out under the lock: a concurrent put may drop the file. */
-    is_text = memchr(f->data, '\0', f->size) == NULL &&
-              hutch_utf8_valid((const char *)f->data, f->size);
-    if (is_text) {
-        text = malloc(f->size + 1);
-        if (text) {
-            memcpy(text, f->data, f->size);
-            text[f->size] = '\0';
-        }
-    } else {
-        b64 = hutch_base64_encode(f->data, f->size);
-    }
-    r = cJSON_CreateObject();
-    c = cJSON_CreateObject();
-    if (r && c) {
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "contents"), c);
-        cJSON_AddStringToObject(c, "uri", f->uri);
-        cJSON_AddStringToObject(c, "mimeType", f->mime);
-        if (text || b64)
-            cJSON_AddStringToObject(c, text ? "text" : "blob", text ? text : b64);
-    } else {
-        cJSON_Delete(c);
-    }
+    r = contents(f->uri, f->mime, f->data, f->size);
     pthread_mutex_unlock(&rs->mu);
-    if (!r || !c || (!text && !b64) ||
-        !cJSON_GetObjectItem(c, text ? "text" : "blob")) {
-        cJSON_Delete(r);
-        r = NULL;
+    if (!r)
         hutch_err_set(err, -ENOMEM, "out of memory reading %.200s", uri);
-    }
-    free(text);
-    free(b64);
     return r;
 }
 
@@ -272,6 +579,11 @@ cJSON *hutch_resources_list(struct hutch_resources *rs, const char *principal)
 {
     cJSON *r = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(r, "resources");
     uint64_t now = hutch_now_ms();
+
+    if (rs->dir) {
+        disk_list(rs, principal, a);
+        return r;
+    }
 
     pthread_mutex_lock(&rs->mu);
     for (struct res_file *f = rs->head; a && f; f = f->next) {

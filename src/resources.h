@@ -14,8 +14,11 @@
 struct hutch_resources;
 
 /* An empty store.  ttl_ms: how long a file stays fetchable (0: the default,
- * HUTCH_MCP_LINK_TTL_MS). */
-int hutch_resources_new(unsigned ttl_ms, struct hutch_resources **out,
+ * HUTCH_MCP_LINK_TTL_MS).  dir: NULL keeps the files in memory; an
+ * absolute path keeps them in that directory (created 0700; it must be
+ * ours and not writable by others), where every hutch given the same
+ * directory finds them (replicas). */
+int hutch_resources_new(unsigned ttl_ms, const char *dir, struct hutch_resources **out,
                         struct hutch_err *err);
 void hutch_resources_free(struct hutch_resources *rs);
 

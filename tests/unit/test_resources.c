@@ -2,8 +2,10 @@
  * resource_link) and src/result_files.c (how /work/out reaches a client),
  * printing TAP. */
 #include <errno.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -46,7 +48,7 @@ static void store(void)
     cJSON *r, *l;
     unsigned char bin[3] = {0, 0xff, 'x'};
 
-    ok(hutch_resources_new(1000, &rs, &err) == 0, "a store");
+    ok(hutch_resources_new(1000, NULL, &rs, &err) == 0, "a store");
     ok(hutch_resources_put(rs, "alice", "dir/a b%.bin", "application/octet-stream", bin,
                            3, uri, sizeof(uri), &exp, &err) == 0,
        "put a binary file");
@@ -96,7 +98,7 @@ static void store(void)
     hutch_resources_free(rs);
 
     /* The count cap: the oldest goes first. */
-    ok(hutch_resources_new(0, &rs, &err) == 0 &&
+    ok(hutch_resources_new(0, NULL, &rs, &err) == 0 &&
            hutch_resources_ttl_ms(rs) == HUTCH_MCP_LINK_TTL_MS,
        "ttl 0: the default");
     ok(hutch_resources_put(rs, "p", "first", "x", "1", 1, uri, sizeof(uri), &exp,
@@ -160,7 +162,7 @@ static void render(void)
     size_t len = 0;
     const void *tar = tar_of(&t, &len, 1);
 
-    hutch_resources_new(0, &rs, &err);
+    hutch_resources_new(0, NULL, &rs, &err);
     hutch_result_files(tar, len, rs, "alice", items, files, &text);
     ok(cJSON_GetArraySize(items) == 3, "three items for four files (one dropped)");
     ok(!strcmp(cJSON_GetStringValue(
@@ -223,10 +225,82 @@ static void render(void)
     hutch_resources_free(rs);
 }
 
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+/* Two stores on one directory: two hutch replicas behind one address. */
+static void shared_dir(void)
+{
+    struct hutch_resources *a = NULL, *b = NULL, *bad = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    char dir[] = "/tmp/hutch-res-unit-XXXXXX", sub[64], uri[4096], uri2[4096];
+    time_t exp;
+    cJSON *r, *l;
+
+    if (!mkdtemp(dir)) {
+        ok(0, "a temporary directory");
+        return;
+    }
+    snprintf(sub, sizeof(sub), "%s/store", dir);
+    ok(hutch_resources_new(1000, sub, &a, &err) == 0, "a store on a directory (%s)",
+       err.msg);
+    ok(hutch_resources_new(1000, sub, &b, &err) == 0, "a second one on the same");
+    ok(hutch_resources_put(a, "alice", "out/r.txt", "text/plain", "shared", 6, uri,
+                           sizeof(uri), &exp, &err) == 0,
+       "the first puts a file");
+    r = hutch_resources_read(b, "alice", uri, &err);
+    ok(r && !strcmp(
+                cJSON_GetStringValue(cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0), "text")),
+                "shared"),
+       "the second reads it");
+    cJSON_Delete(r);
+    ok(hutch_resources_put(b, "alice", "bin", "application/octet-stream", "\0\1", 2,
+                           uri2, sizeof(uri2), &exp, &err) == 0,
+       "the second puts a binary file");
+    r = hutch_resources_read(a, "alice", uri2, &err);
+    ok(r && !strcmp(
+                cJSON_GetStringValue(cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0), "blob")),
+                "AAE="),
+       "the first reads it, as a blob");
+    cJSON_Delete(r);
+    l = hutch_resources_list(a, "alice");
+    ok(cJSON_GetArraySize(cJSON_GetObjectItem(l, "resources")) == 2,
+       "either lists both");
+    cJSON_Delete(l);
+    err.code = 0;
+    ok(!hutch_resources_read(b, "bob", uri, &err) && err.code == -ENOENT,
+       "another principal's uri reads as unknown there too");
+    err.code = 0;
+    uri[20] = uri[20] == 'a' ? 'b' : 'a';
+    ok(!hutch_resources_read(b, "alice", uri, &err) && err.code == -ENOENT,
+       "a uri with another id: unknown");
+    usleep(2100 * 1000); /* expiry has a one-second grain on disk */
+    err.code = 0;
+    ok(!hutch_resources_read(a, "alice", uri2, &err) && err.code == -ENOENT,
+       "after its time: expired");
+    hutch_resources_free(a);
+    hutch_resources_free(b);
+
+    ok(hutch_resources_new(0, "relative/dir", &bad, &err) == -EINVAL && !bad,
+       "a relative directory is refused: %s", err.msg);
+    chmod(sub, 0777);
+    ok(hutch_resources_new(0, sub, &bad, &err) == -EPERM && !bad,
+       "a directory others can write is refused: %s", err.msg);
+    ok(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0, "cleaned up");
+}
+
 int main(void)
 {
     mime();
     store();
     render();
+    shared_dir();
     return tap_done();
 }
