@@ -2,7 +2,7 @@
 # demo.sh and test.sh).  Idempotent: apt runs only when something is missing.
 BUILD_DEPS="build-essential autoconf automake libtool pkg-config
   libcurl4-openssl-dev libcjson-dev libarchive-dev liblua5.4-dev
-  libseccomp-dev libmicrohttpd-dev"
+  libseccomp-dev libmicrohttpd-dev libssl-dev"
 RUNTIME_DEPS="python3 nodejs procps"
 # systemd: systemd-analyze, for tests/run/packaging.sh's verify of the unit.
 # python3-numpy/pandas/matplotlib: the data flavour on the local executor
