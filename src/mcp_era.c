@@ -72,22 +72,29 @@ void hutch_mcp_verdict_clear(struct hutch_mcp_verdict *v)
 }
 
 /* A header value without the optional whitespace around it (RFC 9110 5.5),
- * copied into buf; NULL when absent. */
-static const char *trimmed(const char *h, char *buf, size_t size)
-{
+ * as a span of the header (no copy, no length limit). */
+struct span {
+    const char *p; /* NULL: the header is absent */
     size_t n;
+};
+
+static struct span trimmed(const char *h)
+{
+    struct span s = {h, 0};
     if (!h)
-        return NULL;
-    while (*h == ' ' || *h == '\t')
-        h++;
-    n = strlen(h);
-    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
-        n--;
-    if (n >= size)
-        n = size - 1; /* too long to match anything hutch accepts */
-    memcpy(buf, h, n);
-    buf[n] = '\0';
-    return buf;
+        return s;
+    while (*s.p == ' ' || *s.p == '\t')
+        s.p++;
+    s.n = strlen(s.p);
+    while (s.n && (s.p[s.n - 1] == ' ' || s.p[s.n - 1] == '\t'))
+        s.n--;
+    return s;
+}
+
+/* The header, present, says exactly `value`. */
+static int span_is(struct span s, const char *value)
+{
+    return s.p && strlen(value) == s.n && memcmp(s.p, value, s.n) == 0;
 }
 
 static int refuse(struct hutch_mcp_verdict *v, struct hutch_err *err, int code,
@@ -162,24 +169,25 @@ static int check_envelope(const cJSON *meta, struct hutch_mcp_verdict *v,
 
 /* Mcp-Name against the body (HTTP, modern requests): the value as sent or
  * as a "=?base64?…?=" sentinel. */
-static int check_name_header(const char *method, const cJSON *params, const char *hname,
+static int check_name_header(const char *method, const cJSON *params, struct span hn,
                              struct hutch_mcp_verdict *v, struct hutch_err *err)
 {
     const char *field = name_source(method);
     const cJSON *body = field ? cJSON_GetObjectItemCaseSensitive(params, field) : NULL;
     const char *want = cJSON_IsString(body) ? body->valuestring : NULL;
     unsigned char *dec = NULL;
-    size_t n = strlen(hname ? hname : ""), dn = 0;
+    size_t dn = 0;
     int same;
 
     if (!field)
         return 0;
-    if (!hname)
+    if (!hn.p)
         return want ? mismatch(v, err, "Mcp-Name", want,
                                "the required Mcp-Name header is absent")
                     : 0;
-    if (n >= 11 && !strncmp(hname, "=?base64?", 9) && !strcmp(hname + n - 2, "?=")) {
-        if (hutch_base64_decode(hname + 9, n - 11, &dec, &dn) < 0 ||
+    if (hn.n >= 11 && !strncmp(hn.p, "=?base64?", 9) &&
+        !memcmp(hn.p + hn.n - 2, "?=", 2)) {
+        if (hutch_base64_decode(hn.p + 9, hn.n - 11, &dec, &dn) < 0 ||
             memchr(dec, '\0', dn) || !hutch_utf8_valid((const char *)dec, dn)) {
             free(dec);
             return mismatch(v, err, "Mcp-Name", NULL,
@@ -187,12 +195,26 @@ static int check_name_header(const char *method, const cJSON *params, const char
         }
     }
     same = !want ||
-           (dec ? strlen(want) == dn && !memcmp(want, dec, dn) : !strcmp(want, hname));
+           (dec ? strlen(want) == dn && !memcmp(want, dec, dn) : span_is(hn, want));
     free(dec);
     if (!same)
         return mismatch(v, err, "Mcp-Name", want,
                         "the Mcp-Name header does not match the body");
     return 0;
+}
+
+/* The revision a header names is a modern one (see era_is_modern). */
+static int span_modern(struct span s)
+{
+    char buf[sizeof(HUTCH_MCP_MODERN_PROTOCOL)];
+    size_t n = s.n < sizeof(buf) - 1 ? s.n : sizeof(buf) - 1;
+    if (!s.p)
+        return 0;
+    /* Compared over the length of a revision name: a longer header that
+     * starts with one sorts after it too. */
+    memcpy(buf, s.p, n);
+    buf[n] = '\0';
+    return strcmp(buf, HUTCH_MCP_MODERN_PROTOCOL) >= 0;
 }
 
 int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers,
@@ -202,15 +224,15 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-    char vbuf[64], mbuf[256], nbuf[1024];
-    const char *hv = NULL, *hm = NULL, *hn = NULL, *meth;
+    struct span hv = {0}, hm = {0}, hn = {0};
+    const char *meth;
     int claim, r;
 
     memset(v, 0, sizeof(*v));
     if (headers) {
-        hv = trimmed(headers->protocol_version, vbuf, sizeof(vbuf));
-        hm = trimmed(headers->method, mbuf, sizeof(mbuf));
-        hn = trimmed(headers->name, nbuf, sizeof(nbuf));
+        hv = trimmed(headers->protocol_version);
+        hm = trimmed(headers->method);
+        hn = trimmed(headers->name);
     }
     if (!cJSON_IsString(method))
         return 0; /* a response from the client: 2025 session traffic */
@@ -225,12 +247,12 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
         if (claim && !cJSON_IsString(ver))
             return bad_envelope(v, err, HUTCH_MCP_META_PROTOCOL_VERSION,
                                 "must be a protocol version string");
-        if (claim && hv && strcmp(hv, ver->valuestring))
+        if (claim && hv.p && !span_is(hv, ver->valuestring))
             return mismatch(v, err, "MCP-Protocol-Version", ver->valuestring,
                             "MCP-Protocol-Version does not match the body's _meta");
-        if (!claim && !(hv && era_is_modern(hv)))
+        if (!claim && !span_modern(hv))
             return 0;
-        if (hm && strcmp(hm, meth))
+        if (hm.p && !span_is(hm, meth))
             return mismatch(v, err, "Mcp-Method", meth,
                             "Mcp-Method does not match the body's method");
         v->era = HUTCH_MCP_MODERN;
@@ -249,7 +271,7 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
             claim = 0;
     }
     if (!claim) {
-        if (hv && era_is_modern(hv)) {
+        if (span_modern(hv)) {
             if (!strcmp(meth, "initialize"))
                 return mismatch(v, err, "MCP-Protocol-Version", NULL,
                                 "initialize (the 2025 handshake) sent with a 2026 "
@@ -267,9 +289,9 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
                         miss, cJSON_CreateString(HUTCH_MCP_META_CLIENT_CAPS));
             }
             return refuse(v, err, E_PARAMS, 400, d,
-                          "Invalid params: MCP-Protocol-Version names %.32s, but "
-                          "params._meta does not carry %s",
-                          hv, HUTCH_MCP_META_PROTOCOL_VERSION);
+                          "Invalid params: MCP-Protocol-Version names a 2026 "
+                          "revision, but params._meta does not carry %s",
+                          HUTCH_MCP_META_PROTOCOL_VERSION);
         }
         return 0; /* 2025: the session's business */
     }
@@ -277,10 +299,10 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
     v->era = HUTCH_MCP_MODERN;
     if ((r = check_envelope(meta, v, err)) < 0)
         return r;
-    if (hv && strcmp(hv, v->version))
+    if (hv.p && !span_is(hv, v->version))
         return mismatch(v, err, "MCP-Protocol-Version", v->version,
                         "MCP-Protocol-Version does not match the body's _meta");
-    if (hm && strcmp(hm, meth))
+    if (hm.p && !span_is(hm, meth))
         return mismatch(v, err, "Mcp-Method", meth,
                         "Mcp-Method does not match the body's method");
     if (!hutch_mcp_version_modern(v->version)) {
@@ -293,10 +315,10 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
                       HUTCH_MCP_MODERN_PROTOCOL);
     }
     if (headers) { /* the standard headers every modern request carries */
-        if (!hv)
+        if (!hv.p)
             return mismatch(v, err, "MCP-Protocol-Version", v->version,
                             "the required MCP-Protocol-Version header is absent");
-        if (!hm)
+        if (!hm.p)
             return mismatch(v, err, "Mcp-Method", meth,
                             "the required Mcp-Method header is absent");
         if ((r = check_name_header(meth, params, hn, v, err)) < 0)

@@ -170,6 +170,10 @@ is "2026 Mcp-Name as Base64 (search_tools): 200" "$CODE" 200
 is "2026 tools/call: resultType complete" "$(printf '%s' "$BODY" | json result.resultType)" complete
 m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name: =?base64?!!!?="
 check26 "2026 Mcp-Name with bad Base64" 400 -32020 32
+m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name:  search_tools	"
+is "2026 Mcp-Name with whitespace around it: 200" "$CODE" 200
+m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name: search_tools$(printf 'x%.0s' $(seq 1 3000))"
+check26 "2026 Mcp-Name the body's name and 3000 bytes more" 400 -32020 32
 m26 '{"jsonrpc":"2.0","id":33,"method":"tools/list","params":{}}' -H "$V26" -H "Mcp-Method: tools/list"
 check26 "2026 header, no _meta" 400 -32602 33
 m26 '{"jsonrpc":"2.0","id":34,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}' -H "$V26" -H "Mcp-Method: tools/list"
