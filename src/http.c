@@ -64,6 +64,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "budget.h"
 #include "buf.h"
@@ -120,6 +121,9 @@ struct http_session {
     const char *id;
     /* Who created it; only they may use it. */
     char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
+    /* One 2026-07-28 request's, never in the table (post_modern): closed
+     * without waiting, its slot given back when the core is done with it. */
+    int transient;
     /* Under srv->mu: */
     int refs; /* the table while linked, plus each request using it */
     int linked;
@@ -142,7 +146,7 @@ struct http_server {
     int started;
     pthread_mutex_t mu;
     struct http_session *sessions;
-    unsigned nsessions; /* linked, plus being initialized */
+    unsigned nsessions; /* linked, being initialized, 2026 requests in flight */
 };
 
 /* One HTTP request: MHD's per-request context. */
@@ -408,13 +412,12 @@ static void on_send(void *arg, void *stream, const char *json, size_t len, int l
 /* ---------------------------------------------------------------------- */
 /* Sessions */
 
-static void session_destroy(struct http_session *hs)
+/* The core sends nothing more for the session: whatever it still owed
+ * will never come. */
+static void session_forget(struct http_session *hs)
 {
     struct http_server *srv = hs->srv;
 
-    /* After this returns the core sends nothing more for the session... */
-    hutch_mcp_session_free(hs->s);
-    /* ...so whatever it still owed will never come. */
     for (;;) {
         struct http_stream *st;
 
@@ -428,6 +431,32 @@ static void session_destroy(struct http_session *hs)
         stream_finish(st);
         stream_unref(st);
     }
+}
+
+static void session_settle(struct http_session *hs, int keep);
+
+/* hutch_mcp_session_close's callback for a transient session: on the
+ * thread that last used the core's session (maybe its last worker). */
+static void transient_gone(void *arg)
+{
+    struct http_session *hs = arg;
+
+    session_forget(hs);
+    session_settle(hs, 0);
+    free(hs);
+}
+
+static void session_destroy(struct http_session *hs)
+{
+    if (hs->transient) {
+        /* Its response went out (or its client left): what remains is
+         * tearing its sandbox down, which the client must not wait for. */
+        hutch_mcp_session_close(hs->s, transient_gone, hs);
+        return;
+    }
+    /* After this returns the core sends nothing more for the session... */
+    hutch_mcp_session_free(hs->s);
+    session_forget(hs);
     free(hs);
 }
 
@@ -547,16 +576,6 @@ static void session_end(struct http_session *hs)
     pthread_mutex_unlock(&srv->mu);
     if (left == 0)
         session_destroy(hs);
-}
-
-/* The session of one 2026-07-28 request, never in the table: it ends with
- * the request.  Freeing it cancels the request's execution if it still runs
- * (the client closed the stream: the revision's cancellation) and waits for
- * its worker. */
-static void session_drop(struct http_session *hs)
-{
-    session_settle(hs, 0);
-    session_unref(hs);
 }
 
 /* End sessions idle for HUTCH_HTTP_SESSION_IDLE_MS (or all of them).  A session
@@ -929,18 +948,16 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     return n;
 }
 
-static void session_drop(struct http_session *hs);
-
 static void sse_free(void *cls)
 {
     struct http_stream *st = cls;
     struct http_session *owner = hutch_steal(&st->owner);
 
     stream_abandon(st);
-    /* Here, on the connection's thread, never on the core's: freeing the
-     * session waits for its workers. */
+    /* The request's own session ends with its response (session_destroy:
+     * what still runs is cancelled). */
     if (owner)
-        session_drop(owner);
+        session_unref(owner);
     stream_unref(st);
 }
 
@@ -1105,9 +1122,10 @@ static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connectio
                                ? "Service Unavailable: too many requests at once"
                                : "Internal error: cannot serve the request",
                            NULL);
+    hs->transient = 1;
     st = stream_new(srv, conn, accepts_sse(conn));
     if (!st) {
-        session_drop(hs);
+        session_unref(hs);
         return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
                            "Out of memory", NULL);
     }
@@ -1117,9 +1135,11 @@ static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connectio
         st->owner = hs; /* sse_free drops it */
         ret = reply_sse_stream(conn, st);
         if (ret == MHD_NO) {
+            /* Unless the response was made and sse_free dropped it. */
             hs = hutch_steal(&st->owner);
             stream_abandon(st);
-            session_drop(hs);
+            if (hs)
+                session_unref(hs);
         }
         stream_unref(st);
         return ret;
@@ -1127,7 +1147,7 @@ static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connectio
     rc = stream_wait_done(st);
     ret = rc == -ECONNRESET ? MHD_NO : reply_done(conn, st, NULL);
     stream_abandon(st);
-    session_drop(hs);
+    session_unref(hs);
     stream_unref(st);
     return ret;
 }
@@ -1513,6 +1533,17 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     __atomic_store_n(&srv.stopping, 1, __ATOMIC_RELEASE);
     MHD_stop_daemon(d);
     sessions_sweep(&srv, 1);
+    /* 2026 requests whose sandboxes are still being torn down (their
+     * executions were cancelled when their connections ended). */
+    for (;;) {
+        unsigned left;
+        pthread_mutex_lock(&srv.mu);
+        left = srv.nsessions;
+        pthread_mutex_unlock(&srv.mu);
+        if (!left)
+            break;
+        usleep(10000);
+    }
     pthread_mutex_destroy(&srv.mu);
     return 0;
 }

@@ -84,6 +84,11 @@ struct hutch_mcp_session {
     int workers;
     struct inflight *inflight;
     struct hutch_mcp_session *next; /* m->sessions */
+    /* Closed while workers ran (hutch_mcp_session_close): the last one
+     * frees the session and calls gone(gone_arg).  Under mu. */
+    int closing;
+    void (*gone)(void *arg);
+    void *gone_arg;
 };
 
 static void list_changed(void *arg);
@@ -163,10 +168,9 @@ struct hutch_mcp_session *hutch_mcp_session_new(struct hutch_mcp *m,
     return s;
 }
 
-void hutch_mcp_session_free(struct hutch_mcp_session *s)
+/* Out of m->sessions (no list_changed for it), its executions cancelled. */
+static void session_quit(struct hutch_mcp_session *s)
 {
-    if (!s)
-        return;
     pthread_mutex_lock(&s->m->sessions_mu);
     for (struct hutch_mcp_session **p = &s->m->sessions; *p; p = &(*p)->next)
         if (*p == s) {
@@ -177,13 +181,49 @@ void hutch_mcp_session_free(struct hutch_mcp_session *s)
     pthread_mutex_lock(&s->mu);
     for (struct inflight *f = s->inflight; f; f = f->next)
         atomic_store(&f->cancel, 1);
-    while (s->workers > 0)
-        pthread_cond_wait(&s->idle, &s->mu);
     pthread_mutex_unlock(&s->mu);
+}
+
+/* No worker left: nothing refers to s. */
+static void session_destroy(struct hutch_mcp_session *s)
+{
+    void (*gone)(void *) = s->gone;
+    void *arg = s->gone_arg;
+
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->send_mu);
     pthread_cond_destroy(&s->idle);
     free(s);
+    if (gone)
+        gone(arg);
+}
+
+void hutch_mcp_session_free(struct hutch_mcp_session *s)
+{
+    if (!s)
+        return;
+    session_quit(s);
+    pthread_mutex_lock(&s->mu);
+    while (s->workers > 0)
+        pthread_cond_wait(&s->idle, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    session_destroy(s);
+}
+
+void hutch_mcp_session_close(struct hutch_mcp_session *s, void (*gone)(void *arg),
+                             void *arg)
+{
+    int now;
+
+    session_quit(s);
+    pthread_mutex_lock(&s->mu);
+    s->gone = gone;
+    s->gone_arg = arg;
+    s->closing = 1;
+    now = s->workers == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (now)
+        session_destroy(s);
 }
 
 const char *hutch_mcp_session_id(const struct hutch_mcp_session *s)
@@ -1036,6 +1076,7 @@ static void *job_main(void *p)
 {
     struct job *j = p;
     struct hutch_mcp_session *s = j->s;
+    int last;
     cJSON *result =
         j->direct ? hutch_direct_call(&s->m->direct, s->principal, j->direct, j->args)
                   : execute_code(j);
@@ -1063,8 +1104,11 @@ static void *job_main(void *p)
     job_free(j);
     pthread_mutex_lock(&s->mu);
     s->workers--;
+    last = s->closing && s->workers == 0;
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
+    if (last) /* closed meanwhile: the session is this worker's to free */
+        session_destroy(s);
     return NULL;
 }
 

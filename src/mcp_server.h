@@ -62,6 +62,13 @@ struct hutch_mcp_session *hutch_mcp_session_new(struct hutch_mcp *m,
                                                 hutch_mcp_send_fn send, void *arg,
                                                 const char *principal);
 void hutch_mcp_session_free(struct hutch_mcp_session *s);
+/* The same without waiting: the session's executions are cancelled, and it
+ * is freed once its workers are done — now, or later on the last worker's
+ * thread — and then gone(arg) is called, after which the session sends
+ * nothing more.  For a transport that must not wait for a sandbox to be
+ * torn down after the response went out (HTTP's 2026-07-28 requests). */
+void hutch_mcp_session_close(struct hutch_mcp_session *s, void (*gone)(void *arg),
+                             void *arg);
 
 /* Handle one message from the client (untrusted).  Returns 1 when it was a
  * request, whose response will arrive through send() with `stream` and
