@@ -1165,11 +1165,13 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
     enum MHD_Result ret;
     int init = 0, r;
 
-    /* Parsed and judged once: the era decides whether there is a session. */
+    /* Parsed and judged once: the era decides whether there is a session.
+     * What the revision calls a protocol error gets its HTTP status even on
+     * a session; junk on a session is answered in it, as it always was. */
     hutch_mcp_msg_parse(body, rq->body.len, &h, &m);
-    if (m.v.era == HUTCH_MCP_MODERN || (!hs && m.refused)) {
+    if (m.v.era == HUTCH_MCP_MODERN || m.protocol_error || (!hs && m.refused)) {
         if (hs)
-            session_unref(hs); /* a 2026 request: its session id means nothing */
+            session_unref(hs); /* its session id means nothing here */
         ret = m.refused ? reply_refusal(conn, &m) : post_modern(srv, conn, rq, &m);
         hutch_mcp_msg_clear(&m);
         return ret;

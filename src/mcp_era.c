@@ -432,6 +432,7 @@ void hutch_mcp_msg_parse(const char *json, size_t len,
     m->answer = id != NULL;
     if (hutch_mcp_classify(m->json, headers, &m->v, &err) < 0) {
         m->refused = 1;
+        m->protocol_error = 1;
         snprintf(m->why, sizeof(m->why), "%s", err.msg);
     }
 }

@@ -80,6 +80,7 @@ struct hutch_mcp_msg {
     const cJSON *params; /* NULL or an object */
     int answer;          /* 1: a response is owed (a request, or junk) */
     int refused;         /* 1: answer with the error below, nothing else */
+    int protocol_error;  /* refused by hutch_mcp_classify, whatever the era */
     struct hutch_mcp_verdict v;
     char why[HUTCH_ERR_MSG]; /* the refusal's message */
 };

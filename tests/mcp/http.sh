@@ -176,6 +176,8 @@ m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name: search_tools$(pri
 check26 "2026 Mcp-Name the body's name and 3000 bytes more" 400 -32020 32
 m26 '{"jsonrpc":"2.0","id":33,"method":"tools/list","params":{}}' -H "$V26" -H "Mcp-Method: tools/list"
 check26 "2026 header, no _meta" 400 -32602 33
+mcp -H "$ACCEPT_JSON" -H "$V26" -d '{"jsonrpc":"2.0","id":40,"method":"tools/list"}'
+check26 "a session's request with a 2026 MCP-Protocol-Version and no _meta" 400 -32602 40
 m26 '{"jsonrpc":"2.0","id":34,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}' -H "$V26" -H "Mcp-Method: tools/list"
 check26 "2026 _meta without clientCapabilities" 400 -32602 34
 m26 '{"jsonrpc":"2.0","id":35,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}' -H "MCP-Protocol-Version: 2099-01-01" -H "Mcp-Method: tools/list"
