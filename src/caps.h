@@ -88,6 +88,7 @@
 /* MCP, both directions. */
 #define HUTCH_MCP_MAX_MESSAGE         (16u << 20)  /* one JSON-RPC message */
 #define HUTCH_MCP_MAX_INFLIGHT        64           /* concurrent requests per session */
+#define HUTCH_MCP_LIST_TTL_MS         300000u      /* 2026 ttlMs of fixed lists */
 #define HUTCH_MCP_MAX_FILES_OUT_BYTES (1u << 20)   /* inline in a result */
 #define HUTCH_MCP_MAX_OUTPUT_TEXT     (256u << 10) /* search_tools' text */
 #define HUTCH_HTTP_MAX_BODY           HUTCH_MCP_MAX_MESSAGE

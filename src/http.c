@@ -10,12 +10,22 @@
  *           text/event-stream, are served JSON rather than refused: the spec
  *           asks clients for both, but refusing helps nobody.  Notifications
  *           and client responses get 202 with no body.
+ *           Each message is parsed and its era decided once, here, before
+ *           any session is looked at (mcp_era.h): the body's _meta, with
+ *           MCP-Protocol-Version, Mcp-Method and Mcp-Name cross-checked.
+ *           2025 messages go to their Mcp-Session-Id's session (initialize
+ *           makes one).  A 2026-07-28 request has no session: it gets one of
+ *           its own, outside the table, for as long as it runs, and closing
+ *           its stream cancels it; what the revision calls a protocol error
+ *           is answered with its HTTP status (400, 404 for an unknown method)
+ *           before any of that.
  *   DELETE  ends the session named by Mcp-Session-Id.
  *   GET     405: hutch never speaks outside a request, so it offers no
  *           standalone stream (the spec allows 405).  Messages the core sends
  *           tied to no request (stream == NULL) are therefore dropped.
  * Around that: a bearer token, Host/Origin checks on loopback binds (DNS
- * rebinding), body and session caps, idle session expiry (30 min).
+ * rebinding), body and session caps (a 2026 request in flight holds a
+ * session slot), idle session expiry (30 min).
  *
  * Beside it, GET (and HEAD) only, other methods 405:
  *   /healthz  200 "ok": the process answers.  No token.
@@ -54,12 +64,14 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "budget.h"
 #include "buf.h"
 #include "caps.h"
 #include "http.h"
 #include "log.h"
+#include "mcp_era.h"
 #include "mcp_server.h"
 #include "metrics.h"
 #include "mhd_lib.h"
@@ -97,6 +109,9 @@ struct http_stream {
     struct http_session *sess;
     struct http_stream *pnext, *pprev;
     int pending;
+    /* A 2026-07-28 request's own session (see post_modern), held by the
+     * SSE response until it ends: dropping it cancels what still runs. */
+    struct http_session *owner;
 };
 
 struct http_session {
@@ -106,6 +121,9 @@ struct http_session {
     const char *id;
     /* Who created it; only they may use it. */
     char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
+    /* One 2026-07-28 request's, never in the table (post_modern): closed
+     * without waiting, its slot given back when the core is done with it. */
+    int transient;
     /* Under srv->mu: */
     int refs; /* the table while linked, plus each request using it */
     int linked;
@@ -128,7 +146,7 @@ struct http_server {
     int started;
     pthread_mutex_t mu;
     struct http_session *sessions;
-    unsigned nsessions; /* linked, plus being initialized */
+    unsigned nsessions; /* linked, being initialized, 2026 requests in flight */
 };
 
 /* One HTTP request: MHD's per-request context. */
@@ -394,13 +412,12 @@ static void on_send(void *arg, void *stream, const char *json, size_t len, int l
 /* ---------------------------------------------------------------------- */
 /* Sessions */
 
-static void session_destroy(struct http_session *hs)
+/* The core sends nothing more for the session: whatever it still owed
+ * will never come. */
+static void session_forget(struct http_session *hs)
 {
     struct http_server *srv = hs->srv;
 
-    /* After this returns the core sends nothing more for the session... */
-    hutch_mcp_session_free(hs->s);
-    /* ...so whatever it still owed will never come. */
     for (;;) {
         struct http_stream *st;
 
@@ -414,6 +431,32 @@ static void session_destroy(struct http_session *hs)
         stream_finish(st);
         stream_unref(st);
     }
+}
+
+static void session_settle(struct http_session *hs, int keep);
+
+/* hutch_mcp_session_close's callback for a transient session: on the
+ * thread that last used the core's session (maybe its last worker). */
+static void transient_gone(void *arg)
+{
+    struct http_session *hs = arg;
+
+    session_forget(hs);
+    session_settle(hs, 0);
+    free(hs);
+}
+
+static void session_destroy(struct http_session *hs)
+{
+    if (hs->transient) {
+        /* Its response went out (or its client left): what remains is
+         * tearing its sandbox down, which the client must not wait for. */
+        hutch_mcp_session_close(hs->s, transient_gone, hs);
+        return;
+    }
+    /* After this returns the core sends nothing more for the session... */
+    hutch_mcp_session_free(hs->s);
+    session_forget(hs);
     free(hs);
 }
 
@@ -794,25 +837,6 @@ static int accepts_sse(struct MHD_Connection *conn)
     return a && strcasestr(a, "text/event-stream");
 }
 
-/* 1: a single initialize request; 0: something else; -1: not JSON. */
-static int body_is_initialize(const char *body, size_t len)
-{
-    cJSON *j;
-    const cJSON *method;
-    int r;
-
-    /* Too costly to parse: not an initialize, and the server refuses it. */
-    if (body && hutch_json_text_cost(body, len) > HUTCH_JSON_MAX_TREE)
-        return 0;
-    j = body ? cJSON_ParseWithLength(body, len) : NULL;
-    if (!j)
-        return -1;
-    method = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "method") : NULL;
-    r = cJSON_IsString(method) && strcmp(method->valuestring, "initialize") == 0;
-    cJSON_Delete(j);
-    return r;
-}
-
 static int reserve(struct http_server *srv, struct http_req *rq, uint64_t total)
 {
     uint64_t more, now;
@@ -927,8 +951,13 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void sse_free(void *cls)
 {
     struct http_stream *st = cls;
+    struct http_session *owner = hutch_steal(&st->owner);
 
     stream_abandon(st);
+    /* The request's own session ends with its response (session_destroy:
+     * what still runs is cancelled). */
+    if (owner)
+        session_unref(owner);
     stream_unref(st);
 }
 
@@ -1055,45 +1084,131 @@ static enum MHD_Result post_initialize(struct http_session *hs, struct http_stre
     return ret;
 }
 
+/* A message refused before any session sees it, with the status the
+ * revision gives its error (400 for most, 404 for an unknown method). */
+static enum MHD_Result reply_refusal(struct MHD_Connection *conn,
+                                     struct hutch_mcp_msg *m)
+{
+    char *text = hutch_mcp_msg_refusal(m);
+
+    if (!text)
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+                           "Out of memory", NULL);
+    hutch_debug("http %u: %s", m->v.http_status, m->why);
+    return reply(conn, m->v.http_status ? m->v.http_status : MHD_HTTP_BAD_REQUEST,
+                 "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE, NULL);
+}
+
+/* A 2026-07-28 message: no session to find or make.  A request gets a
+ * session of its own, outside the table, that lives as long as the request
+ * (the way back to the client, its principal, its in-flight execution); a
+ * notification has nothing to act on (cancellation is closing the stream)
+ * and gets 202. */
+static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connection *conn,
+                                   struct http_req *rq, struct hutch_mcp_msg *m)
+{
+    struct http_session *hs;
+    struct http_stream *st;
+    enum MHD_Result ret;
+    unsigned status = 0;
+    int rc;
+
+    if (!m->answer)
+        return reply_empty(conn, MHD_HTTP_ACCEPTED);
+    hs = session_create(srv, rq->principal, &status);
+    if (!hs)
+        return reply_error(conn, status, -32000,
+                           status == MHD_HTTP_SERVICE_UNAVAILABLE
+                               ? "Service Unavailable: too many requests at once"
+                               : "Internal error: cannot serve the request",
+                           NULL);
+    hs->transient = 1;
+    st = stream_new(srv, conn, accepts_sse(conn));
+    if (!st) {
+        session_unref(hs);
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+                           "Out of memory", NULL);
+    }
+    pending_add(hs, st);
+    hutch_mcp_session_deliver(hs->s, m, st);
+    if (st->sse && !stream_is_done(st)) {
+        st->owner = hs; /* sse_free drops it */
+        ret = reply_sse_stream(conn, st);
+        if (ret == MHD_NO) {
+            /* Unless the response was made and sse_free dropped it. */
+            hs = hutch_steal(&st->owner);
+            stream_abandon(st);
+            if (hs)
+                session_unref(hs);
+        }
+        stream_unref(st);
+        return ret;
+    }
+    rc = stream_wait_done(st);
+    ret = rc == -ECONNRESET ? MHD_NO : reply_done(conn, st, NULL);
+    stream_abandon(st);
+    session_unref(hs);
+    stream_unref(st);
+    return ret;
+}
+
 static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *conn,
                                struct http_req *rq)
 {
     struct http_session *hs = hutch_steal(&rq->hs);
     const char *body = rq->body.data ? rq->body.data : "";
+    const struct hutch_mcp_headers h = {header(conn, "MCP-Protocol-Version"),
+                                        header(conn, "Mcp-Method"),
+                                        header(conn, "Mcp-Name")};
+    struct hutch_mcp_msg m;
     struct http_stream *st;
     enum MHD_Result ret;
     int init = 0, r;
 
+    /* Parsed and judged once: the era decides whether there is a session.
+     * What the revision calls a protocol error gets its HTTP status even on
+     * a session; junk on a session is answered in it, as it always was. */
+    hutch_mcp_msg_parse(body, rq->body.len, &h, &m);
+    if (m.v.era == HUTCH_MCP_MODERN || m.protocol_error || (!hs && m.refused)) {
+        if (hs)
+            session_unref(hs); /* its session id means nothing here */
+        ret = m.refused ? reply_refusal(conn, &m) : post_modern(srv, conn, rq, &m);
+        hutch_mcp_msg_clear(&m);
+        return ret;
+    }
     if (!hs) {
         unsigned status = 0;
 
-        r = body_is_initialize(rq->body.data, rq->body.len);
-        if (r < 0)
-            return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32700, "Parse error", NULL);
-        if (r == 0)
+        if (!m.method || strcmp(m.method, "initialize") != 0 || !m.id) {
+            hutch_mcp_msg_clear(&m);
             return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                                "Bad Request: Mcp-Session-Id header is required", NULL);
+        }
         hs = session_create(srv, rq->principal, &status);
-        if (!hs)
+        if (!hs) {
+            hutch_mcp_msg_clear(&m);
             return reply_error(conn, status, -32000,
                                status == MHD_HTTP_SERVICE_UNAVAILABLE
                                    ? "Service Unavailable: too many sessions"
                                    : "Internal error: cannot create a session",
                                NULL);
+        }
         init = 1;
     }
 
     st = stream_new(srv, conn, accepts_sse(conn));
     if (!st) {
+        hutch_mcp_msg_clear(&m);
         if (init)
             session_settle(hs, 0);
         session_unref(hs);
         return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
                            "Out of memory", NULL);
     }
-    /* Listed before receive(): the answer may come before it returns. */
+    /* Listed before delivery: the answer may come before it returns. */
     pending_add(hs, st);
-    r = hutch_mcp_session_receive(hs->s, body, rq->body.len, st);
+    r = hutch_mcp_session_deliver(hs->s, &m, st);
+    hutch_mcp_msg_clear(&m);
     if (r == 0)
         pending_release(st); /* nothing will come for it */
 
@@ -1185,8 +1300,10 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     }
     sid = header(conn, "Mcp-Session-Id");
     version = header(conn, "MCP-Protocol-Version");
-    /* Not on a session-less initialize: the version is still to be agreed. */
+    /* Not on a session-less initialize: the version is still to be agreed;
+     * nor on a 2026 one, whose body decides (mcp_era.h). */
     if (sid && version && !hutch_mcp_protocol_supported(version) &&
+        !hutch_mcp_version_modern(version) &&
         strcmp(version, HTTP_DEFAULT_VERSION) != 0)
         return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                            "Bad Request: unsupported MCP-Protocol-Version", NULL);
@@ -1418,6 +1535,17 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     __atomic_store_n(&srv.stopping, 1, __ATOMIC_RELEASE);
     MHD_stop_daemon(d);
     sessions_sweep(&srv, 1);
+    /* 2026 requests whose sandboxes are still being torn down (their
+     * executions were cancelled when their connections ended). */
+    for (;;) {
+        unsigned left;
+        pthread_mutex_lock(&srv.mu);
+        left = srv.nsessions;
+        pthread_mutex_unlock(&srv.mu);
+        if (!left)
+            break;
+        usleep(10000);
+    }
     pthread_mutex_destroy(&srv.mu);
     return 0;
 }

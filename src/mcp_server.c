@@ -4,7 +4,15 @@
  * signatures; execute_code runs a program in a fresh sandbox whose tool
  * calls come back through the bridge.  Requests are validated here, before
  * anything runs; execute_code runs on a worker thread per call, so one slow
- * execution never blocks another or the session's other requests. */
+ * execution never blocks another or the session's other requests.
+ *
+ * Two protocol eras, decided per message by mcp_era.c: the 2025 session
+ * protocol (dispatch_legacy: initialize, then the session's methods) and
+ * 2026-07-28 (dispatch_modern: every request stands alone; its results are
+ * stamped with resultType and, for lists, cache hints).  A modern request
+ * uses the session only to answer and to name the principal: nothing of it
+ * is kept, so any hutch with the same configuration serves it alike.
+ * Not here: parsing a message and judging its era (mcp_era.c). */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -24,6 +32,7 @@
 #include "job.h"
 #include "log.h"
 #include "mcp_direct.h"
+#include "mcp_era.h"
 #include "mcp_server.h"
 #include "output.h"
 #include "plugin.h"
@@ -75,6 +84,11 @@ struct hutch_mcp_session {
     int workers;
     struct inflight *inflight;
     struct hutch_mcp_session *next; /* m->sessions */
+    /* Closed while workers ran (hutch_mcp_session_close): the last one
+     * frees the session and calls gone(gone_arg).  Under mu. */
+    int closing;
+    void (*gone)(void *arg);
+    void *gone_arg;
 };
 
 static void list_changed(void *arg);
@@ -154,10 +168,9 @@ struct hutch_mcp_session *hutch_mcp_session_new(struct hutch_mcp *m,
     return s;
 }
 
-void hutch_mcp_session_free(struct hutch_mcp_session *s)
+/* Out of m->sessions (no list_changed for it), its executions cancelled. */
+static void session_quit(struct hutch_mcp_session *s)
 {
-    if (!s)
-        return;
     pthread_mutex_lock(&s->m->sessions_mu);
     for (struct hutch_mcp_session **p = &s->m->sessions; *p; p = &(*p)->next)
         if (*p == s) {
@@ -168,13 +181,49 @@ void hutch_mcp_session_free(struct hutch_mcp_session *s)
     pthread_mutex_lock(&s->mu);
     for (struct inflight *f = s->inflight; f; f = f->next)
         atomic_store(&f->cancel, 1);
-    while (s->workers > 0)
-        pthread_cond_wait(&s->idle, &s->mu);
     pthread_mutex_unlock(&s->mu);
+}
+
+/* No worker left: nothing refers to s. */
+static void session_destroy(struct hutch_mcp_session *s)
+{
+    void (*gone)(void *) = s->gone;
+    void *arg = s->gone_arg;
+
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->send_mu);
     pthread_cond_destroy(&s->idle);
     free(s);
+    if (gone)
+        gone(arg);
+}
+
+void hutch_mcp_session_free(struct hutch_mcp_session *s)
+{
+    if (!s)
+        return;
+    session_quit(s);
+    pthread_mutex_lock(&s->mu);
+    while (s->workers > 0)
+        pthread_cond_wait(&s->idle, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    session_destroy(s);
+}
+
+void hutch_mcp_session_close(struct hutch_mcp_session *s, void (*gone)(void *arg),
+                             void *arg)
+{
+    int now;
+
+    session_quit(s);
+    pthread_mutex_lock(&s->mu);
+    s->gone = gone;
+    s->gone_arg = arg;
+    s->closing = 1;
+    now = s->workers == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (now)
+        session_destroy(s);
 }
 
 const char *hutch_mcp_session_id(const struct hutch_mcp_session *s)
@@ -219,18 +268,12 @@ static void send_error(struct hutch_mcp_session *s, void *stream, const cJSON *i
 static void send_error(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                        int code, const char *fmt, ...)
 {
-    cJSON *msg = cJSON_CreateObject(), *e;
     char text[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
-    cJSON_AddItemToObject(msg, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-    e = cJSON_AddObjectToObject(msg, "error");
-    cJSON_AddNumberToObject(e, "code", code);
-    cJSON_AddStringToObject(e, "message", text);
-    send_msg(s, stream, msg, 1);
+    send_msg(s, stream, hutch_mcp_error_response(id, code, text, NULL), 1);
 }
 
 /* The direct tools' list changed (mcp_direct.c's watch thread): every
@@ -777,6 +820,7 @@ struct job {
     struct inflight fl;
     struct hutch_job_req hj; /* released after the response is sent */
     char *direct;            /* a direct tool's name (mcp_direct.c), or NULL */
+    int modern;              /* asked in the 2026-07-28 era: stamp the result */
 };
 
 static void tick(void *arg, uint64_t elapsed_ms)
@@ -1033,6 +1077,7 @@ static void *job_main(void *p)
 {
     struct job *j = p;
     struct hutch_mcp_session *s = j->s;
+    int last;
     cJSON *result =
         j->direct ? hutch_direct_call(&s->m->direct, s->principal, j->direct, j->args)
                   : execute_code(j);
@@ -1051,6 +1096,8 @@ static void *job_main(void *p)
         cJSON_Delete(result);
         send_error(s, j->stream, j->id, E_CANCELLED, "request cancelled");
     } else {
+        if (j->modern)
+            hutch_mcp_stamp_result(result, NULL);
         send_result(s, j->stream, j->id, result);
     }
     if (s->m->o.jobs)
@@ -1058,13 +1105,17 @@ static void *job_main(void *p)
     job_free(j);
     pthread_mutex_lock(&s->mu);
     s->workers--;
+    last = s->closing && s->workers == 0;
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
+    if (last) /* closed meanwhile: the session is this worker's to free */
+        session_destroy(s);
     return NULL;
 }
 
 static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                      const cJSON *params, const cJSON *args, const char *direct)
+                      const cJSON *params, const cJSON *args, const char *direct,
+                      int modern)
 {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
     const cJSON *token = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
@@ -1078,6 +1129,7 @@ static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id
     }
     j->s = s;
     j->stream = stream;
+    j->modern = modern;
     j->id = cJSON_Duplicate(id, 1);
     j->args = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
     j->fl.key = cJSON_PrintUnformatted(id);
@@ -1120,6 +1172,46 @@ static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id
 /* --- dispatch
  * ------------------------------------------------------------------------- */
 
+static cJSON *tools_list(struct hutch_mcp *m)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON *defs = tool_defs(m);
+    hutch_direct_list(&m->direct, defs); /* --direct-tools */
+    cJSON_AddItemToObject(r, "tools", defs);
+    return r;
+}
+
+static const char instructions[] =
+    "Code mode: find the user's tools with search_tools, then write one short "
+    "Python or JavaScript program that calls them as functions (tools.server.tool) "
+    "and run it with execute_code. Do the filtering and aggregation inside the "
+    "program.";
+
+static void add_server_info(cJSON *obj, const char *key)
+{
+    cJSON *info = cJSON_AddObjectToObject(obj, key);
+    cJSON_AddStringToObject(info, "name", "hutch");
+    cJSON_AddStringToObject(info, "title", "hutch code mode");
+    cJSON_AddStringToObject(info, "version", PACKAGE_VERSION);
+}
+
+/* server/discover (2026-07-28): what initialize told a 2025 client, for
+ * any request to ask.  No logging (the revision moved the log level into
+ * _meta; hutch sends no log messages) and no listChanged: the revision
+ * delivers list changes on subscriptions/listen, which hutch does not
+ * offer (README). */
+static cJSON *discover_result(void)
+{
+    cJSON *r = cJSON_CreateObject(), *caps;
+    cJSON_AddItemToObject(r, "supportedVersions", hutch_mcp_modern_versions());
+    caps = cJSON_AddObjectToObject(r, "capabilities");
+    cJSON_AddObjectToObject(caps, "tools");
+    cJSON_AddObjectToObject(caps, "resources");
+    cJSON_AddStringToObject(r, "instructions", instructions);
+    add_server_info(cJSON_AddObjectToObject(r, "_meta"), HUTCH_MCP_META_SERVER_INFO);
+    return r;
+}
+
 static const char *const log_levels[] = {"debug",   "info",      "notice",
                                          "warning", "error",     "critical",
                                          "alert",   "emergency", NULL};
@@ -1128,7 +1220,7 @@ static void on_initialize(struct hutch_mcp_session *s, void *stream, const cJSON
                           const cJSON *params)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
-    cJSON *r, *caps, *info;
+    cJSON *r, *caps;
 
     if (!cJSON_IsObject(params) || !cJSON_IsString(v)) {
         send_error(s, stream, id, E_PARAMS,
@@ -1154,22 +1246,13 @@ static void on_initialize(struct hutch_mcp_session *s, void *stream, const cJSON
     /* Result files that do not fit in a result are resource_links read
      * with resources/read (result_files.c, resources.c). */
     cJSON_AddFalseToObject(cJSON_AddObjectToObject(caps, "resources"), "listChanged");
-    info = cJSON_AddObjectToObject(r, "serverInfo");
-    cJSON_AddStringToObject(info, "name", "hutch");
-    cJSON_AddStringToObject(info, "title", "hutch code mode");
-    cJSON_AddStringToObject(info, "version", PACKAGE_VERSION);
-    cJSON_AddStringToObject(
-        r, "instructions",
-        "Code mode: find the user's tools with search_tools, then write one short "
-        "Python or "
-        "JavaScript program that calls them as functions (tools.server.tool) and run "
-        "it "
-        "with execute_code. Do the filtering and aggregation inside the program.");
+    add_server_info(r, "serverInfo");
+    cJSON_AddStringToObject(r, "instructions", instructions);
     send_result(s, stream, id, r);
 }
 
 static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                          const cJSON *params)
+                          const cJSON *params, int modern)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(params, "arguments");
@@ -1185,17 +1268,20 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
     }
     if (!strcmp(name->valuestring, "search_tools")) {
         cJSON *empty = cJSON_CreateObject();
-        send_result(
-            s, stream, id,
-            search_tools(s->m, s->principal, cJSON_IsObject(args) ? args : empty));
+        cJSON *r =
+            search_tools(s->m, s->principal, cJSON_IsObject(args) ? args : empty);
+        if (modern)
+            hutch_mcp_stamp_result(r, NULL);
+        send_result(s, stream, id, r);
         cJSON_Delete(empty);
     } else if (!strcmp(name->valuestring, "execute_code")) {
-        start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL, NULL);
+        start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL, NULL,
+                  modern);
     } else if (hutch_direct_enabled(&s->m->direct)) {
         /* An upstream tool (--direct-tools), called on a worker: it may wait
          * for its server as long as a call from a sandbox. */
         start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL,
-                  name->valuestring);
+                  name->valuestring, modern);
     } else {
         send_error(s, stream, id, E_PARAMS,
                    "Unknown tool: %.128s (hutch offers search_tools and execute_code)",
@@ -1208,7 +1294,7 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
 #define E_RESOURCE_NOT_FOUND -32002
 
 static void on_resources_read(struct hutch_mcp_session *s, void *stream,
-                              const cJSON *id, const cJSON *params)
+                              const cJSON *id, const cJSON *params, int modern)
 {
     const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
     struct hutch_err err = HUTCH_ERR_INIT;
@@ -1220,12 +1306,25 @@ static void on_resources_read(struct hutch_mcp_session *s, void *stream,
         return;
     }
     r = hutch_resources_read(s->m->resources, s->principal, uri->valuestring, &err);
-    if (r)
+    if (r && modern) {
+        /* A result file never changes under its uri, but it is one
+         * principal's and expires: the client keeps it no longer than
+         * this request. */
+        const struct hutch_mcp_cache c = {0, 0};
+        hutch_mcp_stamp_result(r, &c);
+    }
+    if (r) {
         send_result(s, stream, id, r);
-    else
+    } else if (modern && err.code == -ENOENT) {
+        /* 2026-07-28 (SEP-2164): invalid params, naming the uri. */
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "uri", uri->valuestring);
+        send_msg(s, stream, hutch_mcp_error_response(id, E_PARAMS, err.msg, d), 1);
+    } else {
         send_error(s, stream, id,
                    err.code == -ENOENT ? E_RESOURCE_NOT_FOUND : E_INTERNAL, "%s",
                    err.msg);
+    }
 }
 
 static void on_cancelled(struct hutch_mcp_session *s, const cJSON *params)
@@ -1245,92 +1344,10 @@ static void on_cancelled(struct hutch_mcp_session *s, const cJSON *params)
     free(key);
 }
 
-static int valid_id(const cJSON *id)
+/* The 2025 session protocol: initialize first, then the session's methods. */
+static void dispatch_legacy(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                            const char *meth, const cJSON *params)
 {
-    /* The range first: converting a double outside int64_t's is undefined
-     * (fuzz_mcp found an id of 8.9e81). */
-    return cJSON_IsString(id) ||
-           (cJSON_IsNumber(id) && id->valuedouble >= -9223372036854775808.0 &&
-            id->valuedouble < 9223372036854775808.0 &&
-            id->valuedouble == (double)(int64_t)id->valuedouble);
-}
-
-int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, size_t len,
-                              void *stream)
-{
-    const cJSON *method, *id, *params, *ver;
-    cJSON *msg;
-    const char *meth;
-
-    if (len > HUTCH_MCP_MAX_MESSAGE) {
-        send_error(s, stream, NULL, E_INVALID_REQUEST,
-                   "message of %zu bytes exceeds %u", len, HUTCH_MCP_MAX_MESSAGE);
-        return 1;
-    }
-    if (!hutch_utf8_valid(json, len)) {
-        send_error(s, stream, NULL, E_PARSE,
-                   "Parse error: the message is not valid UTF-8");
-        return 1;
-    }
-    {
-        struct hutch_err jerr = HUTCH_ERR_INIT;
-        if (hutch_json_check_text(json, len, HUTCH_JSON_MAX_TREE, "a message", &jerr) <
-            0) {
-            send_error(s, stream, NULL, E_INVALID_REQUEST, "%s", jerr.msg);
-            return 1;
-        }
-    }
-    msg = cJSON_ParseWithLength(json, len);
-    if (!msg) {
-        send_error(s, stream, NULL, E_PARSE,
-                   "Parse error: the message is not valid JSON");
-        return 1;
-    }
-    if (cJSON_IsArray(msg)) {
-        cJSON_Delete(msg);
-        send_error(
-            s, stream, NULL, E_INVALID_REQUEST,
-            "Invalid Request: JSON-RPC batches are not supported (MCP 2025-06-18 "
-            "removed them); send one message at a time");
-        return 1;
-    }
-    if (!cJSON_IsObject(msg) || hutch_json_depth(msg) > HUTCH_MCP_MAX_DEPTH) {
-        cJSON_Delete(msg);
-        send_error(s, stream, NULL, E_INVALID_REQUEST,
-                   "Invalid Request: not a JSON-RPC object");
-        return 1;
-    }
-    ver = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
-    method = cJSON_GetObjectItemCaseSensitive(msg, "method");
-    id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-    params = cJSON_GetObjectItemCaseSensitive(msg, "params");
-
-    if (!method && (cJSON_GetObjectItemCaseSensitive(msg, "result") ||
-                    cJSON_GetObjectItemCaseSensitive(msg, "error"))) {
-        cJSON_Delete(msg); /* a response to a request we never send: ignored */
-        return 0;
-    }
-    if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0 ||
-        !cJSON_IsString(method) || (id && !valid_id(id)) ||
-        (params && !cJSON_IsObject(params))) {
-        int is_request = id != NULL;
-        if (is_request || !cJSON_IsString(method))
-            send_error(
-                s, stream, id && valid_id(id) ? id : NULL, E_INVALID_REQUEST,
-                "Invalid Request: needs \"jsonrpc\": \"2.0\", a string \"method\", an "
-                "integer or string \"id\" and object \"params\"");
-        cJSON_Delete(msg);
-        return is_request || !cJSON_IsString(method);
-    }
-    meth = method->valuestring;
-    if (!id) {
-        if (!strcmp(meth, "notifications/cancelled"))
-            on_cancelled(s, params);
-        /* notifications/initialized and others need nothing */
-        cJSON_Delete(msg);
-        return 0;
-    }
-
     if (!strcmp(meth, "initialize")) {
         on_initialize(s, stream, id, params);
     } else if (!strcmp(meth, "ping")) {
@@ -1339,15 +1356,11 @@ int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, siz
         send_error(s, stream, id, E_INVALID_REQUEST,
                    "the session is not initialized: send initialize first");
     } else if (!strcmp(meth, "tools/list")) {
-        cJSON *r = cJSON_CreateObject();
-        cJSON *defs = tool_defs(s->m);
-        hutch_direct_list(&s->m->direct, defs); /* --direct-tools */
-        cJSON_AddItemToObject(r, "tools", defs);
-        send_result(s, stream, id, r);
+        send_result(s, stream, id, tools_list(s->m));
     } else if (!strcmp(meth, "tools/call")) {
-        on_tools_call(s, stream, id, params);
+        on_tools_call(s, stream, id, params, 0);
     } else if (!strcmp(meth, "resources/read")) {
-        on_resources_read(s, stream, id, params);
+        on_resources_read(s, stream, id, params, 0);
     } else if (!strcmp(meth, "resources/list")) {
         send_result(s, stream, id, hutch_resources_list(s->m->resources, s->principal));
     } else if (!strcmp(meth, "resources/templates/list")) {
@@ -1369,6 +1382,81 @@ int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, siz
     } else {
         send_error(s, stream, id, E_METHOD, "Method not found: %.128s", meth);
     }
-    cJSON_Delete(msg);
+}
+
+/* The 2026-07-28 protocol: everything the request needs is in it (the era
+ * and the method were checked by hutch_mcp_classify); the session is only
+ * the way back to the client and the principal.  Nothing is remembered. */
+static void dispatch_modern(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                            const char *meth, const cJSON *params)
+{
+    /* What hutch itself offers changes only with a new hutch; the direct
+     * tools follow the upstreams and the policy. */
+    const struct hutch_mcp_cache fixed = {HUTCH_MCP_LIST_TTL_MS, 1}, direct = {0, 0},
+                                 own = {0, 0};
+    cJSON *r = NULL;
+    const struct hutch_mcp_cache *c = NULL;
+
+    if (!strcmp(meth, "server/discover")) {
+        r = discover_result();
+        c = &fixed;
+    } else if (!strcmp(meth, "tools/list")) {
+        r = tools_list(s->m);
+        c = hutch_direct_enabled(&s->m->direct) ? &direct : &fixed;
+    } else if (!strcmp(meth, "tools/call")) {
+        on_tools_call(s, stream, id, params, 1);
+    } else if (!strcmp(meth, "resources/read")) {
+        on_resources_read(s, stream, id, params, 1);
+    } else if (!strcmp(meth, "resources/list")) {
+        r = hutch_resources_list(s->m->resources, s->principal);
+        c = &own; /* a principal's result files, changing with every run */
+    } else if (!strcmp(meth, "resources/templates/list")) {
+        r = cJSON_CreateObject();
+        cJSON_AddArrayToObject(r, "resourceTemplates");
+        c = &fixed;
+    } else { /* hutch_mcp_classify lets no other method through */
+        send_error(s, stream, id, E_METHOD, "Method not found: %.128s", meth);
+    }
+    if (r) {
+        hutch_mcp_stamp_result(r, c);
+        send_result(s, stream, id, r);
+    }
+}
+
+int hutch_mcp_session_deliver(struct hutch_mcp_session *s, struct hutch_mcp_msg *m,
+                              void *stream)
+{
+    if (m->refused) {
+        if (m->answer) {
+            cJSON *r = hutch_mcp_error_response(m->id, m->v.code, m->why, m->v.data);
+            m->v.data = NULL;
+            send_msg(s, stream, r, 1);
+        }
+        return m->answer;
+    }
+    if (!m->method)
+        return 0; /* a response from the client */
+    if (!m->id) {
+        if (!strcmp(m->method, "notifications/cancelled"))
+            on_cancelled(s, m->params);
+        /* notifications/initialized and others need nothing */
+        return 0;
+    }
+    if (m->v.era == HUTCH_MCP_MODERN)
+        dispatch_modern(s, stream, m->id, m->method, m->params);
+    else
+        dispatch_legacy(s, stream, m->id, m->method, m->params);
     return 1;
+}
+
+int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, size_t len,
+                              void *stream)
+{
+    struct hutch_mcp_msg m;
+    int r;
+
+    hutch_mcp_msg_parse(json, len, NULL, &m);
+    r = hutch_mcp_session_deliver(s, &m, stream);
+    hutch_mcp_msg_clear(&m);
+    return r;
 }

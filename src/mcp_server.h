@@ -3,7 +3,9 @@
  * The server holds what every session shares (the jobs that run
  * executions, the upstreams' catalog).  It parses requests and renders
  * results; an execution itself is put together in job.c.  A session is one client: the
- * single client of stdio, or one Mcp-Session-Id of streamable HTTP.  A transport hands
+ * single client of stdio, or one Mcp-Session-Id of streamable HTTP, or, for a
+ * 2026-07-28 request over HTTP, that one request (the era has no sessions;
+ * mcp_era.h decides which era each message belongs to).  A transport hands
  * each message it reads to hutch_mcp_session_receive() and delivers what the session
  * sends back through its hutch_mcp_send_fn.  Requests run concurrently: tools/call runs
  * on a worker thread, so one slow execution never blocks another. */
@@ -60,6 +62,13 @@ struct hutch_mcp_session *hutch_mcp_session_new(struct hutch_mcp *m,
                                                 hutch_mcp_send_fn send, void *arg,
                                                 const char *principal);
 void hutch_mcp_session_free(struct hutch_mcp_session *s);
+/* The same without waiting: the session's executions are cancelled, and it
+ * is freed once its workers are done — now, or later on the last worker's
+ * thread — and then gone(arg) is called, after which the session sends
+ * nothing more.  For a transport that must not wait for a sandbox to be
+ * torn down after the response went out (HTTP's 2026-07-28 requests). */
+void hutch_mcp_session_close(struct hutch_mcp_session *s, void (*gone)(void *arg),
+                             void *arg);
 
 /* Handle one message from the client (untrusted).  Returns 1 when it was a
  * request, whose response will arrive through send() with `stream` and
@@ -70,11 +79,19 @@ void hutch_mcp_session_free(struct hutch_mcp_session *s);
 int hutch_mcp_session_receive(struct hutch_mcp_session *s, const char *json, size_t len,
                               void *stream);
 
+/* The same for a message already parsed and judged (mcp_era.h), as the
+ * HTTP transport does to pick the session before delivering.  m stays the
+ * caller's. */
+struct hutch_mcp_msg;
+int hutch_mcp_session_deliver(struct hutch_mcp_session *s, struct hutch_mcp_msg *m,
+                              void *stream);
+
 /* The session id handed out in Mcp-Session-Id (random, 32 hex). */
 const char *hutch_mcp_session_id(const struct hutch_mcp_session *s);
 /* The protocol version agreed in initialize, NULL before. */
 const char *hutch_mcp_session_protocol(const struct hutch_mcp_session *s);
-/* 1 when `version` is one hutch speaks (2025-06-18, 2025-11-25). */
+/* 1 when `version` is one the 2025 session protocol agrees on in initialize
+ * (2025-06-18, 2025-11-25); 2026-07-28 is per request (mcp_era.h). */
 int hutch_mcp_protocol_supported(const char *version);
 
 #endif

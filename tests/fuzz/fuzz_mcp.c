@@ -3,7 +3,10 @@
  *   - stdio: the input cut into lines as `hutch serve` cuts stdin (a "\r"
  *     before the "\n" dropped, empty lines skipped), each line a message
  *     to one session;
- *   - HTTP: the whole input as one POST body, to a second session.
+ *   - HTTP: the whole input as one POST body, to a second session; and
+ *     again judged as http.c judges it (mcp_era.h), with the headers of a
+ *     2026-07-28 tools/call of execute_code: a refusal is rendered as
+ *     http.c answers it, anything else delivered to a third session.
  * The server has no jobs (mcp_server.h): execute_code checks its arguments
  * (files, inputs, limits) and answers that nothing runs, so no sandbox is
  * ever started; the bridge has no upstreams, so search_tools finds nothing.
@@ -14,6 +17,7 @@
 #include "bridge.h"
 #include "caps.h"
 #include "fuzz.h"
+#include "mcp_era.h"
 #include "mcp_server.h"
 
 static struct hutch_mcp *mcp;
@@ -106,11 +110,36 @@ static void http_session(const char *data, size_t size)
     check(&st);
 }
 
+static void http_2026(const char *data, size_t size)
+{
+    static const struct hutch_mcp_headers h = {"2026-07-28", "tools/call",
+                                               " execute_code "};
+    struct hutch_mcp_msg m;
+    struct stream st = {0};
+
+    hutch_mcp_msg_parse(data, size, &h, &m);
+    if (m.refused) {
+        char *text = hutch_mcp_msg_refusal(&m);
+        fuzz_assert(text);
+        fuzz_assert(m.v.http_status == 400 || m.v.http_status == 404);
+        on_send(NULL, &st, text, strlen(text), 1);
+        free(text);
+    } else {
+        struct hutch_mcp_session *s = hutch_mcp_session_new(mcp, on_send, NULL, "bob");
+        fuzz_assert(s);
+        st.request = hutch_mcp_session_deliver(s, &m, &st);
+        hutch_mcp_session_free(s);
+        check(&st);
+    }
+    hutch_mcp_msg_clear(&m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > HUTCH_MCP_MAX_MESSAGE)
         return 0;
     stdio_session((const char *)data, size);
     http_session((const char *)data, size);
+    http_2026((const char *)data, size);
     return 0;
 }

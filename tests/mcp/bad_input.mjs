@@ -232,6 +232,66 @@ for (const [asked, want] of [
   await r.close();
 }
 
+// 2026-07-28 over stdio: no initialize, the version and the client's
+// capabilities in every request's _meta; the era is decided per request, so
+// one connection serves both.  Wrong envelopes and versions are the
+// revision's protocol errors, never a crash.
+{
+  const r = new Raw();
+  const V = "2026-07-28";
+  const meta = (over = {}) => ({
+    "io.modelcontextprotocol/protocolVersion": V,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    ...over,
+  });
+  let n = 500;
+  const req26 = (method, params = {}, m = meta()) => r.request(++n, method, { ...params, _meta: m }, 10000);
+  const d = await req26("server/discover");
+  t.ok(d?.result?.supportedVersions?.includes(V) && d.result.resultType === "complete" &&
+    d.result._meta?.["io.modelcontextprotocol/serverInfo"]?.name === "hutch",
+  "2026 server/discover before any initialize: versions, resultType, serverInfo in _meta", JSON.stringify(d));
+  const l = await req26("tools/list");
+  t.ok(l?.result?.tools?.some((x) => x.name === "execute_code") && l.result.resultType === "complete" &&
+    Number.isInteger(l.result.ttlMs) && l.result.ttlMs >= 0 && ["public", "private"].includes(l.result.cacheScope),
+  "2026 tools/list: tools, resultType, ttlMs and cacheScope", JSON.stringify(l)?.slice(0, 300));
+  const cases = [
+    ["_meta without clientCapabilities", "tools/list", {}, { "io.modelcontextprotocol/protocolVersion": V }, -32602],
+    ["_meta with a version that is not a string", "tools/list", {}, meta({ "io.modelcontextprotocol/protocolVersion": 20260728 }), -32602],
+    ["_meta with clientCapabilities not an object", "tools/list", {}, meta({ "io.modelcontextprotocol/clientCapabilities": [] }), -32602],
+    ["_meta with a malformed clientInfo", "tools/list", {}, meta({ "io.modelcontextprotocol/clientInfo": "me" }), -32602],
+    ["a version hutch does not speak (2099-01-01)", "tools/list", {}, meta({ "io.modelcontextprotocol/protocolVersion": "2099-01-01" }), -32022],
+    ["a 2025 version in _meta", "tools/list", {}, meta({ "io.modelcontextprotocol/protocolVersion": "2025-11-25" }), -32022],
+    ["ping (removed in 2026-07-28)", "ping", {}, meta(), -32601],
+    ["initialize with a 2026 envelope", "initialize", init(), meta(), -32601],
+    ["logging/setLevel (removed)", "logging/setLevel", { level: "info" }, meta(), -32601],
+    ["an unknown method", "foo/bar", {}, meta(), -32601],
+    ["prompts/list (hutch has no prompts)", "prompts/list", {}, meta(), -32601],
+    ["resources/read of an unknown uri", "resources/read", { uri: "hutch://nope" }, meta(), -32602],
+    ["tools/call of a tool hutch does not have", "tools/call", { name: "nope", arguments: {} }, meta(), -32602],
+  ];
+  for (const [what, method, params, m, want] of cases) {
+    const x = await req26(method, params, m);
+    t.ok(x && x.error?.code === want && x.id === n, `2026 ${what} → ${want}`, JSON.stringify(x));
+    if (want === -32022)
+      t.ok(x?.error?.data?.supported?.includes(V) && x.error.data.requested === m["io.modelcontextprotocol/protocolVersion"],
+        "… listing the versions hutch speaks and echoing the one asked", JSON.stringify(x?.error));
+    if (method === "resources/read")
+      t.is(x?.error?.data?.uri, "hutch://nope", "… naming the uri in its data (SEP-2164)");
+  }
+  const x = await req26("tools/call", { name: "execute_code", arguments: { language: "python", code: "6 * 7" } });
+  t.ok(x?.result?.structuredContent?.result === 42 && x.result.resultType === "complete" && !("ttlMs" in x.result),
+    "2026 execute_code runs without initialize; its result is complete and not cacheable", JSON.stringify(x)?.slice(0, 400));
+  const before = await r.request(++n, "tools/list", undefined, 5000);
+  t.ok(before?.error?.code === -32600, "a 2025 request on the same connection still needs initialize first", JSON.stringify(before));
+  const i = await r.request(++n, "initialize", init());
+  t.is(i?.result?.protocolVersion, "2025-11-25", "… which it then gets, 2025-11-25");
+  const after = await req26("tools/list");
+  t.ok(after?.result?.resultType === "complete", "and a 2026 request after it is still served as 2026", JSON.stringify(after)?.slice(0, 200));
+  t.is(r.junk.length, 0, "everything hutch wrote was JSON");
+  const ex = await r.close();
+  t.ok(ex && ex.code === 0, "the connection ends cleanly", JSON.stringify(ex) + r.err.slice(-500));
+}
+
 // --- hostile upstreams ---------------------------------------------------------------------------
 
 const have = ["crash", "hang", "garbage"].filter((n) => fs.existsSync(path.join(SERVERS_DIR, `${n}.mjs`)));

@@ -120,6 +120,95 @@ mcp -H "$ACCEPT_JSON" -d '[{"jsonrpc":"2.0","id":4,"method":"tools/list"}]'
 is "batch: answered by the core" "$CODE" 200
 like "batch: with a JSON-RPC error" "$BODY" '"error"'
 
+# --- 2026-07-28: no session, everything in the request ----------------------
+# The era is decided per request from the body (params._meta), the headers
+# cross-checked; the 2025 session above keeps working beside it.
+META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+V26="MCP-Protocol-Version: 2026-07-28"
+# m26 BODY CURL-ARGS…: a POST to /mcp with the token and no session.
+m26() {
+    local body=$1
+    shift
+    req -H "$AUTH" -H "$CT" -H "$ACCEPT_JSON" "$@" -d "$body" "$URL"
+}
+L26='{"jsonrpc":"2.0","id":30,"method":"tools/list","params":{'"$META"'}}'
+m26 "$L26" -H "$V26" -H "Mcp-Method: tools/list"
+is "2026 tools/list without a session: 200" "$CODE" 200
+is "2026 tools/list: no Mcp-Session-Id handed out" "$(header Mcp-Session-Id)" ""
+is "2026 tools/list: resultType complete" "$(printf '%s' "$BODY" | json result.resultType)" complete
+is "2026 tools/list: cacheScope public (the same for everyone)" "$(printf '%s' "$BODY" | json result.cacheScope)" public
+m26 '{"jsonrpc":"2.0","id":31,"method":"server/discover","params":{'"$META"'}}' -H "$V26" -H "Mcp-Method: server/discover"
+is "2026 server/discover: 200" "$CODE" 200
+like "2026 server/discover: supportedVersions" "$(printf '%s' "$BODY" | json result.supportedVersions)" '"2026-07-28"'
+m26 "$L26" -H "$V26" -H "Mcp-Method: tools/list" -H "Mcp-Session-Id: $SID"
+is "2026 request that also names a session: served by its body's era (200)" "$CODE" 200
+is "… as 2026 (resultType)" "$(printf '%s' "$BODY" | json result.resultType)" complete
+# check26 NAME STATUS CODE: the last answer's HTTP status, JSON-RPC error
+# code, and id (echoed from the request).
+check26() {
+    is "$1: HTTP $2" "$CODE" "$2"
+    is "$1: error $3" "$(printf '%s' "$BODY" | json error.code)" "$3"
+    is "$1: the request's id" "$(printf '%s' "$BODY" | json id)" "$4"
+}
+m26 "$L26" -H "$V26" -H "Mcp-Method: prompts/list"
+check26 "2026 Mcp-Method not the body's method" 400 -32020 30
+m26 "$L26" -H "$V26" -H "Mcp-Method: TOOLS/LIST"
+check26 "2026 Mcp-Method in another case" 400 -32020 30
+m26 "$L26" -H "$V26"
+check26 "2026 Mcp-Method missing" 400 -32020 30
+m26 "$L26" -H "Mcp-Method: tools/list"
+check26 "2026 MCP-Protocol-Version missing" 400 -32020 30
+m26 "$L26" -H "MCP-Protocol-Version: 2025-11-25" -H "Mcp-Method: tools/list"
+check26 "2026 MCP-Protocol-Version not the body's" 400 -32020 30
+C26='{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"x"},'"$META"'}}'
+m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name: execute_code"
+check26 "2026 Mcp-Name not the tool called" 400 -32020 32
+m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call"
+check26 "2026 Mcp-Name missing on tools/call" 400 -32020 32
+m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name: =?base64?c2VhcmNoX3Rvb2xz?="
+is "2026 Mcp-Name as Base64 (search_tools): 200" "$CODE" 200
+is "2026 tools/call: resultType complete" "$(printf '%s' "$BODY" | json result.resultType)" complete
+m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name: =?base64?!!!?="
+check26 "2026 Mcp-Name with bad Base64" 400 -32020 32
+m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name:  search_tools	"
+is "2026 Mcp-Name with whitespace around it: 200" "$CODE" 200
+m26 "$C26" -H "$V26" -H "Mcp-Method: tools/call" -H "Mcp-Name: search_tools$(printf 'x%.0s' $(seq 1 3000))"
+check26 "2026 Mcp-Name the body's name and 3000 bytes more" 400 -32020 32
+m26 '{"jsonrpc":"2.0","id":33,"method":"tools/list","params":{}}' -H "$V26" -H "Mcp-Method: tools/list"
+check26 "2026 header, no _meta" 400 -32602 33
+mcp -H "$ACCEPT_JSON" -H "$V26" -d '{"jsonrpc":"2.0","id":40,"method":"tools/list"}'
+check26 "a session's request with a 2026 MCP-Protocol-Version and no _meta" 400 -32602 40
+m26 '{"jsonrpc":"2.0","id":34,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}' -H "$V26" -H "Mcp-Method: tools/list"
+check26 "2026 _meta without clientCapabilities" 400 -32602 34
+m26 '{"jsonrpc":"2.0","id":35,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}' -H "MCP-Protocol-Version: 2099-01-01" -H "Mcp-Method: tools/list"
+check26 "2026 a version hutch does not speak" 400 -32022 35
+is "… the error lists the versions hutch speaks" "$(printf '%s' "$BODY" | json error.data.supported)" '["2026-07-28"]'
+is "… and echoes the one asked for" "$(printf '%s' "$BODY" | json error.data.requested)" 2099-01-01
+m26 '{"jsonrpc":"2.0","id":36,"method":"ping","params":{'"$META"'}}' -H "$V26" -H "Mcp-Method: ping"
+check26 "2026 ping (removed by the revision)" 404 -32601 36
+m26 '{"jsonrpc":"2.0","id":37,"method":"foo/bar","params":{'"$META"'}}' -H "$V26" -H "Mcp-Method: foo/bar"
+check26 "2026 an unknown method" 404 -32601 37
+m26 '{"jsonrpc":"2.0","id":38,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}' -H "$V26" -H "Mcp-Method: initialize"
+check26 "initialize with a 2026 MCP-Protocol-Version" 400 -32020 38
+m26 '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}' -H "$V26" -H "Mcp-Method: notifications/cancelled"
+is "2026 notification: 202" "$CODE" 202
+mcp -H "$ACCEPT_JSON" -d "$LIST"
+is "the 2025 session still serves beside them" "$CODE" 200
+# Closing the stream is cancellation (2026-07-28): a program that would
+# sleep 300 s is cancelled when its client gives up, as JSON and as SSE.
+# The metric proves it (the program cannot have ended on its own).
+S26='{"jsonrpc":"2.0","id":39,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"python","code":"import time\ntime.sleep(300)"},'"$META"'}}'
+for accept in "$ACCEPT_JSON" "$ACCEPT_BOTH"; do
+    curl -s -m 3 -o /dev/null -H "$AUTH" -H "$CT" -H "$accept" -H "$V26" -H "Mcp-Method: tools/call" \
+        -H "Mcp-Name: execute_code" -d "$S26" "$URL"
+done
+cancelled() {
+    curl -s -H "$AUTH" "http://127.0.0.1:$PORT/metrics" |
+        awk '/^hutch_executions_total\{.*outcome="cancelled"/ { n += $2 } END { print n + 0 }'
+}
+for i in $(seq 1 600); do [ "$(cancelled)" -ge 2 ] && break; sleep 0.1; done
+is "2026 requests whose client went away were cancelled (JSON and SSE)" "$(cancelled)" 2
+
 # --- what is refused before the body is read ----------------------------
 req -H "$CT" -d "$LIST" "$URL"
 is "no token: 401" "$CODE" 401

@@ -172,23 +172,53 @@ export function requireEnv({ needSdk = true, needServers = true } = {}) {
   return hutch;
 }
 
-export async function loadSdk() {
-  const imp = (p) => import(pathToFileURL(path.join(MCP, "sdk", "dist", "esm", p)).href);
-  const [client, stdio, http, types] = await Promise.all([
-    imp("client/index.js"),
-    imp("client/stdio.js"),
-    imp("client/streamableHttp.js"),
-    imp("types.js"),
-  ]);
+// The official TypeScript SDK client, as `which` (default $HUTCH_SDK, else
+// "1") names it:
+//   "1"         @modelcontextprotocol/sdk 1.32.2: the 2025 revisions (initialize);
+//   "2-pin"     @modelcontextprotocol/client 2.4.0 pinned to 2026-07-28
+//               (stateless: server/discover, _meta on every request);
+//   "2-auto"    the same, versionNegotiation "auto": probes server/discover,
+//               falls back to initialize;
+//   "2-legacy"  the same, versionNegotiation "legacy" (its default): initialize.
+// `era` says which protocol era the client ends up in with hutch.
+export async function loadSdk(which = process.env.HUTCH_SDK || "1") {
+  if (which === "1") {
+    const imp = (p) => import(pathToFileURL(path.join(MCP, "sdk", "dist", "esm", p)).href);
+    const [client, stdio, http, types] = await Promise.all([
+      imp("client/index.js"),
+      imp("client/stdio.js"),
+      imp("client/streamableHttp.js"),
+      imp("types.js"),
+    ]);
+    return {
+      which,
+      era: "legacy",
+      Client: client.Client,
+      StdioClientTransport: stdio.StdioClientTransport,
+      StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
+      McpError: types.McpError,
+      ErrorCode: types.ErrorCode,
+      LATEST_PROTOCOL_VERSION: types.LATEST_PROTOCOL_VERSION,
+      clientOptions: {},
+    };
+  }
+  const modes = { "2-pin": { pin: MODERN_PROTOCOL }, "2-auto": "auto", "2-legacy": "legacy" };
+  if (!(which in modes)) throw new Error(`unknown SDK ${JSON.stringify(which)} (1, 2-pin, 2-auto, 2-legacy)`);
+  const imp = (p) => import(pathToFileURL(path.join(MCP, "client", "dist", p)).href);
+  const [client, stdio] = await Promise.all([imp("index.mjs"), imp("stdio.mjs")]);
   return {
+    which,
+    era: which === "2-legacy" ? "legacy" : "modern",
     Client: client.Client,
     StdioClientTransport: stdio.StdioClientTransport,
-    StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
-    McpError: types.McpError,
-    ErrorCode: types.ErrorCode,
-    LATEST_PROTOCOL_VERSION: types.LATEST_PROTOCOL_VERSION,
+    StreamableHTTPClientTransport: client.StreamableHTTPClientTransport,
+    McpError: client.ProtocolError,
+    ErrorCode: client.ProtocolErrorCode,
+    LATEST_PROTOCOL_VERSION: client.LATEST_PROTOCOL_VERSION,
+    clientOptions: { versionNegotiation: { mode: modes[which] } },
   };
 }
+export const MODERN_PROTOCOL = "2026-07-28";
 
 // Every hutch the tests start has this in its environment: nothing it
 // starts (an upstream, a sandbox) may ever see it (README, "Environments").
@@ -305,7 +335,7 @@ export async function startStdio({ sdk, hutch, servers, args = [], env = {}, nam
   const log = ringLog();
   transport.stderr?.on("data", (d) => log.add(d));
   const seen = tapTransport(transport);
-  const client = new Client({ name, version: "1.0.0" }, { capabilities: {} });
+  const client = new Client({ name, version: "1.0.0" }, { capabilities: {}, ...sdk.clientOptions });
   const t0 = Date.now();
   try {
     await client.connect(transport, { timeout: 30000 });
@@ -422,7 +452,7 @@ export async function connectHttp({ sdk, url, token, name = "hutch-tests" }) {
     requestInit: token ? { headers: { Authorization: `Bearer ${token}` } } : undefined,
   });
   const seen = tapTransport(transport);
-  const client = new Client({ name, version: "1.0.0" }, { capabilities: {} });
+  const client = new Client({ name, version: "1.0.0" }, { capabilities: {}, ...sdk.clientOptions });
   await client.connect(transport, { timeout: 30000 });
   return { client, transport, seen };
 }
@@ -457,6 +487,14 @@ export async function startHttp({ sdk, hutch, servers, token = "t0ken-" + proces
 
 // --- results ------------------------------------------------------------------------
 
+// client.callTool with request options, whichever SDK made the client: 1.x
+// takes (params, resultSchema, options), 2.x (params, options).
+export function callTool(client, params, options) {
+  return typeof client.getProtocolEra === "function"
+    ? client.callTool(params, options)
+    : client.callTool(params, undefined, options);
+}
+
 // Runs execute_code and returns { r: the CallToolResult, s: structuredContent, text, ms }.
 // The executor every execution of this test must run on: options.executor,
 // else $HUTCH_EXECUTOR, else local.  A result that names another one throws,
@@ -473,10 +511,7 @@ export async function execute(client, args, options = {}) {
   const { executor, ...rest } = options;
   const want = executor || process.env.HUTCH_EXECUTOR || "local";
   const t0 = performance.now();
-  const r = await client.callTool({ name: "execute_code", arguments: args }, undefined, {
-    timeout: EXECUTE_BUDGET_MS,
-    ...rest,
-  });
+  const r = await callTool(client, { name: "execute_code", arguments: args }, { timeout: EXECUTE_BUDGET_MS, ...rest });
   const ms = performance.now() - t0;
   const textBlock = (r.content || []).find((c) => c.type === "text");
   const s = r.structuredContent || {};

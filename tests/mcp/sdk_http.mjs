@@ -2,7 +2,9 @@
 // bearer token), driven by the official TypeScript SDK client
 // (StreamableHTTPClientTransport), with the same upstreams and checks as
 // sdk_stdio.mjs, plus a few HTTP-only ones (the transport's own corner
-// cases are tests/mcp/http.sh's).  TAP; run by make check.
+// cases are tests/mcp/http.sh's).  TAP; run by make check.  $HUTCH_SDK picks
+// the client (lib.mjs loadSdk): sdk2_http.sh runs it all again with the SDK
+// v2 client pinned to 2026-07-28.
 import { connectHttp, execute, loadSdk, makeFixture, py, requireEnv, startHttp, tap } from "./lib.mjs";
 import { runSuite } from "./sdk_suite.mjs";
 
@@ -19,8 +21,9 @@ try {
   t.ok(false, "hutch serve --http starts", e.message);
   t.done();
 }
-t.ok(h.pid > 0, `hutch serve --http ${h.url} starts (${h.connectMs} ms to initialize)`);
-t.ok(typeof h.transport.sessionId === "string" && h.transport.sessionId.length >= 16, "an Mcp-Session-Id was issued");
+t.ok(h.pid > 0, `hutch serve --http ${h.url} starts (${h.connectMs} ms to connect, SDK ${sdk.which}, ${sdk.era} era)`);
+if (sdk.era === "legacy")
+  t.ok(typeof h.transport.sessionId === "string" && h.transport.sessionId.length >= 16, "an Mcp-Session-Id was issued");
 
 await runSuite(t, h, fx, sdk);
 
@@ -49,11 +52,12 @@ await t.step("a wrong token is refused too", async () => {
   });
   if (r.status !== 401) throw new Error(`status ${r.status}`);
 });
-await t.step("two clients at once get separate sessions that both work", async () => {
+await t.step(sdk.era === "legacy" ? "two clients at once get separate sessions that both work" : "two clients at once both work, without sessions", async () => {
   const a = await connectHttp({ sdk, url: h.url, token });
   const b = await connectHttp({ sdk, url: h.url, token });
   try {
-    if (!a.transport.sessionId || a.transport.sessionId === b.transport.sessionId) throw new Error("session ids");
+    if (sdk.era === "legacy" && (!a.transport.sessionId || a.transport.sessionId === b.transport.sessionId)) throw new Error("session ids");
+    if (sdk.era !== "legacy" && (a.transport.sessionId || b.transport.sessionId)) throw new Error("a session id in the 2026 era");
     const [x, y] = await Promise.all([execute(a.client, py('"a"')), execute(b.client, py('"b"'))]);
     if (x.s.result !== "a" || y.s.result !== "b") throw new Error(JSON.stringify([x.s, y.s]));
   } finally {

@@ -1,7 +1,9 @@
 // sdk_stdio.mjs — `hutch serve` over stdio, driven by the official
 // TypeScript SDK client (StdioClientTransport), with real upstream servers
 // (server-everything, server-filesystem, server-memory, recorder.mjs).
-// TAP; run by make check as `node tests/mcp/sdk_stdio.mjs`.
+// TAP; run by make check as `node tests/mcp/sdk_stdio.mjs`.  $HUTCH_SDK
+// picks the client (lib.mjs loadSdk): sdk2_stdio.sh runs it all again with
+// the SDK v2 client pinned to 2026-07-28.
 import {
   descendants, execute, loadSdk, makeFixture, pidAlive, py, requireEnv, startStdio, tap, waitFor,
 } from "./lib.mjs";
@@ -20,7 +22,7 @@ try {
   t.ok(false, "hutch serve --servers starts over stdio", e.message);
   t.done();
 }
-t.ok(h.pid > 0, `hutch serve --servers starts over stdio (${h.connectMs} ms to initialize)`);
+t.ok(h.pid > 0, `hutch serve --servers starts over stdio (${h.connectMs} ms to connect, SDK ${sdk.which}, ${sdk.era} era)`);
 
 await runSuite(t, h, fx, sdk);
 
@@ -94,7 +96,9 @@ ax.figure.savefig("/work/out/chart.png", dpi=80)
     try {
       read = await h3.client.readResource({ uri: link.uri });
     } catch (e) {
-      if (e.code !== -32002 || !/unknown or expired/.test(e.message)) throw new Error(`error ${e.code} ${e.message}`);
+      // 2026-07-28 (SEP-2164) says -32602; the 2025 sessions keep -32002.
+      const want = sdk.era === "legacy" ? -32002 : -32602;
+      if (e.code !== want || !/unknown or expired/.test(e.message)) throw new Error(`error ${e.code} ${e.message}`);
     }
     if (read) throw new Error(`an expired link was read: ${JSON.stringify(read).slice(0, 200)}`);
   } finally {

@@ -6,7 +6,8 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import {
-  assert, busyRunnersUnder, describe, execute, HOST_SECRET, js, pidAlive, py, runnersUnder, sleep, waitFor,
+  assert, busyRunnersUnder, describe, execute, HOST_SECRET, js, MODERN_PROTOCOL, pidAlive, py, runnersUnder, sleep,
+  waitFor,
 } from "./lib.mjs";
 
 const find = (list, name) => (list || []).find((x) => x.name === name);
@@ -48,34 +49,59 @@ export async function runSuite(t, h, fx, sdk) {
   const ex = (args, opts) => execute(client, args, opts);
 
   // --- lifecycle --------------------------------------------------------------------
-  await t.step("initialize: serverInfo.name is hutch, a supported protocol version", async () => {
-    const v = client.getServerVersion();
-    assert(v && v.name === "hutch", `serverInfo ${JSON.stringify(v)}`);
-    assert(typeof v.version === "string" && v.version.length > 0, "serverInfo.version");
-    const init = h.seen.initialize;
-    assert(init, "initialize result not seen");
-    assert(
-      init.protocolVersion === sdk.LATEST_PROTOCOL_VERSION,
-      `protocolVersion ${init.protocolVersion}, the client asked for ${sdk.LATEST_PROTOCOL_VERSION}`,
-    );
-    const caps = client.getServerCapabilities();
-    assert(caps && caps.tools, `capabilities ${JSON.stringify(caps)}`);
-    // resources: the resource_links of execute_code results (resources/read).
-    assert(caps.resources && !caps.prompts, "resources are advertised, prompts are not");
-    assert(typeof client.getInstructions() === "string", "instructions");
-  });
-  if (h.kind === "http")
-    t.is(h.transport.protocolVersion, sdk.LATEST_PROTOCOL_VERSION, "HTTP transport carries the negotiated version");
+  // The era the client is in decides the lifecycle: 2025 (initialize, a
+  // session, ping, logging/setLevel) or 2026-07-28 (server/discover; every
+  // request carries its version; ping and logging/setLevel are gone).
+  // Everything after this section is the same in both eras.
+  if (sdk.era === "legacy") {
+    await t.step("initialize: serverInfo.name is hutch, a supported protocol version", async () => {
+      const v = client.getServerVersion();
+      assert(v && v.name === "hutch", `serverInfo ${JSON.stringify(v)}`);
+      assert(typeof v.version === "string" && v.version.length > 0, "serverInfo.version");
+      const init = h.seen.initialize;
+      assert(init, "initialize result not seen");
+      assert(
+        init.protocolVersion === sdk.LATEST_PROTOCOL_VERSION,
+        `protocolVersion ${init.protocolVersion}, the client asked for ${sdk.LATEST_PROTOCOL_VERSION}`,
+      );
+      const caps = client.getServerCapabilities();
+      assert(caps && caps.tools, `capabilities ${JSON.stringify(caps)}`);
+      // resources: the resource_links of execute_code results (resources/read).
+      assert(caps.resources && !caps.prompts, "resources are advertised, prompts are not");
+      assert(typeof client.getInstructions() === "string", "instructions");
+    });
+    if (h.kind === "http")
+      t.is(h.transport.protocolVersion, sdk.LATEST_PROTOCOL_VERSION, "HTTP transport carries the negotiated version");
 
-  await t.step("ping answers {}", async () => {
-    const r = await client.ping();
-    assert(r && Object.keys(r).length === 0, JSON.stringify(r));
-  });
+    await t.step("ping answers {}", async () => {
+      const r = await client.ping();
+      assert(r && Object.keys(r).length === 0, JSON.stringify(r));
+    });
 
-  await t.step("logging/setLevel answers {}", async () => {
-    const r = await client.setLoggingLevel("warning");
-    assert(r && Object.keys(r).length === 0, JSON.stringify(r));
-  });
+    await t.step("logging/setLevel answers {}", async () => {
+      const r = await client.setLoggingLevel("warning");
+      assert(r && Object.keys(r).length === 0, JSON.stringify(r));
+    });
+  } else {
+    await t.step(`${MODERN_PROTOCOL} negotiated through server/discover: serverInfo hutch, tools and resources`, async () => {
+      assert(client.getProtocolEra() === "modern", `era ${client.getProtocolEra()}`);
+      assert(client.getNegotiatedProtocolVersion() === MODERN_PROTOCOL, `version ${client.getNegotiatedProtocolVersion()}`);
+      assert(!h.seen.initialize, `an initialize result was seen: ${JSON.stringify(h.seen.initialize)}`);
+      const v = client.getServerVersion();
+      assert(v && v.name === "hutch" && typeof v.version === "string", `serverInfo ${JSON.stringify(v)}`);
+      const caps = client.getServerCapabilities();
+      assert(caps && caps.tools && caps.resources && !caps.prompts && !caps.logging, `capabilities ${JSON.stringify(caps)}`);
+      assert(typeof client.getInstructions() === "string", "instructions");
+      const d = await client.discover();
+      assert(d.supportedVersions.includes(MODERN_PROTOCOL), JSON.stringify(d));
+    });
+    if (h.kind === "http")
+      t.is(h.transport.sessionId, undefined, "no Mcp-Session-Id: the era has no sessions");
+    await t.step("tools/list carries cache hints (ttlMs, cacheScope)", async () => {
+      const r = await client.listTools();
+      assert(Number.isInteger(r.ttlMs) && r.ttlMs >= 0 && ["public", "private"].includes(r.cacheScope), JSON.stringify(r).slice(0, 300));
+    });
+  }
 
   // --- tools/list ---------------------------------------------------------------------
   let listed;
@@ -692,12 +718,15 @@ sums`, { timeout_ms: 60000 }),
     assert(links.every((l) => list.resources.some((r) => r.uri === l.uri && r.size === 5242880)), "resources/list names them");
   });
   await t.step("resources/read of an unknown uri is a clear JSON-RPC error", async () => {
+    // 2026-07-28 (SEP-2164): -32602 naming the uri; the 2025 sessions keep -32002.
+    const want = sdk.era === "legacy" ? -32002 : -32602;
     for (const uri of ["hutch://files/00000000000000000000000000000000/a.bin", "file:///etc/passwd"]) {
       let r;
       try {
         r = await client.readResource({ uri });
       } catch (e) {
-        assert(e.code === -32002 && /unknown or expired/.test(e.message), `error ${e.code} ${e.message}`);
+        assert(e.code === want && /unknown or expired/.test(e.message), `error ${e.code} ${e.message}`);
+        if (sdk.era !== "legacy") assert(e.data?.uri === uri, `error data ${JSON.stringify(e.data)}`);
         continue;
       }
       assert(false, `read ${uri}: ${JSON.stringify(r).slice(0, 200)}`);
@@ -748,7 +777,7 @@ sums`, { timeout_ms: 60000 }),
     });
     slow.catch(() => {});
     await sleep(200);
-    await client.ping();
+    await client.listTools();
     const s = await client.callTool({ name: "search_tools", arguments: { query: "echo", limit: 1 } });
     const fast = await ex(py("1 + 1"));
     assert(s.structuredContent?.tools?.length === 1 && fast.s.result === 2, "answers");
