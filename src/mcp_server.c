@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "approval.h"
 #include "bridge.h"
 #include "budget.h"
 #include "buf.h"
@@ -89,6 +90,11 @@ struct hutch_mcp_session {
     int closing;
     void (*gone)(void *arg);
     void *gone_arg;
+    /* The policy's questions (on_tool_call's "ask") asked of a 2025
+     * client as elicitation/create during the tools/call (approval.h);
+     * can_elicit: its initialize declared the elicitation capability. */
+    struct hutch_asks *asks;
+    int can_elicit;
 };
 
 static void list_changed(void *arg);
@@ -161,6 +167,7 @@ struct hutch_mcp_session *hutch_mcp_session_new(struct hutch_mcp *m,
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->send_mu, NULL);
     pthread_cond_init(&s->idle, NULL);
+    s->asks = hutch_asks_new(); /* NULL: questions cannot be asked here */
     pthread_mutex_lock(&m->sessions_mu);
     s->next = m->sessions;
     m->sessions = s;
@@ -182,6 +189,9 @@ static void session_quit(struct hutch_mcp_session *s)
     for (struct inflight *f = s->inflight; f; f = f->next)
         atomic_store(&f->cancel, 1);
     pthread_mutex_unlock(&s->mu);
+    /* A question waiting for this client is not answered now: its call is
+     * denied and the execution goes on to its end. */
+    hutch_asks_close(s->asks);
 }
 
 /* No worker left: nothing refers to s. */
@@ -193,6 +203,7 @@ static void session_destroy(struct hutch_mcp_session *s)
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->send_mu);
     pthread_cond_destroy(&s->idle);
+    hutch_asks_free(s->asks);
     free(s);
     if (gone)
         gone(arg);
@@ -939,6 +950,24 @@ static int parse_inputs(const cJSON *inputs, struct hutch_job_input **out, size_
     return 0;
 }
 
+/* hutch_asks_send_fn: a question goes out on the stream of the tools/call
+ * it is about (over HTTP, that response's event stream). */
+static int job_send(void *arg, cJSON *msg)
+{
+    struct job *j = arg;
+    send_msg(j->s, j->stream, msg, 0);
+    return 0;
+}
+
+/* hutch_ask_fn (govern.h) for a 2025 session: elicitation/create. */
+static int ask_client(void *arg, const char *tool, const char *question,
+                      const cJSON *args, unsigned ms, char *why, size_t why_len)
+{
+    struct job *j = arg;
+    return hutch_asks_approval(j->s->asks, job_send, j, tool, question, args, ms, why,
+                               why_len);
+}
+
 static cJSON *execute_code(struct job *j)
 {
     struct hutch_mcp *m = j->s->m;
@@ -1039,6 +1068,12 @@ static cJSON *execute_code(struct job *j)
     job->cancel = &j->fl.cancel;
     job->tick = tick;
     job->tick_arg = j;
+    /* The policy's questions: a 2025 client that can elicit is asked
+     * during this call; otherwise nobody can be asked (a denial). */
+    if (!j->modern && j->s->can_elicit && j->s->asks) {
+        job->ask = ask_client;
+        job->ask_arg = j;
+    }
 
     hutch_exec_result_init(&res);
     r = m->o.jobs ? hutch_job_run(m->o.jobs, job, &res, &err)
@@ -1236,6 +1271,8 @@ static void on_initialize(struct hutch_mcp_session *s, void *stream, const cJSON
              hutch_mcp_protocol_supported(v->valuestring) ? v->valuestring
                                                           : LATEST_PROTOCOL);
     s->initialized = 1;
+    s->can_elicit = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(params, "capabilities"), "elicitation"));
     r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "protocolVersion", s->protocol);
     caps = cJSON_AddObjectToObject(r, "capabilities");
@@ -1434,8 +1471,11 @@ int hutch_mcp_session_deliver(struct hutch_mcp_session *s, struct hutch_mcp_msg 
         }
         return m->answer;
     }
-    if (!m->method)
-        return 0; /* a response from the client */
+    if (!m->method) { /* a response from the client: to one of our questions? */
+        if (m->json)
+            hutch_asks_response(s->asks, m->json);
+        return 0;
+    }
     if (!m->id) {
         if (!strcmp(m->method, "notifications/cancelled"))
             on_cancelled(s, m->params);

@@ -199,6 +199,7 @@ export async function loadSdk(which = process.env.HUTCH_SDK || "1") {
       McpError: types.McpError,
       ErrorCode: types.ErrorCode,
       LATEST_PROTOCOL_VERSION: types.LATEST_PROTOCOL_VERSION,
+      ElicitRequestSchema: types.ElicitRequestSchema,
       clientOptions: {},
     };
   }
@@ -328,14 +329,17 @@ export async function untilServersUp(client, budgetMs = 120000) {
   if (!up) throw new Error(`upstream servers still starting after ${budgetMs} ms: ${JSON.stringify(last)}`);
 }
 
-export async function startStdio({ sdk, hutch, servers, args = [], env = {}, name = "hutch-tests", waitServers = true }) {
+// capabilities: the client's (e.g. { elicitation: {} }); onClient(client):
+// called before it connects (to set request handlers).
+export async function startStdio({ sdk, hutch, servers, args = [], env = {}, name = "hutch-tests", waitServers = true, capabilities = {}, onClient }) {
   const { Client, StdioClientTransport } = sdk;
   const argv = ["serve", ...(servers ? ["--servers", servers] : []), ...args];
   const transport = new StdioClientTransport({ command: hutch, args: argv, env: hutchEnv(env), stderr: "pipe" });
   const log = ringLog();
   transport.stderr?.on("data", (d) => log.add(d));
   const seen = tapTransport(transport);
-  const client = new Client({ name, version: "1.0.0" }, { capabilities: {}, ...sdk.clientOptions });
+  const client = new Client({ name, version: "1.0.0" }, { capabilities, ...sdk.clientOptions });
+  onClient?.(client);
   const t0 = Date.now();
   try {
     await client.connect(transport, { timeout: 30000 });
@@ -446,13 +450,14 @@ export async function spawnHttp({ hutch, servers, token, args = [], env = {} }) 
   throw new Error(lastErr);
 }
 
-export async function connectHttp({ sdk, url, token, name = "hutch-tests" }) {
+export async function connectHttp({ sdk, url, token, name = "hutch-tests", capabilities = {}, onClient }) {
   const { Client, StreamableHTTPClientTransport } = sdk;
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: token ? { headers: { Authorization: `Bearer ${token}` } } : undefined,
   });
   const seen = tapTransport(transport);
-  const client = new Client({ name, version: "1.0.0" }, { capabilities: {}, ...sdk.clientOptions });
+  const client = new Client({ name, version: "1.0.0" }, { capabilities, ...sdk.clientOptions });
+  onClient?.(client);
   await client.connect(transport, { timeout: 30000 });
   return { client, transport, seen };
 }
