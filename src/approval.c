@@ -170,15 +170,10 @@ int hutch_asks_request(struct hutch_asks *a, hutch_asks_send_fn send, void *send
     return r;
 }
 
-int hutch_asks_approval(struct hutch_asks *a, hutch_asks_send_fn send, void *send_arg,
-                        const char *tool, const char *question, const cJSON *args,
-                        unsigned ms, char *why, size_t why_len)
+cJSON *hutch_approval_params(const char *tool, const char *question, const cJSON *args)
 {
-    struct hutch_err err = HUTCH_ERR_INIT;
     char *shown = args ? cJSON_PrintUnformatted(args) : NULL, message[1024];
-    cJSON *params = cJSON_CreateObject(), *schema, *props, *approve, *res = NULL;
-    const cJSON *action, *content, *v;
-    int r;
+    cJSON *params = cJSON_CreateObject(), *schema, *props, *approve;
 
     snprintf(message, sizeof(message),
              "%s\n\nA program asks to call %s with the arguments %.300s%s", question,
@@ -195,6 +190,36 @@ int hutch_asks_approval(struct hutch_asks *a, hutch_asks_send_fn send, void *sen
             schema, "required",
             cJSON_CreateStringArray((const char *[]){"approve"}, 1))) {
         cJSON_Delete(params);
+        return NULL;
+    }
+    return params;
+}
+
+int hutch_approval_answer(const cJSON *res, char *why, size_t why_len)
+{
+    const cJSON *action = cJSON_GetObjectItemCaseSensitive(res, "action");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(res, "content");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(content, "approve");
+
+    if (cJSON_IsString(action) && !strcmp(action->valuestring, "accept"))
+        return cJSON_IsTrue(v) ? HUTCH_ANSWER_APPROVE : HUTCH_ANSWER_DECLINE;
+    if (cJSON_IsString(action) && !strcmp(action->valuestring, "decline"))
+        return HUTCH_ANSWER_DECLINE;
+    if (cJSON_IsString(action) && !strcmp(action->valuestring, "cancel"))
+        return HUTCH_ANSWER_CANCEL;
+    snprintf(why, why_len, "the client's answer has no valid \"action\"");
+    return -EPROTO;
+}
+
+int hutch_asks_approval(struct hutch_asks *a, hutch_asks_send_fn send, void *send_arg,
+                        const char *tool, const char *question, const cJSON *args,
+                        unsigned ms, char *why, size_t why_len)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    cJSON *params = hutch_approval_params(tool, question, args), *res = NULL;
+    int r;
+
+    if (!params) {
         snprintf(why, why_len, "out of memory");
         return -ENOMEM;
     }
@@ -206,19 +231,7 @@ int hutch_asks_approval(struct hutch_asks *a, hutch_asks_send_fn send, void *sen
         snprintf(why, why_len, "%s", err.msg);
         return r;
     }
-    action = cJSON_GetObjectItemCaseSensitive(res, "action");
-    content = cJSON_GetObjectItemCaseSensitive(res, "content");
-    v = cJSON_GetObjectItemCaseSensitive(content, "approve");
-    if (cJSON_IsString(action) && !strcmp(action->valuestring, "accept"))
-        r = cJSON_IsTrue(v) ? HUTCH_ANSWER_APPROVE : HUTCH_ANSWER_DECLINE;
-    else if (cJSON_IsString(action) && !strcmp(action->valuestring, "decline"))
-        r = HUTCH_ANSWER_DECLINE;
-    else if (cJSON_IsString(action) && !strcmp(action->valuestring, "cancel"))
-        r = HUTCH_ANSWER_CANCEL;
-    else {
-        snprintf(why, why_len, "the client's answer has no valid \"action\"");
-        r = -EPROTO;
-    }
+    r = hutch_approval_answer(res, why, why_len);
     cJSON_Delete(res);
     return r;
 }

@@ -40,6 +40,14 @@ int hutch_asks_request(struct hutch_asks *a, hutch_asks_send_fn send, void *send
  * asked (the caller ignores it). */
 int hutch_asks_response(struct hutch_asks *a, const cJSON *msg);
 
+/* The params of the elicitation/create that asks `question` about a call
+ * of `tool` with `args` (form mode: one required boolean "approve"; the
+ * message names the tool and its arguments).  NULL when out of memory. */
+cJSON *hutch_approval_params(const char *tool, const char *question, const cJSON *args);
+/* The client's elicitation result as an enum hutch_answer (see below), or
+ * -EPROTO with `why` when it is none. */
+int hutch_approval_answer(const cJSON *result, char *why, size_t why_len);
+
 /* The question as an elicitation/create (form mode: one boolean "approve"),
  * and the client's answer as an enum hutch_answer (govern.h): accept with
  * approve true is APPROVE, accept with false or decline is DECLINE, cancel

@@ -37,6 +37,7 @@
 #include "mcp_server.h"
 #include "output.h"
 #include "plugin.h"
+#include "reqstate.h"
 #include "resources.h"
 #include "result_files.h"
 #include "shape.h"
@@ -63,6 +64,13 @@ struct hutch_mcp {
     pthread_mutex_t sessions_mu; /* sessions; a session's send under it */
     struct hutch_mcp_session *sessions;
     struct hutch_resources *resources; /* result files behind resource_links */
+    /* 2026-07-28 questions (see "parked executions" below).  park_mu is
+     * taken before any session's mu or send_mu, never after. */
+    pthread_mutex_t park_mu;
+    pthread_cond_t park_cond; /* a detached job ended (hutch_mcp_free waits) */
+    struct parked *parked;    /* questions waiting for their answer */
+    struct job *detached;     /* jobs answering no request right now */
+    int stopping;
 };
 
 struct inflight {
@@ -126,6 +134,8 @@ int hutch_mcp_new(const struct hutch_mcp_opts *opts, struct hutch_mcp **out,
         }
     }
     pthread_mutex_init(&m->sessions_mu, NULL);
+    pthread_mutex_init(&m->park_mu, NULL);
+    pthread_cond_init(&m->park_cond, NULL);
     m->direct = (struct hutch_direct_opts){.bridge = opts->bridge,
                                            .gov = opts->gov,
                                            .upstreams = opts->upstreams,
@@ -139,10 +149,13 @@ int hutch_mcp_new(const struct hutch_mcp_opts *opts, struct hutch_mcp **out,
     return 0;
 }
 
+static void park_stop_all(struct hutch_mcp *m);
+
 void hutch_mcp_free(struct hutch_mcp *m)
 {
     if (!m)
         return;
+    park_stop_all(m);
     hutch_direct_watch_stop(m->watch);
     pthread_mutex_destroy(&m->sessions_mu);
     hutch_resources_free(m->resources);
@@ -823,6 +836,11 @@ out:
  */
 
 struct job {
+    struct hutch_mcp *m;
+    /* The request this job answers: its session, stream and id.  A 2026
+     * job that asked a question answers none until a request carrying the
+     * answer takes it over (parked executions, below): then these change,
+     * under m->park_mu. */
     struct hutch_mcp_session *s;
     void *stream;
     cJSON *id;
@@ -832,6 +850,16 @@ struct job {
     struct hutch_job_req hj; /* released after the response is sent */
     char *direct;            /* a direct tool's name (mcp_direct.c), or NULL */
     int modern;              /* asked in the 2026-07-28 era: stamp the result */
+    /* The session's principal, copied: a 2026 job outlives its request. */
+    char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
+    /* 2026 questions, under m->park_mu: the request declared the
+     * elicitation capability; attached: a request waits for this job's
+     * answer (0 while a question is parked); questions asked so far. */
+    int can_elicit;
+    int attached;
+    uint64_t questions;
+    pthread_cond_t attach_cond;
+    struct job *next_detached; /* m->detached */
 };
 
 static void tick(void *arg, uint64_t elapsed_ms)
@@ -851,7 +879,18 @@ static void tick(void *arg, uint64_t elapsed_ms)
     snprintf(text, sizeof(text), "running for %llu s",
              (unsigned long long)(elapsed_ms / 1000));
     cJSON_AddStringToObject(params, "message", text);
-    send_msg(j->s, j->stream, msg, 0);
+    if (!j->modern) {
+        send_msg(j->s, j->stream, msg, 0);
+        return;
+    }
+    /* A 2026 job may be between requests: progress only to the one that
+     * waits for it (park_mu keeps that request's session alive). */
+    pthread_mutex_lock(&j->m->park_mu);
+    if (j->attached)
+        send_msg(j->s, j->stream, msg, 0);
+    else
+        cJSON_Delete(msg);
+    pthread_mutex_unlock(&j->m->park_mu);
 }
 
 /* Arguments of execute_code, checked before a sandbox is started.  Errors
@@ -968,9 +1007,279 @@ static int ask_client(void *arg, const char *tool, const char *question,
                                why_len);
 }
 
+/* --- parked executions (the 2026-07-28 era) -----------------------------------
+ *
+ * A 2026 client is asked a question by the result of its request: the
+ * execute_code call answers `input_required` (an elicitation/create and a
+ * signed requestState, reqstate.h) and ends, while the execution goes on
+ * in its sandbox, its tool call waiting.  The client calls execute_code
+ * again with inputResponses and that requestState: the request that
+ * carries the answer takes the job over, the program continues, and that
+ * request gets the result (or the next question).  No answer within the
+ * question's time: the call is denied and the program goes on; its result
+ * then has no request to go to and is dropped.
+ *
+ * While no request waits for it, a job is on m->detached (hutch_mcp_free
+ * stops those).  A job's request (s, stream, id) changes only under
+ * park_mu; a question is a struct parked on its asker's stack, on
+ * m->parked until answered or timed out.  One question at a time per job:
+ * another waits until a request takes the job over. */
+struct parked {
+    struct parked *next;
+    struct job *j;
+    uint64_t q;
+    int answered; /* 1 with answer, -1: hutch is stopping */
+    cJSON *answer;
+    pthread_cond_t cond;
+};
+
+static void cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static int wait_until(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t deadline)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline / 1000),
+                          .tv_nsec = (long)(deadline % 1000) * 1000000L};
+    return pthread_cond_timedwait(c, mu, &ts);
+}
+
+/* The job stops answering its request: out of its session (whose last
+ * worker it may have been: *destroy then says the session is to be freed)
+ * and onto m->detached.  Under park_mu. */
+static void detach_locked(struct job *j, int *destroy)
+{
+    struct hutch_mcp_session *s = j->s;
+
+    pthread_mutex_lock(&s->mu);
+    for (struct inflight **f = &s->inflight; *f; f = &(*f)->next)
+        if (*f == &j->fl) {
+            *f = j->fl.next;
+            break;
+        }
+    s->workers--;
+    *destroy = s->closing && s->workers == 0;
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+    j->attached = 0;
+    j->next_detached = j->m->detached;
+    j->m->detached = j;
+}
+
+/* A request takes a detached job over.  Under park_mu.  -EBUSY when its
+ * session has too many requests in flight. */
+static int attach_locked(struct job *j, struct hutch_mcp_session *s, void *stream,
+                         const cJSON *id)
+{
+    cJSON *nid = cJSON_Duplicate(id, 1);
+    char *key = cJSON_PrintUnformatted(id);
+
+    if (!nid || !key) {
+        cJSON_Delete(nid);
+        free(key);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->workers >= HUTCH_MCP_MAX_INFLIGHT) {
+        pthread_mutex_unlock(&s->mu);
+        cJSON_Delete(nid);
+        free(key);
+        return -EBUSY;
+    }
+    s->workers++;
+    free(j->fl.key);
+    j->fl.key = key;
+    j->fl.next = s->inflight;
+    s->inflight = &j->fl;
+    pthread_mutex_unlock(&s->mu);
+    for (struct job **p = &j->m->detached; *p; p = &(*p)->next_detached)
+        if (*p == j) {
+            *p = j->next_detached;
+            break;
+        }
+    cJSON_Delete(j->id);
+    j->id = nid;
+    j->s = s;
+    j->stream = stream;
+    j->attached = 1;
+    pthread_cond_broadcast(&j->attach_cond);
+    return 0;
+}
+
+/* hutch_ask_fn (govern.h) for a 2026 request: park the execution and ask
+ * through the request's result. */
+static int ask_modern(void *arg, const char *tool, const char *question,
+                      const cJSON *args, unsigned ms, char *why, size_t why_len)
+{
+    struct job *j = arg;
+    struct hutch_mcp *m = j->m;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct parked p = {.j = j};
+    uint64_t deadline = hutch_now_ms() + ms;
+    char token[HUTCH_REQSTATE_MAX];
+    cJSON *res, *reqs, *ask, *params;
+    struct hutch_mcp_session *s;
+    void *stream;
+    cJSON *id;
+    int destroy = 0, r;
+
+    if (!j->can_elicit) {
+        snprintf(why, why_len,
+                 "the client's request declared no elicitation capability (_meta "
+                 "io.modelcontextprotocol/clientCapabilities)");
+        return -ENOTSUP;
+    }
+    if (!(params = hutch_approval_params(tool, question, args))) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&m->park_mu);
+    while (!j->attached && !m->stopping &&
+           wait_until(&j->attach_cond, &m->park_mu, deadline) != ETIMEDOUT)
+        ;
+    if (!j->attached || m->stopping) {
+        pthread_mutex_unlock(&m->park_mu);
+        cJSON_Delete(params);
+        return m->stopping ? HUTCH_ANSWER_CANCEL : HUTCH_ANSWER_TIMEOUT;
+    }
+    p.q = ++j->questions;
+    r = hutch_reqstate_make(j->principal, j->hj.execution, p.q, ms, token,
+                            sizeof(token), &err);
+    res = cJSON_CreateObject();
+    reqs = cJSON_AddObjectToObject(res, "inputRequests");
+    ask = cJSON_AddObjectToObject(reqs, "approve");
+    if (r < 0 || !ask ||
+        !cJSON_AddStringToObject(res, "resultType", "input_required") ||
+        !cJSON_AddStringToObject(ask, "method", "elicitation/create") ||
+        !cJSON_AddStringToObject(res, "requestState", token)) {
+        pthread_mutex_unlock(&m->park_mu);
+        cJSON_Delete(params);
+        cJSON_Delete(res);
+        snprintf(why, why_len, "%s", r < 0 ? err.msg : "out of memory");
+        return r < 0 ? r : -ENOMEM;
+    }
+    cJSON_AddItemToObject(ask, "params", params);
+    cond_init_mono(&p.cond);
+    p.next = m->parked;
+    m->parked = &p;
+    s = j->s;
+    stream = j->stream;
+    id = cJSON_Duplicate(j->id, 1);
+    detach_locked(j, &destroy);
+    /* Sent under park_mu: the session cannot go before it is sent. */
+    if (!destroy && id)
+        send_result(s, stream, id, res);
+    else
+        cJSON_Delete(res);
+    while (!p.answered && !m->stopping &&
+           wait_until(&p.cond, &m->park_mu, deadline) != ETIMEDOUT)
+        ;
+    if (!p.answered)
+        for (struct parked **q = &m->parked; *q; q = &(*q)->next)
+            if (*q == &p) {
+                *q = p.next;
+                break;
+            }
+    pthread_mutex_unlock(&m->park_mu);
+    cJSON_Delete(id);
+    if (destroy)
+        session_destroy(s);
+    pthread_cond_destroy(&p.cond);
+    if (p.answered != 1)
+        return m->stopping ? HUTCH_ANSWER_CANCEL : HUTCH_ANSWER_TIMEOUT;
+    r = hutch_approval_answer(p.answer, why, why_len);
+    cJSON_Delete(p.answer);
+    return r;
+}
+
+/* execute_code with a requestState: the answer to a parked question.  The
+ * request takes the job over (its response is the job's), or is refused
+ * with why: a token that does not check out (reqstate.h), a question no
+ * longer asked (answered already, or its time ran out), a missing answer. */
+static void on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                      const cJSON *params)
+{
+    struct hutch_mcp *m = s->m;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(params, "requestState");
+    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(params, "inputResponses"), "approve");
+    struct hutch_err err = HUTCH_ERR_INIT;
+    char exe[64];
+    uint64_t q = 0;
+    struct parked *p;
+    int r;
+
+    if (!cJSON_IsString(rs) || hutch_reqstate_check(rs->valuestring, s->principal, exe,
+                                                    sizeof(exe), &q, &err) < 0) {
+        send_error(s, stream, id, E_PARAMS, "execute_code: %s",
+                   cJSON_IsString(rs) ? err.msg : "requestState must be a string");
+        return;
+    }
+    if (!cJSON_IsObject(ans)) {
+        send_error(s, stream, id, E_PARAMS,
+                   "execute_code: inputResponses.approve is missing: answer the "
+                   "elicitation/create of the input_required result, then call again");
+        return;
+    }
+    pthread_mutex_lock(&m->park_mu);
+    for (p = m->parked; p; p = p->next)
+        if (p->q == q && !strcmp(p->j->hj.execution, exe))
+            break;
+    if (!p) {
+        pthread_mutex_unlock(&m->park_mu);
+        send_error(s, stream, id, E_PARAMS,
+                   "execute_code: requestState names a question that is no longer "
+                   "asked: it was answered already (a requestState is good for one "
+                   "answer) or its time ran out (the call was denied)");
+        return;
+    }
+    r = attach_locked(p->j, s, stream, id);
+    if (r == 0 && !(p->answer = cJSON_Duplicate(ans, 1)))
+        r = -ENOMEM;
+    if (r < 0) {
+        pthread_mutex_unlock(&m->park_mu);
+        send_error(s, stream, id, E_INTERNAL, "execute_code: %s",
+                   r == -EBUSY ? "too many requests in flight on this session"
+                               : "out of memory");
+        return;
+    }
+    for (struct parked **pp = &m->parked; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    p->answered = 1;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&m->park_mu);
+}
+
+/* hutch_mcp_free: the questions are not answered, detached executions are
+ * cancelled, and every one is waited for. */
+static void park_stop_all(struct hutch_mcp *m)
+{
+    pthread_mutex_lock(&m->park_mu);
+    m->stopping = 1;
+    for (struct parked *p = m->parked; p; p = p->next)
+        pthread_cond_signal(&p->cond);
+    for (struct job *j = m->detached; j; j = j->next_detached) {
+        atomic_store(&j->fl.cancel, 1);
+        pthread_cond_broadcast(&j->attach_cond);
+    }
+    while (m->detached)
+        pthread_cond_wait(&m->park_cond, &m->park_mu);
+    pthread_mutex_unlock(&m->park_mu);
+    pthread_mutex_destroy(&m->park_mu);
+    pthread_cond_destroy(&m->park_cond);
+}
+
 static cJSON *execute_code(struct job *j)
 {
-    struct hutch_mcp *m = j->s->m;
+    struct hutch_mcp *m = j->m;
     const cJSON *lang = cJSON_GetObjectItemCaseSensitive(j->args, "language");
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(j->args, "code");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(j->args, "timeout_ms");
@@ -1059,7 +1368,7 @@ static cJSON *execute_code(struct job *j)
         snprintf(full, sizeof(full), "execute_code: %s", msg);
         return text_result(full, 1);
     }
-    job->principal = j->s->principal;
+    job->principal = j->principal;
     job->language = lang->valuestring;
     job->code = code->valuestring;
     job->nfiles = cJSON_IsArray(files) ? (size_t)cJSON_GetArraySize(files) : 0;
@@ -1070,7 +1379,10 @@ static cJSON *execute_code(struct job *j)
     job->tick_arg = j;
     /* The policy's questions: a 2025 client that can elicit is asked
      * during this call; otherwise nobody can be asked (a denial). */
-    if (!j->modern && j->s->can_elicit && j->s->asks) {
+    if (j->modern) {
+        job->ask = ask_modern;
+        job->ask_arg = j;
+    } else if (j->s->can_elicit && j->s->asks) {
         job->ask = ask_client;
         job->ask_arg = j;
     }
@@ -1085,9 +1397,9 @@ static cJSON *execute_code(struct job *j)
         snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
         out = text_result(msg, 1);
     } else {
-        out = exec_result(m, &res, j->s->principal, trace);
+        out = exec_result(m, &res, j->principal, trace);
         hutch_info("execution %s (%s, %s on %s%s): exit %d in %llu ms, %d tool calls",
-                   job->execution, j->s->principal, lang->valuestring, res.executor,
+                   job->execution, j->principal, lang->valuestring, res.executor,
                    res.warm ? ", warm" : "", res.exit_code,
                    (unsigned long long)res.duration_ms,
                    cJSON_GetArraySize(res.tool_calls));
@@ -1100,6 +1412,7 @@ static cJSON *execute_code(struct job *j)
 
 static void job_free(struct job *j)
 {
+    pthread_cond_destroy(&j->attach_cond);
     cJSON_Delete(j->id);
     cJSON_Delete(j->progress_token);
     cJSON_Delete(j->args);
@@ -1111,20 +1424,41 @@ static void job_free(struct job *j)
 static void *job_main(void *p)
 {
     struct job *j = p;
-    struct hutch_mcp_session *s = j->s;
-    int last;
+    struct hutch_mcp *m = j->m;
+    struct hutch_mcp_session *s;
+    int last, attached = 1;
     cJSON *result =
-        j->direct ? hutch_direct_call(&s->m->direct, s->principal, j->direct, j->args)
+        j->direct ? hutch_direct_call(&m->direct, j->principal, j->direct, j->args)
                   : execute_code(j);
 
-    pthread_mutex_lock(&s->mu);
-    for (struct inflight **f = &s->inflight; *f; f = &(*f)->next)
-        if (*f == &j->fl) {
-            *f = j->fl.next;
-            break;
-        }
-    pthread_mutex_unlock(&s->mu);
-    if (!result) { /* a direct tool that is gone, or the switch turned off */
+    /* The request it answers now (a 2026 job may have changed requests, or
+     * have none left: its question timed out while parked). */
+    pthread_mutex_lock(&m->park_mu);
+    s = j->s;
+    if (j->modern && !j->attached) {
+        attached = 0;
+        for (struct job **q = &m->detached; *q; q = &(*q)->next_detached)
+            if (*q == j) {
+                *q = j->next_detached;
+                break;
+            }
+        pthread_cond_broadcast(&m->park_cond);
+    } else {
+        pthread_mutex_lock(&s->mu);
+        for (struct inflight **f = &s->inflight; *f; f = &(*f)->next)
+            if (*f == &j->fl) {
+                *f = j->fl.next;
+                break;
+            }
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&m->park_mu);
+    if (!attached) { /* nobody waits for this result any more */
+        hutch_info("execution %s: its result has no request to go to (a question "
+                   "of the policy was not answered in time): dropped",
+                   j->hj.execution);
+        cJSON_Delete(result);
+    } else if (!result) { /* a direct tool that is gone, or the switch turned off */
         send_error(s, j->stream, j->id, E_PARAMS, "Unknown tool: %.128s", j->direct);
     } else if (atomic_load(&j->fl.cancel)) {
         /* The client gave up on it; the response only closes the stream. */
@@ -1135,9 +1469,11 @@ static void *job_main(void *p)
             hutch_mcp_stamp_result(result, NULL);
         send_result(s, j->stream, j->id, result);
     }
-    if (s->m->o.jobs)
-        hutch_job_release(s->m->o.jobs, &j->hj);
+    if (m->o.jobs)
+        hutch_job_release(m->o.jobs, &j->hj);
     job_free(j);
+    if (!attached)
+        return NULL;
     pthread_mutex_lock(&s->mu);
     s->workers--;
     last = s->closing && s->workers == 0;
@@ -1162,9 +1498,19 @@ static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id
         send_error(s, stream, id, E_INTERNAL, "out of memory");
         return;
     }
+    j->m = s->m;
     j->s = s;
     j->stream = stream;
     j->modern = modern;
+    j->attached = 1;
+    cond_init_mono(&j->attach_cond);
+    snprintf(j->principal, sizeof(j->principal), "%s", s->principal);
+    /* 2026: the capabilities come with each request. */
+    j->can_elicit =
+        modern &&
+        cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(meta, HUTCH_MCP_META_CLIENT_CAPS),
+            "elicitation"));
     j->id = cJSON_Duplicate(id, 1);
     j->args = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
     j->fl.key = cJSON_PrintUnformatted(id);
@@ -1311,6 +1657,9 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
             hutch_mcp_stamp_result(r, NULL);
         send_result(s, stream, id, r);
         cJSON_Delete(empty);
+    } else if (!strcmp(name->valuestring, "execute_code") && modern &&
+               cJSON_GetObjectItemCaseSensitive(params, "requestState")) {
+        on_answer(s, stream, id, params); /* the answer to a parked question */
     } else if (!strcmp(name->valuestring, "execute_code")) {
         start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL, NULL,
                   modern);

@@ -6,14 +6,23 @@
 //   the tools/call; approve, decline, cancel, no answer within the call's
 //   time, a client without the elicitation capability, and the audit
 //   record of each (the question and the answer).
+//   2026-07-28 era (SDK v2 client pinned to it), over stdio and HTTP: the
+//   execute_code call answers input_required (an elicitation/create and a
+//   signed requestState) while the sandbox waits; the client's automatic
+//   retry with the answer continues the same program.  The same answers,
+//   then by hand (allowInputRequired): a tampered state, a replayed one,
+//   another principal's, a missing answer; and every execution ends (the
+//   audit log has each one's end: nothing stays parked).
 // No timing: every step waits for a behaviour; "no answer" waits out a
 // budget nobody meets.  TAP.
 import {
-  connectHttp, execute, fs, loadSdk, makeFixture, path, py, requireEnv, spawnHttp, startStdio, tap,
+  callTool, connectHttp, execute, fs, loadSdk, makeFixture, path, py, requireEnv, spawnHttp, startStdio, tap,
+  waitFor,
 } from "./lib.mjs";
 
 const hutch = requireEnv();
 const sdk = await loadSdk("1");
+const sdk2 = await loadSdk("2-pin");
 const t = tap({ timeout: 400 });
 const E = process.env.HUTCH_EXECUTOR || "local";
 const fx = makeFixture();
@@ -35,20 +44,22 @@ try:
 except ToolError as e:
     print("refused:", e.code, e)
 print("after")`);
-const lastCall = () => {
-  const lines = fs.readFileSync(audit, "utf8").split("\n").filter((l) => l.includes('"event":"tool_call"'));
-  return lines.length ? JSON.parse(lines[lines.length - 1]) : {};
-};
+const events = (kind) =>
+  fs.existsSync(audit)
+    ? fs.readFileSync(audit, "utf8").split("\n").filter((l) => l.includes(`"event":"${kind}"`)).map((l) => JSON.parse(l))
+    : [];
+const lastCall = () => events("tool_call").at(-1) ?? {};
 
 // The user: what the elicitation handler answers next (null: never).
 let answer = null;
 let asked = [];
-const onClient = (client) =>
-  client.setRequestHandler(sdk.ElicitRequestSchema, async (req) => {
-    asked.push(req.params);
-    if (!answer) return new Promise(() => {}); // nobody answers
-    return answer;
-  });
+const user = async (req) => {
+  asked.push(req.params);
+  if (!answer) return new Promise(() => {}); // nobody answers
+  return answer;
+};
+const onClient = (client) => client.setRequestHandler(sdk.ElicitRequestSchema, user);
+const onClient2 = (client) => client.setRequestHandler("elicitation/create", user);
 
 async function steps(label, client) {
   await t.step(`${label}: approved, the call goes ahead`, async () => {
@@ -78,10 +89,67 @@ async function steps(label, client) {
   });
   await t.step(`${label}: no answer within the call's time: denied`, async () => {
     answer = null;
+    if (label.startsWith("2026")) {
+      // The client waits for its user forever; hutch denies the call when
+      // its time is up, the program ends, and its result has nowhere to
+      // go.  The client's call is then abandoned.
+      const ac = new AbortController();
+      const before = events("execution").length;
+      const call = execute(client, { ...PROGRAM("late"), timeout_ms: 8000 }, { executor: E, signal: ac.signal }).catch(() => null);
+      const ended = await waitFor(() => lastCall().answer === "timeout" && events("execution").length > before, 120000, 100);
+      ac.abort(); // the client's own wait for its user is not waited for
+      void call;
+      if (!ended)
+        throw new Error(`no timeout in the audit log: ${JSON.stringify(lastCall())}; executions ended: ${events("execution").length - before}`);
+      return;
+    }
     const x = await execute(client, { ...PROGRAM("late"), timeout_ms: 8000 }, { executor: E });
     if (!/refused: denied no answer from the user within/.test(x.s.stdout) || !/after/.test(x.s.stdout))
       throw new Error(x.text);
     if (lastCall().answer !== "timeout") throw new Error(JSON.stringify(lastCall()));
+  }, 240);
+}
+
+// 2026 by hand: the input_required result itself, and answers that must
+// be refused.
+async function manual(label, client, other) {
+  const call = (args, extra = {}) =>
+    callTool(client, { name: "execute_code", arguments: args, ...extra }, { timeout: 300000, allowInputRequired: true });
+  await t.step(`${label}: input_required carries the question and a signed requestState`, async () => {
+    const r = await call(PROGRAM("manual"));
+    const q = r.inputRequests?.approve;
+    if (r.resultType !== "input_required" || typeof r.requestState !== "string" || q?.method !== "elicitation/create" ||
+      !/Let the program echo manual\?/.test(q.params?.message)) throw new Error(JSON.stringify(r));
+    const yes = { approve: { action: "accept", content: { approve: true } } };
+    // Tampered: one character of the payload changed.
+    const bad = (r.requestState[5] === "A" ? "B" : "A");
+    const tampered = r.requestState.slice(0, 5) + bad + r.requestState.slice(6);
+    const e1 = await call(PROGRAM("manual"), { requestState: tampered, inputResponses: yes }).then((x) => JSON.stringify(x), (e) => e.message);
+    if (!/altered|not issued by hutch|another hutch process/.test(e1)) throw new Error(`tampered: ${e1}`);
+    // A missing answer.
+    const e2 = await call(PROGRAM("manual"), { requestState: r.requestState, inputResponses: {} }).then((x) => JSON.stringify(x), (e) => e.message);
+    if (!/inputResponses.approve is missing/.test(e2)) throw new Error(`missing: ${e2}`);
+    // Another principal's client presents it.
+    if (other) {
+      const e3 = await callTool(other, { name: "execute_code", arguments: PROGRAM("manual"), requestState: r.requestState, inputResponses: yes },
+        { timeout: 300000, allowInputRequired: true }).then((x) => JSON.stringify(x), (e) => e.message);
+      if (!/another principal/.test(e3)) throw new Error(`other principal: ${e3}`);
+    }
+    // The real answer: the same program goes on.
+    const done = await call(PROGRAM("manual"), { requestState: r.requestState, inputResponses: yes });
+    const out = done.structuredContent?.stdout ?? "";
+    if (!/answer: Echo: manual/.test(out)) throw new Error(JSON.stringify(done));
+    // Replayed: the question is no longer asked.
+    const e4 = await call(PROGRAM("manual"), { requestState: r.requestState, inputResponses: yes }).then((x) => JSON.stringify(x), (e) => e.message);
+    if (!/no longer asked/.test(e4)) throw new Error(`replayed: ${e4}`);
+  });
+  await t.step(`${label}: every execution ended (nothing stays parked)`, async () => {
+    const ok = await waitFor(() => {
+      const started = new Set(events("execute_decision").filter((e) => e.decision === "allow").map((e) => e.execution));
+      const ended = new Set(events("execution").map((e) => e.execution));
+      return [...started].every((x) => ended.has(x));
+    }, 120000, 200);
+    if (!ok) throw new Error("an execution never ended");
   });
 }
 
@@ -108,5 +176,37 @@ const args = ["--policy", policy, "--audit", audit];
   await c.client.close();
   const stopped = await srv.stop();
   t.ok(stopped && stopped.code === 0, "hutch serve --http exits 0", JSON.stringify(stopped));
+}
+
+// --- the 2026-07-28 era --------------------------------------------------------------
+{
+  const h = await startStdio({ sdk: sdk2, hutch, servers: fx.servers, args, capabilities: { elicitation: {} }, onClient: onClient2 });
+  await steps("2026 stdio", h.client);
+  await manual("2026 stdio", h.client, null);
+  await h.close();
+}
+{
+  const h = await startStdio({ sdk: sdk2, hutch, servers: fx.servers, args });
+  await t.step("2026: a request without the elicitation capability: denied, saying why", async () => {
+    const x = await execute(h.client, PROGRAM("hi"), { executor: E });
+    if (!/refused: denied .*declared no elicitation capability/.test(x.s.stdout)) throw new Error(x.text);
+  });
+  await h.close();
+}
+{
+  const alice = "alice-" + Math.random().toString(36).slice(2) + "xxxxxxxxxxxx";
+  const bob = "bob-" + Math.random().toString(36).slice(2) + "xxxxxxxxxxxxxx";
+  const pol2 = path.join(fx.dir, "ask2.lua");
+  fs.writeFileSync(pol2, fs.readFileSync(policy, "utf8").replace("return {",
+    `return {\n  principals = { { name = "alice", token = "${alice}" }, { name = "bob", token = "${bob}" } },`));
+  const srv = await spawnHttp({ hutch, servers: fx.servers, args: ["--policy", pol2, "--audit", audit] });
+  const a = await connectHttp({ sdk: sdk2, url: srv.url, token: alice, capabilities: { elicitation: {} }, onClient: onClient2 });
+  const b = await connectHttp({ sdk: sdk2, url: srv.url, token: bob, capabilities: { elicitation: {} }, onClient: onClient2 });
+  await steps("2026 HTTP", a.client);
+  await manual("2026 HTTP", a.client, b.client);
+  await a.client.close();
+  await b.client.close();
+  const stopped = await srv.stop();
+  t.ok(stopped && stopped.code === 0, "hutch serve --http (2026) exits 0", JSON.stringify(stopped));
 }
 t.done();
