@@ -98,6 +98,10 @@ static void usage(FILE *f)
         "      --workspaces DIR   where workspaces are kept (default:\n"
         "                         $HUTCH_WORKSPACES, else /var/lib/hutch/workspaces\n"
         "                         for root, else $XDG_STATE_HOME/hutch/workspaces)\n"
+        "      --resources-dir DIR\n"
+        "                         keep result files behind resource_links in DIR\n"
+        "                         (absolute, 0700) instead of in memory: replicas\n"
+        "                         given the same DIR serve each other's links\n"
         "      --pool N|LANG=N,…  warm sandboxes kept per language (python=N,\n"
         "                         javascript=N; default %d each, 0: none)\n"
         "  -t, --timeout MS       default and maximum time per execution (default %d)\n"
@@ -354,6 +358,7 @@ enum {
     OPT_SHAPES,
     OPT_DIRECT_TOOLS,
     OPT_WORKSPACES,
+    OPT_RESOURCES_DIR,
     OPT_OUTPUT_BYTES
 };
 static const struct option opts[] = {
@@ -377,6 +382,7 @@ static const struct option opts[] = {
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"shapes", required_argument, NULL, OPT_SHAPES},
     {"workspaces", required_argument, NULL, OPT_WORKSPACES},
+    {"resources-dir", required_argument, NULL, OPT_RESOURCES_DIR},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -435,6 +441,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             break;
         case OPT_WORKSPACES:
             jo.workspaces_dir = optarg;
+            break;
+        case OPT_RESOURCES_DIR:
+            mo.resources_dir = optarg;
             break;
         case 't':
             if (hutch_cli_limit("hutch serve", "timeout", optarg, &timeout) < 0)

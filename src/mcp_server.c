@@ -127,7 +127,7 @@ int hutch_mcp_new(const struct hutch_mcp_opts *opts, struct hutch_mcp **out,
         unsigned ttl_ms;
         int r = hutch_resources_ttl_from_env(&ttl_ms, err);
         if (r == 0)
-            r = hutch_resources_new(ttl_ms, NULL, &m->resources, err);
+            r = hutch_resources_new(ttl_ms, opts->resources_dir, &m->resources, err);
         if (r < 0) {
             free(m);
             return r;

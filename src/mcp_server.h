@@ -39,6 +39,9 @@ struct hutch_mcp_opts {
     int direct_tools;       /* --direct-tools (mcp_direct.h) */
     uint64_t timeout_ms;    /* the most execute_code may ask for */
     int untrusted_envelope; /* wrap sandbox output (default on) */
+    /* Where result files behind resource_links are kept (resources.h):
+     * NULL in memory; a directory replicas share. */
+    const char *resources_dir;
 };
 
 /* Caller frees with hutch_mcp_free after every session is gone. */
