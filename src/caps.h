@@ -279,8 +279,16 @@
 /* How long the user has to answer the policy's question about a tool call
  * (on_tool_call's "ask"): the call's own timeout when it has one, else the
  * default; never more than the maximum.  No answer: denied. */
-#define HUTCH_APPROVAL_DEFAULT_MS   60000
-#define HUTCH_APPROVAL_MAX_MS       600000
+#define HUTCH_APPROVAL_DEFAULT_MS 60000
+#define HUTCH_APPROVAL_MAX_MS     600000
+/* Tasks (the 2026-07-28 tasks extension): how long a task's record stays
+ * readable with tasks/get after it ended, the poll interval hutch
+ * suggests, and how many task records a process keeps (the oldest ended
+ * one goes first; a running one is never dropped: past the cap with all
+ * running, a new execution runs without a task). */
+#define HUTCH_TASK_TTL_MS           (3600u * 1000u)
+#define HUTCH_TASK_POLL_MS          1000
+#define HUTCH_TASKS_MAX             1000
 #define HUTCH_POLICY_LOAD_MS        1000        /* CPU time running the file once */
 #define HUTCH_POLICY_MAX_STATES     32          /* Lua states per policy */
 #define HUTCH_POLICY_WAIT_MS        1000        /* for a free state */

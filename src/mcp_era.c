@@ -28,13 +28,11 @@
  * initialize, ping, logging/setLevel and resources/(un)subscribe; hutch
  * offers no prompts, completions or subscriptions/listen (its capabilities
  * in server/discover say so), so those are "method not found" too. */
-static const char *const modern_methods[] = {"server/discover",
-                                             "tools/list",
-                                             "tools/call",
-                                             "resources/list",
-                                             "resources/read",
-                                             "resources/templates/list",
-                                             NULL};
+static const char *const modern_methods[] = {
+    "server/discover", "tools/list", "tools/call", "resources/list", "resources/read",
+    "resources/templates/list",
+    /* the tasks extension (SEP-2663) */
+    "tasks/get", "tasks/update", "tasks/cancel", NULL};
 
 /* The body field Mcp-Name mirrors, per method (SEP-2243). */
 static const char *name_source(const char *method)
@@ -43,6 +41,8 @@ static const char *name_source(const char *method)
         return "name";
     if (!strcmp(method, "resources/read"))
         return "uri";
+    if (!strncmp(method, "tasks/", 6)) /* SEP-2663: routed by task */
+        return "taskId";
     return NULL;
 }
 

@@ -34,6 +34,7 @@
 #define HUTCH_MCP_META_CLIENT_INFO      "io.modelcontextprotocol/clientInfo"
 #define HUTCH_MCP_META_SERVER_INFO      "io.modelcontextprotocol/serverInfo"
 #define HUTCH_MCP_MODERN_PROTOCOL       "2026-07-28"
+#define HUTCH_MCP_EXT_TASKS             "io.modelcontextprotocol/tasks"
 
 enum hutch_mcp_era {
     HUTCH_MCP_LEGACY = 0,

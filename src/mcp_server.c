@@ -71,6 +71,8 @@ struct hutch_mcp {
     struct parked *parked;    /* questions waiting for their answer */
     struct job *detached;     /* jobs answering no request right now */
     int stopping;
+    struct task *tasks; /* newest first */
+    unsigned ntasks;
 };
 
 struct inflight {
@@ -860,6 +862,7 @@ struct job {
     uint64_t questions;
     pthread_cond_t attach_cond;
     struct job *next_detached; /* m->detached */
+    struct task *task;         /* a task's job (tasks, below), or NULL */
 };
 
 static void tick(void *arg, uint64_t elapsed_ms)
@@ -1033,6 +1036,35 @@ struct parked {
     pthread_cond_t cond;
 };
 
+struct task {
+    struct task *next;
+    char id[96]; /* <instance>.<32 hex> */
+    char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
+    const char *status; /* working, input_required, completed, failed, cancelled */
+    char created[32], updated[32];
+    uint64_t ended_ms; /* monotonic; 0 while it runs */
+    cJSON *result, *error;
+    cJSON *input_requests; /* input_required: what it asks */
+    struct parked *q;      /* input_required: the question */
+    struct job *j;         /* while it runs */
+};
+
+static void iso_now(char *out, size_t len)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void task_free(struct task *t)
+{
+    cJSON_Delete(t->result);
+    cJSON_Delete(t->error);
+    cJSON_Delete(t->input_requests);
+    free(t);
+}
+
 static void cond_init_mono(pthread_cond_t *c)
 {
     pthread_condattr_t a;
@@ -1111,6 +1143,58 @@ static int attach_locked(struct job *j, struct hutch_mcp_session *s, void *strea
     return 0;
 }
 
+/* A task's question: the task is input_required (tasks/get shows the
+ * elicitation) until tasks/update answers, tasks/cancel cancels, or the
+ * time runs out.  Takes params. */
+static int ask_task(struct job *j, cJSON *params, uint64_t deadline, char *why,
+                    size_t why_len)
+{
+    struct hutch_mcp *m = j->m;
+    struct parked p = {.j = j};
+    struct task *t = j->task;
+    cJSON *reqs = cJSON_CreateObject(), *ask = cJSON_AddObjectToObject(reqs, "approve");
+    int r;
+
+    cJSON_AddStringToObject(ask, "method", "elicitation/create");
+    cJSON_AddItemToObject(ask, "params", params);
+    cond_init_mono(&p.cond);
+    pthread_mutex_lock(&m->park_mu);
+    if (m->stopping || strcmp(t->status, "working")) {
+        pthread_mutex_unlock(&m->park_mu);
+        cJSON_Delete(reqs);
+        pthread_cond_destroy(&p.cond);
+        return HUTCH_ANSWER_CANCEL;
+    }
+    p.next = m->parked;
+    m->parked = &p;
+    t->q = &p;
+    t->input_requests = reqs;
+    t->status = "input_required";
+    iso_now(t->updated, sizeof(t->updated));
+    while (!p.answered && !m->stopping &&
+           wait_until(&p.cond, &m->park_mu, deadline) != ETIMEDOUT)
+        ;
+    for (struct parked **q = &m->parked; *q; q = &(*q)->next)
+        if (*q == &p) {
+            *q = p.next;
+            break;
+        }
+    t->q = NULL;
+    cJSON_Delete(t->input_requests);
+    t->input_requests = NULL;
+    if (!strcmp(t->status, "input_required"))
+        t->status = "working";
+    iso_now(t->updated, sizeof(t->updated));
+    pthread_mutex_unlock(&m->park_mu);
+    pthread_cond_destroy(&p.cond);
+    if (p.answered != 1)
+        return p.answered < 0 || m->stopping ? HUTCH_ANSWER_CANCEL
+                                             : HUTCH_ANSWER_TIMEOUT;
+    r = hutch_approval_answer(p.answer, why, why_len);
+    cJSON_Delete(p.answer);
+    return r;
+}
+
 /* hutch_ask_fn (govern.h) for a 2026 request: park the execution and ask
  * through the request's result. */
 static int ask_modern(void *arg, const char *tool, const char *question,
@@ -1138,6 +1222,8 @@ static int ask_modern(void *arg, const char *tool, const char *question,
         snprintf(why, why_len, "out of memory");
         return -ENOMEM;
     }
+    if (j->task)
+        return ask_task(j, params, deadline, why, why_len);
     pthread_mutex_lock(&m->park_mu);
     while (!j->attached && !m->stopping &&
            wait_until(&j->attach_cond, &m->park_mu, deadline) != ETIMEDOUT)
@@ -1272,6 +1358,11 @@ static void park_stop_all(struct hutch_mcp *m)
     }
     while (m->detached)
         pthread_cond_wait(&m->park_cond, &m->park_mu);
+    while (m->tasks) {
+        struct task *t = m->tasks;
+        m->tasks = t->next;
+        task_free(t);
+    }
     pthread_mutex_unlock(&m->park_mu);
     pthread_mutex_destroy(&m->park_mu);
     pthread_cond_destroy(&m->park_cond);
@@ -1435,6 +1526,36 @@ static void *job_main(void *p)
      * have none left: its question timed out while parked). */
     pthread_mutex_lock(&m->park_mu);
     s = j->s;
+    if (j->task) { /* a task: the result goes into its record */
+        struct task *t = j->task;
+        for (struct job **q = &m->detached; *q; q = &(*q)->next_detached)
+            if (*q == j) {
+                *q = j->next_detached;
+                break;
+            }
+        pthread_cond_broadcast(&m->park_cond);
+        t->j = NULL;
+        t->ended_ms = hutch_now_ms();
+        iso_now(t->updated, sizeof(t->updated));
+        if (!strcmp(t->status, "cancelled")) {
+            cJSON_Delete(result);
+        } else if (result) {
+            hutch_mcp_stamp_result(result, NULL);
+            t->result = result;
+            t->status = "completed";
+        } else {
+            t->status = "failed";
+            t->error = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t->error, "code", E_INTERNAL);
+            cJSON_AddStringToObject(t->error, "message",
+                                    "the execution produced no result");
+        }
+        pthread_mutex_unlock(&m->park_mu);
+        if (m->o.jobs)
+            hutch_job_release(m->o.jobs, &j->hj);
+        job_free(j);
+        return NULL;
+    }
     if (j->modern && !j->attached) {
         attached = 0;
         for (struct job **q = &m->detached; *q; q = &(*q)->next_detached)
@@ -1484,19 +1605,19 @@ static void *job_main(void *p)
     return NULL;
 }
 
-static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                      const cJSON *params, const cJSON *args, const char *direct,
-                      int modern)
+/* A job for a request (s, stream, id), not yet started; NULL when out of
+ * memory (an error was sent). */
+static struct job *job_new(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                           const cJSON *params, const cJSON *args, const char *direct,
+                           int modern)
 {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
     const cJSON *token = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
     struct job *j = calloc(1, sizeof(*j));
-    pthread_attr_t attr;
-    pthread_t th;
 
     if (!j) {
         send_error(s, stream, id, E_INTERNAL, "out of memory");
-        return;
+        return NULL;
     }
     j->m = s->m;
     j->s = s;
@@ -1520,8 +1641,32 @@ static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id
     if (!j->id || !j->args || !j->fl.key || (direct && !j->direct)) {
         job_free(j);
         send_error(s, stream, id, E_INTERNAL, "out of memory");
-        return;
+        return NULL;
     }
+    return j;
+}
+
+static int spawn_job(struct job *j)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    int r;
+
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    r = pthread_create(&th, &attr, job_main, j);
+    pthread_attr_destroy(&attr);
+    return r ? -r : 0;
+}
+
+static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                      const cJSON *params, const cJSON *args, const char *direct,
+                      int modern)
+{
+    struct job *j = job_new(s, stream, id, params, args, direct, modern);
+
+    if (!j)
+        return;
     pthread_mutex_lock(&s->mu);
     if (s->workers >= HUTCH_MCP_MAX_INFLIGHT) {
         pthread_mutex_unlock(&s->mu);
@@ -1536,9 +1681,7 @@ static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id
     s->inflight = &j->fl;
     pthread_mutex_unlock(&s->mu);
 
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &attr, job_main, j) != 0) {
+    if (spawn_job(j) < 0) {
         pthread_mutex_lock(&s->mu);
         s->inflight = j->fl.next;
         s->workers--;
@@ -1547,7 +1690,236 @@ static void start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id
         send_error(s, stream, id, E_INTERNAL, "cannot start a worker thread");
         job_free(j);
     }
-    pthread_attr_destroy(&attr);
+}
+
+/* --- tasks (the 2026-07-28 tasks extension, SEP-2663) --------------------------
+ *
+ * A 2026 request whose _meta capabilities declare the tasks extension gets
+ * execute_code as a task: the call answers at once with the task (flat:
+ * resultType "task", taskId, status, times, ttlMs, pollIntervalMs) and the
+ * execution runs on, answering no request (a detached job); tasks/get
+ * reads its status and, once it ended, its result inline; tasks/cancel
+ * cancels it; a question of the policy makes it input_required, answered
+ * with tasks/update.  Task records live in this process (m->tasks, under
+ * park_mu): the taskId names the process, so another replica says where
+ * it waits.  A principal sees only its own tasks. */
+/* Drops ended tasks past their ttl, then the oldest ended ones while there
+ * are more than `keep`.  Under park_mu. */
+static void tasks_sweep_locked(struct hutch_mcp *m, unsigned keep)
+{
+    uint64_t now = hutch_now_ms();
+    unsigned n = 0;
+
+    for (struct task **p = &m->tasks; *p;) {
+        struct task *t = *p;
+        if (t->ended_ms && now - t->ended_ms >= HUTCH_TASK_TTL_MS) {
+            *p = t->next;
+            task_free(t);
+        } else {
+            n++;
+            p = &t->next;
+        }
+    }
+    while (n > keep) { /* newest first: the last ended one is the oldest */
+        struct task **victim = NULL;
+        for (struct task **p = &m->tasks; *p; p = &(*p)->next)
+            if ((*p)->ended_ms)
+                victim = p;
+        if (!victim)
+            break;
+        struct task *t = *victim;
+        *victim = t->next;
+        task_free(t);
+        n--;
+    }
+    m->ntasks = n;
+}
+
+/* The task as tasks/get shows it (and, flat, as a CreateTaskResult with
+ * resultType "task").  Under park_mu. */
+static cJSON *task_json(const struct task *t, int created)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "resultType", created ? "task" : "complete");
+    cJSON_AddStringToObject(r, "taskId", t->id);
+    cJSON_AddStringToObject(r, "status", t->status);
+    cJSON_AddStringToObject(r, "createdAt", t->created);
+    cJSON_AddStringToObject(r, "lastUpdatedAt", t->updated);
+    cJSON_AddNumberToObject(r, "ttlMs", HUTCH_TASK_TTL_MS);
+    cJSON_AddNumberToObject(r, "pollIntervalMs", HUTCH_TASK_POLL_MS);
+    if (!created && t->result)
+        cJSON_AddItemToObject(r, "result", cJSON_Duplicate(t->result, 1));
+    if (!created && t->error)
+        cJSON_AddItemToObject(r, "error", cJSON_Duplicate(t->error, 1));
+    if (!created && t->input_requests)
+        cJSON_AddItemToObject(r, "inputRequests",
+                              cJSON_Duplicate(t->input_requests, 1));
+    return r;
+}
+
+/* Whether a 2026 request declared the tasks extension. */
+static int wants_tasks(const cJSON *params)
+{
+    const cJSON *caps = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(params, "_meta"), HUTCH_MCP_META_CLIENT_CAPS);
+    return cJSON_GetObjectItemCaseSensitive(
+               cJSON_GetObjectItemCaseSensitive(caps, "extensions"),
+               HUTCH_MCP_EXT_TASKS) != NULL;
+}
+
+/* execute_code as a task; 0, or -EAGAIN when no record can be kept (run it
+ * as a plain call then). */
+static int start_task(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                      const cJSON *params, const cJSON *args)
+{
+    struct hutch_mcp *m = s->m;
+    struct task *t = calloc(1, sizeof(*t));
+    struct job *j;
+    char a[17], b[17];
+    cJSON *created;
+
+    if (!t)
+        return -EAGAIN;
+    pthread_mutex_lock(&m->park_mu);
+    tasks_sweep_locked(m, HUTCH_TASKS_MAX - 1);
+    if (m->ntasks >= HUTCH_TASKS_MAX || m->stopping) {
+        pthread_mutex_unlock(&m->park_mu);
+        free(t);
+        return -EAGAIN;
+    }
+    pthread_mutex_unlock(&m->park_mu);
+    if (!(j = job_new(s, stream, id, params, args, NULL, 1))) {
+        free(t);
+        return 0; /* an error was sent */
+    }
+    hutch_random_id(a);
+    hutch_random_id(b);
+    snprintf(t->id, sizeof(t->id), "%s.%s%s", hutch_instance_id(), a, b);
+    snprintf(t->principal, sizeof(t->principal), "%s", s->principal);
+    t->status = "working";
+    iso_now(t->created, sizeof(t->created));
+    memcpy(t->updated, t->created, sizeof(t->updated));
+    t->j = j;
+    j->task = t;
+    pthread_mutex_lock(&m->park_mu);
+    j->attached = 0; /* a task answers no request */
+    j->next_detached = m->detached;
+    m->detached = j;
+    t->next = m->tasks;
+    m->tasks = t;
+    m->ntasks++;
+    created = task_json(t, 1);
+    pthread_mutex_unlock(&m->park_mu);
+    if (spawn_job(j) < 0) {
+        pthread_mutex_lock(&m->park_mu);
+        for (struct job **p = &m->detached; *p; p = &(*p)->next_detached)
+            if (*p == j) {
+                *p = j->next_detached;
+                break;
+            }
+        t->j = NULL;
+        t->status = "failed";
+        t->ended_ms = hutch_now_ms();
+        t->error = cJSON_CreateObject();
+        cJSON_AddNumberToObject(t->error, "code", E_INTERNAL);
+        cJSON_AddStringToObject(t->error, "message", "cannot start a worker thread");
+        pthread_mutex_unlock(&m->park_mu);
+        job_free(j);
+    }
+    send_result(s, stream, id, created);
+    return 0;
+}
+
+/* The task of `params.taskId` for this principal, under park_mu; NULL with
+ * an error sent. */
+static struct task *find_task_locked(struct hutch_mcp_session *s, void *stream,
+                                     const cJSON *id, const cJSON *params)
+{
+    const cJSON *tid = cJSON_GetObjectItemCaseSensitive(params, "taskId");
+    const char *inst = hutch_instance_id();
+
+    if (!cJSON_IsString(tid)) {
+        send_error(s, stream, id, E_PARAMS, "params.taskId must be a string");
+        return NULL;
+    }
+    for (struct task *t = s->m->tasks; t; t = t->next)
+        if (!strcmp(t->id, tid->valuestring) && !strcmp(t->principal, s->principal))
+            return t;
+    if (strncmp(tid->valuestring, inst, strlen(inst)) ||
+        tid->valuestring[strlen(inst)] != '.')
+        send_error(
+            s, stream, id, E_PARAMS,
+            "Unknown task %.120s: tasks live in the hutch process that started "
+            "them (this one is %s); send tasks/* to that one (route on Mcp-Name)",
+            tid->valuestring, inst);
+    else
+        send_error(s, stream, id, E_PARAMS,
+                   "Unknown task %.120s (never started here, another principal's, or "
+                   "ended more than %u s ago)",
+                   tid->valuestring, HUTCH_TASK_TTL_MS / 1000);
+    return NULL;
+}
+
+static void on_tasks(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                     const char *meth, const cJSON *params)
+{
+    struct hutch_mcp *m = s->m;
+    struct task *t;
+    cJSON *r = NULL;
+
+    if (!wants_tasks(params)) {
+        cJSON *data = cJSON_CreateObject();
+        cJSON *req = cJSON_AddObjectToObject(data, "requiredCapabilities");
+        cJSON_AddObjectToObject(cJSON_AddObjectToObject(req, "extensions"),
+                                HUTCH_MCP_EXT_TASKS);
+        send_msg(s, stream,
+                 hutch_mcp_error_response(id, HUTCH_MCP_E_MISSING_CLIENT_CAP,
+                                          "Missing required client capability: the "
+                                          "request's clientCapabilities do not declare "
+                                          "the " HUTCH_MCP_EXT_TASKS " extension",
+                                          data),
+                 1);
+        return;
+    }
+    pthread_mutex_lock(&m->park_mu);
+    tasks_sweep_locked(m, HUTCH_TASKS_MAX);
+    if (!(t = find_task_locked(s, stream, id, params))) {
+        pthread_mutex_unlock(&m->park_mu);
+        return;
+    }
+    if (!strcmp(meth, "tasks/get")) {
+        r = task_json(t, 0);
+    } else if (!strcmp(meth, "tasks/cancel")) {
+        if (!t->ended_ms && t->j && strcmp(t->status, "cancelled")) {
+            atomic_store(&t->j->fl.cancel, 1);
+            t->status = "cancelled";
+            iso_now(t->updated, sizeof(t->updated));
+            if (t->q) { /* its question is not answered */
+                t->q->answered = -1;
+                pthread_cond_signal(&t->q->cond);
+            }
+        }
+        r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "resultType", "complete");
+    } else { /* tasks/update: the answer to its question */
+        const cJSON *ans = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(params, "inputResponses"), "approve");
+        if (!t->q || !cJSON_IsObject(ans)) {
+            pthread_mutex_unlock(&m->park_mu);
+            send_error(s, stream, id, E_PARAMS,
+                       t->q ? "tasks/update: inputResponses.approve is missing"
+                            : "tasks/update: task %.120s asks nothing now (status %s)",
+                       t->id, t->status);
+            return;
+        }
+        t->q->answer = cJSON_Duplicate(ans, 1);
+        t->q->answered = t->q->answer ? 1 : -1;
+        pthread_cond_signal(&t->q->cond);
+        r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "resultType", "complete");
+    }
+    pthread_mutex_unlock(&m->park_mu);
+    send_result(s, stream, id, r);
 }
 
 /* --- dispatch
@@ -1588,6 +1960,9 @@ static cJSON *discover_result(void)
     caps = cJSON_AddObjectToObject(r, "capabilities");
     cJSON_AddObjectToObject(caps, "tools");
     cJSON_AddObjectToObject(caps, "resources");
+    /* execute_code runs as a task for a request that declares it. */
+    cJSON_AddObjectToObject(cJSON_AddObjectToObject(caps, "extensions"),
+                            HUTCH_MCP_EXT_TASKS);
     cJSON_AddStringToObject(r, "instructions", instructions);
     add_server_info(cJSON_AddObjectToObject(r, "_meta"), HUTCH_MCP_META_SERVER_INFO);
     return r;
@@ -1660,6 +2035,11 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
     } else if (!strcmp(name->valuestring, "execute_code") && modern &&
                cJSON_GetObjectItemCaseSensitive(params, "requestState")) {
         on_answer(s, stream, id, params); /* the answer to a parked question */
+    } else if (!strcmp(name->valuestring, "execute_code") && modern &&
+               wants_tasks(params) &&
+               start_task(s, stream, id, params, cJSON_IsObject(args) ? args : NULL) ==
+                   0) {
+        ; /* a task: answered with the task, the execution runs on */
     } else if (!strcmp(name->valuestring, "execute_code")) {
         start_job(s, stream, id, params, cJSON_IsObject(args) ? args : NULL, NULL,
                   modern);
@@ -1800,6 +2180,8 @@ static void dispatch_modern(struct hutch_mcp_session *s, void *stream, const cJS
         r = cJSON_CreateObject();
         cJSON_AddArrayToObject(r, "resourceTemplates");
         c = &fixed;
+    } else if (!strncmp(meth, "tasks/", 6)) {
+        on_tasks(s, stream, id, meth, params);
     } else { /* hutch_mcp_classify lets no other method through */
         send_error(s, stream, id, E_METHOD, "Method not found: %.128s", meth);
     }

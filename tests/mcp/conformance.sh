@@ -61,7 +61,8 @@
 #   json-schema-2020-12          looks for the tool json_schema_2020_12_tool
 #   elicitation-sep1034-defaults, elicitation-sep1330-enums
 #                                call test tools that make the server request
-#                                elicitation; hutch never asks the client for input
+#                                elicitation; hutch asks only the policy's
+#                                questions (tests/mcp/approval.mjs)
 #   input-required-result-basic-elicitation, -basic-sampling, -basic-list-roots,
 #   -request-state, -multiple-input-requests, -multi-round,
 #   -missing-input-response, -non-tool-request, -result-type,
@@ -69,7 +70,10 @@
 #   -ignore-extra-params, -validate-input
 #                                (all input-required-result-*) call the suite's
 #                                test tools that answer input_required; hutch
-#                                asks no input of the client (yet: approvals)
+#                                answers input_required only for the policy's
+#                                questions, tested in tests/mcp/approval.mjs
+#                                (requestState tampered, replayed, another
+#                                principal's, a missing answer, no capability)
 #   server-sse-polling           calls the tool test_reconnection, which must close
 #                                the SSE stream mid-call (SEP-1699); hutch has no
 #                                such tool.  Run anyway it gives 0 checks and 2
@@ -96,8 +100,15 @@
 #   tasks-request-state-removal, tasks-mrtr-input, tasks-request-headers,
 #   tasks-dispatch-and-envelope, tasks-status-notifications,
 #   tasks-required-task-error, tasks-mrtr-composition
-#                                the tasks extension, which hutch does not
-#                                offer (yet)
+#                                every tasks scenario calls the suite's own
+#                                fixture tools (greet, slow_compute,
+#                                failing_job, confirm_delete, …); hutch's one
+#                                task-supporting tool is execute_code, and its
+#                                task surface (discover, -32021 gating,
+#                                CreateTaskResult, tasks/get inline result,
+#                                tasks/cancel, tasks/update for a question,
+#                                -32601 for tasks/result and tasks/list) is
+#                                tested in tests/mcp/tasks.mjs
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 
 HERE="$HUTCH_SRCDIR/tests/mcp"
