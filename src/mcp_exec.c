@@ -459,12 +459,15 @@ static int ask_modern(void *arg, const char *tool, const char *question,
     s = j->s;
     stream = j->stream;
     id = cJSON_Duplicate(j->id, 1);
-    detach_locked(j, &destroy);
-    /* Sent under park_mu: the session cannot go before it is sent. */
-    if (!destroy && id)
+    /* Sent while the job still counts as the session's worker (the
+     * session, and the stream it owes an answer, cannot go before), then
+     * detached: if the session closed meanwhile, it is this job's to free,
+     * as job_main does. */
+    if (id)
         mcp_send_result(s, stream, id, res);
     else
         cJSON_Delete(res);
+    detach_locked(j, &destroy);
     while (!p.answered && !m->stopping &&
            wait_until(&p.cond, &m->park_mu, deadline) != ETIMEDOUT)
         ;

@@ -204,6 +204,8 @@ const args = ["--policy", policy, "--audit", audit];
   const b = await connectHttp({ sdk: sdk2, url: srv.url, token: bob, capabilities: { elicitation: {} }, onClient: onClient2 });
   await steps("2026 HTTP", a.client);
   await manual("2026 HTTP", a.client, b.client);
+  if (srv.proc.exitCode !== null || srv.proc.signalCode)
+    t.diag(`hutch exited: ${srv.logs().split("\n").filter((l) => !l.startsWith("{")).join("\n").slice(-6000)}`);
   await a.client.close();
   await b.client.close();
   const stopped = await srv.stop();
