@@ -527,7 +527,7 @@ static int legacy_handshake(struct server *s, uint64_t deadline, cJSON **tools,
  * server that exits on the probe is marked legacy_only and restarted.
  * ERA_MODERN or ERA_LEGACY (and *disc: the discover result, or NULL), or a
  * negative error the start fails with. */
-static int probe_era(struct server *s, uint64_t deadline, cJSON **disc,
+static int probe_era(struct server *s, uint64_t deadline, cJSON **disc, bool *retried,
                      struct hutch_err *err)
 {
     unsigned budget = ms_left(deadline);
@@ -564,6 +564,26 @@ static int probe_era(struct server *s, uint64_t deadline, cJSON **disc,
     if (r < 0) {
         hutch_err_set(err, r, "%s", e.msg);
         return r;
+    }
+    /* -32022 naming 2026-07-28 among the versions it serves: it refused the
+     * version we asked on that request only (the revision's corrective
+     * retry); ask once more.  Any other error: the 2025 era. */
+    {
+        const cJSON *re = get(reply, "error");
+        const cJSON *sup = get(get(re, "data"), "supported"), *it2;
+        if (!cJSON_IsArray(sup))
+            sup = NULL;
+        if (cJSON_IsNumber(get(re, "code")) && get(re, "code")->valuedouble == -32022 &&
+            !*retried) {
+            cJSON_ArrayForEach(it2, sup)
+            {
+                if (cJSON_IsString(it2) && !strcmp(it2->valuestring, MODERN_VERSION)) {
+                    cJSON_Delete(reply);
+                    *retried = true;
+                    return probe_era(s, deadline, disc, retried, err);
+                }
+            }
+        }
     }
     res = get(reply, "result");
     sv = get(res, "supportedVersions");
@@ -611,7 +631,8 @@ static int handshake(struct server *s, uint64_t deadline, cJSON **tools,
                      struct hutch_err *err)
 {
     cJSON *disc = NULL;
-    int era = probe_era(s, deadline, &disc, err);
+    bool retried = false;
+    int era = probe_era(s, deadline, &disc, &retried, err);
 
     if (era < 0)
         return era;

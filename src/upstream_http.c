@@ -70,6 +70,9 @@ struct xfer {
  * headers its method and what it names (NULL: no Mcp-Name). */
 struct post {
     const char *body, *method, *name;
+    /* A 4xx whose body is the JSON-RPC error for this request is that
+     * error, as a reply (the server/discover probe reads its code). */
+    bool error_is_reply;
 };
 
 static int http_post(struct server *s, const struct post *p, int64_t want_id,
@@ -104,7 +107,7 @@ static void http_message(struct xfer *x, cJSON *msg)
         if (id && !cJSON_IsNull(id)) {
             cJSON *ans = up_answer_request(s, method->valuestring, id);
             char *text = ans && !x->depth ? cJSON_PrintUnformatted(ans) : NULL;
-            struct post p = {text, NULL, NULL};
+            struct post p = {text, NULL, NULL, false};
             if (text)
                 http_post(s, &p, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL, NULL);
             free(text);
@@ -519,11 +522,20 @@ static int http_post(struct server *s, const struct post *p, int64_t want_id,
         char shown[SNIPPET] = "";
         cJSON *msg = NULL;
         const cJSON *e, *em;
+        int64_t rid;
         if (x.mode != 2 && x.body.data &&
             hutch_json_text_cost(x.body.data, x.body.len) <= HUTCH_JSON_MAX_TREE)
             msg = cJSON_ParseWithLength(x.body.data, x.body.len);
         e = get(msg, "error");
         em = get(e, "message");
+        if (p && p->error_is_reply && reply && e && status >= 400 && status < 500 &&
+            status != 401 && status != 403 && up_rpc_id(get(msg, "id"), &rid) &&
+            rid == want_id) {
+            *reply = msg; /* the JSON-RPC error is the answer */
+            msg = NULL;
+            r = 0;
+            goto out;
+        }
         if (cJSON_IsString(em))
             up_clean_text(shown, sizeof(shown), em->valuestring,
                           strlen(em->valuestring));
@@ -608,7 +620,8 @@ again:
     {
         cJSON *m = up_request_msg(s, id, method, params);
         char *text = m ? cJSON_PrintUnformatted(m) : NULL;
-        struct post p = {text, method, up_request_name(method, params)};
+        struct post p = {text, method, up_request_name(method, params),
+                         !strcmp(method, "server/discover")};
         cJSON_Delete(m);
         if (!text)
             return hutch_err_set(err, -ENOMEM, "out of memory");
@@ -624,7 +637,7 @@ again:
             if (cp && cJSON_AddNumberToObject(cp, "requestId", (double)id) &&
                 cJSON_AddStringToObject(cp, "reason", "timed out"))
                 text = cJSON_PrintUnformatted(cm);
-            struct post p = {text, "notifications/cancelled", NULL};
+            struct post p = {text, "notifications/cancelled", NULL, false};
             if (text)
                 http_post(s, &p, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL, NULL);
             free(text);
@@ -662,7 +675,7 @@ int up_http_notify(struct server *s, const char *method, uint64_t deadline,
 {
     cJSON *m = up_rpc_new(0, method, NULL);
     char *text = m ? cJSON_PrintUnformatted(m) : NULL;
-    struct post p = {text, method, NULL};
+    struct post p = {text, method, NULL, false};
     int r;
 
     cJSON_Delete(m);
