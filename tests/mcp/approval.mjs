@@ -23,7 +23,7 @@ import {
 const hutch = requireEnv();
 const sdk = await loadSdk("1");
 const sdk2 = await loadSdk("2-pin");
-const t = tap({ timeout: 400 });
+const t = tap({ timeout: 900 });
 const E = process.env.HUTCH_EXECUTOR || "local";
 const fx = makeFixture();
 const audit = path.join(fx.dir, "audit.jsonl");

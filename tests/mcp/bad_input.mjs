@@ -9,7 +9,7 @@ import {
 } from "./lib.mjs";
 
 const hutch = requireEnv({ needSdk: false, needServers: false });
-const t = tap({ timeout: 300 });
+const t = tap({ timeout: 900 });
 
 // --- a raw stdio session -------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import {
 
 const hutch = requireEnv();
 const sdk = await loadSdk();
-const t = tap({ timeout: 400 });
+const t = tap({ timeout: 900 });
 const E = process.env.HUTCH_EXECUTOR || "local";
 // The gate file lives in a directory of its own, removed when the test ends.
 const gateDir = fs.mkdtempSync(path.join("/tmp", "hutch-disc-"));

@@ -12,7 +12,7 @@ import crypto from "node:crypto";
 import { fs, makeFixture, path, requireEnv, spawnHttp, tap } from "./lib.mjs";
 
 const hutch = requireEnv();
-const t = tap({ timeout: 400 });
+const t = tap({ timeout: 900 });
 const fx = makeFixture();
 const E = process.env.HUTCH_EXECUTOR || "local";
 const token = "replica-" + crypto.randomBytes(12).toString("hex");

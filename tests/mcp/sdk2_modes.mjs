@@ -13,7 +13,7 @@ import {
 } from "./lib.mjs";
 
 const hutch = requireEnv();
-const t = tap({ timeout: 240 });
+const t = tap({ timeout: 900 });
 const dir = fs.mkdtempSync(path.join(process.env.TMPDIR || "/tmp", "hutch-sdk2-"));
 const servers = path.join(dir, "servers.json");
 fs.writeFileSync(servers, JSON.stringify({ mcpServers: { recorder: { command: NODE, args: [path.join(HERE, "recorder.mjs")] } } }));

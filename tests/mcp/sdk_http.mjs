@@ -10,7 +10,7 @@ import { runSuite } from "./sdk_suite.mjs";
 
 const hutch = requireEnv();
 const sdk = await loadSdk();
-const t = tap({ timeout: 240 });
+const t = tap({ timeout: 900 });
 const fx = makeFixture();
 const token = "test-token-" + Math.random().toString(36).slice(2);
 

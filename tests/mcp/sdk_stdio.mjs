@@ -11,7 +11,7 @@ import { runSuite } from "./sdk_suite.mjs";
 
 const hutch = requireEnv();
 const sdk = await loadSdk();
-const t = tap({ timeout: 240 });
+const t = tap({ timeout: 900 });
 const fx = makeFixture();
 
 let h;

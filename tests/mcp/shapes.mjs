@@ -15,7 +15,7 @@ import { execute, fs, loadSdk, os, path, py, requireEnv, startStdio, tap, NODE, 
 
 const hutch = requireEnv();
 const sdk = await loadSdk();
-const t = tap({ timeout: 400 });
+const t = tap({ timeout: 900 });
 const E = process.env.HUTCH_EXECUTOR || "local";
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-shapes-"));
 const servers = path.join(tmp, "servers.json");

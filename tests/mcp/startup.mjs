@@ -15,7 +15,7 @@ import { execute, fs, loadSdk, os, path, py, requireEnv, startStdio, tap, NODE, 
 
 const hutch = requireEnv({ needServers: false });
 const sdk = await loadSdk();
-const t = tap({ timeout: 300 });
+const t = tap({ timeout: 900 });
 const E = process.env.HUTCH_EXECUTOR || "local";
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-startup-"));
 const slow = path.join(SERVERS_DIR, "slowstart.mjs");

@@ -18,7 +18,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { fs, os, path, requireEnv, tap, NODE, SERVERS_DIR, hutchEnv, onExit, waitFor } from "./lib.mjs";
 
 const hutch = requireEnv();
-const t = tap({ timeout: 300 });
+const t = tap({ timeout: 900 });
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-eras-"));
 onExit(() => fs.rmSync(tmp, { recursive: true, force: true }));
 

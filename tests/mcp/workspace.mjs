@@ -11,7 +11,7 @@ import {
 
 const hutch = requireEnv({ needServers: false });
 const sdk = await loadSdk();
-const t = tap({ timeout: 400 });
+const t = tap({ timeout: 900 });
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-ws-"));
 const store = path.join(dir, "store");
 const hex = (s) => Buffer.from(s).toString("hex");
