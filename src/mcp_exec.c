@@ -287,7 +287,10 @@ static int wait_until(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t deadline)
 /* The job stops answering its request: out of its session (whose last
  * worker it may have been: *destroy then says the session is to be freed)
  * and onto m->detached.  Under park_mu. */
-static void detach_locked(struct job *j, int *destroy)
+/* Out of the session's in-flight list first (before the question goes out
+ * and the request ends: the session's end must not cancel the execution,
+ * which outlives it), still counted as its worker. */
+static void unlist_locked(struct job *j)
 {
     struct hutch_mcp_session *s = j->s;
 
@@ -297,6 +300,15 @@ static void detach_locked(struct job *j, int *destroy)
             *f = j->fl.next;
             break;
         }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void detach_locked(struct job *j, int *destroy)
+{
+    struct hutch_mcp_session *s = j->s;
+
+    unlist_locked(j);
+    pthread_mutex_lock(&s->mu);
     s->workers--;
     *destroy = s->closing && s->workers == 0;
     pthread_cond_broadcast(&s->idle);
@@ -463,6 +475,7 @@ static int ask_modern(void *arg, const char *tool, const char *question,
      * session, and the stream it owes an answer, cannot go before), then
      * detached: if the session closed meanwhile, it is this job's to free,
      * as job_main does. */
+    unlist_locked(j);
     if (id)
         mcp_send_result(s, stream, id, res);
     else
