@@ -1,7 +1,7 @@
 /* cmd_serve.c — `hutch serve`: the MCP server, over stdio (one client, the
- * default) or streamable HTTP (src/http.c).  The stdio transport lives here:
- * newline-delimited JSON-RPC on stdin/stdout, logs on stderr only.  The
- * --config file is read by serve_config.c into options parsed here. */
+ * default; stdio_server.c) or streamable HTTP (http.c).  This file parses
+ * the options (the --config file is read by serve_config.c into them),
+ * starts what they name, and stops it. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -24,10 +24,9 @@
 #include "policy.h"
 #include "serve_config.h"
 #include "shape.h"
+#include "stdio_server.h"
 #include "upstream.h"
 #include "util.h"
-
-#define STDIO_READ_CHUNK 65536
 
 static volatile sig_atomic_t stopping;
 static struct hutch_gov *gov;
@@ -166,80 +165,6 @@ static int parse_pool(const char *arg, int size[2])
             return -EINVAL;
     }
     return 0;
-}
-
-/* --- stdio transport ----------------------------------------------------------- */
-
-static void stdio_send(void *arg, void *stream, const char *json, size_t len, int last)
-{
-    /* Serialised per session by the core; one write per message keeps lines
-     * whole even when the client reads slowly. */
-    char *line = malloc(len + 1);
-    if (!line)
-        return;
-    memcpy(line, json, len);
-    line[len] = '\n';
-    if (hutch_write_all(STDOUT_FILENO, line, len + 1) < 0)
-        stopping = SIGPIPE; /* the client went away */
-    free(line);
-}
-
-static int serve_stdio(struct hutch_mcp *m, struct hutch_upstreams *ups)
-{
-    struct hutch_mcp_session *s = hutch_mcp_session_new(m, stdio_send, NULL, "local");
-    struct hutch_buf in;
-    size_t scan = 0;
-    int skipping = 0, rc = 0;
-
-    /* One message, a "\r" and its newline. */
-    hutch_buf_init(&in, HUTCH_MCP_MAX_MESSAGE + 2);
-    if (!s) {
-        fprintf(stderr, "hutch serve: out of memory\n");
-        return HUTCH_EXIT_ERROR;
-    }
-    while (!stopping) {
-        ssize_t n = hutch_buf_read(&in, STDIN_FILENO, STDIO_READ_CHUNK);
-        char *nl;
-        if (n == -E2BIG) {
-            /* An over-long line: answer once, then drop it to its end. */
-            static const char msg[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{"
-                                      "\"code\":-32600,\"message\":\"message exceeds "
-                                      "16 MiB\"}}";
-            if (!skipping)
-                stdio_send(NULL, NULL, msg, sizeof(msg) - 1, 1);
-            skipping = 1;
-            hutch_buf_reset(&in);
-            scan = 0;
-            continue;
-        }
-        if (n == -EINTR)
-            continue;
-        if (n < 0) {
-            fprintf(stderr, "hutch serve: reading stdin: %s\n", strerror((int)-n));
-            rc = HUTCH_EXIT_ERROR;
-            break;
-        }
-        if (n == 0)
-            break; /* the client closed stdin: done */
-        while ((nl = memchr(in.data + scan, '\n', in.len - scan))) {
-            size_t l = (size_t)(nl - in.data);
-            size_t mlen = l;
-            if (mlen && in.data[mlen - 1] == '\r')
-                mlen--;
-            if (!skipping && mlen > 0)
-                hutch_mcp_session_receive(s, in.data, mlen, NULL);
-            skipping = 0;
-            hutch_buf_consume(&in, l + 1);
-            scan = 0;
-        }
-        scan = in.len;
-    }
-    /* The session's executions are cancelled and waited for: their tool
-     * calls in flight must end now (see the end of hutch_cmd_serve). */
-    hutch_upstreams_stop(ups);
-    hutch_mcp_session_free(s);
-    hutch_buf_free(&in);
-    return rc;
 }
 
 static int parse_addr(const char *arg, char *addr, size_t alen, uint16_t *port)
@@ -602,7 +527,14 @@ static int serve(int argc, char **argv, const char *config_file, int check)
         }
         rc = 0;
     } else {
-        rc = serve_stdio(m, ups);
+        struct hutch_err serr = HUTCH_ERR_INIT;
+        if (hutch_stdio_serve(m, ups, STDIN_FILENO, STDOUT_FILENO, &stopping, &serr) <
+            0) {
+            fprintf(stderr, "hutch serve: %s\n", serr.msg);
+            rc = HUTCH_EXIT_ERROR;
+        } else {
+            rc = 0;
+        }
     }
 out:
     /* The upstreams stop first: a call still in flight (its execution is
