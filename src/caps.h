@@ -184,7 +184,10 @@
 /* How long a stdio server may take to answer the server/discover probe
  * before hutch takes its silence for the 2025 era and sends initialize
  * (2026-07-28's dual-era rule; SDKs wait about as long). */
-#define HUTCH_UPSTREAM_PROBE_MS      10000
+#define HUTCH_UPSTREAM_PROBE_MS 10000
+/* Rounds of an upstream\'s input_required (questions relayed to the user)
+ * before a tools/call gives up. */
+#define HUTCH_UPSTREAM_INPUT_ROUNDS  4
 #define HUTCH_UPSTREAM_SSE_LINGER_MS 100
 #define HUTCH_UPSTREAM_POLL_MS       100
 /* Idle connections kept per HTTP upstream server, for the next call. */

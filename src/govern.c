@@ -347,7 +347,11 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
         goto out;
     }
     /* The entry the policy decided on is the one called: one lookup. */
+    /* The upstream may ask the user (2026 input_required): through this
+     * execution's client, on this thread, for this call only. */
+    hutch_upstreams_set_elicitor(&x->elicit);
     r = hutch_bridge_call(x->bridge, e, args, timeout_ms, reply);
+    hutch_upstreams_set_elicitor(NULL);
 out:
     hutch_bridge_catalog_put(x->bridge, ref);
     return r;

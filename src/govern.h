@@ -10,6 +10,7 @@
 #include "bridge.h"
 #include "exec.h"
 #include "policy.h"
+#include "upstream.h"
 
 struct hutch_gov;
 struct hutch_audit;
@@ -61,6 +62,9 @@ struct hutch_gov_exec {
      * nobody can be asked, a question is a denial saying so). */
     hutch_ask_fn ask;
     void *ask_arg;
+    /* Who answers an upstream's own questions during this execution's
+     * calls (upstream.h; fn NULL: nobody, such a question fails the call). */
+    struct hutch_elicitor elicit;
 };
 
 /* Rate limit, then on_execute.  0: allowed, *d holds the executor and the

@@ -656,6 +656,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     snprintf(job->execution, sizeof(job->execution), "%s", gx.execution);
     gx.ask = job->ask;
     gx.ask_arg = job->ask_arg;
+    gx.elicit = job->elicit;
     if (r < 0) {
         hutch_metrics_execution(NULL, failed_outcome(job, r), -1);
         return hutch_err_set(err, r, "refused by the policy: %s", reason);

@@ -131,6 +131,8 @@ struct hutch_job_req {
      * nobody, a question is a denial. */
     hutch_ask_fn ask;
     void *ask_arg;
+    /* Who answers an upstream's questions (govern.h); fn NULL: nobody. */
+    struct hutch_elicitor elicit;
     /* Out: the execution id (also in the audit log). */
     char execution[40];
     /* Private: the spent sandbox, until hutch_job_release. */

@@ -233,6 +233,7 @@ static int ask_client(void *arg, const char *tool, const char *question,
 struct parked {
     struct parked *next;
     struct job *j;
+    const char *key; /* its inputRequests key: "approve" or "input" */
     uint64_t q;
     int answered; /* 1 with answer, -1: hutch is stopping */
     cJSON *answer;
@@ -365,7 +366,7 @@ static int ask_task(struct job *j, cJSON *params, uint64_t deadline, char *why,
                     size_t why_len)
 {
     struct hutch_mcp *m = j->m;
-    struct parked p = {.j = j};
+    struct parked p = {.j = j, .key = "approve"};
     struct task *t = j->task;
     cJSON *reqs = cJSON_CreateObject(), *ask = cJSON_AddObjectToObject(reqs, "approve");
     int r;
@@ -410,35 +411,25 @@ static int ask_task(struct job *j, cJSON *params, uint64_t deadline, char *why,
     return r;
 }
 
-/* hutch_ask_fn (govern.h) for a 2026 request: park the execution and ask
- * through the request's result. */
-static int ask_modern(void *arg, const char *tool, const char *question,
-                      const cJSON *args, unsigned ms, char *why, size_t why_len)
+/* Park the job on a question (an elicitation/create with params, taken)
+ * asked through its request's result, under `key` in inputRequests: 0 with
+ * *answer (the client's answer, caller frees), HUTCH_ANSWER_TIMEOUT or
+ * HUTCH_ANSWER_CANCEL, or negative with why. */
+static int park_question(struct job *j, const char *key, cJSON *params, unsigned ms,
+                         cJSON **answer, char *why, size_t why_len)
 {
-    struct job *j = arg;
     struct hutch_mcp *m = j->m;
     struct hutch_err err = HUTCH_ERR_INIT;
-    struct parked p = {.j = j};
+    struct parked p = {.j = j, .key = key};
     uint64_t deadline = hutch_now_ms() + ms;
     char token[HUTCH_REQSTATE_MAX];
-    cJSON *res, *reqs, *ask, *params;
+    cJSON *res, *reqs, *ask;
     struct hutch_mcp_session *s;
     void *stream;
     cJSON *id;
     int destroy = 0, r;
 
-    if (!j->can_elicit) {
-        snprintf(why, why_len,
-                 "the client's request declared no elicitation capability (_meta "
-                 "io.modelcontextprotocol/clientCapabilities)");
-        return -ENOTSUP;
-    }
-    if (!(params = hutch_approval_params(tool, question, args))) {
-        snprintf(why, why_len, "out of memory");
-        return -ENOMEM;
-    }
-    if (j->task)
-        return ask_task(j, params, deadline, why, why_len);
+    *answer = NULL;
     pthread_mutex_lock(&m->park_mu);
     while (!j->attached && !m->stopping &&
            wait_until(&j->attach_cond, &m->park_mu, deadline) != ETIMEDOUT)
@@ -453,7 +444,7 @@ static int ask_modern(void *arg, const char *tool, const char *question,
                             sizeof(token), &err);
     res = cJSON_CreateObject();
     reqs = cJSON_AddObjectToObject(res, "inputRequests");
-    ask = cJSON_AddObjectToObject(reqs, "approve");
+    ask = cJSON_AddObjectToObject(reqs, key);
     if (r < 0 || !ask ||
         !cJSON_AddStringToObject(res, "resultType", "input_required") ||
         !cJSON_AddStringToObject(ask, "method", "elicitation/create") ||
@@ -471,10 +462,10 @@ static int ask_modern(void *arg, const char *tool, const char *question,
     s = j->s;
     stream = j->stream;
     id = cJSON_Duplicate(j->id, 1);
-    /* Sent while the job still counts as the session's worker (the
-     * session, and the stream it owes an answer, cannot go before), then
-     * detached: if the session closed meanwhile, it is this job's to free,
-     * as job_main does. */
+    /* Out of the request's in-flight list, then sent while the job still
+     * counts as the session's worker (the session, and the stream it owes
+     * an answer, cannot go before), then detached: if the session closed
+     * meanwhile, it is this job's to free, as job_main does. */
     unlist_locked(j);
     if (id)
         mcp_send_result(s, stream, id, res);
@@ -497,8 +488,74 @@ static int ask_modern(void *arg, const char *tool, const char *question,
     pthread_cond_destroy(&p.cond);
     if (p.answered != 1)
         return m->stopping ? HUTCH_ANSWER_CANCEL : HUTCH_ANSWER_TIMEOUT;
-    r = hutch_approval_answer(p.answer, why, why_len);
-    cJSON_Delete(p.answer);
+    *answer = p.answer;
+    return 0;
+}
+
+/* hutch_ask_fn (govern.h) for a 2026 request: park the execution and ask
+ * the policy's question through the request's result. */
+static int ask_modern(void *arg, const char *tool, const char *question,
+                      const cJSON *args, unsigned ms, char *why, size_t why_len)
+{
+    struct job *j = arg;
+    cJSON *params, *answer = NULL;
+    int r;
+
+    if (!j->can_elicit) {
+        snprintf(why, why_len,
+                 "the client's request declared no elicitation capability (_meta "
+                 "io.modelcontextprotocol/clientCapabilities)");
+        return -ENOTSUP;
+    }
+    if (!(params = hutch_approval_params(tool, question, args))) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    if (j->task)
+        return ask_task(j, params, hutch_now_ms() + ms, why, why_len);
+    r = park_question(j, "approve", params, ms, &answer, why, why_len);
+    if (r != 0)
+        return r;
+    r = hutch_approval_answer(answer, why, why_len);
+    cJSON_Delete(answer);
+    return r;
+}
+
+/* hutch_elicitor (upstream.h): an upstream's own question, passed to this
+ * execution's client as it came: during the call in the 2025 era, as an
+ * input_required of the request in 2026.  *result is the client's answer
+ * as the upstream expects it ({action, content}). */
+static int elicit_client(void *arg, const cJSON *params, unsigned ms, cJSON **result,
+                         char *why, size_t why_len)
+{
+    struct job *j = arg;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    cJSON *p = params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
+    int r;
+
+    *result = NULL;
+    if (!p) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    if (!j->modern) {
+        r = hutch_asks_request(j->s->asks, job_send, j, "elicitation/create", p, ms,
+                               result, &err);
+        if (r < 0)
+            snprintf(why, why_len, "%s", err.msg);
+        return r;
+    }
+    if (j->task) {
+        cJSON_Delete(p);
+        snprintf(why, why_len, "an upstream's questions are not passed on from a task");
+        return -ENOTSUP;
+    }
+    r = park_question(j, "input", p, ms, result, why, why_len);
+    if (r == HUTCH_ANSWER_TIMEOUT || r == HUTCH_ANSWER_CANCEL) {
+        snprintf(why, why_len, "%s",
+                 r == HUTCH_ANSWER_TIMEOUT ? "no answer in time" : "hutch is stopping");
+        return -ETIMEDOUT;
+    }
     return r;
 }
 
@@ -511,8 +568,8 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
 {
     struct hutch_mcp *m = s->m;
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(params, "requestState");
-    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(params, "inputResponses"), "approve");
+    const cJSON *responses = cJSON_GetObjectItemCaseSensitive(params, "inputResponses");
+    const cJSON *ans;
     struct hutch_err err = HUTCH_ERR_INIT;
     char exe[64];
     uint64_t q = 0;
@@ -525,17 +582,22 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                        cJSON_IsString(rs) ? err.msg : "requestState must be a string");
         return;
     }
-    if (!cJSON_IsObject(ans)) {
-        mcp_send_error(
-            s, stream, id, E_PARAMS,
-            "execute_code: inputResponses.approve is missing: answer the "
-            "elicitation/create of the input_required result, then call again");
-        return;
-    }
     pthread_mutex_lock(&m->park_mu);
     for (p = m->parked; p; p = p->next)
         if (p->q == q && !strcmp(p->j->hj.execution, exe))
             break;
+    ans = p ? cJSON_GetObjectItemCaseSensitive(responses, p->key) : NULL;
+    if (p && !cJSON_IsObject(ans)) {
+        char key[16];
+        snprintf(key, sizeof(key), "%s", p->key);
+        pthread_mutex_unlock(&m->park_mu);
+        mcp_send_error(
+            s, stream, id, E_PARAMS,
+            "execute_code: inputResponses.%s is missing: answer the "
+            "elicitation/create of the input_required result, then call again",
+            key);
+        return;
+    }
     if (!p) {
         pthread_mutex_unlock(&m->park_mu);
         mcp_send_error(s, stream, id, E_PARAMS,
@@ -691,6 +753,11 @@ static cJSON *execute_code(struct job *j)
     job->tick_arg = j;
     /* The policy's questions: a 2025 client that can elicit is asked
      * during this call; otherwise nobody can be asked (a denial). */
+    /* An upstream's own questions go to the same client, when it can be
+     * asked (2025: declared elicitation at initialize; 2026: in this
+     * request's capabilities). */
+    if (j->modern ? j->can_elicit : j->s->can_elicit && j->s->asks)
+        job->elicit = (struct hutch_elicitor){elicit_client, j};
     if (j->modern) {
         job->ask = ask_modern;
         job->ask_arg = j;

@@ -59,6 +59,14 @@
 #include "upstream_parse.h"
 #include "util.h"
 
+/* This thread's answerer of upstream questions (hutch_upstreams_set_elicitor). */
+static _Thread_local const struct hutch_elicitor *elicitor;
+
+void hutch_upstreams_set_elicitor(const struct hutch_elicitor *e)
+{
+    elicitor = e && e->fn ? e : NULL;
+}
+
 static const char *const state_names[] = {"starting",   "ready",    "failed",
                                           "restarting", "disabled", "skipped"};
 
@@ -129,7 +137,7 @@ fail:
 cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
                       const cJSON *params)
 {
-    cJSON *m = up_rpc_new(id, method, params), *p, *meta, *ci;
+    cJSON *m = up_rpc_new(id, method, params), *p, *meta, *ci, *caps;
 
     if (!m || id <= 0 || era_of(s) == ERA_LEGACY)
         return m;
@@ -150,8 +158,12 @@ cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
      * roots (a question from an upstream is refused, README "Upstream
      * servers in the 2026 era"). */
     ci = cJSON_AddObjectToObject(meta, META_CLIENT_INFO);
-    if (!cJSON_AddStringToObject(meta, META_VERSION, MODERN_VERSION) ||
-        !cJSON_AddObjectToObject(meta, META_CAPABILITIES) || !ci ||
+    caps = cJSON_AddObjectToObject(meta, META_CAPABILITIES);
+    /* Elicitation only where someone can answer (an upstream's question
+     * goes to hutch's own client: hutch_upstreams_set_elicitor). */
+    if (caps && elicitor && !strcmp(method, "tools/call"))
+        cJSON_AddObjectToObject(caps, "elicitation");
+    if (!cJSON_AddStringToObject(meta, META_VERSION, MODERN_VERSION) || !caps || !ci ||
         !cJSON_AddStringToObject(ci, "name", s->u->client_name) ||
         !cJSON_AddStringToObject(ci, "version", PACKAGE_VERSION))
         goto fail;
@@ -327,6 +339,9 @@ static int result_type_ok(struct server *s, const char *what, const cJSON *res,
 
     if (!rt || (cJSON_IsString(rt) && !strcmp(rt->valuestring, "complete")))
         return 0;
+    if (cJSON_IsString(rt) && !strcmp(rt->valuestring, "input_required") && elicitor &&
+        !strncmp(what, "tools/call", 10))
+        return 0; /* hutch_upstreams_call asks and calls again */
     if (cJSON_IsString(rt) && !strcmp(rt->valuestring, "input_required"))
         return hutch_err_set(err, -ENOTSUP,
                              "upstream %s needs input from the user to answer %s "
@@ -1164,6 +1179,62 @@ cJSON *hutch_upstreams_status(struct hutch_upstreams *u)
     return arr;
 }
 
+static bool is_input_required(const cJSON *res)
+{
+    const cJSON *rt = get(res, "resultType");
+    return cJSON_IsString(rt) && !strcmp(rt->valuestring, "input_required");
+}
+
+/* An upstream's input_required: every embedded elicitation/create asked of
+ * hutch's own client (the thread's elicitor), the answers put into params
+ * as inputResponses, with the requestState echoed byte for byte.  Any
+ * other embedded request (sampling, roots) cannot be answered. */
+static int answer_questions(struct server *s, cJSON *params, const cJSON *res,
+                            uint64_t deadline, struct hutch_err *err)
+{
+    const cJSON *reqs = get(res, "inputRequests"), *rs = get(res, "requestState"), *q;
+    cJSON *answers = cJSON_CreateObject();
+    char why[256] = "";
+
+    if (!answers)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    if (!cJSON_IsObject(reqs))
+        reqs = NULL;
+    cJSON_ArrayForEach(q, reqs)
+    {
+        const cJSON *m = get(q, "method");
+        cJSON *ans = NULL;
+        int r;
+        if (!cJSON_IsString(m) || strcmp(m->valuestring, "elicitation/create")) {
+            char shown[64];
+            up_clean_text(shown, sizeof(shown),
+                          cJSON_IsString(m) ? m->valuestring : "?",
+                          cJSON_IsString(m) ? strlen(m->valuestring) : 1);
+            cJSON_Delete(answers);
+            return hutch_err_set(err, -ENOTSUP,
+                                 "upstream %s asks for %s, which hutch cannot answer "
+                                 "(only elicitation/create is passed to the user)",
+                                 s->name, shown);
+        }
+        r = elicitor->fn(elicitor->arg, get(q, "params"), ms_left(deadline), &ans, why,
+                         sizeof(why));
+        if (r < 0 || !ans) {
+            cJSON_Delete(answers);
+            return hutch_err_set(err, r < 0 ? r : -EIO,
+                                 "upstream %s needs input from the user, who could not "
+                                 "be asked: %s",
+                                 s->name, why[0] ? why : "no answer");
+        }
+        cJSON_AddItemToObject(answers, q->string, ans);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(params, "inputResponses");
+    cJSON_DeleteItemFromObjectCaseSensitive(params, "requestState");
+    cJSON_AddItemToObject(params, "inputResponses", answers);
+    if (rs)
+        cJSON_AddItemToObject(params, "requestState", cJSON_Duplicate(rs, true));
+    return 0;
+}
+
 int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
                          const char *tool, const cJSON *args, int timeout_ms,
                          cJSON **result, struct hutch_err *err)
@@ -1217,8 +1288,28 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    r = srv_request(s, "tools/call", params, hutch_now_ms() + ms, ms, what, true,
-                    result, err);
+    {
+        uint64_t deadline = hutch_now_ms() + ms;
+        r = srv_request(s, "tools/call", params, deadline, ms, what, true, result, err);
+        for (int round = 0; r == 0 && is_input_required(*result); round++) {
+            if (round == HUTCH_UPSTREAM_INPUT_ROUNDS) {
+                r = hutch_err_set(err, -EPROTO,
+                                  "upstream %s still asked for input after %d rounds",
+                                  s->name, round);
+                break;
+            }
+            r = answer_questions(s, params, *result, deadline, err);
+            cJSON_Delete(*result);
+            *result = NULL;
+            if (r == 0)
+                r = srv_request(s, "tools/call", params, deadline, ms_left(deadline),
+                                what, true, result, err);
+        }
+        if (r < 0) {
+            cJSON_Delete(*result);
+            *result = NULL;
+        }
+    }
 out:
     cJSON_Delete(params);
     return r;

@@ -90,6 +90,20 @@ cJSON *hutch_upstreams_status(struct hutch_upstreams *u);
  * -ENOENT no such server, -EHOSTDOWN server not ready, -ETIMEDOUT,
  * -ECONNRESET the server died during the call, -EPROTO it sent garbage,
  * -EREMOTEIO it answered with a JSON-RPC error (err->msg is its message). */
+/* Who answers an upstream's questions for the calls this thread makes: a
+ * 2026-07-28 server that answers tools/call with input_required asks its
+ * user through elicitation/create; fn asks hutch's own client (params as
+ * the server sent them) and gives back its result ({action, content}), or
+ * a negative code with why.  While one is set, this thread's calls declare
+ * the elicitation capability in their _meta.  Set it around a call, clear
+ * it with NULL (govern.c does, per tool call). */
+struct hutch_elicitor {
+    int (*fn)(void *arg, const cJSON *params, unsigned ms, cJSON **result, char *why,
+              size_t why_len);
+    void *arg;
+};
+void hutch_upstreams_set_elicitor(const struct hutch_elicitor *e);
+
 int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
                          const char *tool, const cJSON *args, int timeout_ms,
                          cJSON **result, struct hutch_err *err);

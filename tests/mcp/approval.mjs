@@ -16,8 +16,8 @@
 // No timing: every step waits for a behaviour; "no answer" waits out a
 // budget nobody meets.  TAP.
 import {
-  callTool, connectHttp, execute, fs, loadSdk, makeFixture, path, py, requireEnv, spawnHttp, startStdio, tap,
-  waitFor,
+  callTool, connectHttp, execute, fs, loadSdk, makeFixture, NODE, path, py, requireEnv, SERVERS_DIR, spawnHttp,
+  startStdio, tap, waitFor,
 } from "./lib.mjs";
 
 const hutch = requireEnv();
@@ -25,11 +25,11 @@ const sdk = await loadSdk("1");
 const sdk2 = await loadSdk("2-pin");
 const t = tap({ timeout: 900 });
 const E = process.env.HUTCH_EXECUTOR || "local";
-const fx = makeFixture();
+const fx = makeFixture({ extra: { modern: { command: NODE, args: [path.join(SERVERS_DIR, "modern.mjs")] } } });
 const audit = path.join(fx.dir, "audit.jsonl");
 const policy = path.join(fx.dir, "ask.lua");
 fs.writeFileSync(policy, `return {
-  tools = { allow = { "everything.*" } },
+  tools = { allow = { "everything.*", "modern.*" } },
   on_tool_call = function(call)
     if call.name == "echo" then
       return "ask", "Let the program echo " .. tostring(call.args.message) .. "?"
@@ -55,6 +55,8 @@ let answer = null;
 let asked = [];
 const user = async (req) => {
   asked.push(req.params);
+  // An upstream's own question (modern.mjs's ask): one boolean ok.
+  if (req.params?.message === "Proceed?") return { action: "accept", content: { ok: true } };
   if (!answer) return new Promise(() => {}); // nobody answers
   return answer;
 };
@@ -80,6 +82,12 @@ async function steps(label, client) {
     if (!/refused: denied the user declined: Let the program echo no\?/.test(x.s.stdout) || !/after/.test(x.s.stdout))
       throw new Error(x.text);
     if (lastCall().answer !== "decline") throw new Error(JSON.stringify(lastCall()));
+  });
+  await t.step(`${label}: an upstream's own question reaches the client and its answer goes back`, async () => {
+    asked = [];
+    const x = await execute(client, py("print(tools.modern.ask())"), { executor: E });
+    if (!/answered: \{"action":"accept","content":\{"ok":true\}\}/.test(x.s.stdout)) throw new Error(x.text);
+    if (!asked.some((q) => q.message === "Proceed?")) throw new Error(`asked: ${JSON.stringify(asked)}`);
   });
   await t.step(`${label}: cancelled (dismissed)`, async () => {
     answer = { action: "cancel" };

@@ -17,12 +17,14 @@
 #                                mirror tool arguments into Mcp-Param-* headers
 #                                nor drop tools whose annotations are invalid
 #   sep-2322-client-request-state
-#                                an upstream's input_required (its questions):
-#                                hutch declares no elicitation to upstreams and
-#                                does not relay their questions yet
+#                                an upstream's input_required: hutch relays it
+#                                only to a user who can be asked (an MCP client
+#                                with elicitation, tests/mcp/approval.mjs); the
+#                                scenario's client here is `hutch run`, with
+#                                nobody to ask, so hutch declares no elicitation
 #   elicitation-sep1034-client-defaults
-#                                the same: hutch answers no elicitation from an
-#                                upstream
+#                                the same (and a 2025 server's own requests to
+#                                hutch are not relayed)
 #   auth/*                       hutch's upstream client does no OAuth (static
 #                                "headers" from the servers file)
 #   sep-2640-client-*            the skills extension

@@ -7,7 +7,8 @@
 //           client info (from _meta), and over HTTP the Mcp-Method and
 //           Mcp-Name headers;
 //   add     a + b;
-//   ask     answers input_required (a question for the user).
+//   ask     answers input_required (a question for the user: "Proceed?",
+//           one boolean ok), then, called again with the answer, says it.
 import http from "node:http";
 import { McpServer, createMcpHandler, fromJsonSchema, inputRequired } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
@@ -30,7 +31,11 @@ function factory() {
   s.registerTool("add", { description: "Add two numbers.", inputSchema: fromJsonSchema({ type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] }) },
     async ({ a, b }) => text(String(a + b)));
   s.registerTool("ask", { description: "Asks the user first.", inputSchema: fromJsonSchema({ type: "object", properties: {} }) },
-    async () => inputRequired({ inputRequests: { ok: { method: "elicitation/create", params: { mode: "form", message: "Proceed?", requestedSchema: { type: "object", properties: { ok: { type: "boolean" } } } } } } }));
+    async (_args, ctx) => {
+      const answer = ctx.mcpReq.inputResponses?.ok;
+      if (answer) return text(`answered: ${JSON.stringify(answer)}`);
+      return inputRequired({ inputRequests: { ok: { method: "elicitation/create", params: { mode: "form", message: "Proceed?", requestedSchema: { type: "object", properties: { ok: { type: "boolean" } } } } } } });
+    });
   return s;
 }
 
