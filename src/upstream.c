@@ -617,6 +617,17 @@ static int probe_era(struct server *s, uint64_t deadline, cJSON **disc, bool *re
     return ERA_LEGACY;
 }
 
+/* A serverInfo's name and version, made fit for the log ("" when absent). */
+static void server_info(const cJSON *si, char *name, size_t nlen, char *ver,
+                        size_t vlen)
+{
+    const cJSON *n = get(si, "name"), *v = get(si, "version");
+    if (cJSON_IsString(n))
+        up_clean_text(name, nlen, n->valuestring, strlen(n->valuestring));
+    if (cJSON_IsString(v))
+        up_clean_text(ver, vlen, v->valuestring, strlen(v->valuestring));
+}
+
 /* The 2026 era: no handshake; server/discover said who the server is. */
 static int modern_start(struct server *s, uint64_t deadline, const cJSON *disc,
                         cJSON **tools, struct hutch_err *err)
@@ -627,12 +638,7 @@ static int modern_start(struct server *s, uint64_t deadline, const cJSON *disc,
 
     if (!si) /* some servers put it in _meta */
         si = get(m, "io.modelcontextprotocol/serverInfo");
-    if (cJSON_IsString(get(si, "name")))
-        up_clean_text(sname, sizeof(sname), get(si, "name")->valuestring,
-                      strlen(get(si, "name")->valuestring));
-    if (cJSON_IsString(get(si, "version")))
-        up_clean_text(sver, sizeof(sver), get(si, "version")->valuestring,
-                      strlen(get(si, "version")->valuestring));
+    server_info(si, sname, sizeof(sname), sver, sizeof(sver));
     r = fetch_tools(s, deadline, ms_left(deadline), false, tools, err);
     if (r < 0)
         return r;
@@ -702,12 +708,7 @@ static int legacy_handshake(struct server *s, uint64_t deadline, cJSON **tools,
     if (r < 0)
         goto out;
     si = get(res, "serverInfo");
-    if (cJSON_IsString(get(si, "name")))
-        up_clean_text(sname, sizeof(sname), get(si, "name")->valuestring,
-                      strlen(get(si, "name")->valuestring));
-    if (cJSON_IsString(get(si, "version")))
-        up_clean_text(sver, sizeof(sver), get(si, "version")->valuestring,
-                      strlen(get(si, "version")->valuestring));
+    server_info(si, sname, sizeof(sname), sver, sizeof(sver));
     r = fetch_tools(s, deadline, budget, false, tools, err);
     if (r < 0)
         goto out;

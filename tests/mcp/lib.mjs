@@ -503,6 +503,48 @@ export function callTool(client, params, options) {
     : client.callTool(params, undefined, options);
 }
 
+// A 2026-07-28 request as raw HTTP (no SDK in between: exactly the
+// revision's envelope and headers), for tests that send each request where
+// they choose (replicas) or give up on each after a fixed time (tasks).
+// Returns the JSON-RPC response with the request's id, from a JSON or an SSE
+// body.  capabilities: the client's (default { elicitation: {} }).
+let modernId = 1;
+export async function postModern(url, token, method, params = {}, { capabilities = { elicitation: {} }, timeoutMs = 300000 } = {}) {
+  const id = modernId++;
+  const body = {
+    jsonrpc: "2.0", id, method,
+    params: {
+      ...params,
+      _meta: {
+        "io.modelcontextprotocol/protocolVersion": MODERN_PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": { name: "hutch-tests", version: "1.0.0" },
+      },
+    },
+  };
+  const headers = {
+    "Content-Type": "application/json", Accept: "application/json, text/event-stream",
+    "MCP-Protocol-Version": MODERN_PROTOCOL, "Mcp-Method": method, Authorization: `Bearer ${token}`,
+  };
+  if (method === "tools/call") headers["Mcp-Name"] = params.name;
+  if (method === "resources/read") headers["Mcp-Name"] = params.uri;
+  if (method.startsWith("tasks/") && typeof params.taskId === "string") headers["Mcp-Name"] = params.taskId;
+  const r = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(timeoutMs) });
+  const text = await r.text();
+  let msgs = [];
+  if ((r.headers.get("content-type") || "").includes("text/event-stream")) {
+    for (const ev of text.split(/\r?\n\r?\n/)) {
+      const data = ev.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+      if (data) msgs.push(JSON.parse(data));
+    }
+  } else if (text) {
+    msgs = [JSON.parse(text)];
+  }
+  const m = msgs.find((x) => x.id === id);
+  if (!m) throw new Error(`${method}: HTTP ${r.status}, no response: ${text.slice(0, 500)}`);
+  return m;
+}
+
 // Runs execute_code and returns { r: the CallToolResult, s: structuredContent, text, ms }.
 // The executor every execution of this test must run on: options.executor,
 // else $HUTCH_EXECUTOR, else local.  A result that names another one throws,

@@ -9,7 +9,7 @@
 // and still answered on its own.  The client is raw HTTP (fetch): the
 // requests are exactly the revision's.  No timing.  TAP.
 import crypto from "node:crypto";
-import { fs, makeFixture, path, requireEnv, spawnHttp, tap } from "./lib.mjs";
+import { fs, makeFixture, path, postModern, requireEnv, spawnHttp, tap } from "./lib.mjs";
 
 const hutch = requireEnv();
 const t = tap({ timeout: 900 });
@@ -31,41 +31,7 @@ const args = ["--policy", policy, "--resources-dir", path.join(shared, "resource
 const a = await spawnHttp({ hutch, servers: fx.servers, token, args });
 const b = await spawnHttp({ hutch, servers: fx.servers, token, args });
 
-let nextId = 1;
-async function post(srv, method, params = {}) {
-  const id = nextId++;
-  const body = {
-    jsonrpc: "2.0", id, method,
-    params: {
-      ...params,
-      _meta: {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { elicitation: {} },
-        "io.modelcontextprotocol/clientInfo": { name: "replicas-test", version: "1.0.0" },
-      },
-    },
-  };
-  const headers = {
-    "Content-Type": "application/json", Accept: "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, Authorization: `Bearer ${token}`,
-  };
-  if (method === "tools/call") headers["Mcp-Name"] = params.name;
-  if (method === "resources/read") headers["Mcp-Name"] = params.uri;
-  const r = await fetch(srv.url, { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(300000) });
-  const text = await r.text();
-  let msgs = [];
-  if ((r.headers.get("content-type") || "").includes("text/event-stream")) {
-    for (const ev of text.split(/\r?\n\r?\n/)) {
-      const data = ev.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
-      if (data) msgs.push(JSON.parse(data));
-    }
-  } else if (text) {
-    msgs = [JSON.parse(text)];
-  }
-  const m = msgs.find((x) => x.id === id);
-  if (!m) throw new Error(`${method}: HTTP ${r.status}, no response: ${text.slice(0, 500)}`);
-  return m;
-}
+const post = (srv, method, params = {}) => postModern(srv.url, token, method, params);
 const execute = (srv, code, extra = {}) =>
   post(srv, "tools/call", { name: "execute_code", arguments: { language: "python", code, timeout_ms: 30000 }, ...extra });
 

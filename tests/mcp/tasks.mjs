@@ -13,7 +13,7 @@
 // No timing is asserted: the 90 s is the program's, the 30 s the client's
 // limit per request.  TAP.
 import crypto from "node:crypto";
-import { fs, makeFixture, path, requireEnv, spawnHttp, tap, waitFor } from "./lib.mjs";
+import { fs, makeFixture, path, postModern, requireEnv, spawnHttp, tap, waitFor } from "./lib.mjs";
 
 const hutch = requireEnv();
 const t = tap({ timeout: 600 });
@@ -36,41 +36,12 @@ fs.writeFileSync(policy, `return {
 const srv = await spawnHttp({ hutch, servers: fx.servers, args: ["--policy", policy, "--audit", audit, "--timeout", "300000", "--executor", E] });
 const TASKS = { "io.modelcontextprotocol/tasks": {} };
 
-let nextId = 1;
-async function post(token, method, params = {}, { tasks = true } = {}) {
-  const id = nextId++;
-  const caps = { elicitation: {}, ...(tasks ? { extensions: TASKS } : {}) };
-  const body = {
-    jsonrpc: "2.0", id, method,
-    params: {
-      ...params,
-      _meta: {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": caps,
-        "io.modelcontextprotocol/clientInfo": { name: "tasks-test", version: "1.0.0" },
-      },
-    },
-  };
-  const headers = {
-    "Content-Type": "application/json", Accept: "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, Authorization: `Bearer ${token}`,
-  };
-  if (method === "tools/call") headers["Mcp-Name"] = params.name;
-  if (method.startsWith("tasks/") && typeof params.taskId === "string") headers["Mcp-Name"] = params.taskId;
-  // The client's limit for every request: 30 s, as several SDKs have it.
-  const r = await fetch(srv.url, { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(30000) });
-  const text = await r.text();
-  let msgs = [];
-  if ((r.headers.get("content-type") || "").includes("text/event-stream")) {
-    for (const ev of text.split(/\r?\n\r?\n/)) {
-      const data = ev.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
-      if (data) msgs.push(JSON.parse(data));
-    }
-  } else if (text) msgs = [JSON.parse(text)];
-  const m = msgs.find((x) => x.id === id);
-  if (!m) throw new Error(`${method}: HTTP ${r.status}, no response: ${text.slice(0, 400)}`);
-  return m;
-}
+// The client's limit for every request: 30 s, as several SDKs have it.
+const post = (token, method, params = {}, { tasks = true } = {}) =>
+  postModern(srv.url, token, method, params, {
+    capabilities: { elicitation: {}, ...(tasks ? { extensions: TASKS } : {}) },
+    timeoutMs: 30000,
+  });
 const run = (token, code, extra = {}) =>
   post(token, "tools/call", { name: "execute_code", arguments: { language: "python", code, timeout_ms: 200000 } }, extra);
 const get = (token, taskId) => post(token, "tasks/get", { taskId });
