@@ -164,7 +164,9 @@ free_port() {
 # Start hutch serve --http on a free port (retry if another process took it).
 for attempt in 1 2 3; do
     PORT=$(free_port)
-    env -u HUTCH_TOKEN "$HUTCH" serve --http "127.0.0.1:$PORT" >"$TMP/hutch.log" 2>&1 &
+    # A generous --timeout: an execution of an ASan build beside a loaded
+    # machine is slow, and the link check below runs one.
+    env -u HUTCH_TOKEN "$HUTCH" serve --http "127.0.0.1:$PORT" --timeout 120000 >"$TMP/hutch.log" 2>&1 &
     HPID=$!
     up=0
     for _ in $(seq 1 200); do
@@ -211,15 +213,16 @@ const r = await fetch(url, {
   headers: { "Content-Type": "application/json", Accept: "application/json",
     "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "execute_code" },
   body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call",
-    params: { name: "execute_code", arguments: { language: "python", code }, _meta: meta } }),
+    params: { name: "execute_code", arguments: { language: "python", code, timeout_ms: 120000 }, _meta: meta } }),
 });
 const body = await r.json();
 const link = (body.result?.content || []).find((c) => c.type === "resource_link");
 console.log(link ? link.uri : JSON.stringify(body).slice(0, 2000));
 process.exit(link ? 0 : 1);
 JS
-ok "an execute_code result gives a resource_link to read (2026-07-28)" test $? = 0 ||
-    sed 's/^/#   /' "$TMP/link.log"
+rc=$?
+ok "an execute_code result gives a resource_link to read (2026-07-28)" test "$rc" = 0
+[ "$rc" = 0 ] || sed 's/^/#   /' "$TMP/link.log"
 
 # run_scenario ERA VERSION NAME
 run_scenario() {
