@@ -97,7 +97,6 @@ int hutch_asks_request(struct hutch_asks *a, hutch_asks_send_fn send, void *send
                        struct hutch_err *err)
 {
     struct ask q = {0};
-    pthread_condattr_t ca;
     cJSON *msg = cJSON_CreateObject(), *e, *res;
     uint64_t deadline = hutch_now_ms() + ms;
     int r = 0;
@@ -107,10 +106,7 @@ int hutch_asks_request(struct hutch_asks *a, hutch_asks_send_fn send, void *send
         cJSON_Delete(params);
         return hutch_err_set(err, -ENOMEM, "out of memory");
     }
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&q.cond, &ca);
-    pthread_condattr_destroy(&ca);
+    hutch_cond_init_mono(&q.cond);
 
     pthread_mutex_lock(&a->mu);
     if (a->closed) {
@@ -137,9 +133,8 @@ int hutch_asks_request(struct hutch_asks *a, hutch_asks_send_fn send, void *send
         hutch_err_set(err, r, "cannot send %s to the client", method);
     } else {
         while (!q.done) {
-            struct timespec ts = {.tv_sec = (time_t)(deadline / 1000),
-                                  .tv_nsec = (long)(deadline % 1000) * 1000000L};
-            if (pthread_cond_timedwait(&q.cond, &a->mu, &ts) == ETIMEDOUT && !q.done)
+            if (hutch_cond_wait_until(&q.cond, &a->mu, deadline) == ETIMEDOUT &&
+                !q.done)
                 break;
         }
         if (!q.done)

@@ -269,20 +269,23 @@ static void task_free(struct task *t)
     free(t);
 }
 
-static void cond_init_mono(pthread_cond_t *c)
+/* Off m->detached, off m->parked: under park_mu. */
+static void detached_remove_locked(struct hutch_mcp *m, struct job *j)
 {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
+    for (struct job **q = &m->detached; *q; q = &(*q)->next_detached)
+        if (*q == j) {
+            *q = j->next_detached;
+            return;
+        }
 }
 
-static int wait_until(pthread_cond_t *c, pthread_mutex_t *mu, uint64_t deadline)
+static void parked_remove_locked(struct hutch_mcp *m, struct parked *p)
 {
-    struct timespec ts = {.tv_sec = (time_t)(deadline / 1000),
-                          .tv_nsec = (long)(deadline % 1000) * 1000000L};
-    return pthread_cond_timedwait(c, mu, &ts);
+    for (struct parked **q = &m->parked; *q; q = &(*q)->next)
+        if (*q == p) {
+            *q = p->next;
+            return;
+        }
 }
 
 /* The job stops answering its request: out of its session (whose last
@@ -345,11 +348,7 @@ static int attach_locked(struct job *j, struct hutch_mcp_session *s, void *strea
     j->fl.next = s->inflight;
     s->inflight = &j->fl;
     pthread_mutex_unlock(&s->mu);
-    for (struct job **p = &j->m->detached; *p; p = &(*p)->next_detached)
-        if (*p == j) {
-            *p = j->next_detached;
-            break;
-        }
+    detached_remove_locked(j->m, j);
     cJSON_Delete(j->id);
     j->id = nid;
     j->s = s;
@@ -373,7 +372,7 @@ static int ask_task(struct job *j, cJSON *params, uint64_t deadline, char *why,
 
     cJSON_AddStringToObject(ask, "method", "elicitation/create");
     cJSON_AddItemToObject(ask, "params", params);
-    cond_init_mono(&p.cond);
+    hutch_cond_init_mono(&p.cond);
     pthread_mutex_lock(&m->park_mu);
     if (m->stopping || strcmp(t->status, "working")) {
         pthread_mutex_unlock(&m->park_mu);
@@ -388,13 +387,9 @@ static int ask_task(struct job *j, cJSON *params, uint64_t deadline, char *why,
     t->status = "input_required";
     iso_now(t->updated, sizeof(t->updated));
     while (!p.answered && !m->stopping &&
-           wait_until(&p.cond, &m->park_mu, deadline) != ETIMEDOUT)
+           hutch_cond_wait_until(&p.cond, &m->park_mu, deadline) != ETIMEDOUT)
         ;
-    for (struct parked **q = &m->parked; *q; q = &(*q)->next)
-        if (*q == &p) {
-            *q = p.next;
-            break;
-        }
+    parked_remove_locked(m, &p);
     t->q = NULL;
     cJSON_Delete(t->input_requests);
     t->input_requests = NULL;
@@ -432,7 +427,7 @@ static int park_question(struct job *j, const char *key, cJSON *params, unsigned
     *answer = NULL;
     pthread_mutex_lock(&m->park_mu);
     while (!j->attached && !m->stopping &&
-           wait_until(&j->attach_cond, &m->park_mu, deadline) != ETIMEDOUT)
+           hutch_cond_wait_until(&j->attach_cond, &m->park_mu, deadline) != ETIMEDOUT)
         ;
     if (!j->attached || m->stopping) {
         pthread_mutex_unlock(&m->park_mu);
@@ -456,7 +451,7 @@ static int park_question(struct job *j, const char *key, cJSON *params, unsigned
         return r < 0 ? r : -ENOMEM;
     }
     cJSON_AddItemToObject(ask, "params", params);
-    cond_init_mono(&p.cond);
+    hutch_cond_init_mono(&p.cond);
     p.next = m->parked;
     m->parked = &p;
     s = j->s;
@@ -473,14 +468,10 @@ static int park_question(struct job *j, const char *key, cJSON *params, unsigned
         cJSON_Delete(res);
     detach_locked(j, &destroy);
     while (!p.answered && !m->stopping &&
-           wait_until(&p.cond, &m->park_mu, deadline) != ETIMEDOUT)
+           hutch_cond_wait_until(&p.cond, &m->park_mu, deadline) != ETIMEDOUT)
         ;
     if (!p.answered)
-        for (struct parked **q = &m->parked; *q; q = &(*q)->next)
-            if (*q == &p) {
-                *q = p.next;
-                break;
-            }
+        parked_remove_locked(m, &p);
     pthread_mutex_unlock(&m->park_mu);
     cJSON_Delete(id);
     if (destroy)
@@ -616,11 +607,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                                    : "out of memory");
         return;
     }
-    for (struct parked **pp = &m->parked; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
+    parked_remove_locked(m, p);
     p->answered = 1;
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&m->park_mu);
@@ -816,11 +803,7 @@ static void *job_main(void *p)
     s = j->s;
     if (j->task) { /* a task: the result goes into its record */
         struct task *t = j->task;
-        for (struct job **q = &m->detached; *q; q = &(*q)->next_detached)
-            if (*q == j) {
-                *q = j->next_detached;
-                break;
-            }
+        detached_remove_locked(m, j);
         pthread_cond_broadcast(&m->park_cond);
         t->j = NULL;
         t->ended_ms = hutch_now_ms();
@@ -846,11 +829,7 @@ static void *job_main(void *p)
     }
     if (j->modern && !j->attached) {
         attached = 0;
-        for (struct job **q = &m->detached; *q; q = &(*q)->next_detached)
-            if (*q == j) {
-                *q = j->next_detached;
-                break;
-            }
+        detached_remove_locked(m, j);
         pthread_cond_broadcast(&m->park_cond);
     } else {
         pthread_mutex_lock(&s->mu);
@@ -913,7 +892,7 @@ static struct job *job_new(struct hutch_mcp_session *s, void *stream, const cJSO
     j->stream = stream;
     j->modern = modern;
     j->attached = 1;
-    cond_init_mono(&j->attach_cond);
+    hutch_cond_init_mono(&j->attach_cond);
     snprintf(j->principal, sizeof(j->principal), "%s", s->principal);
     /* 2026: the capabilities come with each request. */
     j->can_elicit =
@@ -1101,11 +1080,7 @@ int mcp_start_task(struct hutch_mcp_session *s, void *stream, const cJSON *id,
     pthread_mutex_unlock(&m->park_mu);
     if (spawn_job(j) < 0) {
         pthread_mutex_lock(&m->park_mu);
-        for (struct job **p = &m->detached; *p; p = &(*p)->next_detached)
-            if (*p == j) {
-                *p = j->next_detached;
-                break;
-            }
+        detached_remove_locked(m, j);
         t->j = NULL;
         t->status = "failed";
         t->ended_ms = hutch_now_ms();

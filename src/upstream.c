@@ -242,7 +242,7 @@ static void wait_backoff(struct server *s, unsigned ms)
 
     pthread_mutex_lock(&s->lock);
     while (!stopping(s->u) &&
-           cond_wait_until(&s->cond, &s->lock, deadline) != ETIMEDOUT)
+           hutch_cond_wait_until(&s->cond, &s->lock, deadline) != ETIMEDOUT)
         ;
     pthread_mutex_unlock(&s->lock);
 }
@@ -955,7 +955,7 @@ void hutch_upstreams_wait_settled(struct hutch_upstreams *u, uint64_t deadline_m
         return;
     pthread_mutex_lock(&u->lock);
     while (u->settled < u->n && !stopping(u) &&
-           cond_wait_until(&u->cond, &u->lock, deadline_ms) != ETIMEDOUT)
+           hutch_cond_wait_until(&u->cond, &u->lock, deadline_ms) != ETIMEDOUT)
         ;
     pthread_mutex_unlock(&u->lock);
 }
@@ -984,7 +984,7 @@ int hutch_upstreams_wait_started(struct hutch_upstreams *u, const char *name,
         if (settled)
             break;
         while (u->settled == seen && !stopping(u) &&
-               cond_wait_until(&u->cond, &u->lock, deadline_ms) != ETIMEDOUT)
+               hutch_cond_wait_until(&u->cond, &u->lock, deadline_ms) != ETIMEDOUT)
             ;
         if (u->settled == seen)
             break; /* the deadline, or hutch stops */
@@ -1033,7 +1033,7 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
     if (!u)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     pthread_mutex_init(&u->lock, NULL);
-    cond_init_mono(&u->cond);
+    hutch_cond_init_mono(&u->cond);
     u->call_ms =
         opts && opts->call_timeout_ms ? opts->call_timeout_ms : HUTCH_UPSTREAM_CALL_MS;
     u->start_ms = opts && opts->start_timeout_ms ? opts->start_timeout_ms
@@ -1051,7 +1051,7 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
         s->u = u;
         pthread_mutex_init(&s->lock, NULL);
         pthread_mutex_init(&s->reinit_lock, NULL);
-        cond_init_mono(&s->cond);
+        hutch_cond_init_mono(&s->cond);
         s->state = ST_STARTING;
     }
     i = 0;

@@ -580,7 +580,7 @@ int hutch_upstream_parse_http(const char *body, size_t len, int sse, size_t chun
 
     *reply = NULL;
     pthread_mutex_init(&s.lock, NULL);
-    cond_init_mono(&s.cond);
+    hutch_cond_init_mono(&s.cond);
     for (size_t off = 0, n; off < len && !r; off += n) {
         n = chunk && chunk < len - off ? chunk : len - off;
         if (http_write_cb((char *)body + off, 1, n, &x) != n)

@@ -170,22 +170,6 @@ static inline void gen_bump(struct hutch_upstreams *u)
 {
     __atomic_add_fetch(&u->generation, 1, __ATOMIC_ACQ_REL);
 }
-static inline void cond_init_mono(pthread_cond_t *c)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
-}
-/* Wait until deadline_ms on hutch_now_ms()'s clock; ETIMEDOUT once passed. */
-static inline int cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m,
-                                  uint64_t deadline_ms)
-{
-    struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000),
-                          .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
-    return pthread_cond_timedwait(c, m, &ts);
-}
 static inline void sleep_ms(unsigned ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};

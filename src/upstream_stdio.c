@@ -900,7 +900,7 @@ int up_stdio_request(struct server *s, const char *method, const cJSON *params,
     size_t queued;
     int r = 0;
 
-    cond_init_mono(&p.cond);
+    hutch_cond_init_mono(&p.cond);
     pthread_mutex_lock(&s->lock);
     p.id = ++s->next_id;
     pthread_mutex_unlock(&s->lock);
@@ -964,7 +964,7 @@ int up_stdio_request(struct server *s, const char *method, const cJSON *params,
         goto out;
     }
     while (!p.done)
-        if (cond_wait_until(&p.cond, &s->lock, deadline) == ETIMEDOUT)
+        if (hutch_cond_wait_until(&p.cond, &s->lock, deadline) == ETIMEDOUT)
             break;
     for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next)
         if (*pp == &p) {

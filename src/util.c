@@ -40,6 +40,22 @@ uint64_t hutch_now_ms(void)
     return hutch_now_us() / 1000u;
 }
 
+void hutch_cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+
+int hutch_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadline_ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000),
+                          .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
+    return pthread_cond_timedwait(c, m, &ts);
+}
+
 int hutch_set_nonblock(int fd)
 {
     int fl = fcntl(fd, F_GETFL);

@@ -2,6 +2,7 @@
 #ifndef HUTCH_UTIL_H
 #define HUTCH_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,10 @@ static inline void *hutch_steal(void *pp)
 }
 
 uint64_t hutch_now_ms(void); /* monotonic */
+/* A condition variable on hutch_now_ms()'s clock, and a wait on it until
+ * deadline_ms (that clock's time): ETIMEDOUT once it has passed. */
+void hutch_cond_init_mono(pthread_cond_t *c);
+int hutch_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadline_ms);
 uint64_t hutch_now_us(void); /* monotonic */
 int hutch_set_nonblock(int fd);
 int hutch_set_cloexec(int fd);
