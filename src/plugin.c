@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "archive_lib.h"
 #include "caps.h"
 #include "hutch_archive.h"
 #include "log.h"
@@ -380,6 +381,19 @@ int hutch_plugin_open(struct hutch_plugin *p, const struct hutch_host *host,
     }
     cfg.instance_id = hutch_instance_id();
     cfg.state_dir = p->state_dir;
+    /* libarchive is loaded before the first sandbox can exist.  An
+     * executor's sandbox may be a fork of hutch that packs and unpacks with
+     * the host's archive functions (the local executor's init does), and a
+     * fork must never run dlopen(): a fork taken while another thread was
+     * inside one (http.c loading libmicrohttpd, which brings libnettle) left
+     * the child a half-loaded library, and its own dlopen of libarchive then
+     * failed ("undefined symbol: nettle_sha256_update").  Loaded here, every
+     * fork inherits it whole.  A failure is kept and reported, the same, at
+     * the first use. */
+    {
+        struct hutch_err lerr = HUTCH_ERR_INIT;
+        (void)hutch_libarchive_load(&lerr);
+    }
     r = p->ex->open(host, &cfg, &p->state, err);
     if (r < 0) {
         if (!err->msg[0])

@@ -576,7 +576,7 @@ export const js = (code, extra = {}) => ({ language: "javascript", code, ...extr
 
 export function describe(x) {
   const s = x.s || {};
-  return `exit ${s.exit_code} stdout=${show(s.stdout)} stderr=${show(s.stderr)} result=${show(s.result)} isError=${x.r && x.r.isError}`;
+  return `exit ${s.exit_code} stdout=${show(s.stdout)} stderr=${show(s.stderr)} result=${show(s.result)} isError=${x.r && x.r.isError}${s.message ? ` message=${show(s.message)}` : ""}`;
 }
 
 // --- processes -----------------------------------------------------------------------

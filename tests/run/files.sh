@@ -83,4 +83,34 @@ ok "nothing half-written in --out" test -z "$(ls -A "$T/out5" 2>/dev/null)"
 run_hutch run --lang python -e 'open("/work/out/x", "w").write("y"); print("done")'
 is "without --out or --json, /work/out is not fetched (and does not matter)" "$OUT" "done"
 
+# The local executor's sandboxes are forks of hutch that pack and unpack
+# with libarchive: each must have it loaded whole before it was forked, never
+# dlopen() it itself.  A warm sandbox forked while http.c was loading
+# libmicrohttpd (and libnettle with it) once failed its first result with
+# "cannot load libarchive.so.13 (... undefined symbol: nettle_sha256_update)".
+if is_local; then
+    PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    env -u HUTCH_TOKEN "$HUTCH" serve --http "127.0.0.1:$PORT" --pool 2 >"$T/serve.log" 2>&1 &
+    SPID=$!
+    forks=""
+    # A generous budget for the pool's first sandboxes; what is asserted is
+    # what they have loaded, not how soon they come.
+    for _ in $(seq 1 1200); do
+        forks=$(for c in $(pgrep -P "$SPID"); do
+            [ "$(readlink "/proc/$c/exe" 2>/dev/null)" = "$(readlink -f "$HUTCH")" ] && echo "$c"
+        done)
+        [ -n "$forks" ] && break
+        kill -0 "$SPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    ok "hutch serve --http forks warm sandboxes (local)" test -n "$forks"
+    missing=""
+    for c in $forks; do
+        grep -q 'libarchive\.so' "/proc/$c/maps" 2>/dev/null || missing="$missing $c"
+    done
+    is "every sandbox forked from hutch has libarchive loaded before the fork" "${missing# }" ""
+    kill "$SPID" 2>/dev/null
+    wait "$SPID" 2>/dev/null
+fi
+
 done_testing
