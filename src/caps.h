@@ -387,4 +387,8 @@
 #define HUTCH_EXIT_ERROR   125
 #define HUTCH_EXIT_OOM     137
 
+/* The Docker executor: endpoints in HUTCH_DOCKER_ENDPOINTS, or in one
+ * policy class's executor_options.docker.endpoints. */
+#define HUTCH_DOCKER_MAX_ENDPOINTS 16
+
 #endif

@@ -24,6 +24,8 @@
     X(curl_easy_perform)                                                               \
     X(curl_easy_getinfo)                                                               \
     X(curl_easy_strerror)                                                              \
+    X(curl_easy_send)                                                                  \
+    X(curl_easy_recv)                                                                  \
     X(curl_multi_init)                                                                 \
     X(curl_multi_cleanup)                                                              \
     X(curl_multi_add_handle)                                                           \
@@ -57,6 +59,8 @@ int hutch_libcurl_load(struct hutch_err *err);
 #define curl_easy_perform        hutch_lc.curl_easy_perform
 #define curl_easy_getinfo        hutch_lc.curl_easy_getinfo
 #define curl_easy_strerror       hutch_lc.curl_easy_strerror
+#define curl_easy_send           hutch_lc.curl_easy_send
+#define curl_easy_recv           hutch_lc.curl_easy_recv
 #define curl_multi_init          hutch_lc.curl_multi_init
 #define curl_multi_cleanup       hutch_lc.curl_multi_cleanup
 #define curl_multi_add_handle    hutch_lc.curl_multi_add_handle

@@ -90,71 +90,118 @@ int sbio_open(struct sbio *io, const char *dir, struct hutch_err *err)
     return 0;
 }
 
+/* Waits until `step` says done (1) or fails (negative), at most timeout_ms:
+ * the one loop of sbio_accept and sbio_wait_hello.  `step` waits at most
+ * the slice it is given.  `alive` is asked every 200 ms whether the sandbox
+ * still runs, how->cancelled() between slices. */
+static int wait_for(struct sbio *io, int timeout_ms, const char *what,
+                    int (*step)(struct sbio *io, int slice_ms, struct hutch_err *err),
+                    int (*alive)(void *arg, struct hutch_err *err), void *arg,
+                    const struct hutch_start *how, struct hutch_err *err)
+{
+    uint64_t deadline = box_now_ms() + (uint64_t)timeout_ms;
+    uint64_t next_alive = box_now_ms() + 200;
+
+    for (;;) {
+        uint64_t now = box_now_ms();
+        int r, slice;
+        if (plugin_start_cancelled(how))
+            return hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled",
+                                 plugin_start_label(how, "-"));
+        if (now >= deadline)
+            return hutch_err_set(err, -ETIMEDOUT,
+                                 "the sandbox's init did not %s within %d ms", what,
+                                 timeout_ms);
+        /* Short slices: cancellation is asked about between them. */
+        slice = deadline - now > 50 ? 50 : (int)(deadline - now);
+        r = step(io, slice, err);
+        if (r != 0) {
+            /* init gone before it was up: the sandbox may say why. */
+            if (r < 0 && r == -EPIPE && alive && alive(arg, err) < 0)
+                return err->code ? err->code : -EIO;
+            return r > 0 ? 0 : r;
+        }
+        /* `alive` may cost an API call: every 200 ms at most. */
+        if (alive && box_now_ms() >= next_alive) {
+            next_alive = box_now_ms() + 200;
+            r = alive(arg, err);
+            if (r < 0)
+                return r;
+        }
+    }
+}
+
+static int accept_step(struct sbio *io, int slice_ms, struct hutch_err *err)
+{
+    struct pollfd p[SBIO_NSOCK];
+    int idx[SBIO_NSOCK], n = 0, left = 0, r;
+    char path[PATH_MAX];
+
+    for (int i = 0; i < SBIO_NSOCK; i++)
+        if (io->lfd[i] >= 0) {
+            idx[n] = i;
+            p[n++] = (struct pollfd){io->lfd[i], POLLIN, 0};
+        }
+    r = poll(p, (nfds_t)n, slice_ms);
+    if (r < 0 && errno != EINTR)
+        return hutch_err_set(err, -errno, "poll: %s", strerror(errno));
+    for (int k = 0; r > 0 && k < n; k++) {
+        int i = idx[k], fd;
+        if (!(p[k].revents & POLLIN))
+            continue;
+        fd = accept4(io->lfd[i], NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        io->fd[i] = fd;
+        close(io->lfd[i]);
+        io->lfd[i] = -1;
+        if (sock_path(io, i, path, sizeof(path)) == 0)
+            unlink(path); /* or the directory cannot be removed */
+    }
+    for (int i = 0; i < SBIO_NSOCK; i++)
+        left += io->lfd[i] >= 0;
+    return left == 0;
+}
+
 int sbio_accept(struct sbio *io, int timeout_ms,
                 int (*alive)(void *arg, struct hutch_err *err), void *arg,
                 const struct hutch_start *how, struct hutch_err *err)
 {
-    uint64_t deadline = box_now_ms() + (uint64_t)timeout_ms, next_alive;
-    char path[PATH_MAX];
-    int r = 0, left = SBIO_NSOCK;
-
-    next_alive = box_now_ms() + 200;
-    while (left > 0) {
-        struct pollfd p[SBIO_NSOCK];
-        int idx[SBIO_NSOCK], n = 0, slice;
-        uint64_t now = box_now_ms();
-        if (plugin_start_cancelled(how)) {
-            r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled",
-                              plugin_start_label(how, "-"));
-            break;
-        }
-        if (now >= deadline) {
-            r = hutch_err_set(err, -ETIMEDOUT,
-                              "the sandbox's init did not connect within %d ms",
-                              timeout_ms);
-            break;
-        }
-        for (int i = 0; i < SBIO_NSOCK; i++)
-            if (io->lfd[i] >= 0) {
-                idx[n] = i;
-                p[n++] = (struct pollfd){io->lfd[i], POLLIN, 0};
-            }
-        /* Short slices: cancellation is asked about between them. */
-        slice = deadline - now > 50 ? 50 : (int)(deadline - now);
-        r = poll(p, (nfds_t)n, slice);
-        if (r < 0 && errno != EINTR) {
-            r = hutch_err_set(err, -errno, "poll: %s", strerror(errno));
-            break;
-        }
-        if (r <= 0) {
-            /* `alive` may cost an API call: every 200 ms at most. */
-            if (alive && box_now_ms() >= next_alive) {
-                next_alive = box_now_ms() + 200;
-                r = alive(arg, err);
-                if (r < 0)
-                    break;
-            }
-            r = 0;
-            continue;
-        }
-        for (int k = 0; k < n; k++) {
-            int i = idx[k], fd;
-            if (!(p[k].revents & POLLIN))
-                continue;
-            fd = accept4(io->lfd[i], NULL, NULL, SOCK_CLOEXEC);
-            if (fd < 0)
-                continue;
-            io->fd[i] = fd;
-            close(io->lfd[i]);
-            io->lfd[i] = -1;
-            if (sock_path(io, i, path, sizeof(path)) == 0)
-                unlink(path); /* or the directory cannot be removed */
-            left--;
-        }
-        r = 0;
-    }
+    int r = wait_for(io, timeout_ms, "connect", accept_step, alive, arg, how, err);
     close_listeners(io);
     return r;
+}
+
+void sbio_adopt(struct sbio *io, const int fd[SBIO_NSOCK])
+{
+    memset(io, 0, sizeof(*io));
+    for (int i = 0; i < SBIO_NSOCK; i++) {
+        io->lfd[i] = -1;
+        io->fd[i] = fd[i];
+    }
+}
+
+static void read_ctl(struct sbio *io);
+
+static int hello_step(struct sbio *io, int slice_ms, struct hutch_err *err)
+{
+    struct pollfd p = {io->fd[SBIO_CTL], POLLIN, 0};
+    if (poll(&p, 1, slice_ms) < 0 && errno != EINTR)
+        return hutch_err_set(err, -errno, "poll: %s", strerror(errno));
+    read_ctl(io);
+    if (io->hello)
+        return 1;
+    if (io->ctl_eof)
+        return hutch_err_set(err, -EPIPE,
+                             "the sandbox's init ended before it said hello");
+    return 0;
+}
+
+int sbio_wait_hello(struct sbio *io, int timeout_ms,
+                    int (*alive)(void *arg, struct hutch_err *err), void *arg,
+                    const struct hutch_start *how, struct hutch_err *err)
+{
+    return wait_for(io, timeout_ms, "say hello", hello_step, alive, arg, how, err);
 }
 
 /* Reads whatever init has said; sets exited/stopped/ctl_eof. */
@@ -182,7 +229,10 @@ static void read_ctl(struct sbio *io)
         while ((nl = strchr(io->line, '\n'))) {
             int status, oom;
             *nl = '\0';
-            if (!io->exited && sscanf(io->line, "exit %d %d", &status, &oom) == 2) {
+            if (strcmp(io->line, "hello") == 0) {
+                io->hello = 1;
+            } else if (!io->exited &&
+                       sscanf(io->line, "exit %d %d", &status, &oom) == 2) {
                 io->exited = 1;
                 io->status = status;
                 io->oom = oom;

@@ -1,10 +1,14 @@
-/* sbio.h — the sockets between an executor plugin and hutch-init (see
- * plugins/init/init.c), shared by the Docker and gVisor executors.
+/* sbio.h — the four streams between an executor plugin and hutch-init
+ * (see plugins/init/init.c), and init's ctl protocol, shared by the Docker
+ * and gVisor executors.
  *
- * The plugin makes a directory holding four listening unix sockets; the
- * sandbox gets it bind-mounted at /run/hutch/io, and hutch-init, pid 1 of
- * the sandbox, connects to each once.  After that the listeners are closed
- * and removed, so nothing else can connect. */
+ * gVisor: the plugin makes a directory holding four listening unix
+ * sockets; the sandbox gets it bind-mounted at /run/hutch/io, and
+ * hutch-init, pid 1 of the sandbox, connects to each once.  After that the
+ * listeners are closed and removed, so nothing else can connect.
+ * Docker: the streams travel framed over the container's attach stream
+ * (plugins/docker/attach.c), which hands sbio the socket pairs it feeds
+ * (sbio_adopt); the ctl protocol is the same. */
 #ifndef HUTCH_SBIO_H
 #define HUTCH_SBIO_H
 
@@ -25,6 +29,7 @@ struct sbio {
     int stopped;             /* init said "stopped" */
     char out[16];            /* what init said of /work/out with "stopped" */
     int ctl_eof;
+    int hello; /* init said "hello" (attach mode) */
 };
 
 /* Create `dir` (mode 0755; its parent must exist) and listen on its four
@@ -40,6 +45,17 @@ int sbio_open(struct sbio *io, const char *dir, struct hutch_err *err);
 int sbio_accept(struct sbio *io, int timeout_ms,
                 int (*alive)(void *arg, struct hutch_err *err), void *arg,
                 const struct hutch_start *how, struct hutch_err *err);
+
+/* Attach mode (plugins/docker/attach.c): the four streams arrive as the
+ * core-facing ends of socket pairs fd[SBIO_*] instead of accepted sockets;
+ * io takes them (sbio_close closes them). */
+void sbio_adopt(struct sbio *io, const int fd[SBIO_NSOCK]);
+
+/* Attach mode: wait until init said "hello" on ctl, as sbio_accept waits
+ * for its connections (same timeout, `alive` and cancellation rules). */
+int sbio_wait_hello(struct sbio *io, int timeout_ms,
+                    int (*alive)(void *arg, struct hutch_err *err), void *arg,
+                    const struct hutch_start *how, struct hutch_err *err);
 
 /* Read what init said on ctl.  1 once the runner's exit is known (io->status,
  * io->oom), 0 while not, -EPIPE when init is gone without saying. */

@@ -32,6 +32,13 @@ struct dk_api {
  * DOCKER_TLS_VERIFY and DOCKER_CERT_PATH.  No I/O. */
 int dk_api_init(struct dk_api *api, struct hutch_err *err);
 
+/* One endpoint of a list (HUTCH_DOCKER_ENDPOINTS, the policy's
+ * executor_options.docker.endpoints): "URL" or "URL,tls=/DIR", DIR holding
+ * ca.pem, cert.pem and key.pem; `len` bytes of spec.  `said` names the
+ * list in messages.  No I/O. */
+int dk_api_init_spec(struct dk_api *api, const char *spec, size_t len, const char *said,
+                     struct hutch_err *err);
+
 /* Cheap: can we connect to the daemon's socket at all?  (TCP: assumed.) */
 int dk_api_reachable(const struct dk_api *api, struct hutch_err *err);
 
@@ -54,5 +61,22 @@ int dk_call(const struct dk_api *api, const char *method, const char *path,
 int dk_json(const struct dk_api *api, const char *method, const char *path,
             const char *json, long *status, struct hutch_buf *reply,
             struct hutch_err *err);
+
+/* A hijacked connection (the attach endpoint): after the answer's head,
+ * the connection is a raw byte stream both ways, through curl_easy_send and
+ * curl_easy_recv (plain or TLS alike); `sock` is for poll() only. */
+struct dk_hijack {
+    void *curl; /* CURL *: this header does not include curl.h */
+    int sock;
+    char extra[8192]; /* the head while reading it; after: stream bytes read past it */
+    size_t extra_len;
+};
+
+/* POST `path` (below the version prefix) asking to upgrade the connection
+ * to a raw stream; 0 with *h ready, or an error with the daemon's words.
+ * At most DK_CALL_MS. */
+int dk_api_hijack(const struct dk_api *api, const char *path, struct dk_hijack *h,
+                  struct hutch_err *err);
+void dk_api_hijack_close(struct dk_hijack *h);
 
 #endif

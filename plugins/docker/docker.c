@@ -1,11 +1,17 @@
 /* docker.c — the Docker executor: each sandbox is a fresh, hardened
  * container made through the Docker Engine API (api.c), never the CLI.
  *
- * The container's pid 1 is hutch-init (plugins/init/init.c, static,
- * bind-mounted read-only with the runners); it connects to the sockets of
- * a per-sandbox directory (sbio.c) and starts the runner on them, so the
- * runner's channel and the program's output work as with the local
- * executor.  /work is a volume backed by a tmpfs of the class's size: capped
+ * Nothing is a path on hutch's host, so the daemon may run on another
+ * machine (DOCKER_HOST=tcp://…, TLS) as well as beside hutch.  The
+ * container's pid 1 is hutch-init (plugins/init/init.c, static): it and
+ * the runners are uploaded with PUT /archive into a volume of the
+ * container's own at /run/hutch before it starts (the root file system is
+ * read-only; the volume's files are root's, the program's uid cannot
+ * change them).  init speaks to hutch over the container's attach stream
+ * (attach.c): the runner's channel, its stdout and stderr and init's ctl
+ * lines travel framed (mux.h) over one connection, which the pump turns
+ * back into the four fds the core reads as it does a local sandbox's.
+ * /work is a volume backed by a tmpfs of the class's size: capped
  * (a full /work says ENOSPC, the host's disk is never touched), charged to
  * the container's memory, and — being a volume — reachable by Docker's
  * archive endpoints while the container runs.  Files go in with
@@ -38,8 +44,10 @@
 
 #include "abi.h"
 #include "api.h"
+#include "attach.h"
 #include "box.h"
 #include "caps.h"
+#include "engines.h"
 #include "sbio.h"
 
 #define DK_READY_MS    60000 /* container start until init connected (loaded machines) */
@@ -59,7 +67,7 @@
 
 struct dk_state {
     const struct hutch_host *host;
-    struct dk_api api;
+    struct dk_engines engines;
     char instance[64];
     char owner[320];          /* hostname:pid:starttime */
     unsigned long long start; /* this process's start time, as in owner */
@@ -67,7 +75,10 @@ struct dk_state {
     char parent[PATH_MAX];    /* where the state dirs of other hutch processes are */
     char init_path[PATH_MAX];
     char runner_dir[PATH_MAX];
-    char engine[32];
+    /* hutch-init and the runners as a tar for /run/hutch (owned by root),
+     * made once by open(). */
+    char *boot;
+    size_t boot_len;
     unsigned long seq;
     /* Live containers per uid slot (see uid_take()), updated atomically:
      * sandboxes start and end on several threads. */
@@ -77,12 +88,15 @@ struct dk_state {
 struct dk_sandbox {
     struct hutch_sandbox pub; /* first: the core sees this */
     struct dk_state *st;
-    int uid_slot; /* -1 until taken */
-    unsigned uid; /* the program's host uid and gid, and /work's owner */
+    struct dk_engine *eng; /* where it runs (its live count is held) */
+    char endpoints[1024];  /* the policy's executor_options.docker.endpoints */
+    int uid_slot;          /* -1 until taken */
+    unsigned uid;          /* the program's host uid and gid, and /work's owner */
     char id[80];
     char image[256];
     char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
     struct sbio io;
+    struct dk_attach *att;
     int killed;
     char label[64];       /* how->label, then the job's: for log lines */
     uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */
@@ -135,21 +149,22 @@ static int owner_dead(const char *owner)
     return box_process_gone(pid, start);
 }
 
-static void remove_container(struct dk_state *st, const char *id)
+static void remove_container(struct dk_state *st, const struct dk_api *api,
+                             const char *id)
 {
     struct hutch_err err = {0};
     char path[160];
     long status = 0;
 
     snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
-    if (dk_json(&st->api, "DELETE", path, NULL, &status, NULL, &err) < 0 &&
-        status != 404)
+    if (dk_json(api, "DELETE", path, NULL, &status, NULL, &err) < 0 && status != 404)
         st->host->log(HUTCH_LOG_WARN, "docker", "removing container %.12s: %s", id,
                       err.msg);
 }
 
-/* Remove what dead hutch processes left (mine_only: this instance's). */
-static void sweep(struct dk_state *st, int mine_only)
+/* Remove what dead hutch processes left on one engine (mine_only: this
+ * instance's). */
+static void sweep_engine(struct dk_state *st, const struct dk_api *api, int mine_only)
 {
     struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     struct hutch_err err = {0};
@@ -165,7 +180,7 @@ static void sweep(struct dk_state *st, int mine_only)
         snprintf(path, sizeof(path),
                  "/containers/json?all=1&filters=%%7B%%22label%%22"
                  "%%3A%%5B%%22" DK_OWNER_LABEL "%%22%%5D%%7D");
-    if (dk_json(&st->api, "GET", path, NULL, NULL, &b, &err) < 0) {
+    if (dk_json(api, "GET", path, NULL, NULL, &b, &err) < 0) {
         st->host->log(HUTCH_LOG_WARN, "docker", "listing leftover containers: %s",
                       err.msg);
         hutch_buf_free(&b);
@@ -183,11 +198,32 @@ static void sweep(struct dk_state *st, int mine_only)
         if (mine_only || (owner && owner_dead(owner))) {
             st->host->log(HUTCH_LOG_INFO, "docker", "removing leftover container %.12s",
                           id);
-            remove_container(st, id);
+            remove_container(st, api, id);
         }
     }
     cJSON_Delete(list);
     hutch_buf_free(&b);
+}
+
+struct sweep_arg {
+    struct dk_state *st;
+    int mine_only;
+};
+
+static void sweep_one(void *arg, struct dk_engine *e)
+{
+    struct sweep_arg *a = arg;
+    if (e->up)
+        sweep_engine(a->st, &e->api, a->mine_only);
+}
+
+/* Remove what dead hutch processes left (mine_only: this instance's), on
+ * every engine that answers, and the socket directories older versions
+ * kept beside ours. */
+static void sweep(struct dk_state *st, int mine_only)
+{
+    struct sweep_arg a = {st, mine_only};
+    dk_engines_each(&st->engines, sweep_one, &a);
 
     /* Socket directories of dead hutch processes: the state directory of
      * each (PID.START, beside ours) holds one per sandbox.  Older hutch
@@ -220,6 +256,85 @@ static void sweep(struct dk_state *st, int mine_only)
         }
         closedir(d);
     }
+}
+
+/* --- /run/hutch: hutch-init and the runners ---------------------------- */
+
+#define DK_BOOT_MAX (64u << 20) /* init and the runners, with room to spare */
+
+static int copy_file(const char *from, const char *to, struct hutch_err *err)
+{
+    char buf[64 << 10];
+    int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, r = 0;
+    ssize_t n;
+
+    if (in < 0)
+        return hutch_err_set(err, -errno, "%s: %s", from, strerror(errno));
+    out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    if (out < 0) {
+        r = hutch_err_set(err, -errno, "%s: %s", to, strerror(errno));
+        goto out;
+    }
+    while ((n = read(in, buf, sizeof(buf))) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || write(out, buf, (size_t)n) != n) {
+            r = hutch_err_set(err, -EIO, "copying %s to %s: %s", from, to,
+                              strerror(errno ? errno : EIO));
+            goto out;
+        }
+    }
+out:
+    close(in);
+    if (out >= 0 && close(out) < 0 && r == 0)
+        r = hutch_err_set(err, -errno, "%s: %s", to, strerror(errno));
+    return r;
+}
+
+/* The tar PUT into every container's /run/hutch before it starts: init
+ * (as box_command names it) and runner/, every entry root's, modes 0755 or
+ * 0644.  Staged in the state directory (which the core removes at close),
+ * packed by the core's own packer. */
+static int make_boot(struct dk_state *st, struct hutch_err *err)
+{
+    struct hutch_archive_limits lim = {
+        .struct_size = sizeof(lim),
+        .max_bytes = DK_BOOT_MAX,
+        .max_entries = HUTCH_TAR_MAX_ENTRIES,
+        .max_path = HUTCH_TAR_MAX_PATH,
+        .max_depth = HUTCH_TAR_MAX_DEPTH,
+    };
+    struct hutch_buf runners = HUTCH_BUF_INIT(2 * DK_BOOT_MAX),
+                     packed = HUTCH_BUF_INIT(2 * DK_BOOT_MAX),
+                     owned = HUTCH_BUF_INIT(2 * DK_BOOT_MAX);
+    char stage[PATH_MAX + 16], path[PATH_MAX + 32];
+    int r;
+
+    snprintf(stage, sizeof(stage), "%s/boot", st->dir);
+    if (mkdir(stage, 0755) < 0)
+        return hutch_err_set(err, -errno, "creating %s: %s", stage, strerror(errno));
+    snprintf(path, sizeof(path), "%s/runner", stage);
+    r = st->host->archive_pack_dir(st->runner_dir, hutch_buf_write, &runners, &lim,
+                                   err);
+    if (r == 0)
+        r = st->host->archive_extract(runners.data, runners.len, path, &lim, err);
+    snprintf(path, sizeof(path), "%s/init", stage);
+    if (r == 0)
+        r = copy_file(st->init_path, path, err);
+    if (r == 0)
+        r = st->host->archive_pack_dir(stage, hutch_buf_write, &packed, &lim, err);
+    if (r == 0)
+        r = st->host->archive_filter(packed.data, packed.len, hutch_buf_write, &owned,
+                                     &lim, 0, 0, err);
+    if (r == 0) {
+        st->boot = hutch_buf_steal(&owned, &st->boot_len);
+        if (!st->boot)
+            r = hutch_err_set(err, -ENOMEM, "out of memory");
+    }
+    hutch_buf_free(&runners);
+    hutch_buf_free(&packed);
+    hutch_buf_free(&owned);
+    return r;
 }
 
 /* --- executor ---------------------------------------------------------- */
@@ -280,15 +395,19 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
     *strrchr(st->parent, '/') = '\0';
     r = box_find_init(st->init_path, sizeof(st->init_path), err);
     if (r == 0)
-        r = dk_api_init(&st->api, err);
-    if (r == 0)
-        r = dk_api_negotiate(&st->api, st->engine, sizeof(st->engine), err);
+        r = make_boot(st, err);
+    if (r == 0) {
+        r = dk_engines_init(&st->engines, err);
+        if (r == 0 && (r = dk_engines_probe(&st->engines, err)) < 0)
+            dk_engines_free(&st->engines);
+    }
     if (r < 0)
         goto fail;
     sweep(st, 0);
     *state = st;
     return 0;
 fail:
+    free(st->boot);
     free(st);
     return r;
 }
@@ -299,6 +418,8 @@ static void docker_close(void *state)
     if (!st)
         return;
     sweep(st, 1);
+    dk_engines_free(&st->engines);
+    free(st->boot);
     free(st);
 }
 
@@ -306,10 +427,8 @@ static void docker_close(void *state)
 static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
                          const struct hutch_sandbox_class *cls)
 {
-    char tmpopt[96], workopt[128], bind_init[PATH_MAX + 64], bind_run[PATH_MAX + 64],
-        bind_io[PATH_MAX + 64];
+    char tmpopt[96], workopt[128];
     unsigned long long work = box_work_bytes(cls), tmp = box_tmp_bytes(cls);
-    const char *binds[] = {bind_init, bind_run, bind_io, NULL};
     cJSON *c = cJSON_CreateObject(), *hc, *labels, *mounts, *m, *vo, *dc, *opts, *tmpfs,
           *log;
     char *out;
@@ -318,9 +437,6 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
              (unsigned long long)tmp);
     snprintf(workopt, sizeof(workopt), "size=%llu,uid=%u,gid=%u,mode=0755,nosuid,nodev",
              (unsigned long long)work, sb->uid, sb->uid);
-    snprintf(bind_init, sizeof(bind_init), "%s:/run/hutch/init:ro", st->init_path);
-    snprintf(bind_run, sizeof(bind_run), "%s:/run/hutch/runner:ro", st->runner_dir);
-    snprintf(bind_io, sizeof(bind_io), "%s:/run/hutch/io:ro", sb->io.dir);
 
     cJSON_AddStringToObject(c, "Image", sb->image);
     cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
@@ -332,8 +448,10 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
         cJSON_ArrayForEach(it, cmd)
         {
             cJSON_AddItemToArray(with, cJSON_CreateString(it->valuestring));
-            if (it == cmd->child) /* after hutch-init's path */
+            if (it == cmd->child) { /* after hutch-init's path */
                 cJSON_AddItemToArray(with, cJSON_CreateString("--seccomp"));
+                cJSON_AddItemToArray(with, cJSON_CreateString("--attach"));
+            }
         }
         cJSON_Delete(cmd);
         cJSON_AddItemToObject(c, "Cmd", with);
@@ -346,9 +464,14 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddStringToObject(c, "WorkingDir", "/work");
     cJSON_AddStringToObject(c, "Hostname", "hutch");
     cJSON_AddBoolToObject(c, "NetworkDisabled", 1);
-    cJSON_AddBoolToObject(c, "AttachStdin", 0);
-    cJSON_AddBoolToObject(c, "AttachStdout", 0);
-    cJSON_AddBoolToObject(c, "AttachStderr", 0);
+    /* init's stdin and stdout are the attach stream (attach.c); stdin
+     * closes when hutch lets go of it, which ends init and the container. */
+    cJSON_AddBoolToObject(c, "AttachStdin", 1);
+    cJSON_AddBoolToObject(c, "AttachStdout", 1);
+    cJSON_AddBoolToObject(c, "AttachStderr", 1);
+    cJSON_AddBoolToObject(c, "OpenStdin", 1);
+    cJSON_AddBoolToObject(c, "StdinOnce", 1);
+    cJSON_AddBoolToObject(c, "Tty", 0);
     labels = cJSON_AddObjectToObject(c, "Labels");
     cJSON_AddStringToObject(labels, "hutch.instance", st->instance);
     /* The label start() was given: a pooled sandbox's job comes later. */
@@ -396,7 +519,6 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
      * cgroup v1 Docker's default is the host's namespace).  API 1.41 and
      * later; an older daemon ignores the field. */
     cJSON_AddStringToObject(hc, "CgroupnsMode", "private");
-    cJSON_AddItemToObject(hc, "Binds", box_str_array(binds));
     tmpfs = cJSON_AddObjectToObject(hc, "Tmpfs");
     cJSON_AddStringToObject(tmpfs, "/tmp", tmpopt);
     mounts = cJSON_AddArrayToObject(hc, "Mounts");
@@ -414,48 +536,26 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddStringToObject(opts, "device", "tmpfs");
     cJSON_AddStringToObject(opts, "o", workopt);
     cJSON_AddItemToArray(mounts, m);
+    /* /run/hutch: init and the runners, PUT before the start (the archive
+     * endpoint writes into volumes, not into a read-only root).  The
+     * engine's own disk, removed with the container. */
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "Type", "volume");
+    cJSON_AddStringToObject(m, "Target", "/run/hutch");
+    cJSON_AddStringToObject(
+        cJSON_AddObjectToObject(cJSON_AddObjectToObject(m, "VolumeOptions"), "Labels"),
+        DK_OWNER_LABEL, st->owner);
+    cJSON_AddItemToArray(mounts, m);
+    /* Everything init says travels over the attach stream: nothing is
+     * logged on the engine's disk. */
     log = cJSON_AddObjectToObject(hc, "LogConfig");
-    cJSON_AddStringToObject(log, "Type", "json-file");
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(log, "Config"), "max-size", "1m");
+    cJSON_AddStringToObject(log, "Type", "none");
     out = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
     return out;
 }
 
-/* What the container said on its own stdout/stderr (init's errors), for a
- * sandbox that failed to come up.  Docker frames each chunk with 8 bytes. */
-static void container_log(struct dk_state *st, const char *id, char *out, size_t len)
-{
-    struct hutch_buf b = HUTCH_BUF_INIT(64 << 10);
-    struct hutch_err err = {0};
-    char path[160];
-    size_t o = 0, i = 0;
-
-    out[0] = '\0';
-    snprintf(path, sizeof(path), "/containers/%s/logs?stdout=1&stderr=1&tail=20", id);
-    if (dk_json(&st->api, "GET", path, NULL, NULL, &b, &err) < 0 || !b.data) {
-        hutch_buf_free(&b);
-        return;
-    }
-    while (i + 8 <= b.len && o + 1 < len) {
-        const unsigned char *h = (const unsigned char *)b.data + i;
-        size_t n = (size_t)h[4] << 24 | (size_t)h[5] << 16 | (size_t)h[6] << 8 | h[7];
-        i += 8;
-        if (n > b.len - i)
-            n = b.len - i;
-        if (n > len - 1 - o)
-            n = len - 1 - o;
-        memcpy(out + o, b.data + i, n);
-        o += n;
-        i += n;
-    }
-    out[o] = '\0';
-    while (o && (out[o - 1] == '\n' || out[o - 1] == '\r'))
-        out[--o] = '\0';
-    hutch_buf_free(&b);
-}
-
-/* sbio_accept's question: does the container still run? */
+/* sbio_wait_hello's question: does the container still run? */
 static int still_running(void *arg, struct hutch_err *err)
 {
     struct dk_sandbox *sb = arg;
@@ -465,7 +565,7 @@ static int still_running(void *arg, struct hutch_err *err)
     int running;
 
     snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
-    if (dk_json(&sb->st->api, "GET", path, NULL, NULL, &b, err) < 0) {
+    if (dk_json(&sb->eng->api, "GET", path, NULL, NULL, &b, err) < 0) {
         hutch_buf_free(&b);
         return err->code ? err->code : -EIO;
     }
@@ -474,15 +574,15 @@ static int still_running(void *arg, struct hutch_err *err)
     running = cJSON_IsTrue(cJSON_GetObjectItem(state, "Running"));
     if (!running) {
         double code = cJSON_GetNumberValue(cJSON_GetObjectItem(state, "ExitCode"));
-        container_log(sb->st, sb->id, logs, sizeof(logs));
+        dk_attach_diag(sb->att, logs, sizeof(logs));
         hutch_err_set(err, -EIO,
                       "the container exited (status %d) before its init "
-                      "connected%s%s",
+                      "said hello%s%s",
                       (int)code, logs[0] ? ": " : "", logs);
     }
     cJSON_Delete(j);
     hutch_buf_free(&b);
-    return running ? 0 : -EIO;
+    return running ? 0 : -ESRCH;
 }
 
 /* A slot no live container of this process holds (the next free one after
@@ -515,9 +615,11 @@ static void sandbox_free(struct dk_sandbox *sb)
 {
     if (!sb)
         return;
+    dk_attach_close(sb->att);
     sbio_close(&sb->io);
     if (sb->id[0])
-        remove_container(sb->st, sb->id);
+        remove_container(sb->st, &sb->eng->api, sb->id);
+    dk_engine_release(sb->eng);
     /* After the removal: the container's processes, charged to the uid,
      * are gone. */
     if (sb->uid_slot >= 0)
@@ -525,106 +627,44 @@ static void sandbox_free(struct dk_sandbox *sb)
     free(sb);
 }
 
-static int docker_start(void *state, const struct hutch_sandbox_class *cls,
-                        const struct hutch_start *how, struct hutch_sandbox **out,
-                        struct hutch_err *err)
+/* Creates and starts sb's container on sb->eng: 0 with sb ready, or an
+ * error, after which sandbox_free() leaves nothing. */
+static int start_on(struct dk_state *st, struct dk_sandbox *sb,
+                    const struct hutch_sandbox_class *cls, const char *body,
+                    const struct hutch_start *how, struct hutch_err *err)
 {
-    struct dk_state *st = state;
-    struct dk_sandbox *sb;
+    const struct dk_api *api = &sb->eng->api;
     struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
-    char path[PATH_MAX + 64], dir[PATH_MAX];
-    unsigned long n;
+    char path[PATH_MAX + 64];
+    unsigned long n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
     long status = 0;
-    char *body = NULL;
     cJSON *j;
     int r;
 
-    *out = NULL;
-    if (strcmp(cls->language, "python") != 0 &&
-        strcmp(cls->language, "javascript") != 0)
-        return hutch_err_set(err, -EINVAL,
-                             "the docker executor runs python and "
-                             "javascript, not %s",
-                             cls->language);
-    sb = calloc(1, sizeof(*sb));
-    if (!sb)
-        return hutch_err_set(err, -ENOMEM, "out of memory");
-    sb->st = st;
-    sb->uid_slot = -1;
-    sb->pub.struct_size = sizeof(sb->pub);
-    sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
-    snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, ""));
-    {
-        static const char *const known[] = {"runtime", "flavour", NULL};
-        char fl[32];
-        r = box_option(cls, "docker", known, "flavour", fl, sizeof(fl), err);
-        if (r == 0)
-            r = box_flavour(fl, "docker", err);
-        if (r >= 0)
-            image_for(st->host->version, cls->language, r, sb->image,
-                      sizeof(sb->image));
-        if (r >= 0)
-            r = box_option(cls, "docker", known, "runtime", sb->runtime,
-                           sizeof(sb->runtime), err);
-        if (r == 0 && strspn(sb->runtime, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
-                          strlen(sb->runtime))
-            r = hutch_err_set(
-                err, -EINVAL,
-                "the policy's executor_options.docker.runtime \"%s\" is not "
-                "a runtime name (see 'hutch doctor' for the daemon's)",
-                sb->runtime);
-        if (r < 0) {
-            free(sb);
-            return r;
-        }
-    }
-    n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
-    {
-        uint64_t rnd = 0;
-        /* Unguessable: until init connects, anyone who can name a socket
-         * could connect to it instead (the state directory is 0700: this
-         * is defence in depth). */
-        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-            free(sb);
-            return hutch_err_set(err, -EIO, "getrandom: %s", strerror(errno));
-        }
-        snprintf(dir, sizeof(dir), "%s/%lu.%016llx", st->dir, n,
-                 (unsigned long long)rnd);
-    }
-    r = sbio_open(&sb->io, dir, err);
-    if (r < 0) {
-        free(sb);
-        return r;
-    }
-    uid_take(sb);
-    body = create_body(st, sb, cls);
-    if (!body) {
-        r = hutch_err_set(err, -ENOMEM, "out of memory");
-        goto fail;
-    }
     /* Between API calls: has the core given up on this start? */
     if (plugin_start_cancelled(how))
         goto cancelled;
     snprintf(path, sizeof(path), "/containers/create?name=hutch-%s-%lu", st->instance,
              n);
-    r = dk_json(&st->api, "POST", path, body, &status, &b, err);
+    r = dk_json(api, "POST", path, body, &status, &b, err);
     if (r < 0 && status == 404) {
         r = hutch_err_set(
             err, -ENOENT,
-            "the Docker image %s is missing: build it with 'make images' "
+            "the Docker image %s is missing%s%s: build it with 'make images' "
             "(as root, offline), or 'docker build --build-arg RUNTIME=\"%s\" "
             "-t %s images/' from hutch's source",
-            sb->image,
+            sb->image, st->engines.n_env > 1 || sb->endpoints[0] ? " on " : "",
+            st->engines.n_env > 1 || sb->endpoints[0] ? sb->eng->name : "",
             strcmp(cls->language, "python") ? "nodejs"
             : strstr(sb->image, "python-data:")
                 ? "python3 python3-numpy python3-pandas "
                   "python3-matplotlib python3-munkres"
                 : "python3",
             sb->image);
-        goto fail;
+        goto out;
     }
     if (r < 0)
-        goto fail;
+        goto out;
     j = cJSON_ParseWithLength(b.data, b.len);
     {
         const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(j, "Id"));
@@ -635,32 +675,145 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     cJSON_Delete(j);
     if (!sb->id[0]) {
         r = hutch_err_set(err, -EPROTO, "Docker created a container without an Id");
-        goto fail;
+        goto out;
     }
     if (plugin_start_cancelled(how))
         goto cancelled;
+    /* init and the runners into /run/hutch, then the attach stream (before
+     * the start: nothing init says is lost), then the start. */
+    snprintf(path, sizeof(path), "/containers/%s/archive?path=/run/hutch", sb->id);
+    r = dk_call(api, "PUT", path, "application/x-tar", st->boot, st->boot_len,
+                DK_CALL_MS, NULL, NULL, NULL, NULL, err);
+    if (r == 0)
+        r = dk_attach_open(&sb->att, api, sb->id, &sb->io, err);
+    if (r < 0)
+        goto out;
+    if (plugin_start_cancelled(how))
+        goto cancelled;
     snprintf(path, sizeof(path), "/containers/%s/start", sb->id);
-    r = dk_json(&st->api, "POST", path, NULL, NULL, NULL, err);
+    r = dk_json(api, "POST", path, NULL, NULL, NULL, err);
     if (r < 0)
+        goto out;
+    r = sbio_wait_hello(&sb->io, DK_READY_MS, still_running, sb, how, err);
+    goto out;
+cancelled:
+    r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
+out:
+    hutch_buf_free(&b);
+    return r;
+}
+
+static int docker_start(void *state, const struct hutch_sandbox_class *cls,
+                        const struct hutch_start *how, struct hutch_sandbox **out,
+                        struct hutch_err *err)
+{
+    struct dk_state *st = state;
+    struct dk_sandbox *sb;
+    struct dk_engine *failed = NULL;
+    char *body = NULL;
+    int r;
+
+    *out = NULL;
+    if (strcmp(cls->language, "python") != 0 &&
+        strcmp(cls->language, "javascript") != 0)
+        return hutch_err_set(err, -EINVAL,
+                             "the docker executor runs python and "
+                             "javascript, not %s",
+                             cls->language);
+    {
+        static const char *const known[] = {"runtime", "flavour", "endpoints", NULL};
+        char fl[32], image[256], runtime[64], endpoints[1024];
+        r = box_option(cls, "docker", known, "flavour", fl, sizeof(fl), err);
+        if (r == 0)
+            r = box_flavour(fl, "docker", err);
+        if (r >= 0)
+            image_for(st->host->version, cls->language, r, image, sizeof(image));
+        if (r >= 0)
+            r = box_option(cls, "docker", known, "runtime", runtime, sizeof(runtime),
+                           err);
+        if (r == 0 && strspn(runtime, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
+                          strlen(runtime))
+            r = hutch_err_set(
+                err, -EINVAL,
+                "the policy's executor_options.docker.runtime \"%s\" is not "
+                "a runtime name (see 'hutch doctor' for the daemon's)",
+                runtime);
+        if (r >= 0)
+            r = box_option(cls, "docker", known, "endpoints", endpoints,
+                           sizeof(endpoints), err);
+        if (r < 0)
+            return r;
+        sb = calloc(1, sizeof(*sb));
+        if (!sb)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
+        memcpy(sb->image, image, sizeof(image));
+        memcpy(sb->runtime, runtime, sizeof(runtime));
+        memcpy(sb->endpoints, endpoints, sizeof(endpoints));
+    }
+    sb->st = st;
+    sb->uid_slot = -1;
+    sb->pub.struct_size = sizeof(sb->pub);
+    sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
+    snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, ""));
+    {
+        static const int none[SBIO_NSOCK] = {-1, -1, -1, -1};
+        sbio_adopt(&sb->io, none);
+    }
+    uid_take(sb);
+    body = create_body(st, sb, cls);
+    if (!body) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto fail;
-    r = sbio_accept(&sb->io, DK_READY_MS, still_running, sb, how, err);
-    if (r < 0)
-        goto fail;
+    }
+    /* An engine that fails as a connection failure is marked down and the
+     * start goes to another one, once: a start never waits on a dead
+     * engine twice. */
+    for (int attempt = 0;; attempt++) {
+        struct hutch_err first = *err;
+        int rp = dk_engines_pick(&st->engines, sb->endpoints, failed, &sb->eng, err);
+        if (rp == -ENODEV) {
+            *err = first; /* no other engine: the failure stands as it was */
+            goto fail;
+        }
+        if (rp < 0) {
+            r = rp;
+            goto fail;
+        }
+        r = start_on(st, sb, cls, body, how, err);
+        if (r == 0)
+            break;
+        /* A failure that may be the engine's absence: is it up at all?
+         * (A slow start or a dead container is not the engine's fault.) */
+        if (attempt == 1 || !dk_engine_failure(r) ||
+            dk_engine_check(&st->engines, sb->eng) == 0)
+            goto fail;
+        st->host->log(HUTCH_LOG_WARN, "docker",
+                      "%s: endpoint %s is down (%s): trying another", sb->label,
+                      sb->eng->name, err->msg);
+        failed = sb->eng;
+        /* What the failed start left goes with the engine's next sweep. */
+        dk_attach_close(sb->att);
+        sb->att = NULL;
+        sbio_close(&sb->io);
+        {
+            static const int none[SBIO_NSOCK] = {-1, -1, -1, -1};
+            sbio_adopt(&sb->io, none);
+        }
+        sb->id[0] = '\0';
+        dk_engine_release(sb->eng);
+        sb->eng = NULL;
+    }
     sb->pub.chan_fd = sb->io.fd[SBIO_CHAN];
     sb->pub.stdout_fd = sb->io.fd[SBIO_OUT];
     sb->pub.stderr_fd = sb->io.fd[SBIO_ERR];
     sb->pub.event_fd = sb->io.fd[SBIO_CTL];
     free(body);
-    hutch_buf_free(&b);
     *out = &sb->pub;
     return 0;
-cancelled:
-    r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
 fail:
-    /* sandbox_free() removes the container (with its volume) and the
-     * socket directory: nothing of this start is left. */
+    /* sandbox_free() stops the pump and removes the container (with its
+     * volumes): nothing of this start is left. */
     free(body);
-    hutch_buf_free(&b);
     sandbox_free(sb);
     return r;
 }
@@ -719,7 +872,7 @@ static int docker_put(void *state, struct hutch_sandbox *pub, const void *tar,
                                      sb->uid, err);
     if (r == 0) {
         snprintf(path, sizeof(path), "/containers/%s/archive?path=/work", sb->id);
-        r = dk_call(&sb->st->api, "PUT", path, "application/x-tar", owned.data,
+        r = dk_call(&sb->eng->api, "PUT", path, "application/x-tar", owned.data,
                     owned.len, archive_ms(sb), NULL, NULL, NULL, NULL, err);
     }
     hutch_buf_free(&owned);
@@ -751,7 +904,7 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
         struct hutch_err ierr = {0};
         char path[160];
         snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
-        if (dk_json(&sb->st->api, "GET", path, NULL, NULL, &b, &ierr) == 0) {
+        if (dk_json(&sb->eng->api, "GET", path, NULL, NULL, &b, &ierr) == 0) {
             cJSON *j = cJSON_ParseWithLength(b.data, b.len);
             cJSON *s = cJSON_GetObjectItem(j, "State");
             const char *err_s = cJSON_GetStringValue(cJSON_GetObjectItem(s, "Error"));
@@ -768,10 +921,15 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
             }
             cJSON_Delete(j);
         } else {
-            r = hutch_err_set(err, -EIO,
-                              "the container %.12s ended under the program and the "
-                              "Docker daemon no longer answers (%s)",
-                              sb->id, ierr.msg);
+            r = hutch_err_set(
+                err, -EIO,
+                "the container %.12s ended under the program and the "
+                "Docker daemon%s%s no longer answers (%s)",
+                sb->id, sb->st->engines.n_env > 1 || sb->endpoints[0] ? " " : "",
+                sb->st->engines.n_env > 1 || sb->endpoints[0] ? sb->eng->name : "",
+                ierr.msg);
+            if (dk_engine_failure(ierr.code))
+                dk_engine_down(&sb->st->engines, sb->eng, ierr.msg);
         }
         hutch_buf_free(&b);
     }
@@ -811,7 +969,7 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
         return r < 0 ? r : 0;
     snprintf(path, sizeof(path), "/containers/%s/archive?path=/work/out/.", sb->id);
     ms = archive_ms(sb);
-    r = dk_call(&sb->st->api, "GET", path, NULL, NULL, 0, ms, &status, &b, NULL, NULL,
+    r = dk_call(&sb->eng->api, "GET", path, NULL, NULL, 0, ms, &status, &b, NULL, NULL,
                 err);
     if (r < 0 && status == 404) {
         r = 0; /* no /work/out: no files */
@@ -842,7 +1000,7 @@ static void docker_kill(void *state, struct hutch_sandbox *pub)
         return;
     sb->killed = 1;
     snprintf(path, sizeof(path), "/containers/%s/kill?signal=KILL", sb->id);
-    if (dk_json(&sb->st->api, "POST", path, NULL, &status, NULL, &err) < 0 &&
+    if (dk_json(&sb->eng->api, "POST", path, NULL, &status, NULL, &err) < 0 &&
         status != 409 && status != 404)
         sb->st->host->log(HUTCH_LOG_WARN, "docker", "killing container %.12s: %s",
                           sb->id, err.msg);
@@ -871,7 +1029,15 @@ static int docker_runtime(void *state, const char *language, char *buf, size_t l
         return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
     image_for(st->host->version, language, 0, image, sizeof(image));
     snprintf(path, sizeof(path), "/images/%s/json", image);
-    r = dk_json(&st->api, "GET", path, NULL, &status, &b, err);
+    {
+        /* The environment's engines carry the same images: any that is up. */
+        struct dk_engine *e;
+        r = dk_engines_pick(&st->engines, NULL, NULL, &e, err);
+        if (r < 0)
+            return r;
+        r = dk_json(&e->api, "GET", path, NULL, &status, &b, err);
+        dk_engine_release(e);
+    }
     if (r == 0) {
         j = cJSON_ParseWithLength(b.data, b.len);
         if (box_runtime_line(
@@ -892,28 +1058,28 @@ static int docker_runtime(void *state, const char *language, char *buf, size_t l
     return r;
 }
 
-static void docker_doctor(const struct hutch_host *host, void *ctx,
-                          void (*report)(void *ctx, const char *status,
-                                         const char *what, const char *detail))
+/* A doctor line's subject: `what`, or "what (NAME)" when several engines. */
+static const char *label(char *buf, size_t len, const char *what, const char *name)
 {
-    struct dk_api api;
+    if (!name)
+        return what;
+    snprintf(buf, len, "%s (%s)", what, name);
+    return buf;
+}
+
+/* What the doctor checks on one engine that answers: its runtimes and the
+ * images.  `name` is NULL when it is the only one. */
+static void doctor_engine(const struct hutch_host *host, void *ctx,
+                          void (*report)(void *ctx, const char *status,
+                                         const char *what, const char *detail),
+                          const struct dk_api *api, const char *name)
+{
     struct hutch_err err = {0};
     struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
-    char detail[1200], engine[32], init[PATH_MAX];
+    char detail[1200], lb[128];
     cJSON *j;
 
-    if (box_find_init(init, sizeof(init), &err) < 0)
-        report(ctx, "FAIL", "docker init", err.msg);
-    if (dk_api_init(&api, &err) < 0 ||
-        dk_api_negotiate(&api, engine, sizeof(engine), &err) < 0) {
-        report(ctx, "FAIL", "docker daemon", err.msg);
-        return;
-    }
-    snprintf(detail, sizeof(detail), "%s: Engine %s, API %s", api.where, engine,
-             api.version);
-    report(ctx, "ok", "docker daemon", detail);
-
-    if (dk_json(&api, "GET", "/info", NULL, NULL, &b, &err) == 0) {
+    if (dk_json(api, "GET", "/info", NULL, NULL, &b, &err) == 0) {
         cJSON *rt, *it;
         size_t o = 0;
         j = cJSON_ParseWithLength(b.data, b.len);
@@ -927,7 +1093,7 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
                 break;
             o += (size_t)n;
         }
-        report(ctx, "ok", "docker runtimes", detail);
+        report(ctx, "ok", label(lb, sizeof(lb), "docker runtimes", name), detail);
         cJSON_Delete(j);
     }
     hutch_buf_free(&b);
@@ -939,7 +1105,7 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
         struct hutch_buf ib = HUTCH_BUF_INIT(DK_MAX_REPLY);
         image_for(host->version, langs[i], 0, image, sizeof(image));
         snprintf(path, sizeof(path), "/images/%s/json", image);
-        if (dk_json(&api, "GET", path, NULL, &status, &ib, &err) == 0) {
+        if (dk_json(api, "GET", path, NULL, &status, &ib, &err) == 0) {
             /* The runtime it carries (images/build.sh's label), which may
              * not be the host's that the local executor runs. */
             cJSON *ij = cJSON_ParseWithLength(ib.data, ib.len);
@@ -953,14 +1119,15 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
             snprintf(detail, sizeof(detail), "%s (%s)", image,
                      known ? rt
                            : "runtime version not recorded: run 'make images' again");
-            report(ctx, "ok", "docker image", detail);
+            report(ctx, "ok", label(lb, sizeof(lb), "docker image", name), detail);
             cJSON_Delete(ij);
         } else {
             snprintf(detail, sizeof(detail),
                      "%s is missing: build it with 'make images' (root, no registry "
                      "needed) or 'docker build --build-arg RUNTIME=%s -t %s images/'",
                      image, i == 0 ? "python3" : "nodejs", image);
-            report(ctx, "FAIL", "docker image", status == 404 ? detail : err.msg);
+            report(ctx, "FAIL", label(lb, sizeof(lb), "docker image", name),
+                   status == 404 ? detail : err.msg);
         }
         hutch_buf_free(&ib);
     }
@@ -972,7 +1139,7 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
         struct hutch_buf ib = HUTCH_BUF_INIT(DK_MAX_REPLY);
         image_for(host->version, "python", 1, image, sizeof(image));
         snprintf(path, sizeof(path), "/images/%s/json", image);
-        if (dk_json(&api, "GET", path, NULL, &status, &ib, &err) == 0) {
+        if (dk_json(api, "GET", path, NULL, &status, &ib, &err) == 0) {
             cJSON *ij = cJSON_ParseWithLength(ib.data, ib.len);
             char pk[160];
             int known =
@@ -986,17 +1153,48 @@ static void docker_doctor(const struct hutch_host *host, void *ctx,
                      "\"data\" (%s): %s",
                      image,
                      known ? pk : "packages not recorded: run 'make images' again");
-            report(ctx, "ok", "python packages", detail);
+            report(ctx, "ok", label(lb, sizeof(lb), "python packages", name), detail);
             cJSON_Delete(ij);
         } else {
             snprintf(detail, sizeof(detail),
                      "docker: base image: none of numpy, pandas, matplotlib; flavour "
                      "\"data\": %s is missing (build it with 'make images')",
                      image);
-            report(ctx, "warn", "python packages", detail);
+            report(ctx, "warn", label(lb, sizeof(lb), "python packages", name), detail);
         }
         hutch_buf_free(&ib);
     }
+}
+
+static void docker_doctor(const struct hutch_host *host, void *ctx,
+                          void (*report)(void *ctx, const char *status,
+                                         const char *what, const char *detail))
+{
+    struct dk_engines es;
+    struct hutch_err err = {0};
+    char detail[1400], init[PATH_MAX], lb[128];
+    int n = 0;
+
+    if (box_find_init(init, sizeof(init), &err) < 0)
+        report(ctx, "FAIL", "docker init", err.msg);
+    if (dk_engines_init(&es, &err) < 0) {
+        report(ctx, "FAIL", "docker daemon", err.msg);
+        return;
+    }
+    /* Each endpoint: does it answer, and what it has.  One line per
+     * endpoint, named when there are several. */
+    for (struct dk_engine *e = es.list; e; e = e->next, n++) {
+        const char *name = es.n_env > 1 ? e->name : NULL;
+        if (dk_engine_check(&es, e) < 0) {
+            report(ctx, "FAIL", label(lb, sizeof(lb), "docker daemon", name), e->why);
+            continue;
+        }
+        snprintf(detail, sizeof(detail), "%s: Engine %s, API %s", e->api.where,
+                 e->version, e->api.version);
+        report(ctx, "ok", label(lb, sizeof(lb), "docker daemon", name), detail);
+        doctor_engine(host, ctx, report, &e->api, name);
+    }
+    dk_engines_free(&es);
 }
 
 static const struct hutch_executor docker_executor = {

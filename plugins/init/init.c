@@ -40,7 +40,16 @@
  * init itself was given: the plugin asks for the same one, but a container
  * engine adds its own (Docker sets HOSTNAME, an image may carry ENV lines).
  *
- * usage: hutch-init [--seccomp] UID:GID NOFILE FSIZE INTERP [ARG]...
+ * With --attach (the Docker executor) there is no socket directory: the
+ * four streams travel as frames (plugins/common/mux.h) over init's own
+ * stdin and stdout, the container's attach stream, which reaches hutch
+ * whether the engine runs beside it or on another machine.  init says
+ * "hello" on ctl once it runs, frames what the runner writes on chan, out
+ * and err, and passes chan frames from the plugin to the runner.  The end
+ * of its stdin (the plugin let go of the container) ends init, as the end
+ * of ctl does with the sockets.
+ *
+ * usage: hutch-init [--seccomp] [--attach] UID:GID NOFILE FSIZE INTERP [ARG]...
  *        (the sandbox user, its limits, the runner's command)
  *
  * --seccomp installs hutch's system call filter (plugins/common/filter.c,
@@ -71,6 +80,7 @@
 #include "../../src/caps.h"
 #include "../common/env.h"
 #include "filter.h"
+#include "mux.h"
 
 #define IO_DIR "/run/hutch/io"
 
@@ -205,6 +215,15 @@ static int drop_to_user(void)
 static const void *filter_bpf; /* set by --seccomp */
 static size_t filter_len;
 
+/* dup2() for the runner's fds: when fd already is `to`, dup2 does nothing
+ * and the fd would keep its close-on-exec flag. */
+static int give_fd(int fd, int to)
+{
+    if (fd == to)
+        return fcntl(fd, F_SETFD, 0);
+    return dup2(fd, to);
+}
+
 __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
 {
     sigset_t none;
@@ -212,8 +231,8 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(fds[OUT], 1) < 0 ||
-        dup2(fds[ERR], 2) < 0 || dup2(fds[CHAN], 3) < 0)
+    if (devnull < 0 || dup2(devnull, 0) < 0 || give_fd(fds[OUT], 1) < 0 ||
+        give_fd(fds[ERR], 2) < 0 || give_fd(fds[CHAN], 3) < 0)
         _exit(127);
     syscall(SYS_close_range, 4, ~0U, 0);
     setsid();
@@ -258,8 +277,47 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
 }
 
 static pid_t runner;
-static int runner_done, ctl_fd;
+static int runner_done, ctl_fd = -1;
 static long oom_before;
+
+/* --- attach mode: frames over stdin and stdout ---------------------------- */
+
+/* Frames waiting for stdout.  Program output is read only while a whole
+ * frame fits with CTL_RESERVE to spare, so ctl lines always find room. */
+#define OBUF_SIZE   (4 * (MUX_MAX_PAYLOAD + MUX_HDR))
+#define CTL_RESERVE 1024
+/* Tool answers from the plugin the runner has not read yet: beyond this,
+ * init stops reading its stdin until the runner catches up. */
+#define CHAN_PENDING_MAX (16u << 20)
+
+static int attach_mode;
+static unsigned char obuf[OBUF_SIZE];
+static size_t obuf_len;
+/* Attach mode: the runner's "exit" line, held until what the runner wrote
+ * before it ended is framed ahead of it (see flush_exit). */
+static char exit_line[64];
+/* Init's ends of the runner's chan, out and err (attach mode), -1 once
+ * ended. */
+static int mine[NSOCK] = {-1, -1, -1, -1};
+
+static void queue_frame(int stream, const void *data, size_t len)
+{
+    if (obuf_len + MUX_HDR + len > sizeof(obuf))
+        return; /* cannot happen for ctl lines: CTL_RESERVE keeps room */
+    mux_header(obuf + obuf_len, stream, (uint32_t)len);
+    if (len)
+        memcpy(obuf + obuf_len + MUX_HDR, data, len);
+    obuf_len += MUX_HDR + len;
+}
+
+/* A line to the plugin on ctl, whichever way ctl travels. */
+static void ctl_say(const char *line)
+{
+    if (attach_mode)
+        queue_frame(MUX_CTL, line, strlen(line));
+    else
+        write_all(ctl_fd, line);
+}
 
 /* Says how the runner ended, once: a program killed with SIGKILL while the
  * cgroup's OOM-kill count went up was killed for memory. */
@@ -273,7 +331,10 @@ static void reaped(pid_t pid, int status)
     oom = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom_before >= 0 &&
           oom_kills() > oom_before;
     snprintf(line, sizeof(line), "exit %d %d\n", status, oom);
-    write_all(ctl_fd, line);
+    if (attach_mode)
+        memcpy(exit_line, line, sizeof(exit_line)); /* flush_exit() says it */
+    else
+        ctl_say(line);
 }
 
 static void kill_all_others(void)
@@ -286,11 +347,56 @@ static void kill_all_others(void)
             reaped(pid, status);
 }
 
+/* Attach mode: frames what runner stream i holds now, as far as obuf has
+ * room.  1 when it would block or ended (nothing more to take now), 0 when
+ * obuf is full. */
+static int take_stream(int i)
+{
+    while (mine[i] >= 0) {
+        ssize_t r;
+        if (obuf_len + MUX_HDR + MUX_MAX_PAYLOAD + CTL_RESERVE > sizeof(obuf))
+            return 0;
+        r = recv(mine[i], obuf + obuf_len + MUX_HDR, MUX_MAX_PAYLOAD, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN)
+            return 1;
+        if (r <= 0) {
+            queue_frame(i, NULL, 0); /* its end */
+            close(mine[i]);
+            mine[i] = -1;
+            return 1;
+        }
+        mux_header(obuf + obuf_len, i, (uint32_t)r);
+        obuf_len += MUX_HDR + (size_t)r;
+    }
+    return 1;
+}
+
+/* The runner's exit, said after what it wrote before it ended: the plugin
+ * hands the core its streams in frame order, and the core takes an exit as
+ * "the program's output is in the pipes" (as it is with sockets the runner
+ * writes itself).  Without `force` the line waits while obuf is too full
+ * to take the rest; with it (everything is dead) it goes now. */
+static void flush_exit(int force)
+{
+    int drained = 1;
+    if (!exit_line[0])
+        return;
+    for (int i = CHAN; i <= ERR; i++)
+        drained &= take_stream(i);
+    if (!drained && !force)
+        return;
+    queue_frame(MUX_CTL, exit_line, strlen(exit_line));
+    exit_line[0] = '\0';
+}
+
 /* What /work/out is, once every other process is gone and nothing can
  * change it any more: the plugin may then let a daemon that follows
  * symbolic links as root (Docker's archive endpoint) fetch it. */
-static void say_stopped(int fd)
+static void say_stopped(void)
 {
+    flush_exit(1);
     struct stat st;
     char line[48];
     const char *what = "ok";
@@ -307,7 +413,7 @@ static void say_stopped(int fd)
         snprintf(line, sizeof(line), "stopped %s\n", what);
     else
         snprintf(line, sizeof(line), "stopped errno=%d\n", errno);
-    write_all(fd, line);
+    ctl_say(line);
 }
 
 /* UID:GID, neither of them root. */
@@ -326,45 +432,252 @@ static int parse_user(const char *s)
     return 0;
 }
 
+/* Reaps what ended (SIGCHLD is read from a signalfd). */
+static void on_sigchld(int sfd)
+{
+    struct signalfd_siginfo si;
+    int status;
+    pid_t pid;
+    while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        ;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        reaped(pid, status);
+}
+
+/* The sockets' loop: commands on ctl, the runner's streams are its own. */
+static int socket_loop(int ctl, int sfd)
+{
+    for (;;) {
+        struct pollfd p[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
+        char cmd[16];
+        ssize_t n;
+
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return 1;
+        }
+        if (p[1].revents & POLLIN)
+            on_sigchld(sfd);
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        n = read(ctl, cmd, sizeof(cmd) - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 0; /* the plugin is done with this sandbox */
+        cmd[n] = 0;
+        if (strcmp(cmd, "stop\n") == 0) {
+            kill_all_others();
+            say_stopped();
+        }
+    }
+}
+
+/* A command line the plugin sent on ctl. */
+static void on_ctl_line(const char *line)
+{
+    if (strcmp(line, "stop") == 0) {
+        kill_all_others();
+        say_stopped();
+    }
+}
+
+/* The attach loop: frames in on stdin, frames out on stdout; `mine` are
+ * init's ends of the runner's chan, out and err socket pairs (-1 once
+ * their end was passed on). */
+static int attach_loop(int sfd)
+{
+    static unsigned char in[MUX_MAX_PAYLOAD];
+    struct mux_reader rd = {0};
+    unsigned char *pend = NULL; /* chan bytes for the runner, not yet taken */
+    size_t pend_len = 0, pend_cap = 0;
+    char ctl_line[64];
+    size_t ctl_len = 0;
+    int in_eof = 0;
+
+    fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+    fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
+    for (;;) {
+        struct pollfd p[6];
+        int idx[6], n = 0;
+        int room;
+
+        flush_exit(0);
+        room = obuf_len + MUX_HDR + MUX_MAX_PAYLOAD + CTL_RESERVE <= sizeof(obuf);
+
+        if (!in_eof && pend_len < CHAN_PENDING_MAX)
+            idx[n] = -1, p[n++] = (struct pollfd){0, POLLIN, 0};
+        if (obuf_len)
+            idx[n] = -2, p[n++] = (struct pollfd){1, POLLOUT, 0};
+        idx[n] = -3, p[n++] = (struct pollfd){sfd, POLLIN, 0};
+        for (int i = CHAN; i <= ERR; i++) {
+            short ev = 0;
+            if (mine[i] < 0)
+                continue;
+            if (room)
+                ev |= POLLIN;
+            if (i == CHAN && pend_len)
+                ev |= POLLOUT;
+            if (ev)
+                idx[n] = i, p[n++] = (struct pollfd){mine[i], ev, 0};
+        }
+        if (in_eof && !obuf_len)
+            return 0; /* the plugin let go, and everything said is out */
+        if (poll(p, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return 1;
+        }
+        for (int k = 0; k < n; k++) {
+            if (!p[k].revents)
+                continue;
+            if (idx[k] == -3) {
+                on_sigchld(sfd);
+            } else if (idx[k] == -2) {
+                ssize_t w = write(1, obuf, obuf_len);
+                if (w < 0 && errno != EAGAIN && errno != EINTR)
+                    return 1; /* nobody reads us any more */
+                if (w > 0) {
+                    memmove(obuf, obuf + w, obuf_len - (size_t)w);
+                    obuf_len -= (size_t)w;
+                }
+            } else if (idx[k] == -1) {
+                ssize_t r = read(0, in, sizeof(in));
+                const unsigned char *q = in;
+                size_t left;
+                struct mux_piece pc;
+                if (r < 0 && (errno == EAGAIN || errno == EINTR))
+                    continue;
+                if (r <= 0) {
+                    in_eof = 1;
+                    kill_all_others();
+                    continue;
+                }
+                left = (size_t)r;
+                while (left) {
+                    int f = mux_feed(&rd, &q, &left, &pc);
+                    if (f < 0)
+                        return 1; /* not frames: not our plugin */
+                    if (f == 0)
+                        break;
+                    if (pc.stream == MUX_CTL) {
+                        for (size_t j = 0; j < pc.len; j++) {
+                            char c = (char)pc.data[j];
+                            if (c == '\n') {
+                                ctl_line[ctl_len] = 0;
+                                on_ctl_line(ctl_line);
+                                ctl_len = 0;
+                            } else if (ctl_len < sizeof(ctl_line) - 1) {
+                                ctl_line[ctl_len++] = c;
+                            }
+                        }
+                    } else if (pc.stream == MUX_CHAN && mine[CHAN] >= 0) {
+                        if (!pc.data) {
+                            shutdown(mine[CHAN], SHUT_WR);
+                        } else {
+                            if (pend_len + pc.len > pend_cap) {
+                                size_t cap = pend_cap ? pend_cap * 2 : 65536;
+                                unsigned char *np;
+                                while (cap < pend_len + pc.len)
+                                    cap *= 2;
+                                np = realloc(pend, cap);
+                                if (!np)
+                                    return 1;
+                                pend = np;
+                                pend_cap = cap;
+                            }
+                            memcpy(pend + pend_len, pc.data, pc.len);
+                            pend_len += pc.len;
+                        }
+                    }
+                }
+            } else {
+                int i = idx[k];
+                if ((p[k].revents & POLLOUT) && i == CHAN && pend_len) {
+                    ssize_t w =
+                        send(mine[CHAN], pend, pend_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+                    if (w > 0) {
+                        memmove(pend, pend + w, pend_len - (size_t)w);
+                        pend_len -= (size_t)w;
+                    } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                        pend_len = 0; /* the runner is gone: nobody to answer */
+                    }
+                }
+                if ((p[k].revents & (POLLIN | POLLHUP | POLLERR)) && room) {
+                    take_stream(i);
+                    if (i == CHAN && mine[CHAN] < 0)
+                        pend_len = 0;
+                    room = obuf_len + MUX_HDR + MUX_MAX_PAYLOAD + CTL_RESERVE <=
+                           sizeof(obuf);
+                }
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     int fds[NSOCK], sfd, devnull;
     sigset_t mask;
 
-    if (argc > 1 && strcmp(argv[1], "--seccomp") == 0) {
-        char why[256];
-        void *bpf;
-        if (filter_build(&bpf, &filter_len, why, sizeof(why)) < 0) {
-            fprintf(stderr, "hutch-init: seccomp filter: %s\n", why);
-            return 126;
+    for (;;) {
+        if (argc > 1 && strcmp(argv[1], "--seccomp") == 0) {
+            char why[256];
+            void *bpf;
+            if (filter_build(&bpf, &filter_len, why, sizeof(why)) < 0) {
+                fprintf(stderr, "hutch-init: seccomp filter: %s\n", why);
+                return 126;
+            }
+            filter_bpf = bpf;
+        } else if (argc > 1 && strcmp(argv[1], "--attach") == 0) {
+            attach_mode = 1;
+        } else {
+            break;
         }
-        filter_bpf = bpf;
         argv[1] = argv[0];
         argv++;
         argc--;
     }
     if (argc < 5 || parse_user(argv[1]) < 0) {
-        fprintf(stderr,
-                "usage: hutch-init [--seccomp] UID:GID NOFILE FSIZE INTERP [ARG]...\n");
+        fprintf(stderr, "usage: hutch-init [--seccomp] [--attach] UID:GID NOFILE FSIZE "
+                        "INTERP [ARG]...\n");
         return 2;
     }
     if (take_environment() < 0)
         die("copying the environment");
-    for (int i = 0; i < NSOCK; i++) {
-        fds[i] = connect_to(sock_names[i]);
-        if (fds[i] < 0)
-            die("connecting to " IO_DIR);
+    for (int i = 0; i < NSOCK; i++)
+        fds[i] = -1;
+    if (attach_mode) {
+        /* The runner's three streams are socket pairs init reads and writes;
+         * ctl is frames alone. */
+        for (int i = CHAN; i <= ERR; i++) {
+            int sv[2];
+            if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                die("socketpair");
+            fds[i] = sv[0];
+            mine[i] = sv[1];
+        }
+        /* stdin and stdout are the attach stream; stderr (the engine's
+         * stream 2) keeps init's own errors until the runner starts. */
+        devnull = open("/dev/null", O_RDWR);
+        if (devnull < 0)
+            die("/dev/null");
+    } else {
+        for (int i = 0; i < NSOCK; i++) {
+            fds[i] = connect_to(sock_names[i]);
+            if (fds[i] < 0)
+                die("connecting to " IO_DIR);
+        }
+        ctl_fd = fds[CTL];
+        diag_fd = fds[ERR];
+        /* Init's stdio reaches files on the host (the container's log,
+         * runsc's stderr): from now on nothing in the sandbox holds them. */
+        devnull = open("/dev/null", O_RDWR);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 ||
+            dup2(devnull, 2) < 0)
+            die("/dev/null");
     }
-    ctl_fd = fds[CTL];
-    diag_fd = fds[ERR];
-    /* Init's stdio reaches files on the host (the container's log, runsc's
-     * stderr): from now on nothing in the sandbox holds them. */
-    devnull = open("/dev/null", O_RDWR);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 ||
-        dup2(devnull, 2) < 0)
-        die("/dev/null");
-    if (devnull > 2)
-        close(devnull);
     /* Defence in depth: the program runs as another uid, so it can neither
      * ptrace init nor signal it; non-dumpable on top, where the kernel
      * honours it. */
@@ -376,6 +689,8 @@ int main(int argc, char **argv)
     if (sfd < 0)
         die("signalfd");
     oom_before = oom_kills();
+    if (attach_mode)
+        ctl_say("hello\n");
 
     runner = fork();
     if (runner < 0)
@@ -385,41 +700,14 @@ int main(int argc, char **argv)
     close(fds[CHAN]);
     close(fds[OUT]);
     close(fds[ERR]);
-    diag_fd = 1; /* /dev/null */
+    /* From now on init's own errors go nowhere. */
+    if (dup2(devnull, 2) < 0)
+        die("/dev/null");
+    if (devnull > 2)
+        close(devnull);
+    diag_fd = 2;
     /* What init still needs: to kill the program's processes.  Should this
      * fail, init keeps capabilities that no other process can use. */
     caps_set(1u << CAP_KILL);
-
-    for (;;) {
-        struct pollfd p[2] = {{fds[CTL], POLLIN, 0}, {sfd, POLLIN, 0}};
-        char cmd[16];
-        ssize_t n;
-
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            return 1;
-        }
-        if (p[1].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            int status;
-            pid_t pid;
-            while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                ;
-            while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-                reaped(pid, status);
-        }
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
-        n = read(fds[CTL], cmd, sizeof(cmd) - 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return 0; /* the plugin is done with this sandbox */
-        cmd[n] = 0;
-        if (strcmp(cmd, "stop\n") == 0) {
-            kill_all_others();
-            say_stopped(fds[CTL]);
-        }
-    }
+    return attach_mode ? attach_loop(sfd) : socket_loop(fds[CTL], sfd);
 }

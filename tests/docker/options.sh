@@ -47,7 +47,7 @@ policy "$T/unknown.lua" '{ privileged = "yes" }'
 run_hutch run --policy "$T/unknown.lua" --lang python -e 'print(1)'
 is "unknown option: exit 125" "$RC" 125
 like "unknown option: named, with what docker knows" "$ERR" \
-    "executor_options.docker.privileged: the docker executor has no such option (it knows runtime, flavour)"
+    "executor_options.docker.privileged: the docker executor has no such option (it knows runtime, flavour, endpoints)"
 
 # The data flavour: Python with numpy, pandas and matplotlib
 # (hutch-python-data, make images); the base image has none of them.
@@ -71,5 +71,28 @@ run_hutch run --policy "$T/flavour.lua" --lang python -e 'print(1)'
 is "unknown flavour: exit 125" "$RC" 125
 like "unknown flavour: says which there are" "$ERR" \
     'executor_options.docker.flavour "science" is not a flavour: "base" or "data"'
+
+# endpoints: the policy gives a class its own list of Docker endpoints
+# (HUTCH_DOCKER_ENDPOINTS' syntax).  The daemon this suite runs on, named
+# through the policy, takes the sandbox; a list of one endpoint nobody
+# listens on says so by its name; a URL of another scheme is refused.
+here=${DOCKER_HOST:-unix:///var/run/docker.sock}
+[ -n "${DOCKER_TLS_VERIFY:-}" ] && here="$here,tls=${DOCKER_CERT_PATH:-$HOME/.docker}"
+policy "$T/ep.lua" "{ endpoints = \"here=$here\" }"
+run_hutch run --policy "$T/ep.lua" --lang python -e 'print(6 * 7)'
+is "endpoints: the policy's endpoint runs the program" "$RC:$OUT" "0:42"
+port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+policy "$T/ep-down.lua" "{ endpoints = \"nobody=tcp://127.0.0.1:$port\" }"
+run_hutch run --policy "$T/ep-down.lua" --lang python -e 'print(1)'
+is "endpoints: an endpoint nobody listens on: exit 125" "$RC" 125
+like "endpoints: ... and it says so" "$ERR" "cannot reach the Docker daemon at tcp://127.0.0.1:$port"
+policy "$T/ep-two.lua" "{ endpoints = \"nobody=tcp://127.0.0.1:$port here=$here\" }"
+run_hutch run --policy "$T/ep-two.lua" --lang python -e 'print(7)'
+is "endpoints: one of two down: the other takes the sandbox" "$RC:$OUT" "0:7"
+policy "$T/ep-bad.lua" '{ endpoints = "x=ftp://example" }'
+run_hutch run --policy "$T/ep-bad.lua" --lang python -e 'print(1)'
+is "endpoints: another scheme: exit 125" "$RC" 125
+like "endpoints: ... says what is supported" "$ERR" \
+    "executor_options.docker.endpoints ftp://example: only unix:// and tcp:// are supported"
 
 done_testing
