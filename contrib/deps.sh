@@ -7,8 +7,11 @@ RUNTIME_DEPS="python3 nodejs procps"
 # systemd: systemd-analyze, for tests/run/packaging.sh's verify of the unit.
 # python3-numpy/pandas/matplotlib: the data flavour on the local executor
 # (it runs the host's Python with the host's packages; the chart test).
+# iproute2, podman: the remote engines' tests (tests/lib/dockerd2.sh: a
+# second dockerd in a network namespace, over a veth; tests/lib/podman.sh:
+# podman's Docker-compatible service, which brings conmon and runc).
 TEST_DEPS="bubblewrap hyperfine clang clang-format curl docker.io runsc debootstrap socat
-  openssl systemd python3-numpy python3-pandas python3-matplotlib"
+  openssl systemd python3-numpy python3-pandas python3-matplotlib iproute2 podman"
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
