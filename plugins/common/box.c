@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,18 @@ int box_find_init(char *out, size_t len, struct hutch_err *err)
             "HUTCH_INIT to its path",
             out, strerror(errno));
     return 0;
+}
+
+static int remove_one(const char *p, const struct stat *st, int type, struct FTW *f)
+{
+    (void)st;
+    (void)f;
+    return (type == FTW_DP ? rmdir(p) : unlink(p)) < 0 ? -1 : 0;
+}
+
+int box_remove_tree(const char *path)
+{
+    return nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 ssize_t box_read_file(const char *path, char *buf, size_t len)

@@ -31,6 +31,10 @@ int box_find_init(char *out, size_t len, struct hutch_err *err);
 
 /* box_proc_start, box_process_gone: proc.h. */
 
+/* Removes `path` and everything below it, never following a symbolic
+ * link; 0, or -1 with errno (what could be removed is). */
+int box_remove_tree(const char *path);
+
 /* Up to len-1 bytes of a small file, NUL-terminated: the count, or -1. */
 ssize_t box_read_file(const char *path, char *buf, size_t len);
 

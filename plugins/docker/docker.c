@@ -293,8 +293,8 @@ out:
 
 /* The tar PUT into every container's /run/hutch before it starts: init
  * (as box_command names it) and runner/, every entry root's, modes 0755 or
- * 0644.  Staged in the state directory (which the core removes at close),
- * packed by the core's own packer. */
+ * 0644.  Staged in the state directory,
+ * packed by the core's own packer, then removed. */
 static int make_boot(struct dk_state *st, struct hutch_err *err)
 {
     struct hutch_archive_limits lim = {
@@ -334,6 +334,9 @@ static int make_boot(struct dk_state *st, struct hutch_err *err)
     hutch_buf_free(&runners);
     hutch_buf_free(&packed);
     hutch_buf_free(&owned);
+    /* Only the tar is kept: nothing of it in the state directory, which a
+     * sweep of a killed hutch's then finds empty. */
+    box_remove_tree(stage);
     return r;
 }
 

@@ -8,7 +8,9 @@
 # This stops and restarts the real dockerd: it holds the Docker test lock
 # exclusively (the other Docker tests share it), restarts dockerd the way it
 # was started (its command line, environment and log file, or systemctl),
-# and whatever happens, leaves it running.
+# and whatever happens, leaves it running.  Against the second daemon
+# (tests/remote/faults.sh, HUTCH_TEST_ENGINE=dockerd2) it stops and starts
+# that one (tests/lib/dockerd2.sh).
 export HUTCH_EXECUTOR=docker
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 . "$HUTCH_SRCDIR/tests/lib/executor.sh"
@@ -19,9 +21,11 @@ T=$(mktemp -d)
 BG=""
 PIDFILE=/var/run/docker.pid
 SYSTEMD=0
-systemctl is-active --quiet docker 2>/dev/null && SYSTEMD=1
+REMOTE=0
+[ "${HUTCH_TEST_ENGINE:-}" = dockerd2 ] && REMOTE=1 && . "$HUTCH_SRCDIR/tests/lib/dockerd2.sh"
+[ "$REMOTE" = 0 ] && systemctl is-active --quiet docker 2>/dev/null && SYSTEMD=1
 DPID=$(cat "$PIDFILE" 2>/dev/null)
-if [ "$SYSTEMD" = 0 ]; then
+if [ "$SYSTEMD" = 0 ] && [ "$REMOTE" = 0 ]; then
     [ -n "$DPID" ] && [ -r "/proc/$DPID/cmdline" ] ||
         skip_all "dockerd runs, but not from $PIDFILE or systemd: cannot restart it"
     mapfile -d '' DARGV <"/proc/$DPID/cmdline"
@@ -34,6 +38,10 @@ fi
 docker_up() { docker version >/dev/null 2>&1; }
 
 dockerd_stop() {
+    if [ "$REMOTE" = 1 ]; then
+        dockerd2_pause 2
+        return
+    fi
     if [ "$SYSTEMD" = 1 ]; then
         systemctl stop docker.socket docker
         return
@@ -49,6 +57,10 @@ dockerd_stop() {
 }
 
 dockerd_start() {
+    if [ "$REMOTE" = 1 ]; then
+        dockerd2_start 2 >/dev/null
+        return
+    fi
     if [ "$SYSTEMD" = 1 ]; then
         systemctl start docker
     else

@@ -13,9 +13,13 @@
 # (shared; faults.sh, which stops dockerd, sets DOCKER_LOCK_MODE=-x) and adds
 # the leftover checks (containers, volumes, socket directories) to the end
 # of the test file.
+# HUTCH_TEST_ENGINE names the Docker engine a suite runs against when it is
+# not the main daemon (tests/lib/remote.sh: "dockerd2", the second daemon);
+# executor_assert then also checks that the sandbox ran there and nowhere
+# else, and that its container binds no path of the host.
 EXECUTOR=${HUTCH_EXECUTOR:-local}
 export HUTCH_EXECUTOR="$EXECUTOR"
-DOCKER_LOCK=/tmp/hutch-docker-tests.lock
+DOCKER_LOCK=/tmp/hutch-docker-tests${HUTCH_TEST_ENGINE:+-$HUTCH_TEST_ENGINE}.lock
 
 is_local() { [ "$EXECUTOR" = local ]; }
 
@@ -32,6 +36,60 @@ executor_assert() {
         "$(echo "$OUT" | json executor)" "$EXECUTOR"
     is "this suite runs on the $EXECUTOR executor (the sandbox looks like it)" \
         "$(echo "$OUT" | json result)" "$EXECUTOR"
+    [ "$EXECUTOR" = docker ] && [ -n "${HUTCH_TEST_ENGINE:-}" ] && engine_assert
+    return 0
+}
+
+# docker_container_of PID: the container (on $DOCKER_HOST's engine) whose
+# hutch.owner names that hutch process.
+docker_container_of() {
+    docker ps -a --filter label=hutch.owner \
+        --format '{{.ID}} {{.Label "hutch.owner"}}' | awk -v p=":$1:" 'index($2, p) { print $1 }'
+}
+
+# docker_sandbox_mounts: the mounts of the container of a running sandbox,
+# one "TYPE SOURCE -> DESTINATION" line each, and its HostConfig.Binds,
+# seen while a program sleeps in it (generous budget: not a timing).
+docker_sandbox_mounts() {
+    local hp cid="" dir
+    dir=$(mktemp -d)
+    "$HUTCH" run --lang python --timeout 600000 -e 'import time
+print("started", flush=True)
+time.sleep(600)' >"$dir/out" 2>&1 </dev/null &
+    hp=$!
+    for _ in $(seq 1200); do
+        grep -q started "$dir/out" 2>/dev/null && cid=$(docker_container_of "$hp")
+        [ -n "$cid" ] && break
+        kill -0 "$hp" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ -n "$cid" ]; then
+        echo "container $cid"
+        docker inspect -f '{{range .Mounts}}{{.Type}} {{.Source}} -> {{.Destination}}{{println}}{{end}}binds {{json .HostConfig.Binds}}' "$cid"
+        if [ -n "${HUTCH_TEST_ENGINE:-}" ] && [ -S /var/run/docker.sock ]; then
+            echo "main daemon: $(env -u DOCKER_HOST -u DOCKER_TLS_VERIFY -u DOCKER_CERT_PATH \
+                docker ps -aq --filter "id=$cid" 2>/dev/null)"
+        fi
+    else
+        echo "no container: $(head -c 500 "$dir/out")"
+    fi
+    kill "$hp" 2>/dev/null
+    wait "$hp" 2>/dev/null
+    rm -rf "$dir"
+}
+
+# The sandbox runs on the engine named, and binds nothing of the host: its
+# mounts are volumes and tmpfs only (hutch-init and the runners come
+# through the archive endpoint, the streams through the attach stream).
+engine_assert() {
+    local m
+    m=$(docker_sandbox_mounts)
+    ok "this suite runs on the engine $HUTCH_TEST_ENGINE ($DOCKER_HOST)" \
+        grep -q '^container [0-9a-f]' <<<"$m"
+    not_ok "... and not on the main daemon" grep -q '^main daemon: [0-9a-f]' <<<"$m"
+    not_ok "its container has no bind mount of a host path" grep -q '^bind ' <<<"$m"
+    ok "its container's HostConfig.Binds is empty" grep -qx 'binds null' <<<"$m"
+    [ "$T_FAILED" = 0 ] 2>/dev/null || printf '%s\n' "$m" | sed 's/^/#   /' | head -20
 }
 
 executor_require() { # [--exec]: another TAP program follows; it asserts itself

@@ -1,0 +1,5 @@
+#!/bin/bash
+# tools.sh — tests/run/tools.sh on the docker executor against the second Docker daemon
+# (tests/lib/remote.sh): TCP with TLS, no path shared with hutch.
+. "$HUTCH_SRCDIR/tests/lib/remote.sh"
+exec bash "$HUTCH_SRCDIR/tests/run/tools.sh"
