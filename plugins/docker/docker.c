@@ -342,13 +342,23 @@ static int make_boot(struct dk_state *st, struct hutch_err *err)
 
 /* --- executor ---------------------------------------------------------- */
 
+/* Usable when hutch-init is there and one endpoint at least can be
+ * reached (a unix socket is tried; TCP is assumed, and asked at open). */
 static int docker_probe(const struct hutch_host *host, struct hutch_err *err)
 {
-    struct dk_api api;
+    struct dk_engines es;
     char init[PATH_MAX];
-    int r = dk_api_init(&api, err);
-    if (r == 0)
-        r = dk_api_reachable(&api, err);
+    int r = dk_engines_init(&es, err);
+    if (r < 0)
+        return r;
+    r = -ECONNREFUSED;
+    for (struct dk_engine *e = es.list; e && r < 0; e = e->next) {
+        struct hutch_err perr = HUTCH_ERR_INIT;
+        r = dk_api_reachable(&e->api, &perr);
+        if (r < 0 && (e == es.list || !err->msg[0]))
+            *err = perr; /* the first one's words */
+    }
+    dk_engines_free(&es);
     if (r == 0)
         r = box_find_init(init, sizeof(init), err);
     return r;

@@ -235,7 +235,12 @@ export function hutchEnv(extra = {}) {
     LANG: "C.UTF-8",
     HUTCH_TEST_SECRET: HOST_SECRET,
   };
-  for (const k of ["HUTCH_PLUGIN_DIR", "HUTCH_RUNNER_DIR", "HUTCH_EXECUTOR", "TMPDIR"])
+  // Which Docker engine(s) the docker executor talks to: the suites of
+  // tests/remote and tests/docker/engines.sh point it elsewhere than the
+  // main daemon, and a hutch that fell back to the default socket would
+  // pass them on the wrong daemon.
+  for (const k of ["HUTCH_PLUGIN_DIR", "HUTCH_RUNNER_DIR", "HUTCH_EXECUTOR", "TMPDIR",
+    "DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "HUTCH_DOCKER_ENDPOINTS"])
     if (process.env[k]) env[k] = process.env[k];
   return { ...env, ...extra };
 }
