@@ -317,8 +317,17 @@ int dk_api_negotiate(struct dk_api *api, char *engine, size_t engine_len,
                           "newer (Docker 17.12+)",
                           api->where, sv, DK_API_MIN);
     } else {
+        cJSON *c;
         snprintf(api->version, sizeof(api->version), "%s",
                  vnum(sv) < vnum(DK_API_MAX) ? sv : DK_API_MAX);
+        /* Podman's service names itself among the components. */
+        api->podman = 0;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(j, "Components"))
+        {
+            const char *n = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Name"));
+            if (n && strstr(n, "Podman"))
+                api->podman = 1;
+        }
         if (engine)
             snprintf(engine, engine_len, "%s", ev ? ev : "?");
     }

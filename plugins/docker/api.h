@@ -26,6 +26,7 @@ struct dk_api {
     int tls;
     char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
     char version[16]; /* negotiated, "" until dk_api_negotiate */
+    int podman;       /* the engine is Podman's service (dk_api_negotiate) */
 };
 
 /* From DOCKER_HOST (unix:// or tcp://; default unix:///var/run/docker.sock),

@@ -97,6 +97,7 @@ struct dk_sandbox {
     char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
     struct sbio io;
     struct dk_attach *att;
+    char work_volume[160]; /* Podman: /work's volume, made before the container */
     int killed;
     char label[64];       /* how->label, then the job's: for log lines */
     uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */
@@ -157,9 +158,22 @@ static void remove_container(struct dk_state *st, const struct dk_api *api,
     long status = 0;
 
     snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
-    if (dk_json(api, "DELETE", path, NULL, &status, NULL, &err) < 0 && status != 404)
-        st->host->log(HUTCH_LOG_WARN, "docker", "removing container %.12s: %s", id,
-                      err.msg);
+    /* A container that stops by itself while the engine kills it (its init
+     * ended) can make the removal fail once (Podman: "could not be
+     * stopped ... state improper"): asked again, a few times.  404: gone;
+     * 409: another removal of it is under way. */
+    for (int i = 0; i < 3; i++) {
+        err = (struct hutch_err){0};
+        status = 0;
+        if (dk_json(api, "DELETE", path, NULL, &status, NULL, &err) == 0 ||
+            status == 404 || status == 409)
+            return;
+        if (status != 500)
+            break;
+        usleep(100000);
+    }
+    st->host->log(HUTCH_LOG_WARN, "docker", "removing container %.12s: %s", id,
+                  err.msg);
 }
 
 /* Remove what dead hutch processes left on one engine (mine_only: this
@@ -538,6 +552,13 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "Type", "volume");
     cJSON_AddStringToObject(m, "Target", "/work");
+    if (sb->work_volume[0]) {
+        /* Podman ignores a mount's volume options: the volume was made
+         * beforehand (work_volume_create). */
+        cJSON_AddStringToObject(m, "Source", sb->work_volume);
+        cJSON_AddItemToArray(mounts, m);
+        goto run_hutch;
+    }
     vo = cJSON_AddObjectToObject(m, "VolumeOptions");
     /* Labelled like its container, so that a leftover is recognisable. */
     cJSON_AddStringToObject(cJSON_AddObjectToObject(vo, "Labels"), DK_OWNER_LABEL,
@@ -549,6 +570,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddStringToObject(opts, "device", "tmpfs");
     cJSON_AddStringToObject(opts, "o", workopt);
     cJSON_AddItemToArray(mounts, m);
+run_hutch:
     /* /run/hutch: init and the runners, PUT before the start (the archive
      * endpoint writes into volumes, not into a read-only root).  The
      * engine's own disk, removed with the container. */
@@ -624,14 +646,73 @@ taken:
     sb->uid = DK_UID_BASE + ((unsigned)getpid() << 8 | k);
 }
 
+/* Podman's service ignores the options of a volume a container's mount
+ * asks for (/work would be an uncapped directory the sandbox user cannot
+ * write): on Podman, /work is a volume made first, with the same tmpfs
+ * options (the size in pages: Podman reads "size=" as an XFS quota),
+ * labelled like the container, and removed after it. */
+static int work_volume_create(struct dk_state *st, struct dk_sandbox *sb,
+                              const struct hutch_sandbox_class *cls, unsigned long n,
+                              struct hutch_err *err)
+{
+    char o[160], *body;
+    cJSON *v = cJSON_CreateObject(), *opts, *labels;
+    int r;
+
+    snprintf(sb->work_volume, sizeof(sb->work_volume), "hutch-%s-%lu-work",
+             st->instance, n);
+    snprintf(o, sizeof(o), "nr_blocks=%llu,uid=%u,gid=%u,mode=0755,nosuid,nodev",
+             (box_work_bytes(cls) + 4095) / 4096, sb->uid, sb->uid);
+    cJSON_AddStringToObject(v, "Name", sb->work_volume);
+    cJSON_AddStringToObject(v, "Driver", "local");
+    opts = cJSON_AddObjectToObject(v, "DriverOpts");
+    cJSON_AddStringToObject(opts, "type", "tmpfs");
+    cJSON_AddStringToObject(opts, "device", "tmpfs");
+    cJSON_AddStringToObject(opts, "o", o);
+    labels = cJSON_AddObjectToObject(v, "Labels");
+    cJSON_AddStringToObject(labels, DK_OWNER_LABEL, st->owner);
+    cJSON_AddStringToObject(labels, "hutch.instance", st->instance);
+    body = cJSON_PrintUnformatted(v);
+    cJSON_Delete(v);
+    if (!body) {
+        sb->work_volume[0] = '\0';
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
+    r = dk_json(&sb->eng->api, "POST", "/volumes/create", body, NULL, NULL, err);
+    free(body);
+    if (r < 0)
+        sb->work_volume[0] = '\0';
+    return r;
+}
+
+static void work_volume_remove(struct dk_sandbox *sb)
+{
+    struct hutch_err err = {0};
+    char path[256];
+    long status = 0;
+
+    if (!sb->work_volume[0])
+        return;
+    snprintf(path, sizeof(path), "/volumes/%s?force=1", sb->work_volume);
+    if (dk_json(&sb->eng->api, "DELETE", path, NULL, &status, NULL, &err) < 0 &&
+        status != 404)
+        sb->st->host->log(HUTCH_LOG_WARN, "docker", "removing volume %s: %s",
+                          sb->work_volume, err.msg);
+    sb->work_volume[0] = '\0';
+}
+
 static void sandbox_free(struct dk_sandbox *sb)
 {
     if (!sb)
         return;
-    dk_attach_close(sb->att);
-    sbio_close(&sb->io);
+    /* The container first, the attach stream after: closing it ends init
+     * (StdinOnce), which would race the removal's kill. */
     if (sb->id[0])
         remove_container(sb->st, &sb->eng->api, sb->id);
+    dk_attach_close(sb->att);
+    sbio_close(&sb->io);
+    if (sb->eng)
+        work_volume_remove(sb);
     dk_engine_release(sb->eng);
     /* After the removal: the container's processes, charged to the uid,
      * are gone. */
@@ -643,7 +724,7 @@ static void sandbox_free(struct dk_sandbox *sb)
 /* Creates and starts sb's container on sb->eng: 0 with sb ready, or an
  * error, after which sandbox_free() leaves nothing. */
 static int start_on(struct dk_state *st, struct dk_sandbox *sb,
-                    const struct hutch_sandbox_class *cls, const char *body,
+                    const struct hutch_sandbox_class *cls,
                     const struct hutch_start *how, struct hutch_err *err)
 {
     const struct dk_api *api = &sb->eng->api;
@@ -651,12 +732,20 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
     char path[PATH_MAX + 64];
     unsigned long n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
     long status = 0;
+    char *body = NULL;
     cJSON *j;
     int r;
 
     /* Between API calls: has the core given up on this start? */
     if (plugin_start_cancelled(how))
         goto cancelled;
+    if (api->podman && (r = work_volume_create(st, sb, cls, n, err)) < 0)
+        goto out;
+    body = create_body(st, sb, cls);
+    if (!body) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto out;
+    }
     snprintf(path, sizeof(path), "/containers/create?name=hutch-%s-%lu", st->instance,
              n);
     r = dk_json(api, "POST", path, body, &status, &b, err);
@@ -712,6 +801,7 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
 cancelled:
     r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
 out:
+    free(body);
     hutch_buf_free(&b);
     return r;
 }
@@ -723,7 +813,6 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     struct dk_state *st = state;
     struct dk_sandbox *sb;
     struct dk_engine *failed = NULL;
-    char *body = NULL;
     int r;
 
     *out = NULL;
@@ -773,11 +862,6 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
         sbio_adopt(&sb->io, none);
     }
     uid_take(sb);
-    body = create_body(st, sb, cls);
-    if (!body) {
-        r = hutch_err_set(err, -ENOMEM, "out of memory");
-        goto fail;
-    }
     /* An engine that fails as a connection failure is marked down and the
      * start goes to another one, once: a start never waits on a dead
      * engine twice. */
@@ -792,7 +876,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
             r = rp;
             goto fail;
         }
-        r = start_on(st, sb, cls, body, how, err);
+        r = start_on(st, sb, cls, how, err);
         if (r == 0)
             break;
         /* A failure that may be the engine's absence: is it up at all?
@@ -813,6 +897,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
             sbio_adopt(&sb->io, none);
         }
         sb->id[0] = '\0';
+        sb->work_volume[0] = '\0';
         dk_engine_release(sb->eng);
         sb->eng = NULL;
     }
@@ -820,13 +905,11 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     sb->pub.stdout_fd = sb->io.fd[SBIO_OUT];
     sb->pub.stderr_fd = sb->io.fd[SBIO_ERR];
     sb->pub.event_fd = sb->io.fd[SBIO_CTL];
-    free(body);
     *out = &sb->pub;
     return 0;
 fail:
     /* sandbox_free() stops the pump and removes the container (with its
      * volumes): nothing of this start is left. */
-    free(body);
     sandbox_free(sb);
     return r;
 }

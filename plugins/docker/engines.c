@@ -149,12 +149,14 @@ int dk_engine_failure(int code)
 /* Asks e (GET /version), unlocked: fills a copy, so that calls of other
  * threads on e never see its api change.  0 or the error. */
 static int ask(struct dk_engine *e, char *version, size_t vlen, char *api_version,
-               size_t alen, struct hutch_err *err)
+               size_t alen, int *podman, struct hutch_err *err)
 {
     struct dk_api probe = e->api;
     int r = dk_api_negotiate(&probe, version, vlen, err);
-    if (r == 0)
+    if (r == 0) {
         snprintf(api_version, alen, "%s", probe.version);
+        *podman = probe.podman;
+    }
     return r;
 }
 
@@ -162,14 +164,17 @@ static int ask(struct dk_engine *e, char *version, size_t vlen, char *api_versio
 static int probe_one(struct dk_engines *es, struct dk_engine *e, struct hutch_err *err)
 {
     char version[32] = "", apiv[sizeof(e->api.version)] = "";
-    int r = ask(e, version, sizeof(version), apiv, sizeof(apiv), err);
+    int podman = 0;
+    int r = ask(e, version, sizeof(version), apiv, sizeof(apiv), &podman, err);
 
     pthread_mutex_lock(&es->mu);
     e->next_probe_ms = box_now_ms() + DK_ENGINE_REPROBE_MS;
     if (r == 0) {
         /* The version is written once, before anyone may use e. */
-        if (!e->ever_up)
+        if (!e->ever_up) {
             memcpy(e->api.version, apiv, sizeof(apiv));
+            e->api.podman = podman;
+        }
         snprintf(e->version, sizeof(e->version), "%s", version);
         e->up = e->ever_up = 1;
         e->why[0] = '\0';
