@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,14 +76,21 @@ struct dk_state {
     char parent[PATH_MAX];    /* where the state dirs of other hutch processes are */
     char init_path[PATH_MAX];
     char runner_dir[PATH_MAX];
-    /* hutch-init and the runners as a tar for /run/hutch (owned by root),
-     * made once by open(). */
-    char *boot;
-    size_t boot_len;
+    /* hutch-init and the runners as a tar for /run/hutch (owned by root):
+     * made by open(), made again when they change on disk (boot_get). */
+    pthread_mutex_t boot_mu;
+    struct dk_boot *boot;
     unsigned long seq;
     /* Live containers per uid slot (see uid_take()), updated atomically:
      * sandboxes start and end on several threads. */
     unsigned uid_users[DK_UID_SLOTS];
+};
+
+struct dk_boot {
+    unsigned refs; /* atomic; st->boot holds one */
+    uint64_t stamp;
+    size_t len;
+    char tar[];
 };
 
 struct dk_sandbox {
@@ -217,6 +225,42 @@ static void sweep_engine(struct dk_state *st, const struct dk_api *api, int mine
     }
     cJSON_Delete(list);
     hutch_buf_free(&b);
+
+    /* Volumes labelled by a hutch that is gone (Podman's /work volumes are
+     * named, and outlive a container removed without them), or by this
+     * instance at its close. */
+    hutch_buf_reset(&b);
+    if (dk_json(api, "GET",
+                "/volumes?filters=%7B%22label%22%3A%5B%22" DK_OWNER_LABEL "%22%5D%7D",
+                NULL, NULL, &b, &err) < 0) {
+        hutch_buf_free(&b);
+        return;
+    }
+    list = cJSON_ParseWithLength(b.data, b.len);
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(list, "Volumes"))
+    {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Name"));
+        cJSON *labels = cJSON_GetObjectItem(c, "Labels");
+        const char *owner =
+            cJSON_GetStringValue(cJSON_GetObjectItem(labels, DK_OWNER_LABEL));
+        const char *inst =
+            cJSON_GetStringValue(cJSON_GetObjectItem(labels, "hutch.instance"));
+        char vpath[300];
+        long status = 0;
+        if (!name || strlen(name) > 200 ||
+            strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(name))
+            continue;
+        if (mine_only ? !(inst && strcmp(inst, st->instance) == 0)
+                      : !(owner && owner_dead(owner)))
+            continue;
+        snprintf(vpath, sizeof(vpath), "/volumes/%s?force=1", name);
+        if (dk_json(api, "DELETE", vpath, NULL, &status, NULL, &err) < 0 &&
+            status != 404 && status != 409)
+            st->host->log(HUTCH_LOG_WARN, "docker", "removing leftover volume %s: %s",
+                          name, err.msg);
+    }
+    cJSON_Delete(list);
+    hutch_buf_free(&b);
 }
 
 struct sweep_arg {
@@ -305,11 +349,49 @@ out:
     return r;
 }
 
+/* What hutch-init and the runner directory are on disk now: their names,
+ * sizes and modification times, folded.  Asked at every start (a few
+ * stat calls), so that an upgraded runner, or one taken away, is what the
+ * next sandbox gets, as on the local executor. */
+static uint64_t boot_stamp(const struct dk_state *st)
+{
+    uint64_t h = 1469598103934665603u;
+    struct stat sb;
+    DIR *d;
+#define FOLD(v) (h = (h ^ (uint64_t)(v)) * 1099511628211u)
+    if (stat(st->init_path, &sb) == 0) {
+        FOLD(sb.st_size);
+        FOLD(sb.st_mtim.tv_sec);
+        FOLD(sb.st_mtim.tv_nsec);
+    }
+    d = opendir(st->runner_dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &sb, 0) < 0)
+            continue;
+        for (const char *c = de->d_name; *c; c++)
+            FOLD(*c);
+        FOLD(sb.st_size);
+        FOLD(sb.st_mtim.tv_sec);
+        FOLD(sb.st_mtim.tv_nsec);
+    }
+    if (d)
+        closedir(d);
+#undef FOLD
+    return h;
+}
+
+static void boot_put(struct dk_boot *b)
+{
+    if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(b);
+}
+
 /* The tar PUT into every container's /run/hutch before it starts: init
  * (as box_command names it) and runner/, every entry root's, modes 0755 or
- * 0644.  Staged in the state directory,
- * packed by the core's own packer, then removed. */
-static int make_boot(struct dk_state *st, struct hutch_err *err)
+ * 0644.  Staged in the state directory, packed by the core's own packer,
+ * then removed.  *out has one reference. */
+static int make_boot(struct dk_state *st, uint64_t stamp, struct dk_boot **out,
+                     struct hutch_err *err)
 {
     struct hutch_archive_limits lim = {
         .struct_size = sizeof(lim),
@@ -321,10 +403,12 @@ static int make_boot(struct dk_state *st, struct hutch_err *err)
     struct hutch_buf runners = HUTCH_BUF_INIT(2 * DK_BOOT_MAX),
                      packed = HUTCH_BUF_INIT(2 * DK_BOOT_MAX),
                      owned = HUTCH_BUF_INIT(2 * DK_BOOT_MAX);
-    char stage[PATH_MAX + 16], path[PATH_MAX + 32];
+    char stage[PATH_MAX + 48], path[PATH_MAX + 64];
     int r;
 
-    snprintf(stage, sizeof(stage), "%s/boot", st->dir);
+    *out = NULL;
+    snprintf(stage, sizeof(stage), "%s/boot.%lu", st->dir,
+             __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED));
     if (mkdir(stage, 0755) < 0)
         return hutch_err_set(err, -errno, "creating %s: %s", stage, strerror(errno));
     snprintf(path, sizeof(path), "%s/runner", stage);
@@ -341,9 +425,16 @@ static int make_boot(struct dk_state *st, struct hutch_err *err)
         r = st->host->archive_filter(packed.data, packed.len, hutch_buf_write, &owned,
                                      &lim, 0, 0, err);
     if (r == 0) {
-        st->boot = hutch_buf_steal(&owned, &st->boot_len);
-        if (!st->boot)
+        struct dk_boot *b = malloc(sizeof(*b) + owned.len);
+        if (!b) {
             r = hutch_err_set(err, -ENOMEM, "out of memory");
+        } else {
+            b->refs = 1;
+            b->stamp = stamp;
+            b->len = owned.len;
+            memcpy(b->tar, owned.data, owned.len);
+            *out = b;
+        }
     }
     hutch_buf_free(&runners);
     hutch_buf_free(&packed);
@@ -352,6 +443,35 @@ static int make_boot(struct dk_state *st, struct hutch_err *err)
      * sweep of a killed hutch's then finds empty. */
     box_remove_tree(stage);
     return r;
+}
+
+/* The tar for a start, with a reference (boot_put): the one made last,
+ * or a new one when init or the runners changed on disk since. */
+static int boot_get(struct dk_state *st, struct dk_boot **out, struct hutch_err *err)
+{
+    uint64_t stamp = boot_stamp(st);
+    struct dk_boot *b;
+    int r;
+
+    pthread_mutex_lock(&st->boot_mu);
+    b = st->boot;
+    if (b && b->stamp == stamp) {
+        __atomic_add_fetch(&b->refs, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_unlock(&st->boot_mu);
+        *out = b;
+        return 0;
+    }
+    pthread_mutex_unlock(&st->boot_mu);
+    r = make_boot(st, stamp, &b, err);
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&st->boot_mu);
+    boot_put(st->boot);
+    st->boot = b;
+    __atomic_add_fetch(&b->refs, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&st->boot_mu);
+    *out = b;
+    return 0;
 }
 
 /* --- executor ---------------------------------------------------------- */
@@ -421,8 +541,9 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
     snprintf(st->parent, sizeof(st->parent), "%s", st->dir);
     *strrchr(st->parent, '/') = '\0';
     r = box_find_init(st->init_path, sizeof(st->init_path), err);
+    pthread_mutex_init(&st->boot_mu, NULL);
     if (r == 0)
-        r = make_boot(st, err);
+        r = make_boot(st, boot_stamp(st), &st->boot, err);
     if (r == 0) {
         r = dk_engines_init(&st->engines, err);
         if (r == 0 && (r = dk_engines_probe(&st->engines, err)) < 0)
@@ -434,7 +555,7 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
     *state = st;
     return 0;
 fail:
-    free(st->boot);
+    boot_put(st->boot);
     free(st);
     return r;
 }
@@ -446,7 +567,7 @@ static void docker_close(void *state)
         return;
     sweep(st, 1);
     dk_engines_free(&st->engines);
-    free(st->boot);
+    boot_put(st->boot);
     free(st);
 }
 
@@ -784,8 +905,15 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
     /* init and the runners into /run/hutch, then the attach stream (before
      * the start: nothing init says is lost), then the start. */
     snprintf(path, sizeof(path), "/containers/%s/archive?path=/run/hutch", sb->id);
-    r = dk_call(api, "PUT", path, "application/x-tar", st->boot, st->boot_len,
-                DK_CALL_MS, NULL, NULL, NULL, NULL, err);
+    {
+        struct dk_boot *boot;
+        r = boot_get(st, &boot, err);
+        if (r == 0) {
+            r = dk_call(api, "PUT", path, "application/x-tar", boot->tar, boot->len,
+                        DK_CALL_MS, NULL, NULL, NULL, NULL, err);
+            boot_put(boot);
+        }
+    }
     if (r == 0)
         r = dk_attach_open(&sb->att, api, sb->id, &sb->io, err);
     if (r < 0)
