@@ -84,6 +84,9 @@ after_suite() {
         [ -d "$d" ] && left="$left$(ls -A "$d" | sed "s|^|$d/|")"
     done
     left="$left$(pgrep -af -- '--root=/run/hutch/gvisor/' | grep -v pgrep)"
+    # The extra engines of tests/remote, tests/docker/engines.sh and
+    # tests/podman: nothing of hutch's on them, then stopped.
+    left="$left$(HUTCH_SRCDIR="$SRC" bash "$SRC/tests/lib/engines_stop.sh" 2>&1)"
     left="$left$(grep -F ' /run/hutch/gvisor/' /proc/self/mountinfo)"
     if [ -n "$left" ]; then
         echo "after the $1 suite, hutch left:"
