@@ -7,7 +7,7 @@
 # after); HUTCH_TEST_ENGINE=dockerd2 makes executor_assert check that the
 # sandboxes run there, and bind nothing of the host.
 . "$HUTCH_SRCDIR/tests/lib/dockerd2.sh"
-if ! ENGINES_IMAGES="${ENGINES_IMAGES:-python node}" dockerd2_start 2 >/dev/null; then
+if ! ENGINES_IMAGES="${ENGINES_IMAGES:-python node python-data}" dockerd2_start 2 >/dev/null; then
     . "$HUTCH_SRCDIR/tests/lib/tap.sh"
     case "${CI:-}" in
     "" | false | 0) skip_all "the second Docker daemon does not start here (tests/lib/dockerd2.sh)" ;;
