@@ -95,4 +95,16 @@ is "endpoints: another scheme: exit 125" "$RC" 125
 like "endpoints: ... says what is supported" "$ERR" \
     "executor_options.docker.endpoints ftp://example: only unix:// and tcp:// are supported"
 
+# HUTCH_DOCKER_ENDPOINTS: what is wrong with the deployment's list is said
+# before anything starts.
+HUTCH_DOCKER_ENDPOINTS="a=ftp://example" run_hutch run --lang python -e 'print(1)'
+is "HUTCH_DOCKER_ENDPOINTS: another scheme: exit 125" "$RC" 125
+like "... says what is supported" "$ERR" "HUTCH_DOCKER_ENDPOINTS ftp://example: only unix:// and tcp:// are supported"
+HUTCH_DOCKER_ENDPOINTS="a=$here a=$here" run_hutch run --lang python -e 'print(1)'
+like "HUTCH_DOCKER_ENDPOINTS: two endpoints of one name are refused" "$ERR" "two endpoints are named a"
+HUTCH_DOCKER_ENDPOINTS="a=tcp://127.0.0.1:$port,tls=$T/nocerts" run_hutch run --lang python -e 'print(1)'
+like "HUTCH_DOCKER_ENDPOINTS: TLS material that is not there is named" "$ERR" "$T/nocerts/ca.pem cannot be read"
+HUTCH_DOCKER_ENDPOINTS="b@d=$here" run_hutch run --lang python -e 'print(1)'
+like "HUTCH_DOCKER_ENDPOINTS: a name that is not one is refused" "$ERR" '"b@d" is not an endpoint name'
+
 done_testing
