@@ -6,14 +6,8 @@
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 . "$HUTCH_SRCDIR/tests/lib/dockerd2.sh"
 for n in 2 3; do
-    if ! ENGINES_IMAGES=python dockerd2_start $n >/dev/null; then
-        case "${CI:-}" in
-        "" | false | 0) skip_all "the Docker daemon $n of tests/lib/dockerd2.sh does not start here" ;;
-        esac
-        echo "not ok 1 - the Docker daemons 2 and 3 start (tests/lib/dockerd2.sh)"
-        echo "1..1"
-        exit 1
-    fi
+    ENGINES_IMAGES=python engines_require "the Docker daemon $n (tests/lib/dockerd2.sh)" \
+        dockerd2_start $n
 done
 trap 'dockerd2_stop 3 >/dev/null 2>&1' EXIT
 export HUTCH_EXECUTOR=docker HUTCH_TEST_ENGINE_A=2 HUTCH_TEST_ENGINE_B=3

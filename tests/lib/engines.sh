@@ -209,3 +209,19 @@ engines_leftover_mounts() {
     awk -v p="$1" 'index($5, p) == 1 || index($4, p) == 1 { print "left mounted: " $5; f = 1 }
                    END { exit !f }' /proc/self/mountinfo
 }
+
+# engines_require WHAT CMD…: CMD starts an engine the test file needs; when
+# it cannot, the file is skipped, or fails under CI (contrib/test.sh gives
+# it everything), as executor_require does for an executor.
+engines_require() {
+    local what=$1
+    shift
+    "$@" >/dev/null && return 0
+    . "$HUTCH_SRCDIR/tests/lib/tap.sh"
+    case "${CI:-}" in
+    "" | false | 0) skip_all "$what does not start here" ;;
+    esac
+    echo "not ok 1 - $what starts"
+    echo "1..1"
+    exit 1
+}

@@ -7,15 +7,8 @@
 # after); HUTCH_TEST_ENGINE=dockerd2 makes executor_assert check that the
 # sandboxes run there, and bind nothing of the host.
 . "$HUTCH_SRCDIR/tests/lib/dockerd2.sh"
-if ! ENGINES_IMAGES="${ENGINES_IMAGES:-python node python-data}" dockerd2_start 2 >/dev/null; then
-    . "$HUTCH_SRCDIR/tests/lib/tap.sh"
-    case "${CI:-}" in
-    "" | false | 0) skip_all "the second Docker daemon does not start here (tests/lib/dockerd2.sh)" ;;
-    esac
-    echo "not ok 1 - the second Docker daemon starts (tests/lib/dockerd2.sh; log: ${DOCKERD2_LOG:-?})"
-    echo "1..1"
-    exit 1
-fi
+ENGINES_IMAGES="${ENGINES_IMAGES:-python node python-data}" \
+    engines_require "the second Docker daemon (tests/lib/dockerd2.sh)" dockerd2_start 2
 export HUTCH_EXECUTOR=docker HUTCH_TEST_ENGINE=dockerd2
 
 # For wrappers that hand over to a TAP program of their own (the SDK
