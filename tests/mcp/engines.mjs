@@ -1,6 +1,6 @@
 // engines.mjs — one `hutch serve` on the docker executor with two Docker
 // endpoints (HUTCH_DOCKER_ENDPOINTS): two daemons of tests/lib/dockerd2.sh,
-// instances 2 and 3, each in namespaces of its own, over TCP with TLS.
+// instances 3 and 4, each in namespaces of its own, over TCP with TLS.
 // Run by tests/docker/engines.sh, which starts them.  Through the official
 // SDK client:
 //   - placement: two executions at once run one on each engine;
@@ -18,8 +18,8 @@ const hutch = requireEnv({ needServers: false });
 const sdk = await loadSdk();
 const t = tap({ timeout: 1800 });
 const SRC = process.env.HUTCH_SRCDIR;
-const A = process.env.HUTCH_TEST_ENGINE_A; // "2"
-const B = process.env.HUTCH_TEST_ENGINE_B; // "3"
+const A = process.env.HUTCH_TEST_ENGINE_A; // "3"
+const B = process.env.HUTCH_TEST_ENGINE_B; // "4"
 
 function d2(...args) {
   const r = spawnSync("bash", ["-c", `. "${SRC}/tests/lib/dockerd2.sh" && "$@"`, "d2", ...args], {
