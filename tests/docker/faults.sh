@@ -106,11 +106,6 @@ ends_within() {
 }
 exists() { docker inspect "$1" >/dev/null 2>&1; }
 sockdir_of() { ls -d "$(docker_state_dir)/$1".* 2>/dev/null; }
-# container_of PID: the container whose hutch.owner names that hutch
-container_of() {
-    docker ps -a --filter label=hutch.owner \
-        --format '{{.ID}} {{.Label "hutch.owner"}}' | awk -v p=":$1:" 'index($2, p) { print $1 }'
-}
 SLEEPER='import time
 print("started", flush=True)
 time.sleep(100)'
@@ -126,7 +121,7 @@ like "missing image: says how to build it" "$ERR" "make images"
 HP=$!
 BG="$BG $HP"
 ok "kill -9: the run started" wait_for "$T/k.out" started 30
-CID=$(container_of "$HP")
+CID=$(docker_container_of "$HP")
 ok "kill -9: its container is labelled hutch.owner with hutch's pid" test -n "$CID"
 kill -9 "$HP"
 wait "$HP" 2>/dev/null
