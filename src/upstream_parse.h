@@ -1,7 +1,7 @@
 /* upstream_parse.h — the parser of an upstream's HTTP responses (upstream_http.c)
- * as a function of bytes alone, for the fuzz harness (tests/fuzz/fuzz_sse.c).
- * Not an API: hutch itself only reaches this parser through
- * hutch_upstreams_call. */
+ * as a function of bytes alone, for the fuzz harness (tests/fuzz/fuzz_sse.c)
+ * and the unit tests.  Not an API: hutch itself only reaches this parser
+ * through hutch_upstreams_call. */
 #ifndef HUTCH_UPSTREAM_PARSE_H
 #define HUTCH_UPSTREAM_PARSE_H
 
@@ -19,5 +19,13 @@
  * response). */
 int hutch_upstream_parse_http(const char *body, size_t len, int sse, size_t chunk,
                               int64_t want_id, cJSON **reply);
+
+/* What the same SSE parser keeps of `len` bytes of an event stream to
+ * resume it: the last "id:" it would send back as Last-Event-ID (copied
+ * into id, "" when none or one it will not send) and the last "retry:" in
+ * ms (*retry_ms; -1 when none, at most HUTCH_UPSTREAM_RETRY_MAX_MS).  0, or
+ * -EPROTO over a cap. */
+int hutch_upstream_parse_sse_cursor(const char *body, size_t len, char *id,
+                                    size_t id_cap, long *retry_ms);
 
 #endif

@@ -5,13 +5,10 @@
 # starts each scenario's server and runs tests/mcp/servers/conformance-
 # client.sh, which points `hutch run` at it as an HTTP upstream.  Each
 # scenario that applies runs at the revisions it exists in, and every
-# check must pass.
+# check must pass.  sse-retry exists at 2025-11-25 only (2026-07-28
+# removed resumption).
 #
 # Client scenarios that do not apply, and why:
-#   sse-retry                    (2025-11-25) resuming a POST's SSE stream the
-#                                server closed, with GET and Last-Event-ID:
-#                                hutch's HTTP upstream client does not resume a
-#                                stream (a call whose stream is cut fails)
 #   http-custom-headers, http-invalid-tool-headers
 #                                SEP-2243 x-mcp-header parameters: hutch does not
 #                                mirror tool arguments into Mcp-Param-* headers
@@ -40,7 +37,7 @@ export PATH="$NODE22_DIR:$PATH" HUTCH
 CLIENT="$HERE/servers/conformance-client.sh"
 
 RUN="initialize@2025-11-25 tools_call@2025-11-25 tools_call@2026-07-28
-request-metadata@2026-07-28 http-standard-headers@2026-07-28
+request-metadata@2026-07-28 http-standard-headers@2026-07-28 sse-retry@2025-11-25
 json-schema-2020-12-preservation@2025-11-25 json-schema-2020-12-preservation@2026-07-28
 json-schema-ref-no-deref@2026-07-28"
 

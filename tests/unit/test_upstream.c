@@ -20,9 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "log.h"
 #include "tap.h"
 #include "upstream.h"
+#include "upstream_parse.h"
 #include "util.h"
 
 /* ThreadSanitizer starts a thread of its own along the way. */
@@ -911,7 +913,7 @@ static void test_http_quirks(void)
     }
     r = hutch_upstreams_start(config, &opts, &u, &err);
     ok(r == 0 && state_is(u, "q", "ready", NULL), "ready");
-    ok(count_tools(u, "q") == 6,
+    ok(count_tools(u, "q") == 9,
        "tools/list over SSE with CRLF, comments, split data (%d)", count_tools(u, "q"));
     text = call_text(u, "q", "echo", "{\"message\": \"json\"}", 0, &rc, &err);
     ok(text && !strcmp(text, "Echo: json"), "a plain JSON response: %s",
@@ -958,6 +960,40 @@ static void test_http_quirks(void)
     }
     cJSON_Delete(h);
     free(text);
+    /* A stream closed before the response, after an event id and a retry
+     * delay (2025-11-25, SEP-1699): resumed by a GET with Last-Event-ID
+     * and the session, after the delay; one that keeps closing gives up;
+     * one without an id cannot be resumed. */
+    text = call_text(u, "q", "resume", NULL, 10000, &rc, &err);
+    h = text ? cJSON_Parse(text) : NULL;
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(h, "lastEventId");
+        const cJSON *acc = cJSON_GetObjectItemCaseSensitive(h, "accept");
+        const cJSON *delay = cJSON_GetObjectItemCaseSensitive(h, "delay");
+        ok(cJSON_IsString(id) && !strncmp(id->valuestring, "resume-", 7) &&
+               cJSON_IsString(acc) && !strcmp(acc->valuestring, "text/event-stream") &&
+               cJSON_IsNumber(delay) && delay->valueint >= 250,
+           "a stream closed early is resumed with GET, Last-Event-ID, after retry: %s",
+           text ? text : err.msg);
+    }
+    cJSON_Delete(h);
+    free(text);
+    t0 = hutch_now_ms();
+    text = call_text(u, "q", "closer", NULL, 30000, &rc, &err);
+    t0 = hutch_now_ms() - t0;
+    ok(!text && rc == -EPROTO && strstr(err.msg, "closed its event stream 32 times") &&
+           t0 < 20000,
+       "a server that keeps closing: %s (%llu ms)", text ? text : err.msg,
+       (unsigned long long)t0);
+    free(text);
+    text = call_text(u, "q", "closer", NULL, 200, &rc, &err);
+    ok(!text && rc == -ETIMEDOUT, "resumptions stop at the call's deadline: %s",
+       text ? text : err.msg);
+    free(text);
+    text = call_text(u, "q", "noid", NULL, 5000, &rc, &err);
+    ok(!text && rc == -EPROTO && strstr(err.msg, "no event id"),
+       "a stream closed without an event id is not resumed: %s", text ? text : err.msg);
+    free(text);
     text = call_text(u, "q", "expire", NULL, 0, &rc, &err);
     free(text);
     text = call_text(u, "q", "echo", "{\"message\": \"again\"}", 0, &rc, &err);
@@ -978,6 +1014,39 @@ out:
     cJSON_Delete(config);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
+}
+
+/* What the SSE parser keeps to resume a stream. */
+static void test_sse_cursor(void)
+{
+    static const struct {
+        const char *body, *id;
+        long retry;
+    } cases[] = {
+        {"id: ev-1\nretry: 500\ndata: \n\n", "ev-1", 500},
+        {"id: a\r\nid: b\r\n\r\n", "b", -1},
+        {"id: a\nid\n\n", "", -1},             /* an empty id forgets the last */
+        {"id: a b\n\n", "", -1},               /* not sent back: not a token */
+        {"retry: 12x\nretry: 30\n\n", "", 30}, /* not all digits: ignored */
+        {"retry: 99999999999999999999\n", "", HUTCH_UPSTREAM_RETRY_MAX_MS},
+        {"retry:\n: comment\ndata: x\n\n", "", -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        char id[HUTCH_UPSTREAM_MAX_EVENT_ID + 1];
+        long retry = 0;
+        int r = hutch_upstream_parse_sse_cursor(cases[i].body, strlen(cases[i].body),
+                                                id, sizeof(id), &retry);
+        ok(r == 0 && !strcmp(id, cases[i].id) && retry == cases[i].retry,
+           "SSE cursor %zu: id \"%s\", retry %ld", i, id, retry);
+    }
+    {
+        char body[HUTCH_UPSTREAM_MAX_EVENT_ID + 16],
+            id[HUTCH_UPSTREAM_MAX_EVENT_ID + 1];
+        long retry;
+        snprintf(body, sizeof(body), "id: %0*d\n", HUTCH_UPSTREAM_MAX_EVENT_ID + 1, 0);
+        hutch_upstream_parse_sse_cursor(body, strlen(body), id, sizeof(id), &retry);
+        ok(!id[0], "an id over %d bytes is not kept", HUTCH_UPSTREAM_MAX_EVENT_ID);
+    }
 }
 
 static void test_slowstart(void)
@@ -1236,6 +1305,7 @@ int main(void)
     hutch_log_set_level(getenv("HUTCH_TEST_VERBOSE") ? HUTCH_LOG_DEBUG
                                                      : HUTCH_LOG_ERROR);
 
+    test_sse_cursor();
     test_load();
     test_clients();
     test_live();

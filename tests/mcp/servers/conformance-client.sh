@@ -12,6 +12,9 @@ printf '{"mcpServers": {"c": {"type": "http", "url": "%s"}}}\n' "$url" >"$d/serv
 case "$MCP_CONFORMANCE_SCENARIO" in
 tools_call)
     prog='print(tools.c.add_numbers(a=2, b=3))' ;;
+sse-retry)
+    # Its one tool's stream closes before the result: hutch must resume it.
+    prog='print(tools.c.test_reconnection())' ;;
 json-schema-2020-12-preservation)
     # The focal tool's inputSchema as hutch offers it, echoed back verbatim.
     prog='
