@@ -199,6 +199,13 @@
 #define HUTCH_UPSTREAM_RETRY_MS     1000
 #define HUTCH_UPSTREAM_RETRY_MAX_MS 10000
 #define HUTCH_UPSTREAM_MAX_EVENT_ID 256
+/* SEP-2243 (2026-07-28): the x-mcp-header parameters of one tool mirrored
+ * into Mcp-Param-<Name> headers on tools/call, the longest <Name>, and the
+ * longest value sent (after its =?base64?...?= encoding); a longer argument
+ * fails the call rather than go without its header. */
+#define HUTCH_UPSTREAM_MAX_PARAM_HEADERS 32
+#define HUTCH_UPSTREAM_MAX_PARAM_NAME    128
+#define HUTCH_UPSTREAM_MAX_PARAM_VALUE   4096
 /* Idle connections kept per HTTP upstream server, for the next call. */
 #define HUTCH_UPSTREAM_HTTP_POOL 8
 

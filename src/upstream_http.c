@@ -75,6 +75,9 @@ struct xfer {
  * headers its method and what it names (NULL: no Mcp-Name). */
 struct post {
     const char *body, *method, *name;
+    /* "Mcp-Param-<Name>: value" lines of a 2026 tools/call (SEP-2243),
+     * NULL-terminated; NULL: none. */
+    char *const *params;
     /* A 4xx whose body is the JSON-RPC error for this request is that
      * error, as a reply (the server/discover probe reads its code). */
     bool error_is_reply;
@@ -112,7 +115,7 @@ static void http_message(struct xfer *x, cJSON *msg)
         if (id && !cJSON_IsNull(id)) {
             cJSON *ans = up_answer_request(s, method->valuestring, id);
             char *text = ans && !x->depth ? cJSON_PrintUnformatted(ans) : NULL;
-            struct post p = {text, NULL, NULL, false};
+            struct post p = {text, NULL, NULL, NULL, false};
             if (text)
                 http_post(s, &p, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL, NULL);
             free(text);
@@ -433,9 +436,9 @@ static bool header_value_ok(const char *v)
 }
 
 /* The headers of one POST: the 2025 era's session and negotiated version,
- * or the 2026 era's MCP-Protocol-Version, Mcp-Method and Mcp-Name (p NULL:
- * a DELETE, or with last_id the GET that resumes an event stream, no
- * method). */
+ * or the 2026 era's MCP-Protocol-Version, Mcp-Method, Mcp-Name and a
+ * tools/call's Mcp-Param-* (p NULL: a DELETE, or with last_id the GET that
+ * resumes an event stream, no method). */
 static struct curl_slist *http_headers(struct server *s, const struct post *p,
                                        bool with_session, const char *last_id,
                                        bool *sent)
@@ -458,8 +461,12 @@ static struct curl_slist *http_headers(struct server *s, const struct post *p,
         ADD("Content-Type: application/json");
         ADD("Accept: application/json, text/event-stream");
     }
-    for (char **h = s->cfg.headers; *h; h++)
+    for (char **h = s->cfg.headers; *h; h++) {
+        /* Ours alone say what a tools/call's arguments are. */
+        if (p && p->params && !strncasecmp(*h, "Mcp-Param-", 10))
+            continue;
         ADD(*h);
+    }
     if (era_of(s) != ERA_LEGACY) {
         ADD("MCP-Protocol-Version: " MODERN_VERSION);
         if (p && p->method) {
@@ -470,6 +477,8 @@ static struct curl_slist *http_headers(struct server *s, const struct post *p,
             snprintf(line, sizeof(line), "Mcp-Name: %s", p->name);
             ADD(line);
         }
+        for (char *const *h = p ? p->params : NULL; h && *h; h++)
+            ADD(*h);
     } else if (with_session) {
         pthread_mutex_lock(&s->lock);
         line[0] = '\0';
@@ -802,9 +811,15 @@ int up_http_request(struct server *s, const char *method, const cJSON *params,
 {
     bool initialize = !strcmp(method, "initialize");
     char session[HUTCH_UPSTREAM_MAX_SESSION_ID + 1];
+    char **xparams = NULL;
     uint64_t gen;
     int r, attempt = 0;
 
+    if (era_of(s) == ERA_MODERN && !strcmp(method, "tools/call")) {
+        r = up_xheader_call(s, params, &xparams, err);
+        if (r < 0)
+            return r;
+    }
 again:
     pthread_mutex_lock(&s->lock);
     int64_t id = ++s->next_id;
@@ -813,14 +828,19 @@ again:
     {
         cJSON *m = up_request_msg(s, id, method, params);
         char *text = m ? cJSON_PrintUnformatted(m) : NULL;
-        struct post p = {text, method, up_request_name(method, params),
+        struct post p = {text, method, up_request_name(method, params), xparams,
                          !strcmp(method, "server/discover")};
         cJSON_Delete(m);
-        if (!text)
+        if (!text) {
+            up_strv_free(xparams);
             return hutch_err_set(err, -ENOMEM, "out of memory");
+        }
         r = http_post(s, &p, id, ms_left(deadline), initialize, 0, reply, session, err);
         free(text);
     }
+    /* Only the 2025 era calls again (-ESTALE); it has no Mcp-Param-*. */
+    up_strv_free(xparams);
+    xparams = NULL;
     if (r == -ETIMEDOUT) {
         /* In the 2026 era the closed stream is the cancellation. */
         if (!initialize && era_of(s) == ERA_LEGACY) {
@@ -830,7 +850,7 @@ again:
             if (cp && cJSON_AddNumberToObject(cp, "requestId", (double)id) &&
                 cJSON_AddStringToObject(cp, "reason", "timed out"))
                 text = cJSON_PrintUnformatted(cm);
-            struct post p = {text, "notifications/cancelled", NULL, false};
+            struct post p = {text, "notifications/cancelled", NULL, NULL, false};
             if (text)
                 http_post(s, &p, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL, NULL);
             free(text);
@@ -868,7 +888,7 @@ int up_http_notify(struct server *s, const char *method, uint64_t deadline,
 {
     cJSON *m = up_rpc_new(0, method, NULL);
     char *text = m ? cJSON_PrintUnformatted(m) : NULL;
-    struct post p = {text, method, NULL, false};
+    struct post p = {text, method, NULL, NULL, false};
     int r;
 
     cJSON_Delete(m);

@@ -6,13 +6,10 @@
 # client.sh, which points `hutch run` at it as an HTTP upstream.  Each
 # scenario that applies runs at the revisions it exists in, and every
 # check must pass.  sse-retry exists at 2025-11-25 only (2026-07-28
-# removed resumption).
+# removed resumption); http-custom-headers and http-invalid-tool-headers
+# at 2026-07-28 only.
 #
 # Client scenarios that do not apply, and why:
-#   http-custom-headers, http-invalid-tool-headers
-#                                SEP-2243 x-mcp-header parameters: hutch does not
-#                                mirror tool arguments into Mcp-Param-* headers
-#                                nor drop tools whose annotations are invalid
 #   sep-2322-client-request-state
 #                                an upstream's input_required: hutch relays it
 #                                only to a user who can be asked (an MCP client
@@ -38,6 +35,7 @@ CLIENT="$HERE/servers/conformance-client.sh"
 
 RUN="initialize@2025-11-25 tools_call@2025-11-25 tools_call@2026-07-28
 request-metadata@2026-07-28 http-standard-headers@2026-07-28 sse-retry@2025-11-25
+http-custom-headers@2026-07-28 http-invalid-tool-headers@2026-07-28
 json-schema-2020-12-preservation@2025-11-25 json-schema-2020-12-preservation@2026-07-28
 json-schema-ref-no-deref@2026-07-28"
 

@@ -1016,6 +1016,144 @@ out:
     waitpid(pid, NULL, 0);
 }
 
+/* SEP-2243's x-mcp-header rules, without a server. */
+static void test_xheader(void)
+{
+    static const struct {
+        const char *schema, *why; /* why NULL: valid */
+    } checks[] = {
+        {"{\"type\":\"object\"}", NULL},
+        {"{\"type\":\"object\",\"properties\":{\"r\":{\"type\":\"string\","
+         "\"x-mcp-header\":\"Region\"},\"p\":{\"type\":\"integer\",\"x-mcp-header\":"
+         "\"Priority\"},\"o\":{\"type\":\"object\",\"properties\":{\"b\":{\"type\":"
+         "\"boolean\",\"x-mcp-header\":\"Deep-Flag\"}}}}}",
+         NULL},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":\"\"}}}",
+         "non-empty"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":7}}}",
+         "non-empty"},
+        {"{\"properties\":{\"v\":{\"type\":\"object\",\"x-mcp-header\":\"D\"}}}",
+         "not on type object"},
+        {"{\"properties\":{\"v\":{\"type\":\"array\",\"x-mcp-header\":\"D\"}}}",
+         "not on type array"},
+        {"{\"properties\":{\"v\":{\"type\":\"null\",\"x-mcp-header\":\"D\"}}}",
+         "not on type null"},
+        {"{\"properties\":{\"v\":{\"type\":\"number\",\"x-mcp-header\":\"D\"}}}",
+         "not on type number"},
+        {"{\"properties\":{\"v\":{\"x-mcp-header\":\"D\"}}}", "not on type (none)"},
+        {"{\"properties\":{\"a\":{\"type\":\"string\",\"x-mcp-header\":\"R\"},"
+         "\"b\":{\"type\":\"string\",\"x-mcp-header\":\"R\"}}}",
+         "declared twice"},
+        {"{\"properties\":{\"a\":{\"type\":\"string\",\"x-mcp-header\":\"MyField\"},"
+         "\"b\":{\"type\":\"string\",\"x-mcp-header\":\"myfield\"}}}",
+         "declared twice"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":\"My "
+         "Region\"}}}",
+         "not an HTTP token"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":\"R:P\"}}}",
+         "not an HTTP token"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":"
+         "\"R\\u00e9gion\"}}}",
+         "not an HTTP token"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":\"R\\r\\nX: "
+         "1\"}}}",
+         "not an HTTP token"},
+        {"{\"properties\":{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+         "\"x-mcp-header\":\"I\"}}}}",
+         "\"properties\" alone"},
+        {"{\"properties\":{\"v\":{\"anyOf\":[{\"type\":\"string\",\"x-mcp-header\":"
+         "\"I\"}]}}}",
+         "\"properties\" alone"},
+        {"{\"$defs\":{\"d\":{\"type\":\"string\",\"x-mcp-header\":\"I\"}}}",
+         "\"properties\" alone"},
+        {"{\"type\":\"string\",\"x-mcp-header\":\"Root\"}", "\"properties\" alone"},
+    };
+    for (size_t i = 0; i < sizeof(checks) / sizeof(*checks); i++) {
+        cJSON *s = cJSON_Parse(checks[i].schema);
+        char why[200];
+        int r = hutch_upstream_xheader_check(s, why, sizeof(why));
+        if (!checks[i].why)
+            ok(s && r == 0, "x-mcp-header valid: %s", checks[i].schema);
+        else
+            ok(s && r == -EINVAL && strstr(why, checks[i].why) && !strpbrk(why, "\r\n"),
+               "x-mcp-header invalid (%s): %s", why, checks[i].schema);
+        cJSON_Delete(s);
+    }
+
+    /* The lines of a call, each value as the spec encodes it. */
+    cJSON *schema = cJSON_Parse(
+        "{\"type\":\"object\",\"properties\":{"
+        "\"a\":{\"type\":\"string\",\"x-mcp-header\":\"A\"},"
+        "\"b\":{\"type\":\"integer\",\"x-mcp-header\":\"B\"},"
+        "\"c\":{\"type\":\"boolean\",\"x-mcp-header\":\"C\"},"
+        "\"d\":{\"type\":\"string\",\"x-mcp-header\":\"D\"},"
+        "\"e\":{\"type\":\"string\",\"x-mcp-header\":\"E\"},"
+        "\"f\":{\"type\":\"string\",\"x-mcp-header\":\"F\"},"
+        "\"g\":{\"type\":\"string\",\"x-mcp-header\":\"G\"},"
+        "\"h\":{\"type\":\"string\",\"x-mcp-header\":\"H\"},"
+        "\"i\":{\"type\":\"string\",\"x-mcp-header\":\"I\"},"
+        "\"n\":{\"type\":\"string\",\"x-mcp-header\":\"N\"},"
+        "\"q\":{\"type\":\"string\"},"
+        "\"o\":{\"type\":\"object\",\"properties\":{\"z\":{\"type\":\"integer\","
+        "\"x-mcp-header\":\"Deep\"}}}}}");
+    cJSON *args = cJSON_Parse(
+        "{\"a\":\"us west 1\",\"b\":42,\"c\":false,\"d\":\"Hello, \\u4e16\\u754c\","
+        "\"e\":\"line1\\r\\nX-Injected: 1\",\"f\":\" padded\",\"g\":\"\","
+        "\"h\":\"=?base64?eA==?=\",\"i\":\"\\tx\",\"n\":null,\"q\":\"no header\","
+        "\"o\":{\"z\":-7}}");
+    static const char *const want[] = {
+        "Mcp-Param-A: us west 1",
+        "Mcp-Param-B: 42",
+        "Mcp-Param-C: false",
+        "Mcp-Param-D: =?base64?SGVsbG8sIOS4lueVjA==?=",
+        "Mcp-Param-E: =?base64?bGluZTENClgtSW5qZWN0ZWQ6IDE=?=",
+        "Mcp-Param-F: =?base64?IHBhZGRlZA==?=",
+        "Mcp-Param-G: =?base64?"
+        "?=", /* no trigraph */
+        "Mcp-Param-H: =?base64?PT9iYXNlNjQ/ZUE9PT89?=",
+        "Mcp-Param-I: =?base64?CXg=?=",
+        "Mcp-Param-Deep: -7",
+        NULL,
+    };
+    char **lines = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    int r = hutch_upstream_xheader_lines(schema, args, &lines, &err);
+    bool same = r == 0 && lines;
+    size_t i;
+    for (i = 0; same && want[i]; i++)
+        same = lines[i] && !strcmp(lines[i], want[i]);
+    same = same && !lines[i];
+    ok(same, "Mcp-Param-* lines: plain, base64 for non-ASCII, CR/LF, edge spaces, "
+             "tabs, empty and sentinel-like values, none for null or unannotated");
+    for (i = 0; lines && lines[i]; i++) {
+        if (!same)
+            printf("#   %s\n", lines[i]);
+        free(lines[i]);
+    }
+    free(lines);
+    lines = NULL;
+    cJSON_Delete(args);
+
+    /* An argument too long for its header fails the call. */
+    {
+        char *big = malloc(HUTCH_UPSTREAM_MAX_PARAM_VALUE + 2);
+        memset(big, 'x', HUTCH_UPSTREAM_MAX_PARAM_VALUE + 1);
+        big[HUTCH_UPSTREAM_MAX_PARAM_VALUE + 1] = '\0';
+        args = cJSON_CreateObject();
+        cJSON_AddStringToObject(args, "a", big);
+        r = hutch_upstream_xheader_lines(schema, args, &lines, &err);
+        ok(r == -E2BIG && !lines && strstr(err.msg, "Mcp-Param-A"),
+           "an argument too long for its header: %s", err.msg);
+        cJSON_Delete(args);
+        free(big);
+    }
+    args = cJSON_Parse("{\"q\":\"x\"}");
+    r = hutch_upstream_xheader_lines(schema, args, &lines, &err);
+    ok(r == 0 && !lines, "no annotated argument, no lines");
+    cJSON_Delete(args);
+    cJSON_Delete(schema);
+}
+
 /* What the SSE parser keeps to resume a stream. */
 static void test_sse_cursor(void)
 {
@@ -1305,6 +1443,7 @@ int main(void)
     hutch_log_set_level(getenv("HUTCH_TEST_VERBOSE") ? HUTCH_LOG_DEBUG
                                                      : HUTCH_LOG_ERROR);
 
+    test_xheader();
     test_sse_cursor();
     test_load();
     test_clients();
