@@ -190,6 +190,22 @@
 #define HUTCH_UPSTREAM_INPUT_ROUNDS  4
 #define HUTCH_UPSTREAM_SSE_LINGER_MS 100
 #define HUTCH_UPSTREAM_POLL_MS       100
+/* Resuming a 2025-era POST whose SSE stream the server closed before its
+ * response (GET with Last-Event-ID): at most this many times per call, each
+ * after the stream's "retry:" delay (at most RETRY_MAX_MS; RETRY_MS when it
+ * gave none), and never past the call's own deadline.  EVENT_ID: the
+ * longest SSE "id:" kept to send back. */
+#define HUTCH_UPSTREAM_MAX_RESUMES  32
+#define HUTCH_UPSTREAM_RETRY_MS     1000
+#define HUTCH_UPSTREAM_RETRY_MAX_MS 10000
+#define HUTCH_UPSTREAM_MAX_EVENT_ID 256
+/* SEP-2243 (2026-07-28): the x-mcp-header parameters of one tool mirrored
+ * into Mcp-Param-<Name> headers on tools/call, the longest <Name>, and the
+ * longest value sent (after its =?base64?...?= encoding); a longer argument
+ * fails the call rather than go without its header. */
+#define HUTCH_UPSTREAM_MAX_PARAM_HEADERS 32
+#define HUTCH_UPSTREAM_MAX_PARAM_NAME    128
+#define HUTCH_UPSTREAM_MAX_PARAM_VALUE   4096
 /* Idle connections kept per HTTP upstream server, for the next call. */
 #define HUTCH_UPSTREAM_HTTP_POOL 8
 

@@ -168,16 +168,7 @@ static int stopping(const struct http_server *srv)
 
 static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(cv, mu, &ts);
+    hutch_cond_wait_until(cv, mu, hutch_now_ms() + ms);
 }
 
 /* The peer closed its side.  HTTP clients do not half-close while waiting
@@ -211,15 +202,11 @@ static struct http_stream *stream_new(struct http_server *srv,
                                       struct MHD_Connection *conn, int sse)
 {
     struct http_stream *st = calloc(1, sizeof(*st));
-    pthread_condattr_t ca;
 
     if (!st)
         return NULL;
     pthread_mutex_init(&st->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&st->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    hutch_cond_init_mono(&st->cv);
     st->refs = 1;
     st->sse = sse;
     st->srv = srv;

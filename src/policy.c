@@ -1671,12 +1671,8 @@ static struct hutch_policy *policy_new(const char *source)
     if (!p)
         return NULL;
     p->refs = 1;
-    pthread_condattr_t ca;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    hutch_cond_init_mono(&p->cv);
     snprintf(p->executor, sizeof(p->executor), "local");
     p->pool_any[0] = p->pool_any[1] = -1;
     p->limits = default_limits;
@@ -1907,15 +1903,13 @@ int hutch_policy_is_secret(const struct hutch_policy *p, const char *arg_name)
 static int pool_get(struct hutch_policy *p, struct lstate **out, char *msg, size_t len)
 {
     struct lstate *st;
-    struct timespec until;
+    uint64_t until = hutch_now_ms() + HUTCH_POLICY_WAIT_MS;
     int r;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += HUTCH_POLICY_WAIT_MS / 1000;
     pthread_mutex_lock(&p->mu);
     while (!p->idle && p->nstates >= HUTCH_POLICY_MAX_STATES) {
         /* Every state busy, for a second: hooks are stuck somewhere the
          * deadline cannot reach (a long C call); deny rather than queue. */
-        if (pthread_cond_timedwait(&p->cv, &p->mu, &until) == ETIMEDOUT) {
+        if (hutch_cond_wait_until(&p->cv, &p->mu, until) == ETIMEDOUT) {
             pthread_mutex_unlock(&p->mu);
             snprintf(msg, len, "all %d Lua states of the policy are busy",
                      HUTCH_POLICY_MAX_STATES);

@@ -247,20 +247,7 @@ static void *refill_main(void *arg)
             refill_one(p, k, &d);
             continue;
         }
-        {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            if (deferred) {
-                ts.tv_nsec += 20 * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-            } else {
-                ts.tv_sec += 1;
-            }
-            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-        }
+        hutch_cond_wait_until(&p->cv, &p->mu, hutch_now_ms() + (deferred ? 20 : 1000));
     }
     pthread_mutex_unlock(&p->mu);
     destroy_doomed(&d);
@@ -291,7 +278,6 @@ static int max_idle_ms(uint64_t *out, struct hutch_err *err)
 int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
 {
     struct hutch_pool *p;
-    pthread_condattr_t ca;
     uint64_t idle_ms;
     int r = max_idle_ms(&idle_ms, err);
     if (r < 0)
@@ -301,10 +287,7 @@ int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     p->max_idle_ms = idle_ms;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    hutch_cond_init_mono(&p->cv);
     for (int i = 0; i < HUTCH_POOL_REFILL_THREADS; i++) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);

@@ -449,9 +449,13 @@ static int fetch_tools(struct server *s, uint64_t deadline, unsigned budget,
                        bool may_reinit, cJSON **out, struct hutch_err *err)
 {
     cJSON *tools = cJSON_CreateArray(), *res = NULL, *params = NULL;
-    char *cursor = NULL;
+    char *cursor = NULL, why[200];
     int r = 0, n = 0, invalid = 0, dups = 0, page;
     bool capped = false;
+    /* SEP-2243: an HTTP client of the 2026 era mirrors x-mcp-header
+     * parameters into headers, and drops a tool whose annotations are
+     * invalid (the other tools stay). */
+    bool xheaders = s->cfg.tr == TR_HTTP && era_of(s) == ERA_MODERN;
 
     if (!tools)
         return hutch_err_set(err, -ENOMEM, "out of memory");
@@ -486,6 +490,11 @@ static int fetch_tools(struct server *s, uint64_t deadline, unsigned budget,
                 invalid++;
             } else if (has_tool(tools, name->valuestring)) {
                 dups++;
+            } else if (xheaders && hutch_upstream_xheader_check(get(t, "inputSchema"),
+                                                                why, sizeof(why)) < 0) {
+                hutch_log(HUTCH_LOG_WARN, s->who,
+                          "dropping tool %s: invalid x-mcp-header: %s",
+                          name->valuestring, why);
             } else if (n == HUTCH_UPSTREAM_MAX_TOOLS) {
                 capped = true;
             } else {

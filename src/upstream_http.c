@@ -57,6 +57,11 @@ struct xfer {
     struct hutch_buf data; /* mode 2: the current event's data */
     char event[32];
     bool cr;
+    /* mode 2: the last "id:" (to resume from; id_bad: one we cannot send
+     * back) and "retry:" (ms, -1: none) */
+    char last_id[HUTCH_UPSTREAM_MAX_EVENT_ID + 1];
+    bool id_bad;
+    long retry_ms;
     cJSON *reply;
     bool done;
     uint64_t done_at;
@@ -70,6 +75,9 @@ struct xfer {
  * headers its method and what it names (NULL: no Mcp-Name). */
 struct post {
     const char *body, *method, *name;
+    /* "Mcp-Param-<Name>: value" lines of a 2026 tools/call (SEP-2243),
+     * NULL-terminated; NULL: none. */
+    char *const *params;
     /* A 4xx whose body is the JSON-RPC error for this request is that
      * error, as a reply (the server/discover probe reads its code). */
     bool error_is_reply;
@@ -81,11 +89,11 @@ static int http_post(struct server *s, const struct post *p, int64_t want_id,
 
 /* The caps of struct xfer's buffers: a body or an event's data holds one
  * message (data has a newline after each line), an SSE line a little more
- * for its "data: ". */
-#define XFER_BUFS                                                                      \
+ * for its "data: ".  No "retry:" seen yet. */
+#define XFER_INIT                                                                      \
     .body = {.max = HUTCH_UPSTREAM_MAX_MESSAGE},                                       \
     .line = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 16},                                  \
-    .data = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 1}
+    .data = {.max = HUTCH_UPSTREAM_MAX_MESSAGE + 1}, .retry_ms = -1
 
 static void xfer_free_bufs(struct xfer *x)
 {
@@ -107,7 +115,7 @@ static void http_message(struct xfer *x, cJSON *msg)
         if (id && !cJSON_IsNull(id)) {
             cJSON *ans = up_answer_request(s, method->valuestring, id);
             char *text = ans && !x->depth ? cJSON_PrintUnformatted(ans) : NULL;
-            struct post p = {text, NULL, NULL, false};
+            struct post p = {text, NULL, NULL, NULL, false};
             if (text)
                 http_post(s, &p, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL, NULL);
             free(text);
@@ -171,6 +179,37 @@ static void sse_dispatch(struct xfer *x)
     x->event[0] = '\0';
 }
 
+/* "id:" (the SSE rules: an id with a NUL is ignored, an empty one
+ * forgets the last).  It goes back in a Last-Event-ID header, so only a
+ * visible ASCII one of sane length is kept. */
+static void sse_id(struct xfer *x, const char *val, size_t vlen)
+{
+    x->id_bad = vlen > HUTCH_UPSTREAM_MAX_EVENT_ID;
+    for (size_t i = 0; i < vlen && !x->id_bad; i++)
+        x->id_bad = (unsigned char)val[i] < 0x21 || (unsigned char)val[i] > 0x7e;
+    if (x->id_bad)
+        vlen = 0;
+    memcpy(x->last_id, val, vlen);
+    x->last_id[vlen] = '\0';
+}
+
+/* "retry:": ASCII digits only, else ignored (the SSE rules); kept up to
+ * HUTCH_UPSTREAM_RETRY_MAX_MS. */
+static void sse_retry(struct xfer *x, const char *val, size_t vlen)
+{
+    long ms = 0;
+
+    if (!vlen)
+        return;
+    for (size_t i = 0; i < vlen; i++) {
+        if (val[i] < '0' || val[i] > '9')
+            return;
+        if (ms <= HUTCH_UPSTREAM_RETRY_MAX_MS)
+            ms = ms * 10 + (val[i] - '0');
+    }
+    x->retry_ms = ms < HUTCH_UPSTREAM_RETRY_MAX_MS ? ms : HUTCH_UPSTREAM_RETRY_MAX_MS;
+}
+
 static int sse_line(struct xfer *x, const char *line, size_t len)
 {
     const char *colon, *val;
@@ -201,6 +240,10 @@ static int sse_line(struct xfer *x, const char *line, size_t len)
             return r;
     } else if (flen == 5 && !memcmp(line, "event", 5)) {
         up_clean_text(x->event, sizeof(x->event), val, vlen);
+    } else if (flen == 2 && !memcmp(line, "id", 2) && !memchr(val, '\0', vlen)) {
+        sse_id(x, val, vlen);
+    } else if (flen == 5 && !memcmp(line, "retry", 5)) {
+        sse_retry(x, val, vlen);
     }
     return 0;
 }
@@ -393,10 +436,12 @@ static bool header_value_ok(const char *v)
 }
 
 /* The headers of one POST: the 2025 era's session and negotiated version,
- * or the 2026 era's MCP-Protocol-Version, Mcp-Method and Mcp-Name (p NULL:
- * a DELETE, no method). */
+ * or the 2026 era's MCP-Protocol-Version, Mcp-Method, Mcp-Name and a
+ * tools/call's Mcp-Param-* (p NULL: a DELETE, or with last_id the GET that
+ * resumes an event stream, no method). */
 static struct curl_slist *http_headers(struct server *s, const struct post *p,
-                                       bool with_session, bool *sent)
+                                       bool with_session, const char *last_id,
+                                       bool *sent)
 {
     struct curl_slist *l = NULL, *t;
     char line[HUTCH_UPSTREAM_MAX_SESSION_ID + 1100];
@@ -408,10 +453,20 @@ static struct curl_slist *http_headers(struct server *s, const struct post *p,
             goto fail;                                                                 \
         l = t;                                                                         \
     } while (0)
-    ADD("Content-Type: application/json");
-    ADD("Accept: application/json, text/event-stream");
-    for (char **h = s->cfg.headers; *h; h++)
+    if (last_id) {
+        ADD("Accept: text/event-stream");
+        snprintf(line, sizeof(line), "Last-Event-ID: %s", last_id);
+        ADD(line);
+    } else {
+        ADD("Content-Type: application/json");
+        ADD("Accept: application/json, text/event-stream");
+    }
+    for (char **h = s->cfg.headers; *h; h++) {
+        /* Ours alone say what a tools/call's arguments are. */
+        if (p && p->params && !strncasecmp(*h, "Mcp-Param-", 10))
+            continue;
         ADD(*h);
+    }
     if (era_of(s) != ERA_LEGACY) {
         ADD("MCP-Protocol-Version: " MODERN_VERSION);
         if (p && p->method) {
@@ -422,6 +477,8 @@ static struct curl_slist *http_headers(struct server *s, const struct post *p,
             snprintf(line, sizeof(line), "Mcp-Name: %s", p->name);
             ADD(line);
         }
+        for (char *const *h = p ? p->params : NULL; h && *h; h++)
+            ADD(*h);
     } else if (with_session) {
         pthread_mutex_lock(&s->lock);
         line[0] = '\0';
@@ -467,6 +524,117 @@ static void http_setup(struct server *s, CURL *h, struct xfer *x, unsigned ms)
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
 }
 
+/* Whether a response stream that ended without our response may be
+ * resumed: a 2xx event stream that gave an event id, ended by the server
+ * (cleanly or with a broken connection; not our timeout). */
+static bool stream_resumable(const struct xfer *x, CURLcode rc, long status)
+{
+    return x->want_id && !x->done && !x->err && x->mode == 2 && status >= 200 &&
+           status < 300 &&
+           (rc == CURLE_OK || rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) &&
+           x->last_id[0] && !x->id_bad;
+}
+
+/* Sleep ms, or less when hutch stops: 0, or -ECANCELED. */
+static int resume_wait(struct server *s, const struct xfer *x, unsigned ms)
+{
+    for (uint64_t until = hutch_now_ms() + ms, now; (now = hutch_now_ms()) < until;) {
+        if (x->stop_aborts && stopping(s->u))
+            return -ECANCELED;
+        sleep_ms(until - now < HUTCH_UPSTREAM_POLL_MS ? (unsigned)(until - now)
+                                                      : HUTCH_UPSTREAM_POLL_MS);
+    }
+    return 0;
+}
+
+/* The 2025 era's resumption (2025-11-25 transports, "Resumability and
+ * Redelivery", SEP-1699): the server closed a POST's event stream before
+ * our response, after an event id.  Wait its "retry:" delay, GET the
+ * endpoint with Last-Event-ID and the session, and read on there; again
+ * when that stream closes too, HUTCH_UPSTREAM_MAX_RESUMES times at most
+ * and never past the call's deadline.  0 with x->done, or negative.  The
+ * 2026-07-28 revision has no resumption (a closed stream is cancellation),
+ * so only a 2025-era server gets here. */
+static int http_resume(struct server *s, struct xfer *x, uint64_t deadline,
+                       struct hutch_err *err)
+{
+    for (int n = 1;; n++) {
+        unsigned wait =
+            x->retry_ms < 0 ? HUTCH_UPSTREAM_RETRY_MS : (unsigned)x->retry_ms;
+        struct curl_slist *hl;
+        char *ct = NULL;
+        bool sent = false, sse;
+        long status = 0;
+        CURLcode rc;
+
+        if (n > HUTCH_UPSTREAM_MAX_RESUMES)
+            return hutch_err_set(err, -EPROTO,
+                                 "upstream %s closed its event stream %d times without "
+                                 "answering",
+                                 s->name, HUTCH_UPSTREAM_MAX_RESUMES);
+        if (ms_left(deadline) <= wait)
+            return hutch_err_set(err, -ETIMEDOUT,
+                                 "upstream %s did not answer in time (its event stream "
+                                 "closed, and it asked for %u ms before resuming)",
+                                 s->name, wait);
+        if (resume_wait(s, x, wait) < 0)
+            return hutch_err_set(err, -ECANCELED, "hutch is stopping");
+        hutch_log(HUTCH_LOG_DEBUG, s->who,
+                  "resuming its closed event stream after event %s (%u ms later)",
+                  x->last_id, wait);
+        hl = http_headers(s, NULL, true, x->last_id, &sent);
+        if (!hl)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
+        curl_easy_reset(x->h);
+        http_setup(s, x->h, x, ms_left(deadline));
+        curl_easy_setopt(x->h, CURLOPT_HTTPGET, 1L);
+        curl_easy_setopt(x->h, CURLOPT_HTTPHEADER, hl);
+        x->mode = 0;
+        x->cr = false;
+        x->event[0] = '\0';
+        hutch_buf_reset(&x->line);
+        hutch_buf_reset(&x->data);
+        rc = http_perform(x);
+        curl_slist_free_all(hl);
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(x->h, CURLINFO_CONTENT_TYPE, &ct);
+        sse = ct && !strncasecmp(ct, "text/event-stream", 17);
+        if (!x->done && rc == CURLE_OK && x->mode == 2)
+            sse_feed(x, "\n\n", 2);
+        if (x->done)
+            return 0;
+        if (rc == CURLE_ABORTED_BY_CALLBACK)
+            return hutch_err_set(err, -ECANCELED, "hutch is stopping");
+        if (x->err)
+            return hutch_err_set(err, x->err, "upstream %s %s", s->name, x->why);
+        if (rc == CURLE_OPERATION_TIMEDOUT)
+            return hutch_err_set(err, -ETIMEDOUT, "upstream %s did not answer in time",
+                                 s->name);
+        if (status == 404 && sent)
+            return hutch_err_set(err, -ECONNRESET,
+                                 "upstream %s forgot our session while hutch resumed "
+                                 "its event stream",
+                                 s->name);
+        if (status && (status < 200 || status >= 300 || !sse))
+            return hutch_err_set(
+                err, -EPROTO,
+                "upstream %s answered the resumption of its event stream "
+                "(GET with Last-Event-ID) with HTTP %ld%s",
+                s->name, status, sse ? "" : ", not an event stream");
+        if (rc != CURLE_OK && rc != CURLE_PARTIAL_FILE && rc != CURLE_RECV_ERROR)
+            return hutch_err_set(
+                err, rc == CURLE_COULDNT_CONNECT ? -ECONNREFUSED : -ECONNRESET,
+                "upstream %s at %s, resuming its event stream: %s", s->name, s->cfg.url,
+                curl_easy_strerror(rc));
+        if (!x->last_id[0] || x->id_bad)
+            return hutch_err_set(
+                err, -EPROTO,
+                "upstream %s closed its resumed event stream before the "
+                "response, with no event id to resume from",
+                s->name);
+    }
+}
+
 /* POST one JSON-RPC message.  want_id > 0: return the response with that
  * id in *reply.  -ESTALE: the server forgot our session (HTTP 404). */
 static int http_post(struct server *s, const struct post *p, int64_t want_id,
@@ -474,14 +642,16 @@ static int http_post(struct server *s, const struct post *p, int64_t want_id,
                      char *session_out, struct hutch_err *err)
 {
     struct xfer x = {
-        .s = s, .want_id = want_id, .depth = depth, .stop_aborts = true, XFER_BUFS};
+        .s = s, .want_id = want_id, .depth = depth, .stop_aborts = true, XFER_INIT};
+    uint64_t deadline = hutch_now_ms() + ms;
     struct curl_slist *hl = NULL;
     bool sent_session = false;
     long status = 0;
     CURLcode rc;
     int r = 0;
 
-    hl = pool_get(s, &x) == 0 ? http_headers(s, p, !initialize, &sent_session) : NULL;
+    hl = pool_get(s, &x) == 0 ? http_headers(s, p, !initialize, NULL, &sent_session)
+                              : NULL;
     if (!hl) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
@@ -494,6 +664,11 @@ static int http_post(struct server *s, const struct post *p, int64_t want_id,
     curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &status);
     if (!x.done && rc == CURLE_OK && x.mode == 2) {
         sse_feed(&x, "\n\n", 2); /* an event without its blank line */
+    }
+    if (stream_resumable(&x, rc, status) && era_of(s) == ERA_LEGACY) {
+        r = http_resume(s, &x, deadline, err);
+        if (r < 0)
+            goto out;
     }
     if (x.done) {
         r = 0;
@@ -513,7 +688,15 @@ static int http_post(struct server *s, const struct post *p, int64_t want_id,
     } else if (status >= 200 && status < 300) {
         if (x.mode != 2 && want_id)
             http_payload(&x, hutch_buf_str(&x.body), x.body.len);
-        if (want_id && !x.done)
+        if (want_id && !x.done && x.mode == 2)
+            r = hutch_err_set(
+                err, -EPROTO,
+                "upstream %s closed its event stream before the response%s", s->name,
+                era_of(s) != ERA_LEGACY
+                    ? " (2026-07-28 has no resumption: the request is lost)"
+                : !x.last_id[0] || x.id_bad ? " and gave no event id to resume from"
+                                            : "");
+        else if (want_id && !x.done)
             r = hutch_err_set(
                 err, -EPROTO,
                 "upstream %s answered with HTTP %ld but no JSON-RPC response", s->name,
@@ -575,7 +758,7 @@ int hutch_upstream_parse_http(const char *body, size_t len, int sse, size_t chun
 {
     struct server s = {.cfg.tr = TR_HTTP, .name = "fuzz", .who = "upstream fuzz"};
     struct xfer x = {
-        .s = &s, .want_id = want_id, .depth = 1, .mode = sse ? 2 : 1, XFER_BUFS};
+        .s = &s, .want_id = want_id, .depth = 1, .mode = sse ? 2 : 1, XFER_INIT};
     int r = 0;
 
     *reply = NULL;
@@ -601,6 +784,25 @@ int hutch_upstream_parse_http(const char *body, size_t len, int sse, size_t chun
     return r;
 }
 
+int hutch_upstream_parse_sse_cursor(const char *body, size_t len, char *id,
+                                    size_t id_cap, long *retry_ms)
+{
+    struct server s = {.cfg.tr = TR_HTTP, .name = "fuzz", .who = "upstream fuzz"};
+    struct xfer x = {.s = &s, .depth = 1, .mode = 2, XFER_INIT};
+    int r;
+
+    pthread_mutex_init(&s.lock, NULL);
+    hutch_cond_init_mono(&s.cond);
+    r = sse_feed(&x, body, len);
+    if (id_cap)
+        snprintf(id, id_cap, "%s", x.id_bad ? "" : x.last_id);
+    *retry_ms = x.retry_ms;
+    xfer_free_bufs(&x);
+    pthread_cond_destroy(&s.cond);
+    pthread_mutex_destroy(&s.lock);
+    return r == -E2BIG ? -EPROTO : r;
+}
+
 int up_http_reinit(struct server *s, uint64_t gen, struct hutch_err *err);
 
 int up_http_request(struct server *s, const char *method, const cJSON *params,
@@ -609,9 +811,15 @@ int up_http_request(struct server *s, const char *method, const cJSON *params,
 {
     bool initialize = !strcmp(method, "initialize");
     char session[HUTCH_UPSTREAM_MAX_SESSION_ID + 1];
+    char **xparams = NULL;
     uint64_t gen;
     int r, attempt = 0;
 
+    if (era_of(s) == ERA_MODERN && !strcmp(method, "tools/call")) {
+        r = up_xheader_call(s, params, &xparams, err);
+        if (r < 0)
+            return r;
+    }
 again:
     pthread_mutex_lock(&s->lock);
     int64_t id = ++s->next_id;
@@ -620,14 +828,19 @@ again:
     {
         cJSON *m = up_request_msg(s, id, method, params);
         char *text = m ? cJSON_PrintUnformatted(m) : NULL;
-        struct post p = {text, method, up_request_name(method, params),
+        struct post p = {text, method, up_request_name(method, params), xparams,
                          !strcmp(method, "server/discover")};
         cJSON_Delete(m);
-        if (!text)
+        if (!text) {
+            up_strv_free(xparams);
             return hutch_err_set(err, -ENOMEM, "out of memory");
+        }
         r = http_post(s, &p, id, ms_left(deadline), initialize, 0, reply, session, err);
         free(text);
     }
+    /* Only the 2025 era calls again (-ESTALE); it has no Mcp-Param-*. */
+    up_strv_free(xparams);
+    xparams = NULL;
     if (r == -ETIMEDOUT) {
         /* In the 2026 era the closed stream is the cancellation. */
         if (!initialize && era_of(s) == ERA_LEGACY) {
@@ -637,7 +850,7 @@ again:
             if (cp && cJSON_AddNumberToObject(cp, "requestId", (double)id) &&
                 cJSON_AddStringToObject(cp, "reason", "timed out"))
                 text = cJSON_PrintUnformatted(cm);
-            struct post p = {text, "notifications/cancelled", NULL, false};
+            struct post p = {text, "notifications/cancelled", NULL, NULL, false};
             if (text)
                 http_post(s, &p, 0, HUTCH_UPSTREAM_NOTE_MS, false, 1, NULL, NULL, NULL);
             free(text);
@@ -675,7 +888,7 @@ int up_http_notify(struct server *s, const char *method, uint64_t deadline,
 {
     cJSON *m = up_rpc_new(0, method, NULL);
     char *text = m ? cJSON_PrintUnformatted(m) : NULL;
-    struct post p = {text, method, NULL, false};
+    struct post p = {text, method, NULL, NULL, false};
     int r;
 
     cJSON_Delete(m);
@@ -689,13 +902,13 @@ int up_http_notify(struct server *s, const char *method, uint64_t deadline,
 /* Best effort: tell the server we are done with the session. */
 void up_http_end_session(struct server *s)
 {
-    struct xfer x = {.s = s, XFER_BUFS};
+    struct xfer x = {.s = s, XFER_INIT};
     struct curl_slist *hl = NULL;
     bool sent = false;
 
     if (pool_get(s, &x) < 0)
         return;
-    hl = http_headers(s, NULL, true, &sent);
+    hl = http_headers(s, NULL, true, NULL, &sent);
     if (hl && sent) {
         http_setup(s, x.h, &x, HUTCH_UPSTREAM_NOTE_MS);
         curl_easy_setopt(x.h, CURLOPT_CUSTOMREQUEST, "DELETE");

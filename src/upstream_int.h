@@ -8,6 +8,7 @@
  *   upstream_servers.c  the servers file: what an entry is, ${VAR}
  *   upstream_stdio.c    stdio children: spawn, the I/O thread, requests
  *   upstream_http.c     streamable HTTP through libcurl, its SSE parser
+ *   upstream_xheader.c  SEP-2243's x-mcp-header: Mcp-Param-* of a tools/call
  *
  * The thread and lock rules are at the top of upstream.c. */
 #ifndef HUTCH_UPSTREAM_INT_H
@@ -255,5 +256,12 @@ int up_http_notify(struct server *s, const char *method, uint64_t deadline,
 int up_http_request(struct server *s, const char *method, const cJSON *params,
                     uint64_t deadline, unsigned budget, const char *what,
                     bool may_reinit, cJSON **reply, struct hutch_err *err);
+
+/* --- upstream_xheader.c --------------------------------------------------- */
+
+/* The Mcp-Param-* lines of a tools/call (params: its params) from the
+ * listed tool's inputSchema, or *lines NULL; takes s->lock. */
+int up_xheader_call(struct server *s, const cJSON *params, char ***lines,
+                    struct hutch_err *err);
 
 #endif

@@ -5,17 +5,11 @@
 # starts each scenario's server and runs tests/mcp/servers/conformance-
 # client.sh, which points `hutch run` at it as an HTTP upstream.  Each
 # scenario that applies runs at the revisions it exists in, and every
-# check must pass.
+# check must pass.  sse-retry exists at 2025-11-25 only (2026-07-28
+# removed resumption); http-custom-headers and http-invalid-tool-headers
+# at 2026-07-28 only.
 #
 # Client scenarios that do not apply, and why:
-#   sse-retry                    (2025-11-25) resuming a POST's SSE stream the
-#                                server closed, with GET and Last-Event-ID:
-#                                hutch's HTTP upstream client does not resume a
-#                                stream (a call whose stream is cut fails)
-#   http-custom-headers, http-invalid-tool-headers
-#                                SEP-2243 x-mcp-header parameters: hutch does not
-#                                mirror tool arguments into Mcp-Param-* headers
-#                                nor drop tools whose annotations are invalid
 #   sep-2322-client-request-state
 #                                an upstream's input_required: hutch relays it
 #                                only to a user who can be asked (an MCP client
@@ -40,7 +34,8 @@ export PATH="$NODE22_DIR:$PATH" HUTCH
 CLIENT="$HERE/servers/conformance-client.sh"
 
 RUN="initialize@2025-11-25 tools_call@2025-11-25 tools_call@2026-07-28
-request-metadata@2026-07-28 http-standard-headers@2026-07-28
+request-metadata@2026-07-28 http-standard-headers@2026-07-28 sse-retry@2025-11-25
+http-custom-headers@2026-07-28 http-invalid-tool-headers@2026-07-28
 json-schema-2020-12-preservation@2025-11-25 json-schema-2020-12-preservation@2026-07-28
 json-schema-ref-no-deref@2026-07-28"
 

@@ -20,9 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "log.h"
 #include "tap.h"
 #include "upstream.h"
+#include "upstream_parse.h"
 #include "util.h"
 
 /* ThreadSanitizer starts a thread of its own along the way. */
@@ -911,7 +913,7 @@ static void test_http_quirks(void)
     }
     r = hutch_upstreams_start(config, &opts, &u, &err);
     ok(r == 0 && state_is(u, "q", "ready", NULL), "ready");
-    ok(count_tools(u, "q") == 6,
+    ok(count_tools(u, "q") == 9,
        "tools/list over SSE with CRLF, comments, split data (%d)", count_tools(u, "q"));
     text = call_text(u, "q", "echo", "{\"message\": \"json\"}", 0, &rc, &err);
     ok(text && !strcmp(text, "Echo: json"), "a plain JSON response: %s",
@@ -958,6 +960,40 @@ static void test_http_quirks(void)
     }
     cJSON_Delete(h);
     free(text);
+    /* A stream closed before the response, after an event id and a retry
+     * delay (2025-11-25, SEP-1699): resumed by a GET with Last-Event-ID
+     * and the session, after the delay; one that keeps closing gives up;
+     * one without an id cannot be resumed. */
+    text = call_text(u, "q", "resume", NULL, 10000, &rc, &err);
+    h = text ? cJSON_Parse(text) : NULL;
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(h, "lastEventId");
+        const cJSON *acc = cJSON_GetObjectItemCaseSensitive(h, "accept");
+        const cJSON *delay = cJSON_GetObjectItemCaseSensitive(h, "delay");
+        ok(cJSON_IsString(id) && !strncmp(id->valuestring, "resume-", 7) &&
+               cJSON_IsString(acc) && !strcmp(acc->valuestring, "text/event-stream") &&
+               cJSON_IsNumber(delay) && delay->valueint >= 250,
+           "a stream closed early is resumed with GET, Last-Event-ID, after retry: %s",
+           text ? text : err.msg);
+    }
+    cJSON_Delete(h);
+    free(text);
+    t0 = hutch_now_ms();
+    text = call_text(u, "q", "closer", NULL, 30000, &rc, &err);
+    t0 = hutch_now_ms() - t0;
+    ok(!text && rc == -EPROTO && strstr(err.msg, "closed its event stream 32 times") &&
+           t0 < 20000,
+       "a server that keeps closing: %s (%llu ms)", text ? text : err.msg,
+       (unsigned long long)t0);
+    free(text);
+    text = call_text(u, "q", "closer", NULL, 200, &rc, &err);
+    ok(!text && rc == -ETIMEDOUT, "resumptions stop at the call's deadline: %s",
+       text ? text : err.msg);
+    free(text);
+    text = call_text(u, "q", "noid", NULL, 5000, &rc, &err);
+    ok(!text && rc == -EPROTO && strstr(err.msg, "no event id"),
+       "a stream closed without an event id is not resumed: %s", text ? text : err.msg);
+    free(text);
     text = call_text(u, "q", "expire", NULL, 0, &rc, &err);
     free(text);
     text = call_text(u, "q", "echo", "{\"message\": \"again\"}", 0, &rc, &err);
@@ -978,6 +1014,177 @@ out:
     cJSON_Delete(config);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
+}
+
+/* SEP-2243's x-mcp-header rules, without a server. */
+static void test_xheader(void)
+{
+    static const struct {
+        const char *schema, *why; /* why NULL: valid */
+    } checks[] = {
+        {"{\"type\":\"object\"}", NULL},
+        {"{\"type\":\"object\",\"properties\":{\"r\":{\"type\":\"string\","
+         "\"x-mcp-header\":\"Region\"},\"p\":{\"type\":\"integer\",\"x-mcp-header\":"
+         "\"Priority\"},\"o\":{\"type\":\"object\",\"properties\":{\"b\":{\"type\":"
+         "\"boolean\",\"x-mcp-header\":\"Deep-Flag\"}}}}}",
+         NULL},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":\"\"}}}",
+         "non-empty"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":7}}}",
+         "non-empty"},
+        {"{\"properties\":{\"v\":{\"type\":\"object\",\"x-mcp-header\":\"D\"}}}",
+         "not on type object"},
+        {"{\"properties\":{\"v\":{\"type\":\"array\",\"x-mcp-header\":\"D\"}}}",
+         "not on type array"},
+        {"{\"properties\":{\"v\":{\"type\":\"null\",\"x-mcp-header\":\"D\"}}}",
+         "not on type null"},
+        {"{\"properties\":{\"v\":{\"type\":\"number\",\"x-mcp-header\":\"D\"}}}",
+         "not on type number"},
+        {"{\"properties\":{\"v\":{\"x-mcp-header\":\"D\"}}}", "not on type (none)"},
+        {"{\"properties\":{\"a\":{\"type\":\"string\",\"x-mcp-header\":\"R\"},"
+         "\"b\":{\"type\":\"string\",\"x-mcp-header\":\"R\"}}}",
+         "declared twice"},
+        {"{\"properties\":{\"a\":{\"type\":\"string\",\"x-mcp-header\":\"MyField\"},"
+         "\"b\":{\"type\":\"string\",\"x-mcp-header\":\"myfield\"}}}",
+         "declared twice"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":\"My "
+         "Region\"}}}",
+         "not an HTTP token"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":\"R:P\"}}}",
+         "not an HTTP token"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":"
+         "\"R\\u00e9gion\"}}}",
+         "not an HTTP token"},
+        {"{\"properties\":{\"v\":{\"type\":\"string\",\"x-mcp-header\":\"R\\r\\nX: "
+         "1\"}}}",
+         "not an HTTP token"},
+        {"{\"properties\":{\"v\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+         "\"x-mcp-header\":\"I\"}}}}",
+         "\"properties\" alone"},
+        {"{\"properties\":{\"v\":{\"anyOf\":[{\"type\":\"string\",\"x-mcp-header\":"
+         "\"I\"}]}}}",
+         "\"properties\" alone"},
+        {"{\"$defs\":{\"d\":{\"type\":\"string\",\"x-mcp-header\":\"I\"}}}",
+         "\"properties\" alone"},
+        {"{\"type\":\"string\",\"x-mcp-header\":\"Root\"}", "\"properties\" alone"},
+    };
+    for (size_t i = 0; i < sizeof(checks) / sizeof(*checks); i++) {
+        cJSON *s = cJSON_Parse(checks[i].schema);
+        char why[200];
+        int r = hutch_upstream_xheader_check(s, why, sizeof(why));
+        if (!checks[i].why)
+            ok(s && r == 0, "x-mcp-header valid: %s", checks[i].schema);
+        else
+            ok(s && r == -EINVAL && strstr(why, checks[i].why) && !strpbrk(why, "\r\n"),
+               "x-mcp-header invalid (%s): %s", why, checks[i].schema);
+        cJSON_Delete(s);
+    }
+
+    /* The lines of a call, each value as the spec encodes it. */
+    cJSON *schema = cJSON_Parse(
+        "{\"type\":\"object\",\"properties\":{"
+        "\"a\":{\"type\":\"string\",\"x-mcp-header\":\"A\"},"
+        "\"b\":{\"type\":\"integer\",\"x-mcp-header\":\"B\"},"
+        "\"c\":{\"type\":\"boolean\",\"x-mcp-header\":\"C\"},"
+        "\"d\":{\"type\":\"string\",\"x-mcp-header\":\"D\"},"
+        "\"e\":{\"type\":\"string\",\"x-mcp-header\":\"E\"},"
+        "\"f\":{\"type\":\"string\",\"x-mcp-header\":\"F\"},"
+        "\"g\":{\"type\":\"string\",\"x-mcp-header\":\"G\"},"
+        "\"h\":{\"type\":\"string\",\"x-mcp-header\":\"H\"},"
+        "\"i\":{\"type\":\"string\",\"x-mcp-header\":\"I\"},"
+        "\"n\":{\"type\":\"string\",\"x-mcp-header\":\"N\"},"
+        "\"q\":{\"type\":\"string\"},"
+        "\"o\":{\"type\":\"object\",\"properties\":{\"z\":{\"type\":\"integer\","
+        "\"x-mcp-header\":\"Deep\"}}}}}");
+    cJSON *args = cJSON_Parse(
+        "{\"a\":\"us west 1\",\"b\":42,\"c\":false,\"d\":\"Hello, \\u4e16\\u754c\","
+        "\"e\":\"line1\\r\\nX-Injected: 1\",\"f\":\" padded\",\"g\":\"\","
+        "\"h\":\"=?base64?eA==?=\",\"i\":\"\\tx\",\"n\":null,\"q\":\"no header\","
+        "\"o\":{\"z\":-7}}");
+    static const char *const want[] = {
+        "Mcp-Param-A: us west 1",
+        "Mcp-Param-B: 42",
+        "Mcp-Param-C: false",
+        "Mcp-Param-D: =?base64?SGVsbG8sIOS4lueVjA==?=",
+        "Mcp-Param-E: =?base64?bGluZTENClgtSW5qZWN0ZWQ6IDE=?=",
+        "Mcp-Param-F: =?base64?IHBhZGRlZA==?=",
+        "Mcp-Param-G: =?base64?"
+        "?=", /* no trigraph */
+        "Mcp-Param-H: =?base64?PT9iYXNlNjQ/ZUE9PT89?=",
+        "Mcp-Param-I: =?base64?CXg=?=",
+        "Mcp-Param-Deep: -7",
+        NULL,
+    };
+    char **lines = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    int r = hutch_upstream_xheader_lines(schema, args, &lines, &err);
+    bool same = r == 0 && lines;
+    size_t i;
+    for (i = 0; same && want[i]; i++)
+        same = lines[i] && !strcmp(lines[i], want[i]);
+    same = same && !lines[i];
+    ok(same, "Mcp-Param-* lines: plain, base64 for non-ASCII, CR/LF, edge spaces, "
+             "tabs, empty and sentinel-like values, none for null or unannotated");
+    for (i = 0; lines && lines[i]; i++) {
+        if (!same)
+            printf("#   %s\n", lines[i]);
+        free(lines[i]);
+    }
+    free(lines);
+    lines = NULL;
+    cJSON_Delete(args);
+
+    /* An argument too long for its header fails the call. */
+    {
+        char *big = malloc(HUTCH_UPSTREAM_MAX_PARAM_VALUE + 2);
+        memset(big, 'x', HUTCH_UPSTREAM_MAX_PARAM_VALUE + 1);
+        big[HUTCH_UPSTREAM_MAX_PARAM_VALUE + 1] = '\0';
+        args = cJSON_CreateObject();
+        cJSON_AddStringToObject(args, "a", big);
+        r = hutch_upstream_xheader_lines(schema, args, &lines, &err);
+        ok(r == -E2BIG && !lines && strstr(err.msg, "Mcp-Param-A"),
+           "an argument too long for its header: %s", err.msg);
+        cJSON_Delete(args);
+        free(big);
+    }
+    args = cJSON_Parse("{\"q\":\"x\"}");
+    r = hutch_upstream_xheader_lines(schema, args, &lines, &err);
+    ok(r == 0 && !lines, "no annotated argument, no lines");
+    cJSON_Delete(args);
+    cJSON_Delete(schema);
+}
+
+/* What the SSE parser keeps to resume a stream. */
+static void test_sse_cursor(void)
+{
+    static const struct {
+        const char *body, *id;
+        long retry;
+    } cases[] = {
+        {"id: ev-1\nretry: 500\ndata: \n\n", "ev-1", 500},
+        {"id: a\r\nid: b\r\n\r\n", "b", -1},
+        {"id: a\nid\n\n", "", -1},             /* an empty id forgets the last */
+        {"id: a b\n\n", "", -1},               /* not sent back: not a token */
+        {"retry: 12x\nretry: 30\n\n", "", 30}, /* not all digits: ignored */
+        {"retry: 99999999999999999999\n", "", HUTCH_UPSTREAM_RETRY_MAX_MS},
+        {"retry:\n: comment\ndata: x\n\n", "", -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        char id[HUTCH_UPSTREAM_MAX_EVENT_ID + 1];
+        long retry = 0;
+        int r = hutch_upstream_parse_sse_cursor(cases[i].body, strlen(cases[i].body),
+                                                id, sizeof(id), &retry);
+        ok(r == 0 && !strcmp(id, cases[i].id) && retry == cases[i].retry,
+           "SSE cursor %zu: id \"%s\", retry %ld", i, id, retry);
+    }
+    {
+        char body[HUTCH_UPSTREAM_MAX_EVENT_ID + 16],
+            id[HUTCH_UPSTREAM_MAX_EVENT_ID + 1];
+        long retry;
+        snprintf(body, sizeof(body), "id: %0*d\n", HUTCH_UPSTREAM_MAX_EVENT_ID + 1, 0);
+        hutch_upstream_parse_sse_cursor(body, strlen(body), id, sizeof(id), &retry);
+        ok(!id[0], "an id over %d bytes is not kept", HUTCH_UPSTREAM_MAX_EVENT_ID);
+    }
 }
 
 static void test_slowstart(void)
@@ -1236,6 +1443,8 @@ int main(void)
     hutch_log_set_level(getenv("HUTCH_TEST_VERBOSE") ? HUTCH_LOG_DEBUG
                                                      : HUTCH_LOG_ERROR);
 
+    test_xheader();
+    test_sse_cursor();
     test_load();
     test_clients();
     test_live();

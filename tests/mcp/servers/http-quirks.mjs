@@ -3,7 +3,8 @@
 // does not: plain JSON responses, SSE with CRLF line ends, comments and
 // data split over lines, a notification and a server request before the
 // response, a stream left open after the response, session expiry (404),
-// and a body over the size cap.  Listens on 127.0.0.1, a free port, and
+// a body over the size cap, and response streams closed before the
+// response, to be resumed with GET and Last-Event-ID (or not).  Listens on 127.0.0.1, a free port, and
 // prints "port N" on stdout.
 import http from "node:http";
 import { randomUUID } from "node:crypto";
@@ -15,7 +16,38 @@ let lastHeaders = {};
 const waiting = new Map(); // server request id -> resolve
 
 const tool = (name) => ({ name, inputSchema: { type: "object" } });
-const tools = ["echo", "expire", "linger", "ping-me", "big", "headers"].map(tool);
+const tools = ["echo", "expire", "linger", "ping-me", "big", "headers", "resume", "closer", "noid"].map(tool);
+// event id -> the call whose stream closed after it: {id, kind, closedAt}
+const resumable = new Map();
+
+// A POST's stream that gives an event id and a retry delay, then closes.
+function closeEarly(res, m, kind, retry) {
+  res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
+  const eid = `${kind}-${m.id}`;
+  res.write(`id: ${eid}\nretry: ${retry}\ndata: \n\n`);
+  resumable.set(eid, { id: m.id, kind, closedAt: Date.now() });
+  res.end();
+}
+
+// The GET that resumes it: "resume" answers there with what the GET
+// carried; "closer" closes again, after a new id.
+function resume(req, res) {
+  const sid = req.headers["mcp-session-id"];
+  const leid = req.headers["last-event-id"];
+  const p = resumable.get(leid);
+  if (!sessions.has(sid) || !p) return json(res, 405);
+  resumable.delete(leid);
+  res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
+  if (p.kind === "resume") {
+    const seen = { lastEventId: leid, session: true, accept: req.headers.accept, delay: Date.now() - p.closedAt };
+    res.write(`id: ${leid}-2\ndata: ${JSON.stringify({ jsonrpc: "2.0", id: p.id, result: text(JSON.stringify(seen)) })}\n\n`);
+  } else {
+    const nid = `${leid}+`;
+    resumable.set(nid, { ...p, closedAt: Date.now() });
+    res.write(`id: ${nid}\nretry: 10\ndata: \n\n`);
+  }
+  res.end();
+}
 const text = (t) => ({ content: [{ type: "text", text: t }] });
 
 function json(res, status, body, headers = {}) {
@@ -41,6 +73,7 @@ const server = http.createServer((req, res) => {
     sessions.delete(req.headers["mcp-session-id"]);
     return json(res, 200);
   }
+  if (req.method === "GET" && req.headers["last-event-id"]) return resume(req, res);
   if (req.method !== "POST") return json(res, 405);
   let body = "";
   req.on("data", (d) => (body += d));
@@ -115,6 +148,12 @@ const server = http.createServer((req, res) => {
       const a = await Promise.race([answer, new Promise((r) => setTimeout(() => r(null), 3000))]);
       send({ jsonrpc: "2.0", id: m.id, result: text(`pong: ${JSON.stringify(a)}`) });
       return res.end();
+    }
+    if (name === "resume") return closeEarly(res, m, "resume", 300);
+    if (name === "closer") return closeEarly(res, m, "closer", 10);
+    if (name === "noid") {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      return res.end("data: \n\n");
     }
     if (name === "big") {
       const send = sse(res);
