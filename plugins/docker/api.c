@@ -25,9 +25,10 @@ static const char *env_or(const char *name, const char *dflt)
 
 /* One endpoint: URL (unix:// or tcp://), and for TLS the directory of
  * ca.pem, cert.pem and key.pem (NULL: plain).  `said` names where the URL
- * came from, for messages. */
+ * came from, `certs_said` where the directory did, for messages. */
 static int init_url(struct dk_api *api, const char *url, size_t url_len,
-                    const char *certs, const char *said, struct hutch_err *err)
+                    const char *certs, const char *certs_said, const char *said,
+                    struct hutch_err *err)
 {
     memset(api, 0, sizeof(*api));
     snprintf(api->where, sizeof(api->where), "%.*s", (int)url_len, url);
@@ -62,8 +63,8 @@ static int init_url(struct dk_api *api, const char *url, size_t url_len,
                 return hutch_err_set(
                     err, -errno,
                     "%s %s: TLS is asked for but %s cannot be read: %s "
-                    "(the directory must hold ca.pem, cert.pem, key.pem)",
-                    said, api->where, f, strerror(errno));
+                    "(%s must name the directory holding ca.pem, cert.pem, key.pem)",
+                    said, api->where, f, strerror(errno), certs_said);
         return 0;
     }
     return hutch_err_set(err, -EINVAL, "%s %s: only unix:// and tcp:// are supported",
@@ -80,7 +81,11 @@ int dk_api_init(struct dk_api *api, struct hutch_err *err)
         snprintf(dflt, sizeof(dflt), "%s/.docker", env_or("HOME", "/root"));
         certs = env_or("DOCKER_CERT_PATH", dflt);
     }
-    return init_url(api, h, strlen(h), certs, "DOCKER_HOST", err);
+    return init_url(api, h, strlen(h), certs,
+                    getenv("DOCKER_CERT_PATH") && *getenv("DOCKER_CERT_PATH")
+                        ? "DOCKER_CERT_PATH"
+                        : "DOCKER_CERT_PATH (unset: ~/.docker)",
+                    "DOCKER_HOST", err);
 }
 
 int dk_api_init_spec(struct dk_api *api, const char *spec, size_t len, const char *said,
@@ -91,7 +96,7 @@ int dk_api_init_spec(struct dk_api *api, const char *spec, size_t len, const cha
     size_t ulen = comma ? (size_t)(comma - spec) : len;
 
     if (!comma)
-        return init_url(api, spec, len, NULL, said, err);
+        return init_url(api, spec, len, NULL, NULL, said, err);
     if (len - ulen - 1 < 5 || strncmp(comma + 1, "tls=", 4) != 0 ||
         len - ulen - 5 >= sizeof(certs) || comma[5] != '/')
         return hutch_err_set(err, -EINVAL,
@@ -100,7 +105,7 @@ int dk_api_init_spec(struct dk_api *api, const char *spec, size_t len, const cha
                              said, (int)(len > 300 ? 300 : len), spec);
     memcpy(certs, comma + 5, len - ulen - 5);
     certs[len - ulen - 5] = '\0';
-    return init_url(api, spec, ulen, certs, said, err);
+    return init_url(api, spec, ulen, certs, "its tls=", said, err);
 }
 
 static int unreachable(const struct dk_api *api, const char *why, struct hutch_err *err)

@@ -104,6 +104,7 @@ HUTCH_DOCKER_ENDPOINTS="a=$here a=$here" run_hutch run --lang python -e 'print(1
 like "HUTCH_DOCKER_ENDPOINTS: two endpoints of one name are refused" "$ERR" "two endpoints are named a"
 HUTCH_DOCKER_ENDPOINTS="a=tcp://127.0.0.1:$port,tls=$T/nocerts" run_hutch run --lang python -e 'print(1)'
 like "HUTCH_DOCKER_ENDPOINTS: TLS material that is not there is named" "$ERR" "$T/nocerts/ca.pem cannot be read"
+like "... and what names the directory" "$ERR" "its tls= must name the directory holding ca.pem"
 HUTCH_DOCKER_ENDPOINTS="b@d=$here" run_hutch run --lang python -e 'print(1)'
 like "HUTCH_DOCKER_ENDPOINTS: a name that is not one is refused" "$ERR" '"b@d" is not an endpoint name'
 
