@@ -10,10 +10,10 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -150,21 +150,91 @@ static void rm_tree(const char *dir)
         hutch_warn("workspace: cannot remove %s: %s", dir, strerror(errno));
 }
 
-/* Lock <name>.lock without waiting; the fd, or -EBUSY. */
+/* The lock of a workspace has two halves.  Between processes (replicas
+ * sharing a store, `hutch workspace delete`) it is a POSIX record lock on
+ * <name>.lock; within this process it is the path's entry in `held`.
+ * Not flock(): a flock belongs to the open file, so every process forked
+ * while one was held (a sandbox's init, a runsc not yet exec'd, a fork
+ * stuck in a sanitizer's allocator) held it too, for as long as it lived:
+ * an execution that had answered still "held" its workspace, and the next
+ * one was refused.  A record lock is the process's and is not inherited.
+ * Its catch, that closing any fd of the file drops it, is why `held` is
+ * asked first: this process opens a lock file only when no execution of
+ * its own holds it. */
+struct held {
+    struct held *next;
+    char path[];
+};
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct held *held;
+
+static struct held **held_find(const char *path)
+{
+    struct held **h = &held;
+    while (*h && strcmp((*h)->path, path) != 0)
+        h = &(*h)->next;
+    return h;
+}
+
+/* This process's claim on `path`: 0, -EBUSY (one of ours holds it), or
+ * -ENOMEM. */
+static int held_claim(const char *path)
+{
+    size_t n = strlen(path) + 1;
+    struct held *h;
+    int r = -EBUSY;
+
+    pthread_mutex_lock(&held_mu);
+    if (!*held_find(path) && (h = malloc(sizeof(*h) + n))) {
+        memcpy(h->path, path, n);
+        h->next = held;
+        held = h;
+        r = 0;
+    } else if (!*held_find(path)) {
+        r = -ENOMEM;
+    }
+    pthread_mutex_unlock(&held_mu);
+    return r;
+}
+
+static void held_drop(const char *path)
+{
+    struct held **h, *gone;
+
+    pthread_mutex_lock(&held_mu);
+    h = held_find(path);
+    gone = *h;
+    if (gone)
+        *h = gone->next;
+    pthread_mutex_unlock(&held_mu);
+    free(gone);
+}
+
+/* Lock <name>.lock without waiting; the fd, or -EBUSY.  release_lock()
+ * undoes it. */
 static int take_lock(const char *lock, struct hutch_err *err)
 {
+    int r = held_claim(lock);
+
+    if (r == -ENOMEM)
+        return hutch_err_set(err, r, "out of memory");
+    if (r < 0)
+        return r;
     for (int tries = 0; tries < 8; tries++) {
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         struct stat a, b;
         int fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-            return hutch_err_set(err, -errno, "cannot open %s: %s", lock,
-                                 strerror(errno));
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (fd < 0) {
+            r = hutch_err_set(err, -errno, "cannot open %s: %s", lock, strerror(errno));
+            break;
+        }
+        if (fcntl(fd, F_SETLK, &fl) < 0) {
             int e = errno;
             close(fd);
-            return e == EWOULDBLOCK ? -EBUSY
-                                    : hutch_err_set(err, -e, "cannot lock %s: %s", lock,
-                                                    strerror(e));
+            r = e == EAGAIN || e == EACCES
+                    ? -EBUSY
+                    : hutch_err_set(err, -e, "cannot lock %s: %s", lock, strerror(e));
+            break;
         }
         /* A delete may have unlinked the file we opened: lock the one that
          * is there now. */
@@ -172,8 +242,16 @@ static int take_lock(const char *lock, struct hutch_err *err)
             a.st_dev == b.st_dev)
             return fd;
         close(fd);
+        r = hutch_err_set(err, -EBUSY, "cannot lock %s: it keeps changing", lock);
     }
-    return hutch_err_set(err, -EBUSY, "cannot lock %s: it keeps changing", lock);
+    held_drop(lock);
+    return r;
+}
+
+static void release_lock(const char *lock, int fd)
+{
+    close(fd);
+    held_drop(lock);
 }
 
 /* Remove workspace files of `pdir` unused for idle_s (not the one locked
@@ -209,7 +287,7 @@ static void sweep_dir(const char *pdir, uint64_t idle_s)
             hutch_info("workspace %s removed: unused for %llu s or more", path,
                        (unsigned long long)idle_s);
         }
-        close(fd);
+        release_lock(lock, fd);
     }
     closedir(d);
 }
@@ -314,7 +392,7 @@ void hutch_ws_close(struct hutch_ws *w)
     if (w->lock_fd >= 0 && lstat(w->tar, &st) < 0 && errno == ENOENT)
         unlink(w->lock);
     if (w->lock_fd >= 0)
-        close(w->lock_fd);
+        release_lock(w->lock, w->lock_fd);
     free(w);
 }
 
@@ -538,7 +616,7 @@ int hutch_ws_delete(const char *store, const char *principal, const char *name,
             ? hutch_err_set(err, -errno, "cannot delete %s: %s", tar, strerror(errno))
             : 0;
     unlink(lock);
-    close(fd);
+    release_lock(lock, fd);
     return r;
 }
 

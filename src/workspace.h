@@ -15,7 +15,8 @@
  * $XDG_STATE_HOME/hutch/workspaces ($HOME/.local/state/hutch/workspaces).
  * A save writes a temporary file, fsyncs it and renames it over the old
  * one: a crash at any point leaves the previous content.  One execution
- * at a time holds a workspace (flock on its lock file); a second one is
+ * at a time holds a workspace (a record lock on its lock file, and a claim
+ * within the process: workspace.c says why not flock); a second one is
  * refused, not queued.  A workspace unused for the policy's idle_s is
  * removed (when any workspace of the store is opened, and by `hutch
  * workspace list`).
@@ -24,7 +25,7 @@
  * and the command line (cmd_workspace.c).
  *
  * Threads: a struct hutch_ws belongs to one execution; different ones may
- * be used from different threads at once (the lock is per open file). */
+ * be used from different threads at once (the claims are under a mutex). */
 #ifndef HUTCH_WORKSPACE_H
 #define HUTCH_WORKSPACE_H
 

@@ -38,10 +38,10 @@ function holders(name) {
   return out.join("; ") || "none";
 }
 
-// Whether someone holds a flock on `file`, read from /proc/locks without
+// Whether someone holds the record lock of `file`, read from /proc/locks without
 // taking the lock (a probe that took it, even briefly, could make the
 // execution it watches find its workspace busy).
-function flockHeld(file) {
+function lockHeld(file) {
   let st;
   try {
     st = fs.statSync(file);
@@ -51,7 +51,7 @@ function flockHeld(file) {
   const major = Number((BigInt(st.dev) >> 8n) & 0xfffn);
   const minor = Number((BigInt(st.dev) & 0xffn) | ((BigInt(st.dev) >> 12n) & 0xfff00n));
   const id = `${major.toString(16).padStart(2, "0")}:${minor.toString(16).padStart(2, "0")}:${st.ino}`;
-  return fs.readFileSync("/proc/locks", "utf8").split("\n").some((l) => /\bFLOCK\b/.test(l) && l.includes(` ${id} `));
+  return fs.readFileSync("/proc/locks", "utf8").split("\n").some((l) => /\bPOSIX\b/.test(l) && l.includes(` ${id} `));
 }
 
 let h;
@@ -96,10 +96,13 @@ await t.step("a second execution of a busy workspace is refused", async () => {
   const lock = path.join(store, hex("local"), "notes.lock");
   const slow = execute(h.client, py(`import time\ntime.sleep(40)\n"slow"`, { workspace: "notes", timeout_ms: 120000 }),
     { timeout: 180000 });
-  const held = await waitFor(() => flockHeld(lock), 120000, 100);
+  const held = await waitFor(() => lockHeld(lock), 120000, 100);
   if (!held) throw new Error(`the first execution never held the workspace (lock holders: ${holders("notes")})`);
   const b = await execute(h.client, py("1", { workspace: "notes" }));
-  if (!b.r.isError || !/in use by another execution/.test(b.text)) throw new Error(b.text);
+  if (!b.r.isError || !/in use by another execution/.test(b.text)) {
+    const a = await slow.catch((e) => ({ text: String(e) }));
+    throw new Error(`${b.text}; the first one: ${a.text} (lock holders: ${holders("notes")})`);
+  }
   const a = await slow;
   if (a.s.result !== "slow") throw new Error(`the first one: ${a.text} (lock holders: ${holders("notes")})`);
 }, 240);

@@ -86,19 +86,19 @@ import os; print(os.path.exists("/work/out/workspace/big.bin"), open("/work/out/
 is "the workspace over its cap kept its previous content" "$OUT" "False second"
 
 # --- one run at a time -------------------------------------------------------
-# Whether someone holds a flock on $1, read from /proc/locks: a probe that
+# Whether someone holds the record lock of $1, read from /proc/locks: a probe that
 # took the lock (flock -n), even for an instant, could make the execution
 # it watches find its workspace busy (it did, in a loaded CI run).
-flock_held() {
+lock_held() {
     ino=$(stat -c %i "$1" 2>/dev/null) || return 1
-    grep -Eq "FLOCK +ADVISORY +WRITE +[0-9]+ +[0-9a-f]+:[0-9a-f]+:$ino " /proc/locks
+    grep -Eq "POSIX +ADVISORY +WRITE +[0-9]+ +[0-9a-f]+:[0-9a-f]+:$ino " /proc/locks
 }
 "$HUTCH" run --lang python --timeout 120000 -w notes -e 'import time; time.sleep(110)' \
     >"$T/bg.out" 2>"$T/bg.err" </dev/null &
 BG=$!
 held=0
 for i in $(seq 1 600); do
-    if flock_held "$LOCAL_DIR/notes.lock"; then
+    if lock_held "$LOCAL_DIR/notes.lock"; then
         held=1
         break
     fi

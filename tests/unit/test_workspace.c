@@ -1,7 +1,8 @@
 /* test_workspace.c — unit tests of src/workspace.c's lock: one execution
- * at a time per workspace, and a lock held for an instant by something
- * else (an idle sweep, a probe) is waited for, not reported as "in use".
- * Printing TAP. */
+ * at a time per workspace, a lock held for an instant by another process
+ * (an idle sweep or a delete of a replica) is waited for, not reported as
+ * "in use", and a process forked while a workspace was held (a sandbox's
+ * init, a runsc not yet exec'd) does not keep holding it.  Printing TAP. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -9,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,26 +29,53 @@ static const struct hutch_policy_workspaces pol = {
     .idle_s = 0,
 };
 
-/* Holds `path`'s flock for `ms`, as a probe or a sweep would. */
+/* Another process holding `path`'s record lock, as another hutch's sweep
+ * or `hutch workspace delete` would, until `go` is closed; with path ""
+ * it holds nothing but what fork gave it, as a sandbox's init would. */
 struct holder {
     char path[512];
-    int ms;
-    int fd;
+    pid_t pid;
+    int go; /* closing it lets the holder end */
 };
-
-static void *release_later(void *arg)
-{
-    struct holder *h = arg;
-    struct timespec ts = {h->ms / 1000, (long)(h->ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-    close(h->fd);
-    return NULL;
-}
 
 static int hold(struct holder *h)
 {
-    h->fd = open(h->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    return h->fd >= 0 && flock(h->fd, LOCK_EX | LOCK_NB) == 0 ? 0 : -1;
+    int ready[2], go[2];
+    char c = 'x';
+
+    if (pipe(ready) < 0 || pipe(go) < 0)
+        return -1;
+    h->pid = fork();
+    if (h->pid == 0) {
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        int fd = h->path[0] ? open(h->path, O_RDWR | O_CREAT, 0600) : -1;
+        if (!h->path[0] || (fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0))
+            c = 'y';
+        (void)!write(ready[1], &c, 1);
+        close(go[1]);
+        (void)!read(go[0], &c, 1);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    h->go = go[1];
+    if (h->pid < 0 || read(ready[0], &c, 1) != 1)
+        c = 'x';
+    close(ready[0]);
+    return c == 'y' ? 0 : -1;
+}
+
+static void unhold(struct holder *h)
+{
+    int st;
+    close(h->go);
+    waitpid(h->pid, &st, 0);
+}
+
+static void *release_now(void *arg)
+{
+    unhold(arg);
+    return NULL;
 }
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
@@ -87,17 +115,35 @@ int main(void)
     ok(r == 0 && b, "another workspace of the principal opens meanwhile (%s)", err.msg);
     hutch_ws_close(b);
     b = NULL;
+
+    /* A process forked while "notes" is held, and still alive when the
+     * execution that held it ends: the next execution is not refused.
+     * "notes" has a saved tar, so its lock file stays. */
+    snprintf(lock, sizeof(lock), "%s/70/notes.tar", store);
+    {
+        FILE *f = fopen(lock, "w");
+        ok(f != NULL, "\"notes\" gets a saved tar");
+        if (f)
+            fclose(f);
+    }
+    h.path[0] = '\0';
+    ok(hold(&h) == 0, "a process is forked while \"notes\" is held");
+    hutch_ws_close(a);
+    a = NULL;
+    err = (struct hutch_err)HUTCH_ERR_INIT;
+    r = hutch_ws_open(store, principal, "notes", &pol, &a, &err);
+    ok(r == 0 && a, "\"notes\" opens again while that process lives (%s)", err.msg);
+    unhold(&h);
     hutch_ws_close(a);
     a = NULL;
 
     /* The lock file of "notes", taken for an instant from outside. */
     snprintf(lock, sizeof(lock), "%s/70/notes.lock", store);
     snprintf(h.path, sizeof(h.path), "%s", lock);
-    /* Released as soon as the thread runs: no timing, only a thread that
+    /* Released as soon as the thread runs: no timing, only a holder that
      * gets the CPU within the retry window (a second). */
-    h.ms = 0;
     ok(hold(&h) == 0, "an outside holder takes the lock of \"notes\"");
-    pthread_create(&t, NULL, release_later, &h);
+    pthread_create(&t, NULL, release_now, &h);
     err = (struct hutch_err)HUTCH_ERR_INIT;
     r = hutch_ws_open(store, principal, "notes", &pol, &a, &err);
     ok(r == 0 && a, "a lock held for an instant is waited for, not \"in use\" (%s)",
@@ -111,7 +157,7 @@ int main(void)
     err = (struct hutch_err)HUTCH_ERR_INIT;
     r = hutch_ws_open(store, principal, "notes", &pol, &a, &err);
     ok(r == -EBUSY && !a, "a lock that stays held is \"in use\" (%d: %s)", r, err.msg);
-    close(h.fd);
+    unhold(&h);
 
     err = (struct hutch_err)HUTCH_ERR_INIT;
     r = hutch_ws_open(store, principal, "notes", &pol, &a, &err);
