@@ -1,7 +1,8 @@
 // engines.mjs — the docker executor's transports and engines, in one run
 // (issue 15); run it through tests/bench/engines.sh (see there).  Prints:
 //  1. execute_code `print(1)` over stdio (SDK client), cold (--pool 0) and
-//     pooled (a warm sandbox taken; pauses let the pool refill), p50 and p90,
+//     pooled (a warm sandbox taken after a pause that lets the pools refill
+//     and the daemon go quiet), p50 and p90,
 //     interleaved round by round, for:
 //       - the socket directory of before (BASELINE_PLUGIN_DIR: the docker
 //         plugin and hutch-init of an older build), the local daemon;
@@ -53,9 +54,13 @@ for (const v of variants) {
 }
 for (let i = 0; i < ROUNDS; i++) {
   for (const v of variants) v.cold.push((await once(v.hc)).ms);
-  // Let every pool refill, then take one warm sandbox of each.
-  await sleep(2500);
+  // One warm sandbox of each, every one after a pause: the pool it is
+  // taken from has refilled, and the daemon is not still busy with the
+  // previous variant's teardown and refill (two of the variants share the
+  // local daemon, and the attach stream passes through it: right after
+  // another hutch's refill its p50 was 100 ms instead of 5).
   for (const v of variants) {
+    await sleep(2500);
     const x = await once(v.hw);
     if (x.s.warm) v.warm.push(x.ms);
   }
