@@ -114,6 +114,13 @@ static void flush_pending(struct run *rn)
     }
 }
 
+/* The runner said done with its exit status and closed stdout and stderr
+ * (PROTOCOL.md): the outcome is done's, whether or not it has exited. */
+static bool said_done(const struct run *rn)
+{
+    return rn->got_done && rn->done_status >= 0 && rn->out_eof && rn->err_eof;
+}
+
 static void note(struct run *rn, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void note(struct run *rn, const char *fmt, ...)
@@ -606,11 +613,9 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     if (r < 0)
         goto out;
 
-    /* The outcome is complete when the runner exited, or when it said
-     * done with its exit status and closed stdout and stderr (PROTOCOL.md):
-     * then nobody waits for a process to exit. */
-    while (!rn.exited &&
-           !(rn.got_done && rn.done_status >= 0 && rn.out_eof && rn.err_eof)) {
+    /* The outcome is complete when the runner exited, or said_done: then
+     * nobody waits for a process to exit. */
+    while (!rn.exited && !said_done(&rn)) {
         struct pollfd fds[5];
         int nfds = 0, ichan = -1, iout = -1, ierr = -1, iev = -1, icalls = -1, timeout;
         uint64_t now = hutch_now_ms();
@@ -682,12 +687,10 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
                 answers_stuck(&rn);
         }
         /* The runner's end is often readable together with its done and
-         * its output's end: complete as it stands, the outcome is done's.
-         * Reaped first, it took the exited path, which fetched /work/out
-         * whatever done said (a warm docker run paid 50-80 ms for it, one
-         * run in three). */
-        if ((fds[iev].revents & (POLLIN | POLLHUP | POLLERR)) &&
-            !(rn.got_done && rn.done_status >= 0 && rn.out_eof && rn.err_eof)) {
+         * its output's end: then the outcome is done's.  Reaped first, it
+         * took the exited path, which fetched /work/out whatever done said
+         * (a warm docker run paid 50-80 ms for it, one run in three). */
+        if ((fds[iev].revents & (POLLIN | POLLHUP | POLLERR)) && !said_done(&rn)) {
             struct hutch_err rerr = {0};
             int rr = rn.ex->reap(rn.state, rn.sb, &rn.exit, &rerr);
             if (rr == 0) {

@@ -182,16 +182,18 @@ static int held_claim(const char *path)
 {
     size_t n = strlen(path) + 1;
     struct held *h;
-    int r = -EBUSY;
+    int r;
 
     pthread_mutex_lock(&held_mu);
-    if (!*held_find(path) && (h = malloc(sizeof(*h) + n))) {
+    if (*held_find(path)) {
+        r = -EBUSY;
+    } else if (!(h = malloc(sizeof(*h) + n))) {
+        r = -ENOMEM;
+    } else {
         memcpy(h->path, path, n);
         h->next = held;
         held = h;
         r = 0;
-    } else if (!*held_find(path)) {
-        r = -ENOMEM;
     }
     pthread_mutex_unlock(&held_mu);
     return r;
@@ -242,8 +244,9 @@ static int take_lock(const char *lock, struct hutch_err *err)
             a.st_dev == b.st_dev)
             return fd;
         close(fd);
-        r = hutch_err_set(err, -EBUSY, "cannot lock %s: it keeps changing", lock);
     }
+    if (r == 0) /* every try found the file replaced */
+        r = hutch_err_set(err, -EBUSY, "cannot lock %s: it keeps changing", lock);
     held_drop(lock);
     return r;
 }
