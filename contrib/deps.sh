@@ -29,14 +29,22 @@ install_deps() {
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 }
 
-# The pinned MCP clients and servers the tests use (tests/mcp/package-lock.json).
+# The pinned MCP clients and servers the tests use (tests/mcp/package-lock.json),
+# and the agent clients (tests/clients/package-lock.json).
 install_npm_deps() {
     command -v npm >/dev/null 2>&1 || install_deps npm || return 1
-    if [ -d "$SRC/tests/mcp/node_modules/@modelcontextprotocol/sdk" ] &&
-        [ "$SRC/tests/mcp/node_modules/.package-lock.json" -nt "$SRC/tests/mcp/package-lock.json" ]; then
-        return 0
+    if ! [ -d "$SRC/tests/mcp/node_modules/@modelcontextprotocol/sdk" ] ||
+        ! [ "$SRC/tests/mcp/node_modules/.package-lock.json" -nt "$SRC/tests/mcp/package-lock.json" ]; then
+        (cd "$SRC/tests/mcp" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || return 1
     fi
-    (cd "$SRC/tests/mcp" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    # The agent clients (tests/clients), in their own lock file so that the
+    # MCP suite's install stays small.  --ignore-scripts: Claude Code's
+    # postinstall only copies its platform binary, which the tests take from
+    # the platform package; Gemini CLI's optional node-pty would be compiled.
+    if ! [ -d "$SRC/tests/clients/node_modules/@openai/codex" ] ||
+        ! [ "$SRC/tests/clients/node_modules/.package-lock.json" -nt "$SRC/tests/clients/package-lock.json" ]; then
+        (cd "$SRC/tests/clients" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null) || return 1
+    fi
 }
 
 # build DIR [configure args…]: configure and build out of tree in DIR.
