@@ -25,6 +25,7 @@
 // output with its exit code and files, then the notice; PNG/JPEG/GIF/WebP as
 // images; larger files as resource_links.  So the model receives the
 // envelope and the image, never JSON.stringify(structuredContent).
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { tap, bailOut, skipAll, hutchEnv, pidAlive, waitFor, NODE, SHUTDOWN_BUDGET_MS } from "../mcp/lib.mjs";
@@ -347,6 +348,16 @@ export async function clientSuite(client) {
     t.ok(left.length === 0, "the client leaves nothing running when it exits (hutch, its sandboxes, its upstream)",
       left.map((p) => `  ${p.pid} ${p.cmd}`).join("\n"));
     await reap(res.leftovers);
+    // On the docker executor: no container of that hutch (its owner label
+    // is HOST:PID:START) once it has ended.
+    if (EXECUTOR === "docker") {
+      const pids = [...res.seen].filter(([, cmd]) => /\/hutch serve/.test(cmd)).map(([p]) => p);
+      const host = fs.readFileSync("/proc/sys/kernel/hostname", "utf8").trim();
+      const ps = spawnSync("docker", ["ps", "-a", "--filter", "label=hutch.owner", "--format", '{{.ID}} {{.Label "hutch.owner"}}'], { encoding: "utf8" });
+      const left = String(ps.stdout || "").split("\n").filter((l) => pids.some((p) => l.split(" ")[1]?.startsWith(`${host}:${p}:`)));
+      t.ok(pids.length > 0 && ps.status === 0 && left.length === 0, "docker: no container of the client's hutch is left",
+        `  hutch pids ${pids.join(", ") || "none seen"}; docker ps: ${ps.status} ${left.join("; ")} ${ps.stderr || ""}`);
+    }
   }
   await api.close();
 
