@@ -2,15 +2,17 @@
  * client receives them in the execute_code result.
  *
  * In tar order, each file is one of:
- *   image    PNG, JPEG, GIF, WebP (known by their first bytes) or SVG
- *            (.svg holding UTF-8 text): an `image` content item, base64,
- *            so a client shows the chart;
+ *   image    PNG, JPEG, GIF, WebP (known by their first bytes): an
+ *            `image` content item, base64, so the model sees the chart
+ *            (the model APIs take these four and nothing else);
  *   inline   UTF-8 text of at most HUTCH_MCP_INLINE_TEXT_MAX: an embedded
  *            text resource (file:///work/out/PATH);
  *   link     anything else, and an image or text over what still fits
  *            inline (HUTCH_MCP_MAX_FILES_OUT_BYTES per result): a resource_link to
  *            a copy kept in the store (resources.c), read with
  *            resources/read until it expires;
+ *            An SVG is never an image: a passive one (svg.h judges it) is
+ *            a link, said so; one with anything active in it is dropped;
  *   dropped  over HUTCH_MCP_LINK_MAX_FILE, past HUTCH_MCP_MAX_FILE_ITEMS
  *            files, or when the store cannot keep it: no item, the reason
  *            in the text.
@@ -31,6 +33,7 @@
 #include "caps.h"
 #include "hutch_archive.h"
 #include "log.h"
+#include "svg.h"
 #include "util.h"
 #include "wire.h"
 
@@ -177,10 +180,32 @@ static int deliver_one(void *arg, const char *path, const void *data, size_t siz
     const char *mime = hutch_result_mime(path, data, size);
     int image = !strncmp(mime, "image/", 6), text = is_text(data, size);
     int fits = d->inline_total + size <= HUTCH_MCP_MAX_FILES_OUT_BYTES;
-    char why[128];
+    char why[192];
 
-    if (image && !strcmp(mime, "image/svg+xml") && !text)
-        image = 0; /* an .svg that is not text is not an SVG */
+    char svg_why[160];
+    int svg = image && !strcmp(mime, "image/svg+xml");
+
+    if (svg) {
+        /* Never an image item (svg.h); a passive one is a link. */
+        image = 0;
+        if (!text)
+            mime = "application/octet-stream"; /* an .svg that is not text */
+        else
+            switch (hutch_svg_judge(data, size, svg_why, sizeof(svg_why))) {
+            case HUTCH_SVG_ACTIVE:
+                snprintf(why, sizeof(why), "an SVG with active content (%.100s)",
+                         svg_why);
+                set_str(e, "mimeType", mime);
+                dropped(d, e, path, size, mime, why);
+                return 0;
+            case HUTCH_SVG_NOT_SVG:
+                mime = "text/plain";
+                svg = 0;
+                break;
+            case HUTCH_SVG_PASSIVE:
+                break;
+            }
+    }
     set_str(e, "mimeType", mime);
     if (d->delivered >= HUTCH_MCP_MAX_FILE_ITEMS) {
         snprintf(why, sizeof(why),
@@ -213,6 +238,11 @@ static int deliver_one(void *arg, const char *path, const void *data, size_t siz
             set_str(e, "delivery", "image");
             return 0;
         }
+    }
+    if (svg) {
+        link_file(d, e, path, data, size, mime,
+                  "an SVG is not an image the model can see: save charts as PNG");
+        return 0;
     }
     if (!image && text && size <= HUTCH_MCP_INLINE_TEXT_MAX && fits) {
         char uri[HUTCH_TAR_MAX_PATH + 32];

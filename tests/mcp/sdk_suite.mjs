@@ -653,9 +653,10 @@ return "written";`),
     const how = Object.fromEntries(x.s.files.map((f) => [f.path, f.delivery]));
     assert(how["blob.bin"] === "link" && how["report.txt"] === "inline" && how["sub/data.json"] === "inline", JSON.stringify(x.s.files));
   });
-  await t.step("images in /work/out come back as image content, known by their bytes", async () => {
+  await t.step("images in /work/out come back as image content, known by their bytes; an SVG as a link", async () => {
     // A real PNG from the standard library (no matplotlib here), a GIF, a
-    // PNG under a name that says nothing, an SVG, and text named .png.
+    // PNG under a name that says nothing, an SVG (never an image: model
+    // APIs take PNG, JPEG, GIF and WebP only), and text named .png.
     const x = await ex(
       py(`import os, struct, zlib
 os.makedirs("/work/out", exist_ok=True)
@@ -674,14 +675,15 @@ len(png)`),
     assert(x.s.exit_code === 0, describe(x));
     const imgs = (x.r.content || []).filter((c) => c.type === "image");
     const types = imgs.map((c) => c.mimeType).sort();
-    assert(JSON.stringify(types) === '["image/gif","image/png","image/png","image/svg+xml"]', JSON.stringify(types));
+    assert(JSON.stringify(types) === '["image/gif","image/png","image/png"]', JSON.stringify(types));
     for (const c of imgs.filter((i) => i.mimeType === "image/png")) {
       const b = Buffer.from(c.data, "base64");
       assert(b.length === x.s.result && b.subarray(0, 8).equals(Buffer.from("89504e470d0a1a0a", "hex")), `png of ${b.length} bytes`);
     }
     const how = Object.fromEntries(x.s.files.map((f) => [f.path, `${f.delivery} ${f.mimeType}`]));
-    assert(how["plot.dat"] === "image image/png" && how["fake.png"] === "inline text/plain", JSON.stringify(how));
-    for (const name of ["plot.png", "plot.dat", "dot.gif", "shape.svg"])
+    assert(how["plot.dat"] === "image image/png" && how["fake.png"] === "inline text/plain" &&
+      how["shape.svg"] === "link image/svg+xml", JSON.stringify(how));
+    for (const name of ["plot.png", "plot.dat", "dot.gif"])
       assert(new RegExp(`${name.replace(".", "\\.")} \\(\\d+ bytes, image/[a-z+]+\\): shown as an image`).test(x.text), `${name} in ${x.text}`);
   });
   await t.step("large files come back as resource_links, intact through resources/read; none goes unnamed", async () => {

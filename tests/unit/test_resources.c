@@ -14,6 +14,7 @@
 #include "hutch_archive.h"
 #include "resources.h"
 #include "result_files.h"
+#include "svg.h"
 #include "tap.h"
 
 static const unsigned char png_head[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
@@ -225,6 +226,112 @@ static void render(void)
     hutch_resources_free(rs);
 }
 
+/* The SVG judge: what a chart library writes passes, anything active not. */
+static void svg_judge(void)
+{
+    static const struct {
+        const char *svg;
+        enum hutch_svg_verdict want;
+        const char *name;
+    } cases[] = {
+        {"<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+         "xmlns:xlink=\"http://www.w3.org/1999/xlink\"><metadata><rdf:RDF><cc:Work>"
+         "<dc:title>Matplotlib v3.6.3, https://matplotlib.org/</dc:title></cc:Work>"
+         "</rdf:RDF></metadata><defs><style type=\"text/css\">*{stroke-linecap: "
+         "butt}</style></defs><g clip-path=\"url(#p1)\"><text>&#8722;1 &amp; "
+         "2</text><use xlink:href=\"#m0\"/></g><!-- <script> in a comment --></svg>",
+         HUTCH_SVG_PASSIVE, "matplotlib's shape passes"},
+        {"<svg><image href=\"data:image/png;base64,iVBORw0KGgo=\"/></svg>",
+         HUTCH_SVG_PASSIVE, "an embedded PNG passes"},
+        {"<svg><script>alert(1)</script></svg>", HUTCH_SVG_ACTIVE, "<script>"},
+        {"<svg><svg:script>alert(1)</svg:script></svg>", HUTCH_SVG_ACTIVE,
+         "<svg:script>"},
+        {"<svg onload=\"alert(1)\"/>", HUTCH_SVG_ACTIVE, "onload"},
+        {"<svg><rect ONCLICK='x()'/></svg>", HUTCH_SVG_ACTIVE,
+         "an event handler, any case"},
+        {"<svg><a href=\"javascript:alert(1)\"><rect/></a></svg>", HUTCH_SVG_ACTIVE,
+         "a javascript: link"},
+        {"<svg><a href=\"java&#x09;scr&#105;pt:alert(1)\"><rect/></a></svg>",
+         HUTCH_SVG_ACTIVE, "a javascript: link hidden in references"},
+        {"<svg><use href=\"http://evil/x.svg#a\"/></svg>", HUTCH_SVG_ACTIVE,
+         "an external use"},
+        {"<svg><image xlink:href=\"https://evil/pixel.png\"/></svg>", HUTCH_SVG_ACTIVE,
+         "an external image (a beacon)"},
+        {"<svg><rect style=\"fill:url('http://evil/#a')\"/></svg>", HUTCH_SVG_ACTIVE,
+         "url() outside the document"},
+        {"<svg><style>@import url(#a);</style></svg>", HUTCH_SVG_ACTIVE, "@import"},
+        {"<svg><style>&#64;import 'x';</style></svg>", HUTCH_SVG_ACTIVE,
+         "@import hidden in a reference"},
+        {"<svg><style>a{}</g>@import 'x'</style></svg>", HUTCH_SVG_ACTIVE,
+         "markup inside a stylesheet"},
+        {"<svg><foreignObject><p/></foreignObject></svg>", HUTCH_SVG_ACTIVE,
+         "foreignObject"},
+        {"<svg><set attributeName=\"href\" to=\"javascript:x\"/></svg>",
+         HUTCH_SVG_ACTIVE, "an animation"},
+        {"<!DOCTYPE svg [<!ENTITY a \"b\">]><svg>&a;</svg>", HUTCH_SVG_ACTIVE,
+         "a DOCTYPE"},
+        {"<svg><![CDATA[x]]></svg>", HUTCH_SVG_ACTIVE, "CDATA"},
+        {"<?xml-stylesheet href=\"x.css\"?><svg/>", HUTCH_SVG_ACTIVE,
+         "a stylesheet processing instruction"},
+        {"<svg x=1/>", HUTCH_SVG_ACTIVE, "an unquoted attribute"},
+        {"<svg a=\"&bogus;\"/>", HUTCH_SVG_ACTIVE, "an unknown entity"},
+        {"<svg xml:base=\"http://evil/\"><use href=\"#a\"/></svg>", HUTCH_SVG_ACTIVE,
+         "xml:base"},
+        {"<svg><rect", HUTCH_SVG_ACTIVE, "a tag that never closes"},
+        {"<html:div/>", HUTCH_SVG_ACTIVE, "an element of another vocabulary"},
+        {"just text, no markup", HUTCH_SVG_NOT_SVG, "no <svg>: not an SVG"},
+    };
+    char why[160];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        enum hutch_svg_verdict v =
+            hutch_svg_judge(cases[i].svg, strlen(cases[i].svg), why, sizeof(why));
+        ok(v == cases[i].want && (v == HUTCH_SVG_PASSIVE || why[0]), "svg: %s (%s)",
+           cases[i].name, why);
+    }
+}
+
+/* An SVG is never an image item: a passive one is a link, an active one
+ * is dropped, saying why. */
+static void svg_delivery(void)
+{
+    static const char *const paths[] = {"chart.svg", "evil.svg"};
+    static const char good[] =
+        "<svg xmlns=\"http://www.w3.org/2000/svg\"><rect/></svg>";
+    static const char bad[] = "<svg onload=\"fetch('x')\"><rect/></svg>";
+    struct hutch_resources *rs = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct hutch_tar *t = NULL;
+    struct hutch_buf text = HUTCH_BUF_INIT(1 << 20);
+    cJSON *items = cJSON_CreateArray(), *files = files_of(paths, 2);
+    const void *tar = NULL;
+    size_t len = 0;
+
+    hutch_resources_new(0, NULL, &rs, &err);
+    hutch_tar_new(&t, 1 << 20, &err);
+    hutch_tar_add_bytes(t, "chart.svg", good, sizeof(good) - 1, 0644, &err);
+    hutch_tar_add_bytes(t, "evil.svg", bad, sizeof(bad) - 1, 0644, &err);
+    hutch_tar_finish(t, &tar, &len, &err);
+    hutch_result_files(tar, len, rs, "alice", items, files, &text);
+    ok(cJSON_GetArraySize(items) == 1 &&
+           !strcmp(cJSON_GetStringValue(
+                       cJSON_GetObjectItem(cJSON_GetArrayItem(items, 0), "type")),
+                   "resource_link"),
+       "a passive SVG: one resource_link, no image item");
+    ok(!strcmp(field(files, 0, "delivery"), "link") &&
+           !strcmp(field(files, 1, "delivery"), "dropped") &&
+           strstr(field(files, 1, "reason"), "active content"),
+       "an SVG with an event handler: dropped, saying why");
+    ok(strstr(hutch_buf_str(&text), "not an image the model can see") &&
+           strstr(hutch_buf_str(&text), "evil.svg") &&
+           strstr(hutch_buf_str(&text), "event handler"),
+       "the text says both");
+    cJSON_Delete(items);
+    cJSON_Delete(files);
+    hutch_buf_free(&text);
+    hutch_tar_free(t);
+    hutch_resources_free(rs);
+}
+
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
     (void)st;
@@ -301,6 +408,8 @@ int main(void)
     mime();
     store();
     render();
+    svg_judge();
+    svg_delivery();
     shared_dir();
     return tap_done();
 }
