@@ -141,6 +141,13 @@
 /* One executor's runtime line per language ("Python 3.11.2"), as its
  * plugin's runtime() says it; longer is cut. */
 #define HUTCH_RUNTIME_MAX 96
+/* The packages an executor's flavour offers, one line (hutch-executor.h's
+ * packages()), and the whole runtime clause of execute_code's description. */
+#define HUTCH_PACKAGES_MAX     160
+#define HUTCH_RUNTIME_DESC_MAX (2 * HUTCH_RUNTIME_MAX + HUTCH_PACKAGES_MAX + 96)
+/* What hutch changed in a request (a value above a ceiling), said in the
+ * result: a few lines. */
+#define HUTCH_RESULT_NOTES_MAX 512
 
 /* HTTP transport (http.c). */
 #define HUTCH_HTTP_MAX_CONNECTIONS 128u

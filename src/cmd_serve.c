@@ -498,6 +498,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     mo.upstreams = ups;
     mo.gov = gov;
     mo.timeout_ms = timeout;
+    mo.output_max = output_bytes;
     mo.untrusted_envelope = envelope;
     if (hutch_mcp_new(&mo, &m, &err) < 0) {
         hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);

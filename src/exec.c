@@ -838,5 +838,15 @@ cJSON *hutch_exec_result_json(const struct hutch_exec_result *res, int trace)
         cJSON_AddItemToObject(o, "error", hutch_result_error(res->error));
     if (res->message[0])
         cJSON_AddStringToObject(o, "message", res->message);
+    if (res->notes[0]) {
+        cJSON *n = cJSON_AddArrayToObject(o, "notes");
+        char line[HUTCH_RESULT_NOTES_MAX];
+        for (const char *p = res->notes; *p;) {
+            size_t k = strcspn(p, "\n");
+            snprintf(line, sizeof(line), "%.*s", (int)k, p);
+            cJSON_AddItemToArray(n, cJSON_CreateString(line));
+            p += k + (p[k] == '\n');
+        }
+    }
     return o;
 }

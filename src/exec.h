@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "caps.h"
 #include "hutch-executor.h"
 #include "hutch_archive.h"
 #include "plugin.h"
@@ -109,9 +110,12 @@ struct hutch_exec_result {
     cJSON *tool_calls;                 /* owned array: every call (the trace) */
     struct hutch_buf out_tar;          /* raw tar of /work/out (validated) */
     char message[HUTCH_ERR_MSG];       /* hutch's note (timeout, protocol error…) */
-    char executor[64];                 /* the executor that ran it */
-    int warm;                          /* its sandbox came from a warm pool */
-    uint64_t memory_mb;                /* its memory limit, for the OOM note */
+    /* What hutch changed in the request, one line each ("timeout_ms:
+     * asked for 600000 ms; this server allows 30000"): set by job.c. */
+    char notes[HUTCH_RESULT_NOTES_MAX];
+    char executor[64];  /* the executor that ran it */
+    int warm;           /* its sandbox came from a warm pool */
+    uint64_t memory_mb; /* its memory limit, for the OOM note */
 };
 
 void hutch_exec_result_init(struct hutch_exec_result *res);

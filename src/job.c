@@ -129,6 +129,22 @@ static uint64_t lowest(uint64_t dflt, uint64_t a, uint64_t b, uint64_t c)
     return v ? v : dflt;
 }
 
+/* A request's value against its ceiling: `asked` (0: not asked, `dflt`)
+ * or the ceiling when it asked for more, with a note in res. */
+static uint64_t ceiling(struct hutch_exec_result *res, const char *what,
+                        const char *unit, uint64_t asked, uint64_t dflt, uint64_t max)
+{
+    size_t n = strlen(res->notes);
+    if (!asked)
+        return dflt;
+    if (asked <= max)
+        return asked;
+    snprintf(res->notes + n, sizeof(res->notes) - n,
+             "%s%s: asked for %llu %s; this server allows %llu", n ? "\n" : "", what,
+             (unsigned long long)asked, unit, (unsigned long long)max);
+    return max;
+}
+
 /* The class a job gets under decision `d` (the policy's limits, already
  * tightened by its hook) on executor `name`. */
 static void make_class(const struct hutch_jobs *j, struct hutch_policy *p,
@@ -710,19 +726,24 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
 
     req.language = job->language;
     req.code = job->code;
-    req.timeout_ms = lowest(HUTCH_DEFAULT_TIMEOUT_MS, j->o.timeout_ms,
-                            hutch_policy_builtin(gx.policy) ? 0 : d.limits.timeout_ms,
-                            job->timeout_ms);
-    req.output_bytes =
-        lowest(j->o.output_default ? j->o.output_default : HUTCH_OUTPUT_MAX_BYTES,
-               j->o.output_bytes,
-               hutch_policy_builtin(gx.policy) ||
-                       d.limits.output_bytes >= HUTCH_OUTPUT_MAX_BYTES
-                   ? 0
-                   : d.limits.output_bytes,
-               job->output_bytes);
-    if (req.output_bytes > HUTCH_OUTPUT_MAX_BYTES)
-        req.output_bytes = HUTCH_OUTPUT_MAX_BYTES;
+    /* The ceilings: a default is one too, unless the operator or the
+     * policy file raises it; a request above its ceiling gets the ceiling,
+     * and the result says so. */
+    {
+        uint64_t tmax =
+            lowest(HUTCH_DEFAULT_TIMEOUT_MS, j->o.timeout_ms,
+                   hutch_policy_builtin(gx.policy) ? 0 : d.limits.timeout_ms, 0);
+        uint64_t omax = lowest(HUTCH_OUTPUT_MAX_BYTES, j->o.output_bytes,
+                               hutch_policy_builtin(gx.policy) ||
+                                       d.limits.output_bytes >= HUTCH_OUTPUT_MAX_BYTES
+                                   ? 0
+                                   : d.limits.output_bytes,
+                               0);
+        uint64_t odef = j->o.output_default ? j->o.output_default : omax;
+        req.timeout_ms = ceiling(res, "timeout_ms", "ms", job->timeout_ms, tmax, tmax);
+        req.output_bytes = ceiling(res, "output_bytes", "bytes", job->output_bytes,
+                                   odef < omax ? odef : omax, omax);
+    }
     req.files_bytes = d.limits.files_bytes;
     req.label = gx.execution;
     /* With a workspace, /work/out is split first (close_workspace). */

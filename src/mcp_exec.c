@@ -61,6 +61,7 @@ struct job {
      * elicitation capability; attached: a request waits for this job's
      * answer (0 while a question is parked); questions asked so far. */
     int can_elicit;
+    int structured; /* the client asked for structuredContent */
     int attached;
     uint64_t questions;
     pthread_cond_t attach_cond;
@@ -687,9 +688,9 @@ static cJSON *execute_code(struct job *j)
             return mcp_text_result(
                 "execute_code: \"timeout_ms\" must be a positive integer", 1);
         }
-        /* A ceiling like the others: more than allowed is the most allowed. */
-        job->timeout_ms =
-            v > (double)HUTCH_MAX_TIMEOUT_MS ? HUTCH_MAX_TIMEOUT_MS : (uint64_t)v;
+        /* Above the server's ceiling it gets the ceiling, and the result
+         * says what was asked (job.c); 1e15 keeps the number exact. */
+        job->timeout_ms = v > 1e15 ? (uint64_t)1e15 : (uint64_t)v;
     }
     if (trace_arg && !cJSON_IsNull(trace_arg)) {
         if (!cJSON_IsBool(trace_arg))
@@ -702,9 +703,8 @@ static cJSON *execute_code(struct job *j)
             (v < (double)HUTCH_OUTPUT_MAX_BYTES && v != (double)(uint64_t)v))
             return mcp_text_result(
                 "execute_code: \"output_bytes\" must be a positive integer", 1);
-        /* A ceiling like timeout_ms: more than allowed is the most allowed. */
-        job->output_bytes =
-            v > (double)HUTCH_OUTPUT_MAX_BYTES ? HUTCH_OUTPUT_MAX_BYTES : (uint64_t)v;
+        /* A ceiling like timeout_ms (job.c). */
+        job->output_bytes = v > 1e15 ? (uint64_t)1e15 : (uint64_t)v;
     }
     if (output && !cJSON_IsNull(output)) {
         if (!cJSON_IsString(output))
@@ -763,7 +763,7 @@ static cJSON *execute_code(struct job *j)
         snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
         out = mcp_text_result(msg, 1);
     } else {
-        out = mcp_exec_result(m, &res, j->principal, trace);
+        out = mcp_exec_result(m, &res, j->principal, trace, j->structured);
         hutch_info("execution %s (%s, %s on %s%s): exit %d in %llu ms, %d tool calls",
                    job->execution, j->principal, lang->valuestring, res.executor,
                    res.warm ? ", warm" : "", res.exit_code,
@@ -900,6 +900,7 @@ static struct job *job_new(struct hutch_mcp_session *s, void *stream, const cJSO
         cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(meta, HUTCH_MCP_META_CLIENT_CAPS),
             "elicitation"));
+    j->structured = mcp_wants_structured(s, params, modern);
     j->id = cJSON_Duplicate(id, 1);
     j->args = args ? cJSON_Duplicate(args, 1) : cJSON_CreateObject();
     j->fl.key = cJSON_PrintUnformatted(id);

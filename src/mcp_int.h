@@ -38,6 +38,13 @@ struct task;
 #define E_INTERNAL        -32603
 #define E_CANCELLED       -32800
 
+/* The experimental client capability that asks for structuredContent and
+ * the tools' outputSchema (README "What the model reads").  Without it a
+ * result is its content blocks alone: several agent clients hand the model
+ * JSON.stringify(structuredContent) instead of the content when both are
+ * there, and drop the images, so by default there is only content. */
+#define HUTCH_MCP_CAP_STRUCTURED "hutch/structured-content"
+
 struct hutch_mcp {
     struct hutch_mcp_opts o;
     struct hutch_bridge *bridge;
@@ -87,6 +94,8 @@ struct hutch_mcp_session {
      * can_elicit: its initialize declared the elicitation capability. */
     struct hutch_asks *asks;
     int can_elicit;
+    /* Its initialize declared HUTCH_MCP_CAP_STRUCTURED (2025 era). */
+    int structured;
 };
 
 /* --- mcp_server.c --------------------------------------------------------- */
@@ -97,17 +106,25 @@ void mcp_send_result(struct hutch_mcp_session *s, void *stream, const cJSON *id,
 void mcp_send_error(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                     int code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Whether the client of this request asked for structuredContent: the
+ * session's initialize (2025), the request's own capabilities (2026). */
+int mcp_wants_structured(const struct hutch_mcp_session *s, const cJSON *params,
+                         int modern);
 /* No worker left: nothing refers to s. */
 void mcp_session_destroy(struct hutch_mcp_session *s);
 extern const char mcp_instructions[];
 
 /* --- mcp_tools.c ---------------------------------------------------------- */
 
-cJSON *mcp_tool_defs(const struct hutch_mcp *m);
+/* The tools; `structured`: with their outputSchema. */
+cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured);
 cJSON *mcp_text_result(const char *text, int is_error);
+/* A result for the model: content blocks; structuredContent too when the
+ * client asked for it (`structured`). */
 cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
-                       const char *principal, int trace);
-cJSON *mcp_search_tools(struct hutch_mcp *m, const char *principal, const cJSON *args);
+                       const char *principal, int trace, int structured);
+cJSON *mcp_search_tools(struct hutch_mcp *m, const char *principal, const cJSON *args,
+                        int structured);
 
 /* --- mcp_exec.c ----------------------------------------------------------- */
 

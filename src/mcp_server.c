@@ -265,10 +265,26 @@ static void list_changed(void *arg)
 /* --- dispatch
  * ------------------------------------------------------------------------- */
 
-static cJSON *tools_list(struct hutch_mcp *m)
+static int asks_structured(const cJSON *caps)
+{
+    return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(caps, "experimental"),
+        HUTCH_MCP_CAP_STRUCTURED));
+}
+
+int mcp_wants_structured(const struct hutch_mcp_session *s, const cJSON *params,
+                         int modern)
+{
+    if (!modern)
+        return s->structured;
+    return asks_structured(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(params, "_meta"), HUTCH_MCP_META_CLIENT_CAPS));
+}
+
+static cJSON *tools_list(struct hutch_mcp *m, int structured)
 {
     cJSON *r = cJSON_CreateObject();
-    cJSON *defs = mcp_tool_defs(m);
+    cJSON *defs = mcp_tool_defs(m, structured);
     hutch_direct_list(&m->direct, defs); /* --direct-tools */
     cJSON_AddItemToObject(r, "tools", defs);
     return r;
@@ -334,6 +350,8 @@ static void on_initialize(struct hutch_mcp_session *s, void *stream, const cJSON
     s->initialized = 1;
     s->can_elicit = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(params, "capabilities"), "elicitation"));
+    s->structured =
+        asks_structured(cJSON_GetObjectItemCaseSensitive(params, "capabilities"));
     r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "protocolVersion", s->protocol);
     caps = cJSON_AddObjectToObject(r, "capabilities");
@@ -368,7 +386,8 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
     if (!strcmp(name->valuestring, "search_tools")) {
         cJSON *empty = cJSON_CreateObject();
         cJSON *r =
-            mcp_search_tools(s->m, s->principal, cJSON_IsObject(args) ? args : empty);
+            mcp_search_tools(s->m, s->principal, cJSON_IsObject(args) ? args : empty,
+                             mcp_wants_structured(s, params, modern));
         if (modern)
             hutch_mcp_stamp_result(r, NULL);
         mcp_send_result(s, stream, id, r);
@@ -464,7 +483,7 @@ static void dispatch_legacy(struct hutch_mcp_session *s, void *stream, const cJS
         mcp_send_error(s, stream, id, E_INVALID_REQUEST,
                        "the session is not initialized: send initialize first");
     } else if (!strcmp(meth, "tools/list")) {
-        mcp_send_result(s, stream, id, tools_list(s->m));
+        mcp_send_result(s, stream, id, tools_list(s->m, s->structured));
     } else if (!strcmp(meth, "tools/call")) {
         on_tools_call(s, stream, id, params, 0);
     } else if (!strcmp(meth, "resources/read")) {
@@ -510,7 +529,7 @@ static void dispatch_modern(struct hutch_mcp_session *s, void *stream, const cJS
         r = discover_result();
         c = &fixed;
     } else if (!strcmp(meth, "tools/list")) {
-        r = tools_list(s->m);
+        r = tools_list(s->m, mcp_wants_structured(s, params, 1));
         c = hutch_direct_enabled(&s->m->direct) ? &direct : &fixed;
     } else if (!strcmp(meth, "tools/call")) {
         on_tools_call(s, stream, id, params, 1);

@@ -38,6 +38,7 @@ struct hutch_mcp_opts {
     struct hutch_gov *gov;
     int direct_tools;       /* --direct-tools (mcp_direct.h) */
     uint64_t timeout_ms;    /* the most execute_code may ask for */
+    uint64_t output_max;    /* the most output_bytes may ask for (0: hutch's) */
     int untrusted_envelope; /* wrap sandbox output (default on) */
     /* Where result files behind resource_links are kept (resources.h):
      * NULL in memory; a directory replicas share. */

@@ -40,39 +40,24 @@
 /* --- the tools' definitions ---------------------------------------------------- */
 
 static const char search_desc[] =
-    "Search the tools of the user's MCP servers that code run by execute_code can "
-    "call (only those the deployment's policy allows). Ranked; by default a short "
-    "answer: the best matches with their Python and TypeScript signatures, the rest "
-    "by name. detail \"names\" lists names and one line each, \"signatures\" "
-    "gives every result with its description, \"full\" adds the JSON Schemas. "
-    "Search first, then call the tools from execute_code (where tools.search(query, "
-    "limit) searches too).";
+    "Search the tools of the user's MCP servers that execute_code programs can call. "
+    "Ranked; the best matches come with Python and TypeScript signatures, the rest by "
+    "name. detail: \"names\" (one line each), \"signatures\" (all, described), "
+    "\"full\" (with JSON Schemas).";
 
 static const char execute_desc[] =
-    "Run a short Python or JavaScript program in a fresh, isolated sandbox (no "
-    "network, "
-    "nothing kept between runs) and return its stdout, stderr, result and files.\n"
-    "- Upstream MCP tools are functions (find them with search_tools): Python "
-    "`tools.server.tool(a=1, b=2)` is synchronous and returns the parsed result; "
-    "JavaScript `await tools.server.tool({a: 1, b: 2})`. "
-    "`tools.call(\"server.tool-name\", "
-    "{...})` works for any name. A failed call raises (Python `ToolError`, with .code; "
-    "JavaScript a rejected Error with .code). Use Promise.all (JS) or threads (Python) "
-    "for "
-    "many calls at once; filter and aggregate inside the program so only the final "
-    "answer "
-    "comes back.\n"
-    "- The result is the value of the last expression (Python, like a notebook cell) "
-    "or "
-    "of a top-level `return` (JavaScript; top-level await works).\n"
-    "- language \"typescript\" runs TypeScript (types are stripped, not checked); "
-    "JavaScript and TypeScript may `import` Node's built-ins (`import fs from "
-    "\"node:fs\"`).\n"
-    "- `files` are written under /work (the working directory); files the program "
-    "writes "
-    "under /work/out come back: images (PNG, JPEG, GIF, WebP, SVG; e.g. a matplotlib "
-    "chart saved with savefig) as images, small text files inline, anything else as "
-    "a resource_link to fetch with resources/read for a while.";
+    "Run a Python or JavaScript program in a fresh sandbox (no network; nothing kept "
+    "between runs unless you name a workspace) and return its output.\n"
+    "- The user's MCP tools are functions (find them with search_tools): Python "
+    "`tools.server.tool(a=1)` returns the parsed result; JavaScript `await "
+    "tools.server.tool({a: 1})`; `tools.call(\"server.tool-name\", {...})` for any "
+    "name. A failed call raises (ToolError / Error, with .code). Filter and aggregate "
+    "in the program: return only the answer.\n"
+    "- The result is the last expression (Python) or a top-level `return` (JavaScript, "
+    "top-level await works). typescript: types are stripped; JS/TS may import Node "
+    "built-ins (`import fs from \"node:fs\"`).\n"
+    "- `files` are put under /work; files written to /work/out come back (PNG, JPEG, "
+    "GIF, WebP as images, small text inline, the rest as links).";
 
 static cJSON *prop(cJSON *props, const char *name, const char *type, const char *desc)
 {
@@ -83,33 +68,10 @@ static cJSON *prop(cJSON *props, const char *name, const char *type, const char 
     return p;
 }
 
-cJSON *mcp_tool_defs(const struct hutch_mcp *m)
+/* The typed result of search_tools (structured clients only). */
+static void search_output_schema(cJSON *t)
 {
-    cJSON *tools = cJSON_CreateArray(), *t, *in, *props, *p, *req, *ann, *out, *oprops,
-          *it;
-    const char *langs[] = {"python", "javascript", "typescript"};
-    const char *details[] = {"names", "signatures", "full"};
-    const char *encodings[] = {"utf-8", "base64"};
-
-    t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "name", "search_tools");
-    cJSON_AddStringToObject(t, "title", "Search upstream tools");
-    cJSON_AddStringToObject(t, "description", search_desc);
-    in = cJSON_AddObjectToObject(t, "inputSchema");
-    cJSON_AddStringToObject(in, "type", "object");
-    props = cJSON_AddObjectToObject(in, "properties");
-    prop(props, "query", "string",
-         "words to look for in tool names, descriptions and "
-         "parameters; empty lists every tool");
-    p = prop(props, "limit", "integer", "most results to return (default 10)");
-    cJSON_AddNumberToObject(p, "minimum", 1);
-    cJSON_AddNumberToObject(p, "maximum", HUTCH_SEARCH_MAX_RESULTS);
-    p = prop(props, "detail", "string", "how much to return per tool");
-    cJSON_AddItemToObject(p, "enum", cJSON_CreateStringArray(details, 3));
-    req = cJSON_AddArrayToObject(in, "required");
-    cJSON_AddItemToArray(req, cJSON_CreateString("query"));
-    cJSON_AddFalseToObject(in, "additionalProperties");
-    out = cJSON_AddObjectToObject(t, "outputSchema");
+    cJSON *out = cJSON_AddObjectToObject(t, "outputSchema"), *oprops, *p, *req;
     cJSON_AddStringToObject(out, "type", "object");
     oprops = cJSON_AddObjectToObject(out, "properties");
     p = prop(oprops, "tools", "array", NULL);
@@ -126,91 +88,12 @@ cJSON *mcp_tool_defs(const struct hutch_mcp *m)
     cJSON_AddObjectToObject(p, "items");
     req = cJSON_AddArrayToObject(out, "required");
     cJSON_AddItemToArray(req, cJSON_CreateString("tools"));
-    ann = cJSON_AddObjectToObject(t, "annotations");
-    cJSON_AddStringToObject(ann, "title", "Search upstream tools");
-    cJSON_AddTrueToObject(ann, "readOnlyHint");
-    cJSON_AddTrueToObject(ann, "idempotentHint");
-    cJSON_AddFalseToObject(ann, "openWorldHint");
-    cJSON_AddItemToArray(tools, t);
+}
 
-    t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "name", "execute_code");
-    cJSON_AddStringToObject(t, "title", "Run code in a sandbox");
-    {
-        /* The runtime the default executor runs: an image may carry
-         * another Node.js than the host's (README "One runtime per
-         * language?"). */
-        char rt[2 * HUTCH_RUNTIME_MAX + 64];
-        struct hutch_buf desc;
-        struct hutch_policy *pol = m->o.gov ? hutch_gov_policy(m->o.gov) : NULL;
-        rt[0] = '\0';
-        if (m->o.jobs)
-            hutch_jobs_runtime(m->o.jobs, rt, sizeof(rt));
-        hutch_buf_init(&desc, HUTCH_MCP_MAX_OUTPUT_TEXT);
-        hutch_buf_appends(&desc, execute_desc);
-        /* The host folders the policy lets `inputs`/`output_dir` name
-         * (discover.c), so the agent need not guess. */
-        if (pol) {
-            hutch_buf_appends(&desc, "\n");
-            hutch_discover_paths(pol, &desc);
-        }
-        hutch_policy_unref(pol);
-        if (rt[0])
-            hutch_buf_appendf(&desc, "\n- Runs on %s.", rt);
-        cJSON_AddStringToObject(t, "description", hutch_buf_str(&desc));
-        hutch_buf_free(&desc);
-    }
-    in = cJSON_AddObjectToObject(t, "inputSchema");
-    cJSON_AddStringToObject(in, "type", "object");
-    props = cJSON_AddObjectToObject(in, "properties");
-    p = prop(props, "language", "string", NULL);
-    cJSON_AddItemToObject(p, "enum", cJSON_CreateStringArray(langs, 3));
-    prop(props, "code", "string", "the program's source");
-    p = prop(props, "files", "array",
-             "files to place under /work before the program runs");
-    it = cJSON_AddObjectToObject(p, "items");
-    cJSON_AddStringToObject(it, "type", "object");
-    {
-        cJSON *fp = cJSON_AddObjectToObject(it, "properties"), *e;
-        prop(fp, "path", "string", "relative to /work");
-        prop(fp, "content", "string", NULL);
-        e = prop(fp, "encoding", "string", "of content (default utf-8)");
-        cJSON_AddItemToObject(e, "enum", cJSON_CreateStringArray(encodings, 2));
-        req = cJSON_AddArrayToObject(it, "required");
-        cJSON_AddItemToArray(req, cJSON_CreateString("path"));
-        cJSON_AddItemToArray(req, cJSON_CreateString("content"));
-    }
-    p = prop(props, "inputs", "array",
-             "host files or folders to copy in (read-only), when the deployment's "
-             "policy names their folder; they appear under /work");
-    it = cJSON_AddObjectToObject(p, "items");
-    cJSON_AddStringToObject(it, "type", "string");
-    prop(props, "output_dir", "string",
-         "host folder that receives /work/out, when the policy names it read-write");
-    p = prop(props, "workspace", "string",
-             "a name of your choice (letters, digits, _ - .): /work/out/workspace "
-             "then starts with what the last successful execution of that "
-             "workspace left there, and is saved when this one succeeds; pass the "
-             "same name again to continue.  Its files are not returned");
-    cJSON_AddNumberToObject(p, "maxLength", HUTCH_WORKSPACE_NAME_MAX);
-    cJSON_AddStringToObject(p, "pattern", "^[A-Za-z0-9_][A-Za-z0-9_.-]*$");
-    p = prop(props, "timeout_ms", "integer", "wall-clock limit");
-    cJSON_AddNumberToObject(p, "minimum", 1);
-    cJSON_AddNumberToObject(p, "maximum", (double)m->o.timeout_ms);
-    p = prop(props, "output_bytes", "integer",
-             "stdout and stderr kept, each: the first and last bytes, with the "
-             "number left out between (default 8192; the server's and the "
-             "policy's limits are ceilings)");
-    cJSON_AddNumberToObject(p, "minimum", 1);
-    cJSON_AddNumberToObject(p, "maximum", HUTCH_OUTPUT_MAX_BYTES);
-    prop(props, "trace", "boolean",
-         "also return every tool call (structuredContent.trace); by default "
-         "tool_calls is a summary");
-    req = cJSON_AddArrayToObject(in, "required");
-    cJSON_AddItemToArray(req, cJSON_CreateString("language"));
-    cJSON_AddItemToArray(req, cJSON_CreateString("code"));
-    cJSON_AddFalseToObject(in, "additionalProperties");
-    out = cJSON_AddObjectToObject(t, "outputSchema");
+/* The typed result of execute_code (structured clients only). */
+static void execute_output_schema(cJSON *t)
+{
+    cJSON *out = cJSON_AddObjectToObject(t, "outputSchema"), *oprops, *p, *it;
     cJSON_AddStringToObject(out, "type", "object");
     oprops = cJSON_AddObjectToObject(out, "properties");
     prop(oprops, "exit_code", "integer",
@@ -270,12 +153,121 @@ cJSON *mcp_tool_defs(const struct hutch_mcp *m)
     prop(oprops, "executor", "string", "the executor that ran the code");
     prop(oprops, "warm", "boolean",
          "the sandbox was started ahead of the request (a warm pool)");
+    prop(oprops, "notes", "array",
+         "what hutch changed in the request, e.g. a timeout_ms above the "
+         "server's ceiling");
     {
         const char *required[] = {"exit_code", "result",      "stdout",     "stderr",
                                   "files",     "duration_ms", "tool_calls", "timed_out",
                                   "executor",  "warm"};
         cJSON_AddItemToObject(out, "required", cJSON_CreateStringArray(required, 10));
     }
+}
+
+cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured)
+{
+    cJSON *tools = cJSON_CreateArray(), *t, *in, *props, *p, *req, *ann, *it;
+    const char *langs[] = {"python", "javascript", "typescript"};
+    const char *details[] = {"names", "signatures", "full"};
+    const char *encodings[] = {"utf-8", "base64"};
+    struct hutch_policy *pol = m->o.gov ? hutch_gov_policy(m->o.gov) : NULL;
+    int paths = pol && hutch_policy_npaths(pol) > 0;
+
+    t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", "search_tools");
+    cJSON_AddStringToObject(t, "title", "Search upstream tools");
+    cJSON_AddStringToObject(t, "description", search_desc);
+    in = cJSON_AddObjectToObject(t, "inputSchema");
+    cJSON_AddStringToObject(in, "type", "object");
+    props = cJSON_AddObjectToObject(in, "properties");
+    prop(props, "query", "string", "words to look for; empty lists every tool");
+    p = prop(props, "limit", "integer", "most results (default 10)");
+    cJSON_AddNumberToObject(p, "minimum", 1);
+    cJSON_AddNumberToObject(p, "maximum", HUTCH_SEARCH_MAX_RESULTS);
+    p = prop(props, "detail", "string", NULL);
+    cJSON_AddItemToObject(p, "enum", cJSON_CreateStringArray(details, 3));
+    req = cJSON_AddArrayToObject(in, "required");
+    cJSON_AddItemToArray(req, cJSON_CreateString("query"));
+    cJSON_AddFalseToObject(in, "additionalProperties");
+    if (structured)
+        search_output_schema(t);
+    ann = cJSON_AddObjectToObject(t, "annotations");
+    cJSON_AddStringToObject(ann, "title", "Search upstream tools");
+    cJSON_AddTrueToObject(ann, "readOnlyHint");
+    cJSON_AddTrueToObject(ann, "idempotentHint");
+    cJSON_AddFalseToObject(ann, "openWorldHint");
+    cJSON_AddItemToArray(tools, t);
+
+    t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", "execute_code");
+    cJSON_AddStringToObject(t, "title", "Run code in a sandbox");
+    {
+        /* The runtimes and packages the default executor offers: an image
+         * may carry another Node.js than the host's, and numpy is there
+         * only in the data flavour (README "One runtime per language?"). */
+        char rt[HUTCH_RUNTIME_DESC_MAX];
+        struct hutch_buf desc;
+        rt[0] = '\0';
+        if (m->o.jobs)
+            hutch_jobs_runtime(m->o.jobs, rt, sizeof(rt));
+        hutch_buf_init(&desc, HUTCH_MCP_MAX_OUTPUT_TEXT);
+        hutch_buf_appends(&desc, execute_desc);
+        /* The host folders the policy lets `inputs`/`output_dir` name
+         * (discover.c), so the agent need not guess; without any, neither
+         * argument is offered. */
+        if (paths) {
+            hutch_buf_appends(&desc, "\n");
+            hutch_discover_paths(pol, &desc);
+        }
+        if (rt[0])
+            hutch_buf_appendf(&desc, "\n- Runs on %s.", rt);
+        cJSON_AddStringToObject(t, "description", hutch_buf_str(&desc));
+        hutch_buf_free(&desc);
+    }
+    in = cJSON_AddObjectToObject(t, "inputSchema");
+    cJSON_AddStringToObject(in, "type", "object");
+    props = cJSON_AddObjectToObject(in, "properties");
+    p = prop(props, "language", "string", NULL);
+    cJSON_AddItemToObject(p, "enum", cJSON_CreateStringArray(langs, 3));
+    prop(props, "code", "string", NULL);
+    p = prop(props, "files", "array", "put under /work first");
+    it = cJSON_AddObjectToObject(p, "items");
+    cJSON_AddStringToObject(it, "type", "object");
+    {
+        cJSON *fp = cJSON_AddObjectToObject(it, "properties"), *e;
+        prop(fp, "path", "string", NULL);
+        prop(fp, "content", "string", NULL);
+        e = prop(fp, "encoding", "string", NULL);
+        cJSON_AddItemToObject(e, "enum", cJSON_CreateStringArray(encodings, 2));
+        req = cJSON_AddArrayToObject(it, "required");
+        cJSON_AddItemToArray(req, cJSON_CreateString("path"));
+        cJSON_AddItemToArray(req, cJSON_CreateString("content"));
+    }
+    if (paths) {
+        p = prop(props, "inputs", "array", "host files or folders to copy in");
+        it = cJSON_AddObjectToObject(p, "items");
+        cJSON_AddStringToObject(it, "type", "string");
+        prop(props, "output_dir", "string", "host folder that receives /work/out");
+    }
+    p = prop(props, "workspace", "string",
+             "keeps /work/out/workspace between runs that name it");
+    cJSON_AddNumberToObject(p, "maxLength", HUTCH_WORKSPACE_NAME_MAX);
+    cJSON_AddStringToObject(p, "pattern", "^[A-Za-z0-9_][A-Za-z0-9_.-]*$");
+    p = prop(props, "timeout_ms", "integer", NULL);
+    cJSON_AddNumberToObject(p, "minimum", 1);
+    cJSON_AddNumberToObject(p, "maximum", (double)m->o.timeout_ms);
+    p = prop(props, "output_bytes", "integer", "stdout/stderr kept, head and tail");
+    cJSON_AddNumberToObject(p, "minimum", 1);
+    cJSON_AddNumberToObject(
+        p, "maximum",
+        (double)(m->o.output_max ? m->o.output_max : HUTCH_OUTPUT_MAX_BYTES));
+    prop(props, "trace", "boolean", "list every tool call");
+    req = cJSON_AddArrayToObject(in, "required");
+    cJSON_AddItemToArray(req, cJSON_CreateString("language"));
+    cJSON_AddItemToArray(req, cJSON_CreateString("code"));
+    cJSON_AddFalseToObject(in, "additionalProperties");
+    if (structured)
+        execute_output_schema(t);
     ann = cJSON_AddObjectToObject(t, "annotations");
     cJSON_AddStringToObject(ann, "title", "Run code in a sandbox");
     cJSON_AddFalseToObject(ann, "readOnlyHint");
@@ -284,6 +276,7 @@ cJSON *mcp_tool_defs(const struct hutch_mcp *m)
     cJSON_AddFalseToObject(ann, "idempotentHint");
     cJSON_AddTrueToObject(ann, "openWorldHint");
     cJSON_AddItemToArray(tools, t);
+    hutch_policy_unref(pol);
     return tools;
 }
 
@@ -325,8 +318,27 @@ static void add_section(struct hutch_buf *t, const char *name,
         hutch_buf_append(t, "\n", 1);
 }
 
+/* With `trace`, every call in one line each (the text's cap bounds it). */
+static void add_trace(struct hutch_buf *t, const cJSON *calls)
+{
+    const cJSON *c;
+    if (cJSON_GetArraySize(calls) == 0)
+        return;
+    hutch_buf_appends(t, "--- tool calls ---\n");
+    cJSON_ArrayForEach(c, calls)
+    {
+        const char *tool = cJSON_GetStringValue(cJSON_GetObjectItem(c, "tool"));
+        const char *how = cJSON_GetStringValue(cJSON_GetObjectItem(c, "outcome"));
+        const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(c, "error"));
+        const cJSON *ms = cJSON_GetObjectItem(c, "duration_ms");
+        hutch_buf_appendf(t, "%.300s: %s (%.0f ms)%s%.300s\n", tool ? tool : "?",
+                          how ? how : "?", cJSON_IsNumber(ms) ? ms->valuedouble : 0.0,
+                          msg ? ": " : "", msg ? msg : "");
+    }
+}
+
 cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
-                       const char *principal, int trace)
+                       const char *principal, int trace, int structured)
 {
     cJSON *r = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(r, "content");
     cJSON *sc = hutch_exec_result_json(res, trace), *t, *items = cJSON_CreateArray(),
@@ -346,11 +358,18 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
     hutch_buf_init_cut(&body, HUTCH_MCP_MAX_RESULT_TEXT, CUT_MARK);
     hutch_buf_init_cut(
         &all, HUTCH_MCP_MAX_RESULT_TEXT + HUTCH_MCP_FILES_TEXT_MAX + 4096, CUT_MARK);
-    hutch_buf_appendf(&body, "exit code: %d%s (%llu ms)\n", res->exit_code,
+    /* The executor is named so a reader (and a test) knows where it ran. */
+    hutch_buf_appendf(&body, "exit code: %d%s (%llu ms, %s executor)\n", res->exit_code,
                       res->timed_out ? " (timed out)" : "",
-                      (unsigned long long)res->duration_ms);
+                      (unsigned long long)res->duration_ms,
+                      res->executor[0] ? res->executor : "no");
     if (res->message[0])
         hutch_buf_appendf(&body, "hutch: %s\n", res->message);
+    for (const char *p = res->notes; *p;) {
+        size_t k = strcspn(p, "\n");
+        hutch_buf_appendf(&body, "hutch: %.*s\n", (int)k, p);
+        p += k + (p[k] == '\n');
+    }
     {
         /* The error first, at the user's line; its traceback is in
          * stderr, once (the runner printed it there). */
@@ -394,6 +413,8 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
     }
     add_section(&body, "stdout", &res->out, res->out_head, res->out_omitted);
     add_section(&body, "stderr", &res->err, res->err_head, res->err_omitted);
+    if (trace)
+        add_trace(&body, res->tool_calls);
     if (m->o.untrusted_envelope) {
         hutch_random_id(nonce);
         snprintf(tag, sizeof(tag), "untrusted-data-%s", nonce);
@@ -425,7 +446,10 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
     while ((f = cJSON_DetachItemFromArray(items, 0)))
         cJSON_AddItemToArray(content, f);
     cJSON_Delete(items);
-    cJSON_AddItemToObject(r, "structuredContent", sc);
+    if (structured)
+        cJSON_AddItemToObject(r, "structuredContent", sc);
+    else
+        cJSON_Delete(sc);
     if (res->exit_code != 0 || res->timed_out)
         cJSON_AddTrueToObject(r, "isError");
     return r;
@@ -491,7 +515,8 @@ static int may_see(void *arg, const char *tool)
                                            reason, sizeof(reason)) >= 0;
 }
 
-cJSON *mcp_search_tools(struct hutch_mcp *m, const char *principal, const cJSON *args)
+cJSON *mcp_search_tools(struct hutch_mcp *m, const char *principal, const cJSON *args,
+                        int structured)
 {
     struct hutch_buf t, down_text;
     struct hutch_catalog *cat;
@@ -540,7 +565,10 @@ cJSON *mcp_search_tools(struct hutch_mcp *m, const char *principal, const cJSON 
     }
     if (down)
         cJSON_AddItemToObject(sc, "servers", down);
-    cJSON_AddItemToObject(r, "structuredContent", sc);
+    if (structured)
+        cJSON_AddItemToObject(r, "structuredContent", sc);
+    else
+        cJSON_Delete(sc);
 out:
     hutch_bridge_catalog_put(m->bridge, ref);
     hutch_policy_unref(pol);

@@ -227,6 +227,9 @@ const h = await startStdio({
   hutch,
   servers,
   name: "bench-agent",
+  // What a model-facing client gets (README "What the model reads"): the
+  // content blocks, no structuredContent; the answer is read off the text.
+  structured: false,
   env: process.env.HUTCH_IMAGES_DIR ? { HUTCH_IMAGES_DIR: process.env.HUTCH_IMAGES_DIR } : {},
 });
 const hutchTools = await h.client.listTools();
@@ -234,6 +237,10 @@ async function hutchAgent(query, code) {
   const search = await h.client.callTool({ name: "search_tools", arguments: { query } });
   const args = { language: "python", code };
   const x = await execute(h.client, args, { timeout: 120000 });
+  // The exit code and the result, as the model reads them in the text.
+  const exit = /^exit code: (\d+)/m.exec(x.text);
+  const res = /\n--- result ---\n([\s\S]*?)\n(?:--- |<\/untrusted-data-)/.exec(x.text);
+  x.s = { exit_code: exit ? Number(exit[1]) : undefined, result: res ? JSON.parse(res[1]) : undefined };
   const req = bytes({ name: "execute_code", arguments: args });
   if (process.env.BENCH_AGENT_SHOW) console.log(JSON.stringify({ search, execute_code: x.r }, null, 1));
   return {

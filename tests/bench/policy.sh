@@ -34,7 +34,7 @@ def rpc(i, method, params):
     p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n").encode())
     p.stdin.flush()
     return json.loads(p.stdout.readline())
-rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
+rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"experimental": {"hutch/structured-content": {}}}, "clientInfo": {"name": "bench", "version": "1"}})
 code = "for i in range(%d):\n    tools.everything.echo(message='m%%d' %% i)\n" % calls
 r = rpc(2, "tools/call", {"name": "execute_code", "arguments": {"language": "python", "code": code, "timeout_ms": 600000}})
 assert r["result"]["structuredContent"]["exit_code"] == 0, r

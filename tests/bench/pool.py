@@ -212,7 +212,7 @@ class Serve:
         threading.Thread(target=self._stderr, daemon=True).start()
         threading.Thread(target=self._stdout, daemon=True).start()
         self._send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {"experimental": {"hutch/structured-content": {}}},
                                "clientInfo": {"name": "bench-pool", "version": "1"}}})
         r = self._recv(0)
         if "result" not in r:

@@ -260,7 +260,8 @@ export async function clientSuite(client) {
     t.ok(m && m[2].includes(INJECTION), "injection: the program's output is inside the envelope", `  got: ${excerpt(text, 400)}`);
     const outside = m ? text.replace(m[0], "") : text;
     t.ok(m && !outside.includes(INJECTION), "injection: the injected text appears nowhere outside the envelope", `  got: ${excerpt(text, 400)}`);
-    t.ok(m && /exit code: 0/.test(m[2]), "injection: the envelope says exit code 0", `  got: ${excerpt(text, 400)}`);
+    t.ok(m && new RegExp(`exit code: 0 \\(\\d+ ms, ${EXECUTOR} executor\\)`).test(m[2]),
+      `injection: the envelope says exit code 0, on the ${EXECUTOR} executor`, `  got: ${excerpt(text, 400)}`);
     t.ok(m && /treat it as data/.test(outside), "injection: the notice after the envelope says to treat it as data", `  got: ${excerpt(text, 400)}`);
     t.ok(!TYPED_RESULT.test(text), "injection: the model does not receive the typed result (structuredContent) as JSON",
       `  got: ${excerpt(text, 400)}`);

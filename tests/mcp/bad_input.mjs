@@ -89,7 +89,7 @@ class Raw {
 
 const init = (version = "2025-11-25") => ({
   protocolVersion: version,
-  capabilities: {},
+  capabilities: { experimental: { "hutch/structured-content": {} } },
   clientInfo: { name: "bad-input", version: "1.0.0" },
 });
 const errCode = (m) => (m && m.error ? m.error.code : m ? `no error: ${JSON.stringify(m).slice(0, 200)}` : "no answer");
@@ -241,7 +241,7 @@ for (const [asked, want] of [
   const V = "2026-07-28";
   const meta = (over = {}) => ({
     "io.modelcontextprotocol/protocolVersion": V,
-    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientCapabilities": { experimental: { "hutch/structured-content": {} } },
     ...over,
   });
   let n = 500;

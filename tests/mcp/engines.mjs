@@ -39,7 +39,7 @@ const SLEEP = (s) => py(`import time\nprint("started", flush=True)\ntime.sleep($
 if (!/engine-a=tcp:.* engine-b=tcp:/.test(process.env.HUTCH_DOCKER_ENDPOINTS || "") || process.env.DOCKER_HOST)
   throw new Error(`run by tests/docker/engines.sh: HUTCH_DOCKER_ENDPOINTS=${process.env.HUTCH_DOCKER_ENDPOINTS}`);
 const ENV = { HUTCH_EXECUTOR: "", HUTCH_DOCKER_ENDPOINTS: process.env.HUTCH_DOCKER_ENDPOINTS };
-const h = await startStdio({ sdk, hutch, args: ["--executor", "docker", "--pool", "0"], env: ENV });
+const h = await startStdio({ sdk, hutch, args: ["--executor", "docker", "--pool", "0", "--timeout", "900000"], env: ENV });
 
 await t.step("two executions at once run one on each engine (fewest in flight)", async () => {
   const runs = [execute(h.client, SLEEP(8), { executor: "docker" }), execute(h.client, SLEEP(8), { executor: "docker" })];

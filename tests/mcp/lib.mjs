@@ -331,15 +331,32 @@ export async function untilServersUp(client, budgetMs = 120000) {
   let last = null;
   const up = await waitFor(async () => {
     const r = await client.callTool({ name: "search_tools", arguments: { query: "", limit: 1 } });
-    last = r.structuredContent?.servers ?? [];
-    return !last.some((x) => x.state === "starting");
+    if (r.structuredContent) {
+      last = r.structuredContent.servers ?? [];
+      return !last.some((x) => x.state === "starting");
+    }
+    // A client without structuredContent reads the text's list.
+    last = (r.content?.[0]?.text ?? "").split("\n").filter((l) => /^  \S+: starting/.test(l));
+    return last.length === 0;
   }, budgetMs, 200);
   if (!up) throw new Error(`upstream servers still starting after ${budgetMs} ms: ${JSON.stringify(last)}`);
 }
 
+// The client capability that asks hutch for structuredContent and the
+// tools' outputSchema (README "What the model reads").  The tests read the
+// typed result, so their clients declare it unless told not to
+// (structured: false); a client for a model declares nothing and gets the
+// content blocks alone (tests/clients, the "no structuredContent" steps).
+export const STRUCTURED_CAP = "hutch/structured-content";
+export function withStructured(capabilities = {}, structured = true) {
+  if (!structured) return capabilities;
+  return { ...capabilities, experimental: { ...(capabilities.experimental || {}), [STRUCTURED_CAP]: {} } };
+}
+
 // capabilities: the client's (e.g. { elicitation: {} }); onClient(client):
 // called before it connects (to set request handlers).
-export async function startStdio({ sdk, hutch, servers, args = [], env = {}, name = "hutch-tests", waitServers = true, capabilities = {}, onClient }) {
+export async function startStdio({ sdk, hutch, servers, args = [], env = {}, name = "hutch-tests", waitServers = true, capabilities = {}, structured = true, onClient }) {
+  capabilities = withStructured(capabilities, structured);
   const { Client, StdioClientTransport } = sdk;
   const argv = ["serve", ...(servers ? ["--servers", servers] : []), ...args];
   const transport = new StdioClientTransport({ command: hutch, args: argv, env: hutchEnv(env), stderr: "pipe" });
@@ -458,7 +475,8 @@ export async function spawnHttp({ hutch, servers, token, args = [], env = {} }) 
   throw new Error(lastErr);
 }
 
-export async function connectHttp({ sdk, url, token, name = "hutch-tests", capabilities = {}, onClient }) {
+export async function connectHttp({ sdk, url, token, name = "hutch-tests", capabilities = {}, structured = true, onClient }) {
+  capabilities = withStructured(capabilities, structured);
   const { Client, StreamableHTTPClientTransport } = sdk;
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: token ? { headers: { Authorization: `Bearer ${token}` } } : undefined,
@@ -470,12 +488,12 @@ export async function connectHttp({ sdk, url, token, name = "hutch-tests", capab
   return { client, transport, seen };
 }
 
-export async function startHttp({ sdk, hutch, servers, token = "t0ken-" + process.pid, args = [], env = {}, waitServers = true }) {
+export async function startHttp({ sdk, hutch, servers, token = "t0ken-" + process.pid, args = [], env = {}, waitServers = true, structured = true }) {
   const srv = await spawnHttp({ hutch, servers, token, args, env });
   const t0 = Date.now();
   let c;
   try {
-    c = await connectHttp({ sdk, url: srv.url, token });
+    c = await connectHttp({ sdk, url: srv.url, token, structured });
     if (servers && waitServers) await untilServersUp(c.client);
   } catch (e) {
     await srv.stop();
@@ -514,8 +532,9 @@ export function callTool(client, params, options) {
 // Returns the JSON-RPC response with the request's id, from a JSON or an SSE
 // body.  capabilities: the client's (default { elicitation: {} }).
 let modernId = 1;
-export async function postModern(url, token, method, params = {}, { capabilities = { elicitation: {} }, timeoutMs = 300000 } = {}) {
+export async function postModern(url, token, method, params = {}, { capabilities = { elicitation: {} }, structured = true, timeoutMs = 300000 } = {}) {
   const id = modernId++;
+  capabilities = withStructured(capabilities, structured);
   const body = {
     jsonrpc: "2.0", id, method,
     params: {

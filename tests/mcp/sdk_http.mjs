@@ -16,7 +16,7 @@ const token = "test-token-" + Math.random().toString(36).slice(2);
 
 let h;
 try {
-  h = await startHttp({ sdk, hutch, servers: fx.servers, token });
+  h = await startHttp({ sdk, hutch, servers: fx.servers, token, args: ["--timeout", "120000"] });
 } catch (e) {
   t.ok(false, "hutch serve --http starts", e.message);
   t.done();

@@ -17,7 +17,7 @@ const fx = makeFixture();
 let h;
 try {
   // HUTCH_TOKEN has no use over stdio: it is here to show it never leaks.
-  h = await startStdio({ sdk, hutch, servers: fx.servers, env: { HUTCH_TOKEN: "stdio-token-" + process.pid } });
+  h = await startStdio({ sdk, hutch, servers: fx.servers, args: ["--timeout", "120000"], env: { HUTCH_TOKEN: "stdio-token-" + process.pid } });
 } catch (e) {
   t.ok(false, "hutch serve --servers starts over stdio", e.message);
   t.done();

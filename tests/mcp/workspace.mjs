@@ -56,7 +56,7 @@ function lockHeld(file) {
 
 let h;
 try {
-  h = await startStdio({ sdk, hutch, args: ["--workspaces", store] });
+  h = await startStdio({ sdk, hutch, args: ["--workspaces", store, "--timeout", "120000"] });
 } catch (e) {
   t.ok(false, "hutch serve --workspaces starts over stdio", e.message);
   t.done();

@@ -224,7 +224,7 @@ mcp() { # token body [session] -> response body on stdout
         -H 'Content-Type: application/json' -H 'Accept: application/json' \
         ${3:+-H "Mcp-Session-Id: $3"} -D "$T/h" -d "$2"
 }
-INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"experimental":{"hutch/structured-content":{}}},"clientInfo":{"name":"t","version":"1"}}}'
 mcp alice-token-0123456789 "$INIT" >/dev/null
 SA=$(awk -F': ' 'tolower($1)=="mcp-session-id" {print $2}' "$T/h" | tr -d '\r')
 mcp bob-token-0123456789ab "$INIT" >/dev/null
@@ -281,7 +281,7 @@ p = subprocess.Popen([hutch, "serve", "--policy", t + "/live.lua", "--audit", t 
                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 def send(m):
     p.stdin.write((json.dumps(m) + "\n").encode()); p.stdin.flush()
-send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {"experimental": {"hutch/structured-content": {}}}, "clientInfo": {"name": "t", "version": "1"}}})
 p.stdout.readline()
 results = {}
 def reader():
