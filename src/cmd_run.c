@@ -59,6 +59,8 @@ static void usage(FILE *f)
         "                         $HUTCH_WORKSPACES, else /var/lib/hutch/workspaces\n"
         "                         for root, else $XDG_STATE_HOME/hutch/workspaces)\n"
         "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR or local)\n"
+        "      --flavour NAME     base (default) or data: Python with numpy, pandas\n"
+        "                         and matplotlib\n"
         "      --plugins DIR      plugin directory (default: $HUTCH_PLUGIN_DIR or\n"
         "                         %s)\n"
         "  -t, --timeout MS       wall-clock limit (default %d, max %u)\n"
@@ -198,7 +200,8 @@ int hutch_cmd_run(int argc, char **argv)
         OPT_AUDIT,
         OPT_WORKSPACES,
         OPT_TRACE,
-        OPT_OUTPUT_BYTES
+        OPT_OUTPUT_BYTES,
+        OPT_FLAVOUR
     };
     static const struct option opts[] = {
         {"lang", required_argument, NULL, 'l'},
@@ -208,6 +211,7 @@ int hutch_cmd_run(int argc, char **argv)
         {"workspace", required_argument, NULL, 'w'},
         {"workspaces", required_argument, NULL, OPT_WORKSPACES},
         {"executor", required_argument, NULL, 'x'},
+        {"flavour", required_argument, NULL, OPT_FLAVOUR},
         {"plugins", required_argument, NULL, OPT_PLUGINS},
         {"servers", required_argument, NULL, 's'},
         {"policy", required_argument, NULL, 'p'},
@@ -229,7 +233,7 @@ int hutch_cmd_run(int argc, char **argv)
     struct hutch_jobs *jobs = NULL;
     struct hutch_job_input *inputs = NULL;
     const char *lang = NULL, *eval = NULL, *path = NULL, *servers = NULL,
-               *policy_file = NULL, *audit_file = NULL;
+               *policy_file = NULL, *audit_file = NULL, *flavour = NULL;
     struct hutch_gov *gov = NULL;
     struct hutch_upstreams *ups = NULL;
     struct hutch_bridge *bridge = NULL;
@@ -280,6 +284,9 @@ int hutch_cmd_run(int argc, char **argv)
         case 'x':
             jo.executor = optarg;
             jo.executor_from = "--executor";
+            break;
+        case OPT_FLAVOUR:
+            flavour = optarg;
             break;
         case OPT_PLUGINS:
             jo.plugin_dir = optarg;
@@ -352,6 +359,11 @@ int hutch_cmd_run(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    if (flavour && strcmp(flavour, "base") != 0 && strcmp(flavour, "data") != 0) {
+        fprintf(stderr, "hutch run: --flavour must be base or data\n");
+        rc = 2;
+        goto out;
+    }
     if (lang && !hutch_lang_canon(lang)) {
         fprintf(stderr,
                 "hutch run: --lang must be python, javascript or typescript (or py, "
@@ -397,7 +409,8 @@ int hutch_cmd_run(int argc, char **argv)
     /* Without --audit the decisions go nowhere: a one-shot run on the
      * shell is not a deployment. */
     if (hutch_gov_new(policy_file, audit_file ? audit_file : "/dev/null", &gov, &err) <
-        0) {
+            0 ||
+        hutch_gov_set_flavour(gov, flavour, &err) < 0) {
         fprintf(stderr, "hutch run: policy: %s\n", err.msg);
         goto out;
     }

@@ -93,6 +93,10 @@ static void usage(FILE *f)
         "      --audit FILE       audit log, JSON lines (default: stderr)\n"
         "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR, else the\n"
         "                         policy's, else local; the two must agree)\n"
+        "      --flavour NAME     base (default) or data: Python with numpy, pandas\n"
+        "                         and matplotlib, on every executor (the policy's\n"
+        "                         executor_options may name it too; the two must "
+        "agree)\n"
         "      --plugins DIR      plugin directory\n"
         "      --workspaces DIR   where workspaces are kept (default:\n"
         "                         $HUTCH_WORKSPACES, else /var/lib/hutch/workspaces\n"
@@ -218,7 +222,8 @@ static char *read_token(const char *file, struct hutch_err *err)
 static int check_config(const char *servers, const char *policy_file,
                         const char *audit_file, const char *http,
                         const char *token_file, const char *executor,
-                        const char *plugin_dir, const char *shapes_file)
+                        const char *flavour, const char *plugin_dir,
+                        const char *shapes_file)
 {
     static int shapes_said;
     struct hutch_jobs_opts jo = {
@@ -229,8 +234,9 @@ static int check_config(const char *servers, const char *policy_file,
     char *token = NULL;
     int rc = 1;
 
-    if (policy_file ? hutch_policy_load(policy_file, &p, &err) < 0
-                    : hutch_policy_default(&p, &err) < 0) {
+    if ((policy_file ? hutch_policy_load(policy_file, &p, &err) < 0
+                     : hutch_policy_default(&p, &err) < 0) ||
+        hutch_policy_apply_flavour(p, flavour, &err) < 0) {
         fprintf(stderr, "%s\n", err.msg);
         goto out;
     }
@@ -284,7 +290,8 @@ enum {
     OPT_DIRECT_TOOLS,
     OPT_WORKSPACES,
     OPT_RESOURCES_DIR,
-    OPT_OUTPUT_BYTES
+    OPT_OUTPUT_BYTES,
+    OPT_FLAVOUR
 };
 static const struct option opts[] = {
     {"servers", required_argument, NULL, 's'},
@@ -293,6 +300,7 @@ static const struct option opts[] = {
     {"http", required_argument, NULL, OPT_HTTP},
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"executor", required_argument, NULL, 'x'},
+    {"flavour", required_argument, NULL, OPT_FLAVOUR},
     {"plugins", required_argument, NULL, OPT_PLUGINS},
     {"timeout", required_argument, NULL, 't'},
     {"memory", required_argument, NULL, 'm'},
@@ -326,7 +334,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     cJSON *config = NULL;
     const char *servers = NULL, *http = NULL, *token_file = NULL, *executor = NULL,
                *plugin_dir = NULL, *policy_file = NULL, *audit_file = NULL,
-               *shapes_file = NULL;
+               *shapes_file = NULL, *flavour = NULL;
     pthread_t reloader;
     sigset_t hup;
     char addr[256] = "", *token = NULL;
@@ -360,6 +368,13 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             break;
         case 'x':
             executor = optarg;
+            break;
+        case OPT_FLAVOUR:
+            if (strcmp(optarg, "base") != 0 && strcmp(optarg, "data") != 0) {
+                fprintf(stderr, "hutch serve: --flavour must be base or data\n");
+                return 2;
+            }
+            flavour = optarg;
             break;
         case OPT_PLUGINS:
             plugin_dir = optarg;
@@ -441,7 +456,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     }
     if (check)
         return check_config(servers, policy_file, audit_file, http, token_file,
-                            executor, plugin_dir, shapes_file);
+                            executor, flavour, plugin_dir, shapes_file);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: a blocked read must see it */
@@ -455,7 +470,8 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             goto out;
         }
     }
-    if (hutch_gov_new(policy_file, audit_file, &gov, &err) < 0) {
+    if (hutch_gov_new(policy_file, audit_file, &gov, &err) < 0 ||
+        hutch_gov_set_flavour(gov, flavour, &err) < 0) {
         hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "policy: %s", err.msg);
         goto out;
     }

@@ -24,7 +24,8 @@
 struct hutch_gov {
     pthread_mutex_t mu;
     struct hutch_policy *cur;
-    char *file; /* NULL: built-in default */
+    char *file;    /* NULL: built-in default */
+    char *flavour; /* the operator's --flavour, or NULL */
     struct hutch_audit *audit;
     struct hutch_rate *rate;
     uint64_t seq;
@@ -69,8 +70,23 @@ void hutch_gov_free(struct hutch_gov *g)
     hutch_audit_close(g->audit);
     hutch_rate_free(g->rate);
     free(g->file);
+    free(g->flavour);
     pthread_mutex_destroy(&g->mu);
     free(g);
+}
+
+int hutch_gov_set_flavour(struct hutch_gov *g, const char *flavour,
+                          struct hutch_err *err)
+{
+    int r;
+    if (!flavour)
+        return 0;
+    r = hutch_policy_apply_flavour(g->cur, flavour, err);
+    if (r < 0)
+        return r;
+    free(g->flavour);
+    g->flavour = strdup(flavour);
+    return g->flavour ? 0 : hutch_err_set(err, -ENOMEM, "out of memory");
 }
 
 int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err)
@@ -85,6 +101,10 @@ int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err)
         return 0;
     }
     r = hutch_policy_load(g->file, &p, err);
+    if (r == 0 && (r = hutch_policy_apply_flavour(p, g->flavour, err)) < 0) {
+        hutch_policy_unref(p);
+        p = NULL;
+    }
     if (r < 0) {
         hutch_audit_log(g->audit, "policy_reload", NULL, NULL, NULL, "failed", err->msg,
                         -1, NULL);

@@ -20,6 +20,11 @@ struct hutch_audit;
 int hutch_gov_new(const char *policy_file, const char *audit_file,
                   struct hutch_gov **out, struct hutch_err *err);
 void hutch_gov_free(struct hutch_gov *g);
+/* The operator's --flavour (NULL: none), applied to the policy now and to
+ * every policy a reload brings (hutch_policy_apply_flavour).  Right after
+ * hutch_gov_new, before anything else uses g. */
+int hutch_gov_set_flavour(struct hutch_gov *g, const char *flavour,
+                          struct hutch_err *err);
 
 /* Load the policy file again; on failure the current policy stays and err
  * says why.  Executions in flight keep the policy they started with.  Also

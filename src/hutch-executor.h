@@ -277,6 +277,17 @@ struct hutch_executor {
      * once per language and keeps the answer.  0, or why it is not known. */
     int (*runtime)(void *state, const char *language, char *buf, size_t len,
                    struct hutch_err *err);
+    /* Optional (NULL allowed; check HUTCH_HAS_MEMBER), after open(): the
+     * packages beyond its standard library that `language` can import in
+     * this executor's sandboxes of flavour `flavour` ("base" or "data"),
+     * one line for people such as "numpy 1.24.2, pandas 1.5.3, matplotlib
+     * 3.6.3", or "" when there are none (the execute_code description names
+     * them, so a model does not write `import numpy` where it fails).
+     * Found without starting a sandbox; may be slow: the core asks once per
+     * language and flavour and keeps the answer.  0, or why it is not
+     * known (an unknown language or flavour is refused). */
+    int (*packages)(void *state, const char *language, const char *flavour, char *buf,
+                    size_t len, struct hutch_err *err);
 };
 
 typedef const struct hutch_executor *(*hutch_executor_entry_fn)(void);

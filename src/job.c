@@ -65,6 +65,9 @@ struct hutch_jobs {
     struct runtime_cache {
         int asked[2];
         char text[2][HUTCH_RUNTIME_MAX];
+        /* Python's packages per flavour (base, data): asked once. */
+        int pk_asked[2], pk_known[2];
+        char packages[2][HUTCH_PACKAGES_MAX];
     } * rt;
 };
 
@@ -442,8 +445,38 @@ void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len)
         if (n > 0 && (size_t)n < len - o)
             o += (size_t)n;
     }
-    pthread_mutex_unlock(&j->rt_mu);
-    snprintf(buf + o, len - o, o ? " (%s executor)" : "the %s executor", pl->name);
+    {
+        /* What Python can import beyond its standard library, under the
+         * flavour the policy (or --flavour) names for this executor. */
+        char fl[16];
+        int d;
+        struct hutch_policy *cur = hutch_gov_policy(j->o.gov);
+        d = strcmp(hutch_policy_flavour(cur, pl->name, fl, sizeof(fl)), "data") == 0;
+        hutch_policy_unref(cur);
+        if (!c->pk_asked[d]) {
+            struct hutch_err perr = HUTCH_ERR_INIT;
+            c->pk_asked[d] = 1;
+            if (HUTCH_HAS_MEMBER(pl->ex, struct hutch_executor, packages) &&
+                pl->ex->packages) {
+                if (pl->ex->packages(pl->state, "python", d ? "data" : "base",
+                                     c->packages[d], sizeof(c->packages[d]),
+                                     &perr) == 0)
+                    c->pk_known[d] = 1;
+                else
+                    hutch_warn("executor %s cannot say which Python packages it "
+                               "offers: %s",
+                               pl->name, perr.msg);
+                c->packages[d][sizeof(c->packages[d]) - 1] = '\0';
+            }
+        }
+        pthread_mutex_unlock(&j->rt_mu);
+        snprintf(buf + o, len - o, o ? " (%s executor)" : "the %s executor", pl->name);
+        o = strlen(buf);
+        if (c->pk_known[d] && c->packages[d][0])
+            snprintf(buf + o, len - o, ". Python packages: %s", c->packages[d]);
+        else if (c->pk_known[d])
+            snprintf(buf + o, len - o, ". Python: the standard library only");
+    }
 }
 
 /* The executor for one execution: the default under the policy it started

@@ -1783,6 +1783,72 @@ const char *hutch_policy_source(const struct hutch_policy *p)
     return p->source;
 }
 
+int hutch_policy_apply_flavour(struct hutch_policy *p, const char *flavour,
+                               struct hutch_err *err)
+{
+    static const char *const flavoured[] = {"local", "docker", "gvisor"};
+
+    if (!flavour)
+        return 0;
+    if (strcmp(flavour, "base") != 0 && strcmp(flavour, "data") != 0)
+        return hutch_err_set(
+            err, -EINVAL,
+            "--flavour %.64s: a flavour is \"base\" or \"data\" (Python "
+            "with numpy, pandas and matplotlib)",
+            flavour);
+    for (size_t e = 0; e < sizeof(flavoured) / sizeof(flavoured[0]); e++) {
+        size_t i;
+        cJSON *o, *have;
+        char *json;
+        for (i = 0; i < p->nxopts && strcmp(p->xopts[i].name, flavoured[e]); i++)
+            ;
+        if (i == p->nxopts) {
+            if (p->nxopts == HUTCH_POLICY_MAX_EXECUTORS)
+                return hutch_err_set(err, -E2BIG,
+                                     "--flavour: the policy's executor_options name "
+                                     "%d executors already",
+                                     HUTCH_POLICY_MAX_EXECUTORS);
+            snprintf(p->xopts[i].name, sizeof(p->xopts[i].name), "%s", flavoured[e]);
+            p->xopts[i].json = NULL;
+            p->nxopts++;
+        }
+        o = p->xopts[i].json ? cJSON_Parse(p->xopts[i].json) : cJSON_CreateObject();
+        if (!o)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
+        have = cJSON_GetObjectItemCaseSensitive(o, "flavour");
+        if (cJSON_IsString(have) && strcmp(have->valuestring, flavour) != 0) {
+            int r = hutch_err_set(err, -EINVAL,
+                                  "--flavour %s and the policy's "
+                                  "executor_options.%s.flavour \"%.64s\" differ: name "
+                                  "one flavour",
+                                  flavour, flavoured[e], have->valuestring);
+            cJSON_Delete(o);
+            return r;
+        }
+        if (!have)
+            cJSON_AddStringToObject(o, "flavour", flavour);
+        json = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!json)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
+        free(p->xopts[i].json);
+        p->xopts[i].json = json;
+    }
+    return 0;
+}
+
+const char *hutch_policy_flavour(const struct hutch_policy *p, const char *executor,
+                                 char *buf, size_t len)
+{
+    const char *json = hutch_policy_executor_options(p, executor);
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    const char *v =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "flavour"));
+    snprintf(buf, len, "%s", v && *v ? v : "base");
+    cJSON_Delete(o);
+    return buf;
+}
+
 const char *hutch_policy_executor_options(const struct hutch_policy *p,
                                           const char *executor)
 {

@@ -73,6 +73,15 @@ int hutch_policy_pool_size(const struct hutch_policy *p, const char *executor,
                            const char *language);
 /* executor_options for `executor`: a JSON object of strings owned by the
  * policy (valid while a reference is held), or NULL. */
+/* The operator's flavour (--flavour base|data) over a policy just loaded,
+ * before anyone else holds it: executor_options.{local,docker,gvisor}
+ * .flavour set to `flavour`.  A policy that names another flavour for one
+ * of them is an error (the two must agree, as the executor's names do). */
+int hutch_policy_apply_flavour(struct hutch_policy *p, const char *flavour,
+                               struct hutch_err *err);
+/* The flavour executor_options names for `executor` ("base" when none). */
+const char *hutch_policy_flavour(const struct hutch_policy *p, const char *executor,
+                                 char *buf, size_t len);
 const char *hutch_policy_executor_options(const struct hutch_policy *p,
                                           const char *executor);
 const struct hutch_policy_limits *hutch_policy_limits(const struct hutch_policy *p);

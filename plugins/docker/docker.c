@@ -1237,42 +1237,40 @@ static void docker_destroy(void *state, struct hutch_sandbox *pub)
 
 /* --- doctor ------------------------------------------------------------ */
 
-/* The org.hutch.runtime label of the image `language` runs in
- * (images/build.sh sets it), asked of the daemon. */
-static int docker_runtime(void *state, const char *language, char *buf, size_t len,
-                          struct hutch_err *err)
+/* The label `key` of `image` (images/build.sh sets org.hutch.runtime and
+ * org.hutch.packages), asked of any engine that is up: the environment's
+ * engines carry the same images.  A label that is missing or empty is ""
+ * with 0 when `may_be_empty`, else -ENOENT. */
+static int image_label(struct dk_state *st, const char *image, const char *key,
+                       int may_be_empty, char *buf, size_t len, struct hutch_err *err)
 {
-    struct dk_state *st = state;
     struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
-    char image[256], path[320];
+    struct dk_engine *e;
+    char path[320];
     long status = 0;
     cJSON *j = NULL;
     int r;
 
-    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
-        return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
-    image_for(st->host->version, language, 0, image, sizeof(image));
     snprintf(path, sizeof(path), "/images/%s/json", image);
-    {
-        /* The environment's engines carry the same images: any that is up. */
-        struct dk_engine *e;
-        r = dk_engines_pick(&st->engines, NULL, NULL, &e, err);
-        if (r < 0)
-            return r;
-        r = dk_json(&e->api, "GET", path, NULL, &status, &b, err);
-        dk_engine_release(e);
-    }
+    r = dk_engines_pick(&st->engines, NULL, NULL, &e, err);
+    if (r < 0)
+        return r;
+    r = dk_json(&e->api, "GET", path, NULL, &status, &b, err);
+    dk_engine_release(e);
     if (r == 0) {
         j = cJSON_ParseWithLength(b.data, b.len);
         if (box_runtime_line(
                 cJSON_GetStringValue(cJSON_GetObjectItem(
                     cJSON_GetObjectItem(cJSON_GetObjectItem(j, "Config"), "Labels"),
-                    "org.hutch.runtime")),
-                buf, len) < 0)
-            r = hutch_err_set(
-                err, -ENOENT,
-                "image %s: runtime version not recorded: run 'make images' again",
-                image);
+                    key)),
+                buf, len) < 0) {
+            if (len)
+                buf[0] = '\0';
+            if (!may_be_empty)
+                r = hutch_err_set(err, -ENOENT,
+                                  "image %s: %s not recorded: run 'make images' again",
+                                  image, key);
+        }
     } else if (status == 404) {
         r = hutch_err_set(err, -ENOENT, "image %s is missing: run 'make images'",
                           image);
@@ -1280,6 +1278,37 @@ static int docker_runtime(void *state, const char *language, char *buf, size_t l
     cJSON_Delete(j);
     hutch_buf_free(&b);
     return r;
+}
+
+/* The org.hutch.runtime label of the image `language` runs in. */
+static int docker_runtime(void *state, const char *language, char *buf, size_t len,
+                          struct hutch_err *err)
+{
+    struct dk_state *st = state;
+    char image[256];
+
+    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
+        return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
+    image_for(st->host->version, language, 0, image, sizeof(image));
+    return image_label(st, image, "org.hutch.runtime", 0, buf, len, err);
+}
+
+/* The org.hutch.packages label of the image `language` runs in under
+ * `flavour` (only the data flavour's Python image records any). */
+static int docker_packages(void *state, const char *language, const char *flavour,
+                           char *buf, size_t len, struct hutch_err *err)
+{
+    struct dk_state *st = state;
+    char image[256];
+    int data;
+
+    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
+        return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
+    data = box_flavour(flavour, "docker", err);
+    if (data < 0)
+        return data;
+    image_for(st->host->version, language, data, image, sizeof(image));
+    return image_label(st, image, "org.hutch.packages", 1, buf, len, err);
 }
 
 /* A doctor line's subject: `what`, or "what (NAME)" when several engines. */
@@ -1441,6 +1470,7 @@ static const struct hutch_executor docker_executor = {
     .close = docker_close,
     .doctor = docker_doctor,
     .runtime = docker_runtime,
+    .packages = docker_packages,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

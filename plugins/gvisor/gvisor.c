@@ -1069,6 +1069,32 @@ static int gv_runtime(void *state, const char *language, char *buf, size_t len,
     return 0;
 }
 
+/* What images/build.sh recorded of the rootfs's packages: only the data
+ * flavour's Python rootfs has a list; every other one has none. */
+static int gv_packages(void *state, const char *language, const char *flavour,
+                       char *buf, size_t len, struct hutch_err *err)
+{
+    struct gv_state *st = state;
+    char dir[PATH_MAX + 64], file[PATH_MAX + 96], raw[HUTCH_PACKAGES_MAX];
+    struct stat s;
+    int data;
+
+    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
+        return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
+    data = box_flavour(flavour, "gvisor", err);
+    if (data < 0)
+        return data;
+    snprintf(dir, sizeof(dir), "%s/%s", st->images, rootfs_name(language, data));
+    if (stat(dir, &s) < 0 || !S_ISDIR(s.st_mode))
+        return hutch_err_set(err, -ENOENT, "%s is missing: run 'make images'", dir);
+    snprintf(file, sizeof(file), "%s/etc/hutch-packages", dir);
+    if (box_read_file(file, raw, sizeof(raw)) < 0 ||
+        box_runtime_line(raw, buf, len) < 0)
+        if (len)
+            buf[0] = '\0';
+    return 0;
+}
+
 static void gv_doctor(const struct hutch_host *host, void *ctx,
                       void (*report)(void *ctx, const char *status, const char *what,
                                      const char *detail))
@@ -1184,6 +1210,7 @@ static const struct hutch_executor gvisor_executor = {
     .close = gv_close,
     .doctor = gv_doctor,
     .runtime = gv_runtime,
+    .packages = gv_packages,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

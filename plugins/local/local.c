@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "box.h"
 #include "caps.h"
 #include "filter.h"
 #include "hutch-executor.h"
@@ -53,6 +55,7 @@ struct local_state {
     int late_attach;   /* /proc/PID/task/TID/children is there */
     void *bpf;         /* the runner's seccomp filter, compiled once */
     size_t bpf_len;
+    atomic_int data_ok; /* local_has_data's answer: 0 not asked, 1 yes, 2 no */
 };
 
 struct local_sandbox {
@@ -513,14 +516,11 @@ static int find_interp(const char *language, char *out, size_t len,
 
 /* --- runtime ---------------------------------------------------------------- */
 
-/* The first line `interp --version` prints (empty environment, at most
- * LOCAL_VERSION_MS): what the sandboxes of this executor run. */
+/* The first line argv prints (empty environment, at most LOCAL_VERSION_MS),
+ * control characters made spaces; "" when it prints nothing. */
 #define LOCAL_VERSION_MS 5000
-static int local_runtime(void *state, const char *language, char *buf, size_t len,
-                         struct hutch_err *err)
+static int first_line(char *const argv[], char *out, size_t len, struct hutch_err *err)
 {
-    char interp[PATH_MAX], out[256];
-    char *argv[] = {interp, "--version", NULL};
     char *envp[] = {"PATH=/usr/bin:/bin", NULL};
     posix_spawn_file_actions_t fa;
     struct pollfd pfd;
@@ -528,26 +528,22 @@ static int local_runtime(void *state, const char *language, char *buf, size_t le
     int pipefd[2], status = 0, r;
     pid_t pid;
 
-    (void)state;
-    r = find_interp(language, interp, sizeof(interp), err);
-    if (r < 0)
-        return r;
     if (pipe2(pipefd, O_CLOEXEC) < 0)
         return hutch_err_set(err, -errno, "pipe: %s", strerror(errno));
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDERR_FILENO);
-    r = posix_spawn(&pid, interp, &fa, NULL, argv, envp);
+    r = posix_spawn(&pid, argv[0], &fa, NULL, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     close(pipefd[1]);
     if (r != 0) {
         close(pipefd[0]);
-        return hutch_err_set(err, -r, "running %s --version: %s", interp, strerror(r));
+        return hutch_err_set(err, -r, "running %s: %s", argv[0], strerror(r));
     }
     pfd.fd = pipefd[0];
     pfd.events = POLLIN;
-    while (got < sizeof(out) - 1 && poll(&pfd, 1, LOCAL_VERSION_MS) > 0) {
-        ssize_t n = read(pipefd[0], out + got, sizeof(out) - 1 - got);
+    while (got < len - 1 && poll(&pfd, 1, LOCAL_VERSION_MS) > 0) {
+        ssize_t n = read(pipefd[0], out + got, len - 1 - got);
         if (n <= 0)
             break;
         got += (size_t)n;
@@ -561,12 +557,92 @@ static int local_runtime(void *state, const char *language, char *buf, size_t le
     for (char *c = out; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
             *c = ' ';
+    return 0;
+}
+
+/* The first line `interp --version` prints: what the sandboxes of this
+ * executor run. */
+static int local_runtime(void *state, const char *language, char *buf, size_t len,
+                         struct hutch_err *err)
+{
+    char interp[PATH_MAX], out[256];
+    char *argv[] = {interp, "--version", NULL};
+    int r;
+
+    (void)state;
+    r = find_interp(language, interp, sizeof(interp), err);
+    if (r < 0)
+        return r;
+    r = first_line(argv, out, sizeof(out), err);
+    if (r < 0)
+        return r;
     if (!out[0])
         return hutch_err_set(err, -EIO, "%s --version said nothing", interp);
     /* node says "v20.1.0": name it, as the images' record does. */
     snprintf(buf, len, "%s%s", strcmp(language, "javascript") == 0 ? "Node.js " : "",
              out);
     return 0;
+}
+
+/* The data flavour's packages the host's Python has, asked of their
+ * metadata without importing them.  The sandboxes run the host's
+ * interpreter with the host's packages, whatever the flavour: the same
+ * list for both.  Node.js: none (a program may import Node's built-ins). */
+static const char local_pkg_script[] = "import importlib.metadata as m\n"
+                                       "o = []\n"
+                                       "for p in ('numpy', 'pandas', 'matplotlib'):\n"
+                                       "    try:\n"
+                                       "        o.append(p + ' ' + m.version(p))\n"
+                                       "    except Exception:\n"
+                                       "        pass\n"
+                                       "print(', '.join(o))\n";
+
+static int local_packages(void *state, const char *language, const char *flavour,
+                          char *buf, size_t len, struct hutch_err *err)
+{
+    char interp[PATH_MAX], out[HUTCH_PACKAGES_MAX];
+    char *argv[] = {interp, "-I", "-c", (char *)local_pkg_script, NULL};
+    int r;
+
+    (void)state;
+    if (box_flavour(flavour, "local", err) < 0)
+        return -EINVAL;
+    r = find_interp(language, interp, sizeof(interp), err);
+    if (r < 0)
+        return r;
+    if (strcmp(language, "python") != 0) {
+        if (len)
+            buf[0] = '\0';
+        return 0;
+    }
+    r = first_line(argv, out, sizeof(out), err);
+    if (r < 0)
+        return r;
+    snprintf(buf, len, "%s", out);
+    return 0;
+}
+
+/* Whether the host's Python has every package of the data flavour: asked
+ * once (the first data-flavour sandbox), kept.  1 yes, 0 no (`why` says
+ * what to install), negative when it cannot be told. */
+static int local_has_data(struct local_state *st, char *why, size_t why_len)
+{
+    int v = atomic_load(&st->data_ok);
+    if (v == 0) {
+        char pk[HUTCH_PACKAGES_MAX] = "";
+        struct hutch_err err = HUTCH_ERR_INIT;
+        v = local_packages(st, "python", "data", pk, sizeof(pk), &err) < 0 ? -1
+            : strstr(pk, "numpy ") && strstr(pk, "pandas ") && strstr(pk, "matplotlib ")
+                ? 1
+                : 2;
+        atomic_store(&st->data_ok, v);
+    }
+    if (v != 1)
+        snprintf(why, why_len,
+                 "the data flavour on the local executor runs the host's Python, "
+                 "which lacks numpy, pandas or matplotlib: apt-get install -y "
+                 "python3-numpy python3-pandas python3-matplotlib");
+    return v == 1;
 }
 
 /* --- plugin operations ------------------------------------------------------ */
@@ -772,11 +848,20 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     char *payload = NULL, map[128];
     int r;
 
-    if (HUTCH_HAS_MEMBER(cls, struct hutch_sandbox_class, options) && cls->options &&
-        strcmp(cls->options, "{}") != 0)
-        return hutch_err_set(err, -EINVAL,
-                             "the policy's executor_options.local: the local executor "
-                             "has no options");
+    {
+        /* One option: the flavour.  The sandboxes run the host's Python
+         * either way; "data" asks that it have the data flavour's
+         * packages, and fails saying what to install when it has not. */
+        static const char *const known[] = {"flavour", NULL};
+        char fl[32], why[256];
+        r = box_option(cls, "local", known, "flavour", fl, sizeof(fl), err);
+        if (r == 0)
+            r = box_flavour(fl, "local", err);
+        if (r < 0)
+            return r;
+        if (r == 1 && !local_has_data(st, why, sizeof(why)))
+            return hutch_err_set(err, -ENOENT, "%s", why);
+    }
     memset(&p, 0, sizeof(p));
     sb = calloc(1, sizeof(*sb));
     if (!sb)
@@ -1139,6 +1224,7 @@ static const struct hutch_executor local_executor = {
     .destroy = local_destroy,
     .close = local_close,
     .runtime = local_runtime,
+    .packages = local_packages,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

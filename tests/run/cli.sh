@@ -111,6 +111,22 @@ like "doctor finds node" "$OUT" "javascript"
 like "doctor says the host's numpy, the local executor's" "$OUT" \
     "python packages        local (the host's $(readlink -f /usr/bin/python3)): numpy $(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)' 2>/dev/null)"
 
+# --flavour: base or data; the data flavour on local is the host's Python
+# with its packages (numpy is installed here, as doctor just said).
+run_hutch run -l python --flavour bogus -e 1
+is "run --flavour bogus: a usage error" "$RC" 2
+like "... naming the flavours" "$ERR" "--flavour must be base or data"
+run_hutch run -l python --flavour data -e 'import numpy, pandas, matplotlib; print("ok")'
+is "run --flavour data on local: numpy, pandas and matplotlib import" "$RC:$OUT" "0:ok"
+FLDIR=$(mktemp -d)
+printf 'return { executor_options = { ["local"] = { flavour = "base" } } }\n' >"$FLDIR/p.lua"
+run_hutch run -l python --policy "$FLDIR/p.lua" --flavour data -e 1
+like "--flavour and the policy's flavour must agree" "$ERR" \
+    "--flavour data and the policy's executor_options.local.flavour \"base\" differ"
+run_hutch serve --check-config --flavour data --policy "$FLDIR/p.lua"
+is "serve --check-config refuses the disagreement too" "$RC" 1
+rm -rf "$FLDIR"
+
 HUTCH_RUNNER_DIR=/nonexistent run_hutch doctor
 is "doctor fails without runners" "$RC" 1
 like "doctor says how to fix missing runners" "$ERR$OUT" "HUTCH_RUNNER_DIR"

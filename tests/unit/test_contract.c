@@ -248,16 +248,24 @@ static int run_job(struct conv *c, const char *lang, const char *code)
     return 0;
 }
 
-static int start_one(struct conv *c, const char *lang, const char *label, int pooled,
-                     int (*cancelled)(void *), void *arg, struct hutch_err *err)
+static int start_opts(struct conv *c, const char *lang, const char *options,
+                      const char *label, int pooled, int (*cancelled)(void *),
+                      void *arg, struct hutch_err *err)
 {
-    struct hutch_sandbox_class cls = {.struct_size = sizeof(cls), .language = lang};
+    struct hutch_sandbox_class cls = {
+        .struct_size = sizeof(cls), .language = lang, .options = options};
     struct hutch_start how = {.struct_size = sizeof(how),
                               .pooled = (uint32_t)pooled,
                               .label = label,
                               .cancelled = cancelled,
                               .cancel_arg = arg};
     return c->ex->start(c->state, &cls, &how, &c->sb, err);
+}
+
+static int start_one(struct conv *c, const char *lang, const char *label, int pooled,
+                     int (*cancelled)(void *), void *arg, struct hutch_err *err)
+{
+    return start_opts(c, lang, NULL, label, pooled, cancelled, arg, err);
 }
 
 static int assign_one(struct conv *c, const char *label, struct hutch_err *err)
@@ -763,6 +771,70 @@ static void runtime_op(struct hutch_plugin *p, const char *lang, const char *lab
        err.msg);
 }
 
+/* packages(): what it lists for a flavour, a sandbox of that flavour
+ * imports at those versions; an unknown flavour or language is refused.
+ * With nothing listed, numpy does not import there. */
+static void packages_op(struct hutch_plugin *p, const char *flavour, const char *label)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    char pk[HUTCH_PACKAGES_MAX] = "", code[2048], want[HUTCH_PACKAGES_MAX + 8],
+         opts[64];
+    size_t o = 0;
+    struct conv c;
+    int r;
+
+    if (!HUTCH_HAS_MEMBER(p->ex, struct hutch_executor, packages) || !p->ex->packages) {
+        ok(0, "%s: has packages()", who);
+        return;
+    }
+    r = p->ex->packages(p->state, "python", flavour, pk, sizeof(pk), &err);
+    ok(r == 0, "%s: packages(python, %s) says \"%s\" (%s)", who, flavour, pk,
+       r ? err.msg : "ok");
+    if (r < 0)
+        return;
+    /* "numpy 1.24.2, pandas 1.5.3" -> import each, print its version. */
+    o += (size_t)snprintf(code, sizeof(code), "out = []\n");
+    if (!pk[0])
+        o += (size_t)snprintf(code + o, sizeof(code) - o,
+                              "try:\n    import numpy\n    out.append('numpy')\n"
+                              "except ImportError:\n    pass\n");
+    for (char *s = pk, *save = NULL, *it; (it = strtok_r(s, ",", &save)); s = NULL) {
+        char name[64];
+        while (*it == ' ')
+            it++;
+        if (sscanf(it, "%63[A-Za-z0-9_]", name) != 1)
+            continue;
+        o += (size_t)snprintf(code + o, sizeof(code) - o,
+                              "import %s\nout.append('%s ' + %s.__version__)\n", name,
+                              name, name);
+    }
+    snprintf(code + o, sizeof(code) - o, "print('<' + ', '.join(out) + '>')\n");
+    r = p->ex->packages(p->state, "python", flavour, pk, sizeof(pk), &err);
+    snprintf(want, sizeof(want), "<%s>", pk);
+    snprintf(opts, sizeof(opts), "{\"flavour\":\"%s\"}", flavour);
+    conv_init(&c, p);
+    r = start_opts(&c, "python", opts, label, 0, NULL, NULL, &err);
+    if (r == 0)
+        r = wait_ready(&c);
+    if (r == 0)
+        r = assign_one(&c, label, &err);
+    if (r == 0)
+        r = run_job(&c, "python", code);
+    ok(r == 0 && contains(&c.out, want),
+       "%s: a %s sandbox imports what packages() says (%s; stdout %.200s)", who,
+       flavour, r ? (err.msg[0] ? err.msg : c.why) : "ran",
+       c.out.data ? c.out.data : "");
+    conv_free(&c);
+    err = (struct hutch_err)HUTCH_ERR_INIT;
+    r = p->ex->packages(p->state, "python", "bogus", pk, sizeof(pk), &err);
+    ok(r < 0 && err.msg[0], "%s: packages() refuses an unknown flavour (%s)", who,
+       err.msg);
+    err = (struct hutch_err)HUTCH_ERR_INIT;
+    r = p->ex->packages(p->state, "cobol", flavour, pk, sizeof(pk), &err);
+    ok(r < 0 && err.msg[0], "%s: packages() refuses an unknown language (%s)", who,
+       err.msg);
+}
+
 /* --- main -------------------------------------------------------------------- */
 
 static int wanted(const char *name)
@@ -862,6 +934,9 @@ int main(void)
         snprintf(label, sizeof(label), "contract-%d-%s-rt", (int)getpid(), who);
         runtime_op(p, "python", label);
         runtime_op(p, "javascript", label);
+        snprintf(label, sizeof(label), "contract-%d-%s-pk", (int)getpid(), who);
+        packages_op(p, "base", label);
+        packages_op(p, "data", label);
         snprintf(label, sizeof(label), "contract-%d-%s-pool", (int)getpid(), who);
         pooled(p, label);
         for (int after = 1; after <= 3; after++) {
