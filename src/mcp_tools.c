@@ -56,8 +56,8 @@ static const char execute_desc[] =
     "- The result is the last expression (Python) or a top-level `return` (JavaScript, "
     "top-level await works). typescript: types are stripped; JS/TS may import Node "
     "built-ins (`import fs from \"node:fs\"`).\n"
-    "- `files` are put under /work; files written to /work/out come back (PNG, JPEG, "
-    "GIF, WebP as images, small text inline, the rest as links).";
+    "- `files` are put under /work; files written to /work/out come back (charts as "
+    "PNG images, text inline, the rest as links).";
 
 static cJSON *prop(cJSON *props, const char *name, const char *type, const char *desc)
 {
