@@ -547,12 +547,12 @@ static int legacy_handshake(struct server *s, uint64_t deadline, cJSON **tools,
  * first, carrying the 2026 _meta (and headers over HTTP).  A result that
  * lists 2026-07-28 in supportedVersions is the 2026 era.  Any JSON-RPC
  * error, a result without it, an HTTP 4xx other than 401/403, and on stdio
- * silence past HUTCH_UPSTREAM_PROBE_MS: the 2025 era (initialize).  A stdio
- * server that exits on the probe is marked legacy_only and restarted.
- * ERA_MODERN or ERA_LEGACY (and *disc: the discover result, or NULL), or a
- * negative error the start fails with. */
+ * silence past HUTCH_UPSTREAM_PROBE_MS: the 2025 era (initialize; *silent
+ * says it was silence).  A stdio server that exits on the probe is marked
+ * legacy_only and restarted.  ERA_MODERN or ERA_LEGACY (and *disc: the
+ * discover result, or NULL), or a negative error the start fails with. */
 static int probe_era(struct server *s, uint64_t deadline, cJSON **disc, bool *retried,
-                     struct hutch_err *err)
+                     bool *silent, struct hutch_err *err)
 {
     unsigned budget = ms_left(deadline);
     uint64_t until = deadline;
@@ -570,8 +570,10 @@ static int probe_era(struct server *s, uint64_t deadline, cJSON **disc, bool *re
             until = hutch_now_ms() + HUTCH_UPSTREAM_PROBE_MS;
         r = up_stdio_request(s, "server/discover", NULL, until, ms_left(until),
                              "server/discover", &reply, &e);
-        if (r == -ETIMEDOUT)
+        if (r == -ETIMEDOUT) {
+            *silent = true;
             return ERA_LEGACY;
+        }
         if (r == -ECONNRESET && !stopping(s->u)) {
             s->legacy_only = true;
             return hutch_err_set(err, r,
@@ -604,7 +606,7 @@ static int probe_era(struct server *s, uint64_t deadline, cJSON **disc, bool *re
                 if (cJSON_IsString(it2) && !strcmp(it2->valuestring, MODERN_VERSION)) {
                     cJSON_Delete(reply);
                     *retried = true;
-                    return probe_era(s, deadline, disc, retried, err);
+                    return probe_era(s, deadline, disc, retried, silent, err);
                 }
             }
         }
@@ -661,18 +663,38 @@ static int handshake(struct server *s, uint64_t deadline, cJSON **tools,
                      struct hutch_err *err)
 {
     cJSON *disc = NULL;
-    bool retried = false;
-    int era = probe_era(s, deadline, &disc, &retried, err);
+    bool retried = false, silent = false;
+    int era = probe_era(s, deadline, &disc, &retried, &silent, err), r;
 
     if (era < 0)
         return era;
     __atomic_store_n(&s->era, era, __ATOMIC_RELEASE);
     if (era == ERA_MODERN) {
-        int r = modern_start(s, deadline, disc, tools, err);
+        r = modern_start(s, deadline, disc, tools, err);
         cJSON_Delete(disc);
         return r;
     }
-    return legacy_handshake(s, deadline, tools, err);
+    r = legacy_handshake(s, deadline, tools, err);
+    if (r == -EREMOTEIO && silent && !stopping(s->u)) {
+        /* Silent on server/discover, then refusing initialize: a server
+         * that was only slow to start (a 2026-only one on a busy machine)
+         * answers now.  Ask once more; still not the 2026 era, the
+         * refusal stands. */
+        struct hutch_err e2 = {0};
+        retried = silent = false;
+        hutch_log(HUTCH_LOG_INFO, s->who,
+                  "silent on server/discover, then refused initialize: asking "
+                  "server/discover again");
+        if (probe_era(s, deadline, &disc, &retried, &silent, &e2) == ERA_MODERN) {
+            __atomic_store_n(&s->era, ERA_MODERN, __ATOMIC_RELEASE);
+            *err = (struct hutch_err){0};
+            r = modern_start(s, deadline, disc, tools, err);
+        } else {
+            __atomic_store_n(&s->era, ERA_LEGACY, __ATOMIC_RELEASE);
+        }
+        cJSON_Delete(disc);
+    }
+    return r;
 }
 
 /* The 2025 era: initialize, notifications/initialized, tools/list. */

@@ -43,6 +43,10 @@ fs.writeFileSync(servers, JSON.stringify({
     everything: { command: NODE, args: [path.join(SERVERS_DIR, "..", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"] },
     everythinghttp: { type: "http", url: `http://127.0.0.1:${legacyPort}/mcp` },
     silent: { command: NODE, args: [path.join(SERVERS_DIR, "slowstart.mjs")], env: { SLOWSTART_MS: "0", SLOWSTART_IGNORE_UNKNOWN: "1" } },
+    // Reads nothing for 12 s, past the silence that makes a stdio server
+    // 2025-era (HUTCH_UPSTREAM_PROBE_MS, 10 s): it then refuses initialize,
+    // and is asked server/discover again.
+    slowmodern: { command: NODE, args: [path.join(SERVERS_DIR, "modern.mjs")], env: { MODERN_SLOW_START_MS: "12000" } },
   },
 }));
 
@@ -59,6 +63,7 @@ for name in ("modern", "modernhttp"):
 out["everything"] = tools.everything.echo(message="hello")
 out["everythinghttp"] = tools.everythinghttp.echo(message="hello")
 out["silent"] = tools.silent.slow()
+out["slowmodern"] = tools.slowmodern.add(a=1, b=2)
 out
 `;
 const r = spawnSync(hutch, ["run", "-v", "--servers", servers, "--json", "--lang", "python", "-e", program], {
@@ -72,7 +77,7 @@ try {
 } catch {}
 const out = res.result ?? {};
 const why = `status ${r.status}; stdout: ${r.stdout.slice(0, 1500)}\nstderr: ${r.stderr.slice(-2500)}`;
-t.ok(r.status === 0 && res.exit_code === 0, "one program calls tools of all five servers", why);
+t.ok(r.status === 0 && res.exit_code === 0, "one program calls tools of all six servers", why);
 
 for (const name of ["modern", "modernhttp"]) {
   const w = out[name]?.whoami ?? {};
@@ -93,8 +98,9 @@ for (const name of ["modern", "modernhttp"]) {
 t.is(out.everything, "Echo: hello", "everything (2025, stdio): still initialized and called");
 t.is(out.everythinghttp, "Echo: hello", "everything (2025, HTTP): still initialized and called");
 t.is(out.silent, "finally", "a 2025 server that ignores server/discover is outwaited, then initialized");
+t.is(out.slowmodern, "3", "a 2026-only server too slow for the first server/discover is asked again once it refuses initialize");
 for (const [name, proto] of [["modern", "2026-07-28 \\(stateless\\)"], ["modernhttp", "2026-07-28 \\(stateless\\)"],
-  ["everything", "2025-"], ["everythinghttp", "2025-"], ["silent", "2025-"]]) {
+  ["everything", "2025-"], ["everythinghttp", "2025-"], ["silent", "2025-"], ["slowmodern", "2026-07-28 \\(stateless\\)"]]) {
   t.ok(new RegExp(`upstream ${name}\\b.*ready: .*protocol ${proto}`).test(r.stderr),
     `the log says ${name} speaks ${proto.replace(/\\\\/g, "")}`, r.stderr.split("\n").filter((l) => l.includes(`upstream ${name}`)).join("\n"));
 }

@@ -7,6 +7,7 @@
 //           client info (from _meta), and over HTTP the Mcp-Method and
 //           Mcp-Name headers;
 //   add     a + b;
+// MODERN_SLOW_START_MS=N (stdio): reads nothing for N ms first.
 //   ask     answers input_required (a question for the user: "Proceed?",
 //           one boolean ok), then, called again with the answer, says it.
 import http from "node:http";
@@ -54,5 +55,9 @@ if (process.argv[2] === "http") {
   });
   srv.listen(0, "127.0.0.1", () => process.stdout.write(`listening ${srv.address().port}\n`));
 } else {
+  // MODERN_SLOW_START_MS: read nothing for that long first, as a server
+  // slow to start on a busy machine (its first requests wait in the pipe).
+  const slow = Number(process.env.MODERN_SLOW_START_MS || 0);
+  if (slow > 0) await new Promise((r) => setTimeout(r, slow));
   serveStdio(factory, { legacy: "reject" });
 }
