@@ -91,6 +91,9 @@ static void usage(FILE *f)
         "                         on a non-loopback address\n"
         "  -p, --policy FILE      the deployment's policy (Lua; see hutch-policy(5))\n"
         "      --audit FILE       audit log, JSON lines (default: stderr)\n"
+        "      --audit-values     write tool-call argument values into the audit\n"
+        "                         log (default: their names and sizes only; the\n"
+        "                         policy's audit.secret is redacted either way)\n"
         "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR, else the\n"
         "                         policy's, else local; the two must agree)\n"
         "      --plugins DIR      plugin directory\n"
@@ -284,12 +287,14 @@ enum {
     OPT_DIRECT_TOOLS,
     OPT_WORKSPACES,
     OPT_RESOURCES_DIR,
-    OPT_OUTPUT_BYTES
+    OPT_OUTPUT_BYTES,
+    OPT_AUDIT_VALUES
 };
 static const struct option opts[] = {
     {"servers", required_argument, NULL, 's'},
     {"policy", required_argument, NULL, 'p'},
     {"audit", required_argument, NULL, OPT_AUDIT},
+    {"audit-values", no_argument, NULL, OPT_AUDIT_VALUES},
     {"http", required_argument, NULL, OPT_HTTP},
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"executor", required_argument, NULL, 'x'},
@@ -333,7 +338,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
              pids = HUTCH_DEFAULT_PIDS, output_bytes = 0;
     int c, rc = HUTCH_EXIT_ERROR, envelope = 1, timeout_set = 0, memory_set = 0,
-           pids_set = 0;
+           pids_set = 0, audit_values = 0;
     struct sigaction sa;
 
     hutch_log_set_level(HUTCH_LOG_WARN);
@@ -351,6 +356,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             break;
         case OPT_AUDIT:
             audit_file = optarg;
+            break;
+        case OPT_AUDIT_VALUES:
+            audit_values = 1;
             break;
         case OPT_SHAPES:
             shapes_file = optarg;
@@ -459,6 +467,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
         hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "policy: %s", err.msg);
         goto out;
     }
+    hutch_audit_set_values(hutch_gov_audit(gov), audit_values);
     /* Every thread created from here on inherits SIGHUP blocked. */
     sigemptyset(&hup);
     sigaddset(&hup, SIGHUP);

@@ -333,7 +333,8 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     extra = cJSON_CreateObject();
     if (r == HUTCH_POLICY_ASK)
         r = ask_user(x, e->qualified, args, timeout_ms, reason, sizeof(reason), extra);
-    cJSON_AddItemToObject(extra, "args", hutch_audit_redact(args, secret, x->policy));
+    cJSON_AddItemToObject(extra, "args",
+                          hutch_audit_args(g->audit, args, secret, x->policy));
     hutch_audit_log(g->audit, "tool_call", x->principal, x->execution, e->qualified,
                     r == 0 ? "allow" : "deny", r == 0 ? NULL : reason, dur, extra);
     cJSON_Delete(extra);

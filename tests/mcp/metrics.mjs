@@ -139,7 +139,7 @@ await t.step("a run with tool calls: ok, denied, invalid arguments, unknown", as
     client,
     py(`
 out = []
-out.append(tools.everything.echo(message="hi"))
+out.append(tools.everything.echo(message="customer-record-4217"))
 out.append(tools.everything.get_sum(a=1, b=2))
 for name, args in [("everything.get-env", {}), ("everything.get-sum", {"a": "x"}), ("nosuch.tool", {})]:
     try:
@@ -341,6 +341,10 @@ t.ok(m.p.samples.some((s) => s.metric === "hutch_sandboxes_alive" && s.value >= 
   t.is(execs.filter((r) => r.timed_out).length, ex("timeout"), "audit: timed out executions match");
   t.is(execs.filter((r) => r.executor === executor).length,
     val(m.p, "hutch_execution_duration_seconds_count", { executor }), "audit: executions per executor match");
+  const echo = recs.find((r) => r.event === "tool_call" && r.tool === "everything.echo");
+  t.is(echo?.args, { message: "<string, 20 bytes>" },
+    "audit: a tool call's arguments by name and size, not their values (no --audit-values)");
+  t.ok(!fs.readFileSync(audit, "utf8").includes("customer-record-4217"), "audit: the value is nowhere in the log");
 }
 
 // --- an upstream that comes up --------------------------------------------------------
