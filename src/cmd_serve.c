@@ -52,7 +52,7 @@ static void *reload_thread(void *arg)
                         "refused until it is fixed: %s",
                         err.msg);
         } else {
-            hutch_warn("policy reloaded");
+            hutch_info("policy reloaded");
         }
     }
     return NULL;
