@@ -15,17 +15,20 @@
  *           MCP-Protocol-Version, Mcp-Method and Mcp-Name cross-checked.
  *           2025 messages go to their Mcp-Session-Id's session (initialize
  *           makes one).  A 2026-07-28 request has no session: it gets one of
- *           its own, outside the table, for as long as it runs, and closing
- *           its stream cancels it; what the revision calls a protocol error
- *           is answered with its HTTP status (400, 404 for an unknown method)
- *           before any of that.
+ *           its own, outside the table and its caps, for as long as it runs,
+ *           and closing its stream cancels it; what the revision calls a
+ *           protocol error is answered with its HTTP status (400, 404 for an
+ *           unknown method) before any of that.
  *   DELETE  ends the session named by Mcp-Session-Id.
  *   GET     405: hutch never speaks outside a request, so it offers no
  *           standalone stream (the spec allows 405).  Messages the core sends
  *           tied to no request (stream == NULL) are therefore dropped.
  * Around that: a bearer token, Host/Origin checks on loopback binds (DNS
- * rebinding), body and session caps (a 2026 request in flight holds a
- * session slot), idle session expiry (30 min).
+ * rebinding), body caps, the session table's caps (in all and per
+ * principal: a principal at its share gives up its own oldest idle
+ * session, a full table is taken from whoever holds the most; caps.h) and
+ * idle session expiry.  The caps can be set from the environment
+ * (HUTCH_HTTP_*, read by hutch_http_check).
  *
  * Beside it, GET (and HEAD) only, other methods 405:
  *   /healthz  200 "ok": the process answers.  No token.
@@ -44,7 +47,8 @@
  *
  * Threading: libmicrohttpd runs one thread per connection, so a request may
  * block until its answer is ready; every wait wakes at least every 100 ms to
- * notice shutdown and a client that went away.  The core sends from any
+ * notice shutdown and a client that went away.  The thread that calls
+ * hutch_http_serve sweeps idle sessions.  The core sends from any
  * thread onto the request's stream: a queue with its own lock, reference
  * counted so that the HTTP side (client gone, server stopping) and the core
  * (final response, session freed) can each finish first.
@@ -58,6 +62,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,13 +127,20 @@ struct http_session {
     /* Who created it; only they may use it. */
     char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
     /* One 2026-07-28 request's, never in the table (post_modern): closed
-     * without waiting, its slot given back when the core is done with it. */
+     * without waiting, counted in ntransient until the core is done with
+     * it. */
     int transient;
     /* Under srv->mu: */
-    int refs; /* the table while linked, plus each request using it */
-    int linked;
+    int refs;   /* the table while linked, plus each request using it */
+    int linked; /* in the table, counted in its caps */
+    int ready;  /* its initialize succeeded: it can be found */
     uint64_t last_used;
     struct http_stream *pending;
+};
+
+/* The caps an operator may set (hutch_http_check reads them). */
+struct http_knobs {
+    unsigned max_sessions, per_principal, idle_ms;
 };
 
 struct http_server {
@@ -144,9 +156,11 @@ struct http_server {
     uint64_t buffered;   /* atomic: request body bytes reserved */
     char start_msg[256]; /* MHD's last word while starting */
     int started;
+    struct http_knobs k;
     pthread_mutex_t mu;
     struct http_session *sessions;
-    unsigned nsessions; /* linked, being initialized, 2026 requests in flight */
+    unsigned nsessions;  /* linked: initialized or being initialized */
+    unsigned ntransient; /* 2026 requests the core is not done with */
 };
 
 /* One HTTP request: MHD's per-request context. */
@@ -420,16 +434,17 @@ static void session_forget(struct http_session *hs)
     }
 }
 
-static void session_settle(struct http_session *hs, int keep);
-
 /* hutch_mcp_session_close's callback for a transient session: on the
  * thread that last used the core's session (maybe its last worker). */
 static void transient_gone(void *arg)
 {
     struct http_session *hs = arg;
+    struct http_server *srv = hs->srv;
 
     session_forget(hs);
-    session_settle(hs, 0);
+    pthread_mutex_lock(&srv->mu);
+    srv->ntransient--;
+    pthread_mutex_unlock(&srv->mu);
     free(hs);
 }
 
@@ -478,7 +493,7 @@ static struct http_session *session_lookup(struct http_server *srv, const char *
 
     pthread_mutex_lock(&srv->mu);
     for (hs = srv->sessions; hs; hs = hs->next) {
-        if (secret_equal(hs->id, strlen(hs->id), id, n)) {
+        if (hs->ready && secret_equal(hs->id, strlen(hs->id), id, n)) {
             hs->refs++;
             hs->last_used = hutch_now_ms();
             break;
@@ -488,21 +503,84 @@ static struct http_session *session_lookup(struct http_server *srv, const char *
     return hs;
 }
 
-/* A new session, not yet findable (it becomes so once initialize succeeded);
- * it takes a slot of HUTCH_HTTP_MAX_SESSIONS now. */
-static struct http_session *session_create(struct http_server *srv,
-                                           const char *principal, unsigned *status)
+/* Under srv->mu: nobody uses it but the table, and it owes nothing. */
+static int session_idle(const struct http_session *hs)
 {
-    struct http_session *hs;
+    return hs->ready && hs->refs == 1 && !hs->pending;
+}
 
-    pthread_mutex_lock(&srv->mu);
-    if (srv->nsessions >= HUTCH_HTTP_MAX_SESSIONS) {
-        pthread_mutex_unlock(&srv->mu);
-        *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+/* Under srv->mu: out of the table and its caps.  The references left (0:
+ * the caller destroys it, outside the lock). */
+static int session_unlink_locked(struct http_server *srv, struct http_session *hs)
+{
+    struct http_session **pp = &srv->sessions;
+
+    while (*pp != hs)
+        pp = &(*pp)->next;
+    *pp = hs->next;
+    hs->next = NULL;
+    hs->linked = 0;
+    srv->nsessions--;
+    return --hs->refs;
+}
+
+/* Under srv->mu: the table is full and `who`, holding `mine`, asks for a
+ * session.  The oldest idle session of the principal holding the most,
+ * when that is more than `mine` (ties: the oldest idle session of them);
+ * NULL when nobody holds more or they are all busy.  A principal's share
+ * may be more than the table divided by the principals in use: this is
+ * what brings them back to even. */
+static struct http_session *fullest_idle_locked(struct http_server *srv, unsigned mine)
+{
+    struct holder {
+        const char *name;
+        unsigned n;
+        struct http_session *oldest;
+    } *h = calloc(srv->nsessions ? srv->nsessions : 1, sizeof(*h)), *best = NULL;
+    size_t nh = 0;
+
+    if (!h)
         return NULL;
+    for (struct http_session *hs = srv->sessions; hs; hs = hs->next) {
+        size_t i;
+        for (i = 0; i < nh && strcmp(h[i].name, hs->principal) != 0; i++)
+            ;
+        if (i == nh) {
+            if (nh == srv->nsessions)
+                break; /* cannot happen: one holder per session at most */
+            h[nh++].name = hs->principal;
+        }
+        h[i].n++;
+        if (session_idle(hs) &&
+            (!h[i].oldest || hs->last_used < h[i].oldest->last_used))
+            h[i].oldest = hs;
     }
-    srv->nsessions++;
-    pthread_mutex_unlock(&srv->mu);
+    for (size_t i = 0; i < nh; i++) {
+        if (h[i].n <= mine || !h[i].oldest)
+            continue;
+        if (!best || h[i].n > best->n ||
+            (h[i].n == best->n && h[i].oldest->last_used < best->oldest->last_used))
+            best = &h[i];
+    }
+    {
+        struct http_session *victim = best ? best->oldest : NULL;
+        free(h);
+        return victim;
+    }
+}
+
+/* A new 2025 session for `principal`, in the table but not findable until
+ * its initialize succeeded (session_settle).  Makes room as the top of
+ * this file says; the session it ended for that is destroyed here.  NULL
+ * with the HTTP status and why. */
+static struct http_session *session_create(struct http_server *srv,
+                                           const char *principal, unsigned *status,
+                                           const char **why)
+{
+    struct http_session *hs, *victim = NULL, *mine_oldest = NULL;
+    const char *reason = NULL;
+    unsigned mine = 0;
+    int left = -1;
 
     hs = calloc(1, sizeof(*hs));
     if (hs) {
@@ -513,34 +591,98 @@ static struct http_session *session_create(struct http_server *srv,
     }
     if (!hs || !hs->s) {
         free(hs);
-        pthread_mutex_lock(&srv->mu);
-        srv->nsessions--;
-        pthread_mutex_unlock(&srv->mu);
         *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        *why = "Internal error: cannot create a session";
         return NULL;
     }
     hs->id = hutch_mcp_session_id(hs->s);
     hs->refs = 1;
     hs->last_used = hutch_now_ms();
+
+    pthread_mutex_lock(&srv->mu);
+    for (struct http_session *i = srv->sessions; i; i = i->next) {
+        if (strcmp(i->principal, principal) != 0)
+            continue;
+        mine++;
+        if (session_idle(i) && (!mine_oldest || i->last_used < mine_oldest->last_used))
+            mine_oldest = i;
+    }
+    if (mine >= srv->k.per_principal) {
+        victim = mine_oldest;
+        reason = "its principal's share is full";
+        if (!victim)
+            *why = "Service Unavailable: every session of this principal is busy";
+    } else if (srv->nsessions >= srv->k.max_sessions) {
+        victim = fullest_idle_locked(srv, mine);
+        reason = "the session table is full";
+        if (!victim)
+            *why = "Service Unavailable: too many sessions";
+    }
+    if (reason && !victim) {
+        pthread_mutex_unlock(&srv->mu);
+        hutch_mcp_session_free(hs->s);
+        free(hs);
+        *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        return NULL;
+    }
+    if (victim)
+        left = session_unlink_locked(srv, victim);
+    hs->next = srv->sessions;
+    srv->sessions = hs;
+    hs->linked = 1;
+    hs->refs++; /* the table's */
+    srv->nsessions++;
+    pthread_mutex_unlock(&srv->mu);
+    if (victim) {
+        hutch_info("session %.8s of %s ended, idle the longest: %s", victim->id,
+                   victim->principal, reason);
+        if (left == 0)
+            session_destroy(victim);
+    }
     return hs;
 }
 
-/* After initialize: keep the session (the table takes a ref) or give its
- * slot back. */
+/* A 2026-07-28 request's session: outside the table, it holds no slot
+ * (what bounds these is the connections, one request each). */
+static struct http_session *session_transient(struct http_server *srv,
+                                              const char *principal)
+{
+    struct http_session *hs = calloc(1, sizeof(*hs));
+
+    if (!hs)
+        return NULL;
+    hs->srv = srv;
+    hs->transient = 1;
+    snprintf(hs->principal, sizeof(hs->principal), "%s", principal);
+    hs->s = hutch_mcp_session_new(srv->m, on_send, hs, principal);
+    if (!hs->s) {
+        free(hs);
+        return NULL;
+    }
+    hs->id = hutch_mcp_session_id(hs->s);
+    hs->refs = 1;
+    hs->last_used = hutch_now_ms();
+    pthread_mutex_lock(&srv->mu);
+    srv->ntransient++;
+    pthread_mutex_unlock(&srv->mu);
+    return hs;
+}
+
+/* After initialize: make the session findable, or take it out of the
+ * table. */
 static void session_settle(struct http_session *hs, int keep)
 {
     struct http_server *srv = hs->srv;
+    int left = -1;
 
     pthread_mutex_lock(&srv->mu);
-    if (keep) {
-        hs->next = srv->sessions;
-        srv->sessions = hs;
-        hs->linked = 1;
-        hs->refs++;
-    } else {
-        srv->nsessions--;
-    }
+    if (keep)
+        hs->ready = 1;
+    else if (hs->linked)
+        left = session_unlink_locked(srv, hs);
     pthread_mutex_unlock(&srv->mu);
+    if (left == 0)
+        session_destroy(hs);
 }
 
 /* Take the session out of the table; it is freed when its last user is
@@ -551,22 +693,15 @@ static void session_end(struct http_session *hs)
     int left = -1;
 
     pthread_mutex_lock(&srv->mu);
-    if (hs->linked) {
-        struct http_session **pp = &srv->sessions;
-        while (*pp != hs)
-            pp = &(*pp)->next;
-        *pp = hs->next;
-        hs->linked = 0;
-        srv->nsessions--;
-        left = --hs->refs;
-    }
+    if (hs->linked)
+        left = session_unlink_locked(srv, hs);
     pthread_mutex_unlock(&srv->mu);
     if (left == 0)
         session_destroy(hs);
 }
 
-/* End sessions idle for HUTCH_HTTP_SESSION_IDLE_MS (or all of them).  A session
- * with a request in flight is not idle, however long the request runs. */
+/* End sessions idle for the idle time (or all of them).  A session with a
+ * request in flight is not idle, however long the request runs. */
 static void sessions_sweep(struct http_server *srv, int all)
 {
     struct http_session *dead = NULL, **pp;
@@ -575,8 +710,7 @@ static void sessions_sweep(struct http_server *srv, int all)
     pthread_mutex_lock(&srv->mu);
     for (pp = &srv->sessions; *pp;) {
         struct http_session *hs = *pp;
-        if (all || (hs->refs == 1 && !hs->pending &&
-                    now - hs->last_used >= HUTCH_HTTP_SESSION_IDLE_MS)) {
+        if (all || (session_idle(hs) && now - hs->last_used >= srv->k.idle_ms)) {
             *pp = hs->next;
             hs->linked = 0;
             srv->nsessions--;
@@ -592,8 +726,8 @@ static void sessions_sweep(struct http_server *srv, int all)
     while (dead) {
         struct http_session *next = dead->next;
         if (!all)
-            hutch_info("session %.8s expired after %u minutes idle", dead->id,
-                       HUTCH_HTTP_SESSION_IDLE_MS / 60000u);
+            hutch_info("session %.8s of %s expired after %u s idle", dead->id,
+                       dead->principal, srv->k.idle_ms / 1000u);
         session_destroy(dead);
         dead = next;
     }
@@ -1097,19 +1231,14 @@ static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connectio
     struct http_session *hs;
     struct http_stream *st;
     enum MHD_Result ret;
-    unsigned status = 0;
     int rc;
 
     if (!m->answer)
         return reply_empty(conn, MHD_HTTP_ACCEPTED);
-    hs = session_create(srv, rq->principal, &status);
+    hs = session_transient(srv, rq->principal);
     if (!hs)
-        return reply_error(conn, status, -32000,
-                           status == MHD_HTTP_SERVICE_UNAVAILABLE
-                               ? "Service Unavailable: too many requests at once"
-                               : "Internal error: cannot serve the request",
-                           NULL);
-    hs->transient = 1;
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+                           "Internal error: cannot serve the request", NULL);
     st = stream_new(srv, conn, accepts_sse(conn));
     if (!st) {
         session_unref(hs);
@@ -1165,20 +1294,17 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
     }
     if (!hs) {
         unsigned status = 0;
+        const char *why = NULL;
 
         if (!m.method || strcmp(m.method, "initialize") != 0 || !m.id) {
             hutch_mcp_msg_clear(&m);
             return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                                "Bad Request: Mcp-Session-Id header is required", NULL);
         }
-        hs = session_create(srv, rq->principal, &status);
+        hs = session_create(srv, rq->principal, &status, &why);
         if (!hs) {
             hutch_mcp_msg_clear(&m);
-            return reply_error(conn, status, -32000,
-                               status == MHD_HTTP_SERVICE_UNAVAILABLE
-                                   ? "Service Unavailable: too many sessions"
-                                   : "Internal error: cannot create a session",
-                               NULL);
+            return reply_error(conn, status, -32000, why, NULL);
         }
         init = 1;
     }
@@ -1241,7 +1367,7 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
                                            NULL};
     const char *why, *sid, *version, *clen, *ctype;
-    char who[64];
+    char who[HUTCH_MAX_PRINCIPAL_NAME + 1];
     int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0, hosts = 0;
     uint64_t len = 0;
     struct http_req *rq;
@@ -1428,6 +1554,79 @@ bad:
         "--http wants an IP address (127.0.0.1, ::1, 0.0.0.0), not \"%s\"", addr);
 }
 
+/* The caps an operator may set, each from its environment variable
+ * (man/hutch.1): a value out of range is an error, never silently the
+ * default. */
+static const struct knob {
+    const char *env;
+    size_t off;
+    unsigned dflt, min, max;
+} knobs[] = {
+    {"HUTCH_HTTP_MAX_SESSIONS", offsetof(struct http_knobs, max_sessions),
+     HUTCH_HTTP_MAX_SESSIONS, 1, HUTCH_HTTP_SESSIONS_MAX},
+    {"HUTCH_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
+     offsetof(struct http_knobs, per_principal), HUTCH_HTTP_MAX_SESSIONS_PER_PRINCIPAL,
+     1, HUTCH_HTTP_SESSIONS_MAX},
+    {"HUTCH_HTTP_SESSION_IDLE_MS", offsetof(struct http_knobs, idle_ms),
+     HUTCH_HTTP_SESSION_IDLE_MS, HUTCH_HTTP_SESSION_IDLE_MIN_MS,
+     HUTCH_HTTP_SESSION_IDLE_MAX_MS},
+};
+
+static int knobs_read(struct http_knobs *k, struct hutch_err *err)
+{
+    for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+        const char *env = getenv(knobs[i].env);
+        unsigned *v = (unsigned *)((char *)k + knobs[i].off);
+        uint64_t x;
+
+        *v = knobs[i].dflt;
+        if (!env || !*env)
+            continue;
+        if (hutch_parse_u64(env, knobs[i].min, knobs[i].max, &x) < 0)
+            return hutch_err_set(err, -EINVAL, "%s=%s: want a number from %u to %u",
+                                 knobs[i].env, env, knobs[i].min, knobs[i].max);
+        *v = (unsigned)x;
+    }
+    return 0;
+}
+
+/* Everything hutch_http_serve would refuse before listening.  `a` gets
+ * the address, without brackets. */
+static int check(const struct hutch_http_opts *opts, union sockaddr_any *sa, int *v6,
+                 int *loopback, char a[INET6_ADDRSTRLEN], struct http_knobs *k,
+                 struct hutch_err *err)
+{
+    const char *addr = opts->addr ? opts->addr : "127.0.0.1";
+    int rc;
+
+    rc = parse_addr(addr, opts->port, sa, v6, loopback, a, err);
+    if (rc < 0)
+        return rc;
+    if (opts->token && !*opts->token)
+        return hutch_err_set(err, -EINVAL, "the bearer token is empty");
+    if (!opts->token && !opts->principal && !*loopback)
+        return hutch_err_set(
+            err, -EPERM,
+            "refusing to serve MCP on %s without a token: anyone who can reach "
+            "it could run code; set HUTCH_TOKEN or --token-file (or bind "
+            "127.0.0.1)",
+            addr);
+    rc = knobs_read(k, err);
+    if (rc < 0)
+        return rc;
+    return hutch_libmhd_load(err);
+}
+
+int hutch_http_check(const struct hutch_http_opts *opts, struct hutch_err *err)
+{
+    char a[INET6_ADDRSTRLEN];
+    union sockaddr_any sa;
+    struct http_knobs k;
+    int v6, loopback;
+
+    return check(opts, &sa, &v6, &loopback, a, &k, err);
+}
+
 int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
                      volatile sig_atomic_t *stop, struct hutch_err *err)
 {
@@ -1439,26 +1638,13 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     const union MHD_DaemonInfo *info;
     struct MHD_Daemon *d;
     int v6, loopback, rc, e;
-    uint64_t last_sweep;
+    uint64_t last_sweep, sweep_ms;
     unsigned flags;
 
-    rc = parse_addr(addr, opts->port, &sa, &v6, &loopback, a, err);
-    if (rc < 0)
-        return rc;
-    rc = hutch_libmhd_load(err);
-    if (rc < 0)
-        return rc;
-    if (opts->token && !*opts->token)
-        return hutch_err_set(err, -EINVAL, "the bearer token is empty");
-    if (!opts->token && !opts->principal && !loopback)
-        return hutch_err_set(
-            err, -EPERM,
-            "refusing to serve MCP on %s without a token: anyone who can reach "
-            "it could run code; set HUTCH_TOKEN or --token-file (or bind "
-            "127.0.0.1)",
-            addr);
-
     memset(&srv, 0, sizeof(srv));
+    rc = check(opts, &sa, &v6, &loopback, a, &srv.k, err);
+    if (rc < 0)
+        return rc;
     srv.m = m;
     srv.loopback = loopback;
     srv.token = opts->token;
@@ -1509,11 +1695,15 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     }
 
     last_sweep = hutch_now_ms();
+    sweep_ms = srv.k.idle_ms / 2 < HUTCH_HTTP_SWEEP_MS ? srv.k.idle_ms / 2
+                                                       : HUTCH_HTTP_SWEEP_MS;
     while (!*stop) {
+        uint64_t now;
         nanosleep(&tick, NULL);
-        if (hutch_now_ms() - last_sweep >= HUTCH_HTTP_SWEEP_MS) {
+        now = hutch_now_ms();
+        if (now - last_sweep >= sweep_ms) {
             sessions_sweep(&srv, 0);
-            last_sweep = hutch_now_ms();
+            last_sweep = now;
         }
     }
 
@@ -1527,7 +1717,7 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     for (;;) {
         unsigned left;
         pthread_mutex_lock(&srv.mu);
-        left = srv.nsessions;
+        left = srv.nsessions + srv.ntransient;
         pthread_mutex_unlock(&srv.mu);
         if (!left)
             break;

@@ -265,6 +265,24 @@ RC=$?
 ok "0.0.0.0 without a token: refused" test "$RC" != 0 -a "$RC" != 124
 like "0.0.0.0 without a token: says to set HUTCH_TOKEN" "$(cat "$T/public.err")" "HUTCH_TOKEN"
 
+# What serve is told is checked before anything starts: a bad address
+# stops it before any pool or upstream server started (the audit log, on
+# stderr here, would show a pool record), and so does a bad HUTCH_HTTP_*.
+timeout 60 "$HUTCH" serve --http "localhost:$PORT2" </dev/null >/dev/null 2>"$T/badaddr.err"
+RC=$?
+ok "--http localhost:PORT: refused" test "$RC" != 0 -a "$RC" != 124
+like "--http localhost:PORT: wants an IP address" "$(cat "$T/badaddr.err")" "IP address"
+unlike "--http localhost:PORT: refused before any pool started" "$(cat "$T/badaddr.err")" '"event":"pool"'
+"$HUTCH" serve --http "localhost:$PORT2" --check-config </dev/null >/dev/null 2>"$T/check.err"
+is "--check-config --http localhost:PORT: invalid (1)" "$?" 1
+like "--check-config --http localhost:PORT: says why" "$(cat "$T/check.err")" "IP address"
+HUTCH_HTTP_MAX_SESSIONS=0 timeout 60 "$HUTCH" serve --http "127.0.0.1:$PORT2" </dev/null >/dev/null 2>"$T/knob.err"
+RC=$?
+ok "HUTCH_HTTP_MAX_SESSIONS=0: refused" test "$RC" != 0 -a "$RC" != 124
+like "HUTCH_HTTP_MAX_SESSIONS=0: says which variable and what it takes" "$(cat "$T/knob.err")" \
+    "HUTCH_HTTP_MAX_SESSIONS=0: want a number from 1"
+unlike "HUTCH_HTTP_MAX_SESSIONS=0: refused before any pool started" "$(cat "$T/knob.err")" '"event":"pool"'
+
 PORT3=$(free_port)
 URL="http://127.0.0.1:$PORT3/mcp"
 serve "$T/open.err" --http "127.0.0.1:$PORT3"
