@@ -27,7 +27,9 @@
  * rebinding), body caps, the session table's caps (in all and per
  * principal: a principal at its share gives up its own oldest idle
  * session, a full table is taken from whoever holds the most; caps.h) and
- * idle session expiry.  The caps can be set from the environment
+ * idle session expiry, and the connection guard (http_guard.h: a deadline
+ * for each request head, shares of the connection limit for connections
+ * that have not authenticated).  The caps can be set from the environment
  * (HUTCH_HTTP_*, read by hutch_http_check).
  *
  * Beside it, GET (and HEAD) only, other methods 405:
@@ -47,8 +49,13 @@
  *
  * Threading: libmicrohttpd runs one thread per connection, so a request may
  * block until its answer is ready; every wait wakes at least every 100 ms to
- * notice shutdown and a client that went away.  The thread that calls
- * hutch_http_serve sweeps idle sessions.  The core sends from any
+ * notice shutdown and a client that went away.  (MHD's thread pool with
+ * internal polling would need every waiting request suspended and resumed;
+ * the guard gives the same protection against slow clients with the
+ * threads kept: a connection that sends nothing useful is closed within
+ * the head deadline, so it holds a thread a few seconds at most.)  The
+ * thread that calls hutch_http_serve runs the sweeps: idle sessions, and
+ * the guard's deadlines every 50 ms.  The core sends from any
  * thread onto the request's stream: a queue with its own lock, reference
  * counted so that the HTTP side (client gone, server stopping) and the core
  * (final response, session freed) can each finish first.
@@ -75,6 +82,7 @@
 #include "buf.h"
 #include "caps.h"
 #include "http.h"
+#include "http_guard.h"
 #include "log.h"
 #include "mcp_era.h"
 #include "mcp_server.h"
@@ -141,6 +149,7 @@ struct http_session {
 /* The caps an operator may set (hutch_http_check reads them). */
 struct http_knobs {
     unsigned max_sessions, per_principal, idle_ms;
+    unsigned max_conns, per_address, head_ms;
 };
 
 struct http_server {
@@ -157,6 +166,7 @@ struct http_server {
     char start_msg[256]; /* MHD's last word while starting */
     int started;
     struct http_knobs k;
+    struct hutch_http_guard *guard;
     pthread_mutex_t mu;
     struct http_session *sessions;
     unsigned nsessions;  /* linked: initialized or being initialized */
@@ -579,6 +589,7 @@ static struct http_session *session_create(struct http_server *srv,
 {
     struct http_session *hs, *victim = NULL, *mine_oldest = NULL;
     const char *reason = NULL;
+    enum hutch_metrics_http event = HUTCH_HTTP_SESSION_SHARE;
     unsigned mine = 0;
     int left = -1;
 
@@ -615,6 +626,7 @@ static struct http_session *session_create(struct http_server *srv,
     } else if (srv->nsessions >= srv->k.max_sessions) {
         victim = fullest_idle_locked(srv, mine);
         reason = "the session table is full";
+        event = HUTCH_HTTP_SESSION_FULL;
         if (!victim)
             *why = "Service Unavailable: too many sessions";
     }
@@ -636,6 +648,7 @@ static struct http_session *session_create(struct http_server *srv,
     if (victim) {
         hutch_info("session %.8s of %s ended, idle the longest: %s", victim->id,
                    victim->principal, reason);
+        hutch_metrics_http(event, 1);
         if (left == 0)
             session_destroy(victim);
     }
@@ -725,9 +738,11 @@ static void sessions_sweep(struct http_server *srv, int all)
     pthread_mutex_unlock(&srv->mu);
     while (dead) {
         struct http_session *next = dead->next;
-        if (!all)
+        if (!all) {
             hutch_info("session %.8s of %s expired after %u s idle", dead->id,
                        dead->principal, srv->k.idle_ms / 1000u);
+            hutch_metrics_http(HUTCH_HTTP_SESSION_IDLE, 1);
+        }
         session_destroy(dead);
         dead = next;
     }
@@ -853,19 +868,32 @@ static const char *rebinding_check(struct MHD_Connection *conn)
     return NULL;
 }
 
+/* The guard's record of the connection (NULL when it has none). */
+static struct hutch_http_conn *guard_conn(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ci ? ci->socket_context : NULL;
+}
+
 /* Who is asking: the policy's principal whose token this is, or "http" for
  * the server-wide token (or when no token is configured at all).  0 when
- * the request is not authorized. */
+ * the request is not authorized.  An authorized request makes its
+ * connection authenticated for the guard. */
 static int authorized(const struct http_server *srv, struct MHD_Connection *conn,
                       char *who, size_t len)
 {
     const char *h = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
     char tok[512];
     size_t n;
+    int ok = 0;
 
     snprintf(who, len, "http");
-    if (!srv->token && !srv->principal)
-        return 1;
+    if (!srv->token && !srv->principal) {
+        ok = 1;
+        goto out;
+    }
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return 0;
     h += 7;
@@ -873,14 +901,20 @@ static int authorized(const struct http_server *srv, struct MHD_Connection *conn
     n = strlen(h);
     while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
         n--;
-    if (srv->token && secret_equal(srv->token, srv->token_len, h, n))
-        return 1;
-    if (srv->principal && n < sizeof(tok)) {
+    if (srv->token && secret_equal(srv->token, srv->token_len, h, n)) {
+        ok = 1;
+    } else if (srv->principal && n < sizeof(tok)) {
         memcpy(tok, h, n);
         tok[n] = '\0';
-        return srv->principal(srv->principal_arg, tok, who, len) == 1;
+        ok = srv->principal(srv->principal_arg, tok, who, len) == 1;
     }
-    return 0;
+out:
+    if (ok) {
+        struct hutch_http_conn *c = guard_conn(conn);
+        if (c)
+            hutch_http_guard_trust(srv->guard, c);
+    }
+    return ok;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1353,6 +1387,7 @@ static enum MHD_Result on_delete(struct http_server *srv, struct MHD_Connection 
     struct http_session *hs = hutch_steal(&rq->hs);
 
     hutch_info("session %.8s ended by the client", hs->id);
+    hutch_metrics_http(HUTCH_HTTP_SESSION_CLIENT, 1);
     session_end(hs);
     session_unref(hs);
     return reply_empty(conn, MHD_HTTP_NO_CONTENT);
@@ -1457,8 +1492,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     struct http_server *srv = cls;
     struct http_req *rq = *con_cls;
 
-    if (!rq)
+    if (!rq) {
+        struct hutch_http_conn *c = guard_conn(conn);
+        if (c)
+            hutch_http_guard_head(srv->guard, c);
         return on_headers(srv, conn, url, method, con_cls);
+    }
     if (*upload_size) {
         size_t n = *upload_size;
 
@@ -1485,8 +1524,40 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
-    req_free(cls, *con_cls);
+    struct http_server *srv = cls;
+    struct hutch_http_conn *c = guard_conn(conn);
+
+    req_free(srv, *con_cls);
     *con_cls = NULL;
+    /* Waiting for the next head from now (or closing: harmless). */
+    if (c)
+        hutch_http_guard_idle(srv->guard, c, hutch_now_ms());
+}
+
+/* MHD_NotifyConnectionCallback: the guard follows every connection from
+ * its start (on MHD's listening thread) to its end (before MHD closes its
+ * socket, so the guard never shuts down a reused descriptor). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http_server *srv = cls;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *addr =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (!fd)
+            return;
+        *socket_context =
+            hutch_http_guard_open(srv->guard, fd->connect_fd,
+                                  addr ? addr->client_addr : NULL, hutch_now_ms());
+        if (!*socket_context) /* out of memory: not a connection to keep */
+            shutdown(fd->connect_fd, SHUT_RDWR);
+        return;
+    }
+    hutch_http_guard_close(srv->guard, *socket_context);
+    *socket_context = NULL;
 }
 
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
@@ -1556,7 +1627,7 @@ bad:
 
 /* The caps an operator may set, each from its environment variable
  * (man/hutch.1): a value out of range is an error, never silently the
- * default. */
+ * default.  per_address 0 in the table: half the connection limit. */
 static const struct knob {
     const char *env;
     size_t off;
@@ -1570,10 +1641,20 @@ static const struct knob {
     {"HUTCH_HTTP_SESSION_IDLE_MS", offsetof(struct http_knobs, idle_ms),
      HUTCH_HTTP_SESSION_IDLE_MS, HUTCH_HTTP_SESSION_IDLE_MIN_MS,
      HUTCH_HTTP_SESSION_IDLE_MAX_MS},
+    {"HUTCH_HTTP_MAX_CONNECTIONS", offsetof(struct http_knobs, max_conns),
+     HUTCH_HTTP_MAX_CONNECTIONS, HUTCH_HTTP_MAX_CONNECTIONS_MIN,
+     HUTCH_HTTP_MAX_CONNECTIONS_MAX},
+    {"HUTCH_HTTP_MAX_CONNECTIONS_PER_ADDRESS", offsetof(struct http_knobs, per_address),
+     0, 0, HUTCH_HTTP_MAX_CONNECTIONS_MAX},
+    {"HUTCH_HTTP_HEAD_TIMEOUT_MS", offsetof(struct http_knobs, head_ms),
+     HUTCH_HTTP_HEAD_TIMEOUT_MS, HUTCH_HTTP_HEAD_TIMEOUT_MIN_MS,
+     HUTCH_HTTP_HEAD_TIMEOUT_MAX_MS},
 };
 
 static int knobs_read(struct http_knobs *k, struct hutch_err *err)
 {
+    int per_address_set = 0;
+
     for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
         const char *env = getenv(knobs[i].env);
         unsigned *v = (unsigned *)((char *)k + knobs[i].off);
@@ -1586,7 +1667,14 @@ static int knobs_read(struct http_knobs *k, struct hutch_err *err)
             return hutch_err_set(err, -EINVAL, "%s=%s: want a number from %u to %u",
                                  knobs[i].env, env, knobs[i].min, knobs[i].max);
         *v = (unsigned)x;
+        per_address_set |= knobs[i].off == offsetof(struct http_knobs, per_address);
     }
+    /* Unset: one address may take half the connections; 0: all of them
+     * (a reverse proxy in front, every client behind one address). */
+    if (!per_address_set)
+        k->per_address = k->max_conns / HUTCH_HTTP_CONNECTIONS_PER_ADDRESS_SHARE;
+    else if (k->per_address == 0 || k->per_address > k->max_conns)
+        k->per_address = k->max_conns;
     return 0;
 }
 
@@ -1627,6 +1715,36 @@ int hutch_http_check(const struct hutch_http_opts *opts, struct hutch_err *err)
     return check(opts, &sa, &v6, &loopback, a, &k, err);
 }
 
+/* What the guard closed since `counted`, into the metrics. */
+static void guard_count(struct http_server *srv, struct hutch_http_guard_stats *counted)
+{
+    struct hutch_http_guard_stats now;
+
+    hutch_http_guard_stats(srv->guard, &now);
+    hutch_metrics_http(HUTCH_HTTP_CONN_HEAD_TIMEOUT,
+                       now.head_timeouts - counted->head_timeouts);
+    hutch_metrics_http(HUTCH_HTTP_CONN_ROOM, now.evicted - counted->evicted);
+    *counted = now;
+}
+
+/* What the guard closed lately, said at once and then at most every
+ * HUTCH_HTTP_GUARD_LOG_MS (an attack would otherwise write a line per
+ * connection). */
+static void guard_report(struct http_server *srv, struct hutch_http_guard_stats *said)
+{
+    struct hutch_http_guard_stats now;
+
+    hutch_http_guard_stats(srv->guard, &now);
+    if (now.head_timeouts == said->head_timeouts && now.evicted == said->evicted)
+        return;
+    hutch_warn("closed %llu connections that sent no complete request head within "
+               "their time (%u ms before authenticating), and %llu that had not "
+               "authenticated to make room for newer ones",
+               (unsigned long long)(now.head_timeouts - said->head_timeouts),
+               srv->k.head_ms, (unsigned long long)(now.evicted - said->evicted));
+    *said = now;
+}
+
 int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
                      volatile sig_atomic_t *stop, struct hutch_err *err)
 {
@@ -1637,14 +1755,26 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     union sockaddr_any sa;
     const union MHD_DaemonInfo *info;
     struct MHD_Daemon *d;
+    struct hutch_http_guard_stats said = {0}, counted = {0};
     int v6, loopback, rc, e;
-    uint64_t last_sweep, sweep_ms;
+    uint64_t last_sweep, last_said, sweep_ms;
     unsigned flags;
 
     memset(&srv, 0, sizeof(srv));
     rc = check(opts, &sa, &v6, &loopback, a, &srv.k, err);
     if (rc < 0)
         return rc;
+    {
+        const struct hutch_http_guard_opts go = {
+            .max_conns = srv.k.max_conns,
+            .max_unauth = srv.k.max_conns / HUTCH_HTTP_UNAUTH_SHARE,
+            .per_address = HUTCH_HTTP_UNAUTH_PER_ADDRESS,
+            .head_ms = srv.k.head_ms,
+            .trusted_ms = HUTCH_HTTP_CONN_TIMEOUT_S * 1000u};
+        srv.guard = hutch_http_guard_new(&go);
+        if (!srv.guard)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
     srv.m = m;
     srv.loopback = loopback;
     srv.token = opts->token;
@@ -1663,13 +1793,16 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     errno = 0;
     d = MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, &srv,
                          MHD_OPTION_SOCK_ADDR, &sa.sa, MHD_OPTION_CONNECTION_LIMIT,
-                         HUTCH_HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                         srv.k.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         srv.k.per_address, MHD_OPTION_CONNECTION_TIMEOUT,
                          HUTCH_HTTP_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                          (size_t)HUTCH_HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, &srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+                         on_completed, &srv, MHD_OPTION_NOTIFY_CONNECTION,
+                         on_connection, &srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
                          &srv, MHD_OPTION_END);
     if (!d) {
         e = errno ? errno : EIO;
+        hutch_http_guard_free(srv.guard);
         pthread_mutex_destroy(&srv.mu);
         return hutch_err_set(err, -e, "cannot listen on %s port %u: %s", addr,
                              (unsigned)opts->port,
@@ -1695,12 +1828,21 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     }
 
     last_sweep = hutch_now_ms();
+    last_said = 0;
     sweep_ms = srv.k.idle_ms / 2 < HUTCH_HTTP_SWEEP_MS ? srv.k.idle_ms / 2
                                                        : HUTCH_HTTP_SWEEP_MS;
     while (!*stop) {
         uint64_t now;
         nanosleep(&tick, NULL);
         now = hutch_now_ms();
+        hutch_http_guard_tick(srv.guard, now);
+        guard_count(&srv, &counted);
+        if (now - last_said >= HUTCH_HTTP_GUARD_LOG_MS &&
+            (counted.head_timeouts != said.head_timeouts ||
+             counted.evicted != said.evicted)) {
+            guard_report(&srv, &said);
+            last_said = now;
+        }
         if (now - last_sweep >= sweep_ms) {
             sessions_sweep(&srv, 0);
             last_sweep = now;
@@ -1723,6 +1865,9 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
             break;
         usleep(10000);
     }
+    guard_count(&srv, &counted);
+    guard_report(&srv, &said);
+    hutch_http_guard_free(srv.guard);
     pthread_mutex_destroy(&srv.mu);
     return 0;
 }
