@@ -32,6 +32,12 @@
  * that have not authenticated).  The caps can be set from the environment
  * (HUTCH_HTTP_*, read by hutch_http_check).
  *
+ * OAuth: hutch takes a static bearer token and has no authorization
+ * server.  /.well-known/ paths answer 404 without a token, so that a
+ * client probing for OAuth metadata (RFC 9728, RFC 8414) learns there is
+ * none, instead of a 401 it would take as "start an OAuth flow".  A 401
+ * says invalid_token (RFC 6750) when a bearer token came and was wrong.
+ *
  * Beside it, GET (and HEAD) only, other methods 405:
  *   /healthz  200 "ok": the process answers.  No token.
  *   /readyz   200 when hutch can run code now (the policy can be served and
@@ -879,10 +885,11 @@ static struct hutch_http_conn *guard_conn(struct MHD_Connection *conn)
 
 /* Who is asking: the policy's principal whose token this is, or "http" for
  * the server-wide token (or when no token is configured at all).  0 when
- * the request is not authorized.  An authorized request makes its
+ * the request is not authorized; *given then says whether it came with a
+ * bearer token (a wrong one) or none.  An authorized request makes its
  * connection authenticated for the guard. */
 static int authorized(const struct http_server *srv, struct MHD_Connection *conn,
-                      char *who, size_t len)
+                      char *who, size_t len, int *given)
 {
     const char *h = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
     char tok[512];
@@ -890,6 +897,7 @@ static int authorized(const struct http_server *srv, struct MHD_Connection *conn
     int ok = 0;
 
     snprintf(who, len, "http");
+    *given = 0;
     if (!srv->token && !srv->principal) {
         ok = 1;
         goto out;
@@ -901,6 +909,7 @@ static int authorized(const struct http_server *srv, struct MHD_Connection *conn
     n = strlen(h);
     while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
         n--;
+    *given = n > 0;
     if (srv->token && secret_equal(srv->token, srv->token_len, h, n)) {
         ok = 1;
     } else if (srv->principal && n < sizeof(tok)) {
@@ -917,6 +926,28 @@ out:
     return ok;
 }
 
+/* The challenge of a 401 (RFC 6750 §3): a bare one when no token came, so
+ * that a client knows to send one; invalid_token when one came and is not
+ * valid. */
+static const char *const *www_authenticate(int given)
+{
+    static const char *const bare[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
+                                       NULL};
+    static const char *const invalid[] = {
+        "WWW-Authenticate",
+        "Bearer realm=\"hutch\", error=\"invalid_token\", "
+        "error_description=\"the bearer token is not valid\"",
+        NULL};
+
+    return given ? invalid : bare;
+}
+
+static const char *unauthorized_msg(int given)
+{
+    return given ? "Unauthorized: the bearer token is not valid"
+                 : "Unauthorized: send Authorization: Bearer <token>";
+}
+
 /* ---------------------------------------------------------------------- */
 /* /healthz, /readyz, /metrics */
 
@@ -924,11 +955,9 @@ static enum MHD_Result on_ops(struct http_server *srv, struct MHD_Connection *co
                               const char *url, const char *method)
 {
     static const char *const allow[] = {"Allow", "GET, HEAD", NULL};
-    static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
-                                           NULL};
     static const char *const nocache[] = {"Cache-Control", "no-store", NULL};
     char who[HUTCH_MAX_PRINCIPAL_NAME + 1];
-    int authed = authorized(srv, conn, who, sizeof(who));
+    int given = 0, authed = authorized(srv, conn, who, sizeof(who), &given);
 
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
@@ -948,10 +977,12 @@ static enum MHD_Result on_ops(struct http_server *srv, struct MHD_Connection *co
                      nocache);
     }
     /* /metrics */
-    if (!authed)
-        return reply_text(conn, MHD_HTTP_UNAUTHORIZED,
-                          "Unauthorized: send Authorization: Bearer <token>\n",
-                          www_auth);
+    if (!authed) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "%s\n", unauthorized_msg(given));
+        return reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain; charset=utf-8", msg,
+                     strlen(msg), MHD_RESPMEM_MUST_COPY, www_authenticate(given));
+    }
     {
         struct hutch_buf b;
         size_t len = 0;
@@ -1399,11 +1430,9 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
                                   const char *url, const char *method, void **con_cls)
 {
     static const char *const allow[] = {"Allow", "GET, POST, DELETE", NULL};
-    static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
-                                           NULL};
     const char *why, *sid, *version, *clen, *ctype;
     char who[HUTCH_MAX_PRINCIPAL_NAME + 1];
-    int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0, hosts = 0;
+    int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0, hosts = 0, given = 0;
     uint64_t len = 0;
     struct http_req *rq;
 
@@ -1414,12 +1443,17 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
                            "Bad Request: more than one Host header", NULL);
     if (srv->loopback && (why = rebinding_check(conn)) != NULL)
         return reply_error(conn, MHD_HTTP_FORBIDDEN, -32000, why, NULL);
+    /* No OAuth metadata here, for anyone (see the top of this file). */
+    if (strncmp(url, "/.well-known/", 13) == 0)
+        return reply_text(conn, MHD_HTTP_NOT_FOUND,
+                          "Not found: hutch has no OAuth; send its static token as "
+                          "Authorization: Bearer <token>\n",
+                          NULL);
     if (is_ops_path(url))
         return on_ops(srv, conn, url, method);
-    if (!authorized(srv, conn, who, sizeof(who)))
-        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000,
-                           "Unauthorized: send Authorization: Bearer <token>",
-                           www_auth);
+    if (!authorized(srv, conn, who, sizeof(who), &given))
+        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000, unauthorized_msg(given),
+                           www_authenticate(given));
     if (strcmp(url, HTTP_PATH) != 0)
         return reply_text(conn, MHD_HTTP_NOT_FOUND,
                           "Not found: hutch serves MCP at /mcp\n", NULL);

@@ -213,8 +213,24 @@ is "2026 requests whose client went away were cancelled (JSON and SSE)" "$(cance
 req -H "$CT" -d "$LIST" "$URL"
 is "no token: 401" "$CODE" 401
 like "no token: WWW-Authenticate names Bearer" "$(header WWW-Authenticate)" "Bearer"
+unlike "no token: a bare challenge, no error (RFC 6750 3.1)" "$(header WWW-Authenticate)" "error="
 req -H "Authorization: Bearer wrong-$TOKEN" -H "$CT" -d "$LIST" "$URL"
 is "wrong token: 401" "$CODE" 401
+like "wrong token: error=\"invalid_token\"" "$(header WWW-Authenticate)" 'error="invalid_token"'
+req -H "Authorization: Bearer wrong-$TOKEN" "http://127.0.0.1:$PORT/metrics"
+like "wrong token on /metrics: error=\"invalid_token\"" "$(header WWW-Authenticate)" 'error="invalid_token"'
+# A static token and no OAuth: clients that look for OAuth metadata (RFC
+# 9728, RFC 8414, OpenID) learn there is none, with or without a token,
+# instead of a 401 they would take as "start an OAuth flow".
+for p in /.well-known/oauth-protected-resource /.well-known/oauth-protected-resource/mcp \
+    /.well-known/oauth-authorization-server /.well-known/oauth-authorization-server/mcp \
+    /.well-known/openid-configuration; do
+    req "http://127.0.0.1:$PORT$p"
+    is "GET $p without a token: 404" "$CODE" 404
+    req -H "$AUTH" "http://127.0.0.1:$PORT$p"
+    is "GET $p with the token: 404" "$CODE" 404
+done
+like "the 404 says hutch takes a static token" "$BODY" "static token"
 req -H "Authorization: Bearer ${TOKEN%?}" -H "$CT" -d "$LIST" "$URL"
 is "token prefix: 401" "$CODE" 401
 
