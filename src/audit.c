@@ -33,6 +33,7 @@ struct hutch_audit {
     int stalled;      /* the last line timed out: do not wait again */
     int partial;      /* the last line was cut short: start with '\n' */
     uint64_t dropped; /* lines not written */
+    int values;       /* atomic: hutch_audit_args writes values */
 };
 
 static const char *const reserved[] = {
@@ -167,6 +168,70 @@ cJSON *hutch_audit_redact(const cJSON *args,
     if (!args)
         return NULL;
     return copy_value(args, 0, HUTCH_AUDIT_MAX_STRING, is_secret, arg);
+}
+
+void hutch_audit_set_values(struct hutch_audit *a, int on)
+{
+    if (a)
+        __atomic_store_n(&a->values, on != 0, __ATOMIC_RELAXED);
+}
+
+/* What a value is, without what it says. */
+static cJSON *describe(const cJSON *v)
+{
+    char d[64];
+
+    if (cJSON_IsString(v))
+        snprintf(d, sizeof(d), "<string, %zu bytes>",
+                 v->valuestring ? strlen(v->valuestring) : (size_t)0);
+    else if (cJSON_IsNumber(v))
+        snprintf(d, sizeof(d), "<number>");
+    else if (cJSON_IsBool(v))
+        snprintf(d, sizeof(d), "<boolean>");
+    else if (cJSON_IsArray(v))
+        snprintf(d, sizeof(d), "<array, %d items>", cJSON_GetArraySize(v));
+    else if (cJSON_IsObject(v))
+        snprintf(d, sizeof(d), "<object, %d members>", cJSON_GetArraySize(v));
+    else
+        return cJSON_CreateNull();
+    return cJSON_CreateString(d);
+}
+
+cJSON *hutch_audit_args(const struct hutch_audit *a, const cJSON *args,
+                        int (*is_secret)(const void *arg, const char *key),
+                        const void *arg)
+{
+    const cJSON *c;
+    cJSON *out;
+
+    if (!args)
+        return NULL;
+    if (a && __atomic_load_n(&a->values, __ATOMIC_RELAXED))
+        return hutch_audit_redact(args, is_secret, arg);
+    /* The names of the arguments are the tool's schema, not the agent's
+     * data: kept.  Below them, nothing (a nested object's keys may be
+     * data: {"alice@example.com": ...}). */
+    if (!cJSON_IsObject(args))
+        return describe(args);
+    out = cJSON_CreateObject();
+    if (!out)
+        return NULL;
+    cJSON_ArrayForEach(c, args)
+    {
+        const char *name = c->string ? c->string : "";
+        cJSON *item = is_secret && is_secret(arg, name) == 1
+                          ? cJSON_CreateString("[redacted]")
+                          : describe(c);
+        char *key = clean_string(name, HUTCH_AUDIT_MAX_STRING);
+        if (!item || !key || !cJSON_AddItemToObject(out, key, item)) {
+            free(key);
+            cJSON_Delete(item);
+            cJSON_Delete(out);
+            return NULL;
+        }
+        free(key);
+    }
+    return out;
 }
 
 /* Open flags shared by open and reopen: O_NONBLOCK so that a FIFO without

@@ -2,9 +2,11 @@
  * execution, appended to a file (--audit FILE) or written to stderr.
  *
  * Secrets: no function here takes a bearer token, and none should ever be
- * passed in `reason` or `extra`; tool arguments go through
- * hutch_audit_redact first, which replaces every value the policy marks
- * secret.  Thread-safe; a line is built outside the lock and written with
+ * passed in `reason` or `extra`; tool arguments go through hutch_audit_args
+ * first, which by default keeps only their names and the type and size of
+ * each value (an argument is the agent's data: a message, a query, a
+ * customer's record), and with values on replaces every value the policy
+ * marks secret.  Thread-safe; a line is built outside the lock and written with
  * one write(2), so concurrent lines never interleave. */
 #ifndef HUTCH_AUDIT_H
 #define HUTCH_AUDIT_H
@@ -50,6 +52,20 @@ int hutch_audit_log(struct hutch_audit *a, const char *event, const char *princi
                     const char *reason, double duration_ms, const cJSON *extra);
 /* Lines dropped since open. */
 uint64_t hutch_audit_dropped(struct hutch_audit *a);
+
+/* Whether hutch_audit_args writes argument values (off by default; the
+ * operator's --audit-values). */
+void hutch_audit_set_values(struct hutch_audit *a, int on);
+
+/* A tool call's arguments as the audit log shows them.  Values off: an
+ * object keeps its member names, each value replaced by what it is
+ * ("<string, 12 bytes>", "<number>", "<boolean>", "<array, 3 items>",
+ * "<object, 2 members>"; null stays null; a member is_secret marks reads
+ * "[redacted]"), anything else is described whole.  Values on:
+ * hutch_audit_redact.  NULL on NULL args or out of memory.  Caller frees. */
+cJSON *hutch_audit_args(const struct hutch_audit *a, const cJSON *args,
+                        int (*is_secret)(const void *arg, const char *key),
+                        const void *arg);
 
 /* Deep copy of args with the value of every object member for which
  * is_secret(arg, name) returns 1 replaced by "[redacted]" (at any depth up

@@ -92,7 +92,6 @@
 #define HUTCH_MCP_MAX_FILES_OUT_BYTES (1u << 20)   /* inline in a result */
 #define HUTCH_MCP_MAX_OUTPUT_TEXT     (256u << 10) /* search_tools' text */
 #define HUTCH_HTTP_MAX_BODY           HUTCH_MCP_MAX_MESSAGE
-#define HUTCH_HTTP_MAX_SESSIONS       256
 #define HUTCH_UPSTREAM_MAX_MESSAGE    (16u << 20)
 #define HUTCH_UPSTREAM_MAX_TOOLS      2000  /* per server */
 #define HUTCH_UPSTREAM_MAX_PAGES      100   /* tools/list pages */
@@ -149,14 +148,48 @@
  * result: a few lines. */
 #define HUTCH_RESULT_NOTES_MAX 512
 
-/* HTTP transport (http.c). */
-#define HUTCH_HTTP_MAX_CONNECTIONS 128u
-#define HUTCH_HTTP_CONN_TIMEOUT_S  60u         /* idle keep-alive, stalled upload */
-#define HUTCH_HTTP_CONN_MEMORY     (64u << 10) /* MHD's pool per connection */
-#define HUTCH_HTTP_SESSION_IDLE_MS (30u * 60u * 1000u)
-#define HUTCH_HTTP_SWEEP_MS        10000u
-#define HUTCH_HTTP_TICK_MS         100u   /* every wait looks at stop, client */
-#define HUTCH_HTTP_KEEPALIVE_MS    15000u /* SSE comment after this silence */
+/* HTTP transport (http.c).  The caps marked $ are the defaults of the
+ * environment variables of the same name (man/hutch.1), each within
+ * [MIN, MAX]. */
+/* 2025-era sessions ($): all principals together, and each principal's
+ * share.  A principal at its share that opens one more loses its own
+ * oldest idle session; a full table takes the oldest idle session of
+ * whoever holds the most (never from one holding no more than the one
+ * asking).  A 2026-07-28 request holds no session. */
+#define HUTCH_HTTP_MAX_SESSIONS               256u
+#define HUTCH_HTTP_MAX_SESSIONS_PER_PRINCIPAL 32u
+#define HUTCH_HTTP_SESSIONS_MAX               65536u /* either, at most */
+/* An idle session ends after this ($HUTCH_HTTP_SESSION_IDLE_MS): clients
+ * start a new one on the 404 (the spec says they must). */
+#define HUTCH_HTTP_SESSION_IDLE_MS     (10u * 60u * 1000u)
+#define HUTCH_HTTP_SESSION_IDLE_MIN_MS 1000u
+#define HUTCH_HTTP_SESSION_IDLE_MAX_MS (24u * 3600u * 1000u)
+#define HUTCH_HTTP_SWEEP_MS            10000u /* or half the idle time */
+/* Connections ($HUTCH_HTTP_MAX_CONNECTIONS): a thread each. */
+#define HUTCH_HTTP_MAX_CONNECTIONS     128u
+#define HUTCH_HTTP_MAX_CONNECTIONS_MIN 8u
+#define HUTCH_HTTP_MAX_CONNECTIONS_MAX 4096u
+/* Of one client address ($HUTCH_HTTP_MAX_CONNECTIONS_PER_ADDRESS; 0: the
+ * whole limit, for a reverse proxy in front): MHD refuses past it. */
+#define HUTCH_HTTP_CONNECTIONS_PER_ADDRESS_SHARE 2u /* default: half the limit */
+/* Until a connection has sent a complete request head it is
+ * unauthenticated: it must finish that head within HEAD_TIMEOUT_MS of
+ * connecting or of its previous response ($HUTCH_HTTP_HEAD_TIMEOUT_MS);
+ * such connections take at most 1/UNAUTH_SHARE of the limit, at most
+ * UNAUTH_PER_ADDRESS from one address (an IPv6 /64), the oldest closed to
+ * make room for a newer one; the rest of the limit is room for
+ * authenticated clients.  One that authenticated may wait for its next
+ * head up to CONN_TIMEOUT_S (the timer does not restart on each byte). */
+#define HUTCH_HTTP_HEAD_TIMEOUT_MS     5000u
+#define HUTCH_HTTP_HEAD_TIMEOUT_MIN_MS 100u
+#define HUTCH_HTTP_HEAD_TIMEOUT_MAX_MS 300000u
+#define HUTCH_HTTP_UNAUTH_SHARE        2u
+#define HUTCH_HTTP_UNAUTH_PER_ADDRESS  16u
+#define HUTCH_HTTP_GUARD_LOG_MS        10000u /* says what it closed, at most this often */
+#define HUTCH_HTTP_CONN_TIMEOUT_S      60u    /* idle keep-alive, stalled upload */
+#define HUTCH_HTTP_CONN_MEMORY         (64u << 10) /* MHD's pool per connection */
+#define HUTCH_HTTP_TICK_MS             100u   /* every wait looks at stop, client */
+#define HUTCH_HTTP_KEEPALIVE_MS        15000u /* SSE comment after this silence */
 /* Non-final messages (progress) waiting for a slow SSE reader. */
 #define HUTCH_HTTP_SSE_MAX_QUEUED HUTCH_MCP_MAX_MESSAGE
 /* Request bodies held at once, all connections together. */

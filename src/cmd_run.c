@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "audit.h"
 #include "bridge.h"
 #include "caps.h"
 #include "cli.h"
@@ -73,6 +74,8 @@ static void usage(FILE *f)
         "                         mcpServers JSON format, as for hutch serve)\n"
         "  -p, --policy FILE      a policy (Lua; see hutch-policy(5)) for the run\n"
         "      --audit FILE       audit log, JSON lines (default: none)\n"
+        "      --audit-values     write tool-call argument values into it (default:\n"
+        "                         their names and sizes only)\n"
         "      --json             print one JSON object: exit_code, stdout, stderr,\n"
         "                         result, files, duration_ms, timed_out, a summary\n"
         "                         of tool_calls, …\n"
@@ -201,7 +204,8 @@ int hutch_cmd_run(int argc, char **argv)
         OPT_WORKSPACES,
         OPT_TRACE,
         OPT_OUTPUT_BYTES,
-        OPT_FLAVOUR
+        OPT_FLAVOUR,
+        OPT_AUDIT_VALUES
     };
     static const struct option opts[] = {
         {"lang", required_argument, NULL, 'l'},
@@ -216,6 +220,7 @@ int hutch_cmd_run(int argc, char **argv)
         {"servers", required_argument, NULL, 's'},
         {"policy", required_argument, NULL, 'p'},
         {"audit", required_argument, NULL, OPT_AUDIT},
+        {"audit-values", no_argument, NULL, OPT_AUDIT_VALUES},
         {"timeout", required_argument, NULL, 't'},
         {"memory", required_argument, NULL, 'm'},
         {"pids", required_argument, NULL, OPT_PIDS},
@@ -240,7 +245,7 @@ int hutch_cmd_run(int argc, char **argv)
     cJSON *config = NULL;
     size_t ninputs = 0;
     uint64_t v;
-    int json = 0, trace = 0, c, rc = HUTCH_EXIT_ERROR, r;
+    int json = 0, trace = 0, c, rc = HUTCH_EXIT_ERROR, r, audit_values = 0;
     char *code = NULL;
     size_t code_len = 0;
     struct sigaction sa;
@@ -299,6 +304,9 @@ int hutch_cmd_run(int argc, char **argv)
             break;
         case OPT_AUDIT:
             audit_file = optarg;
+            break;
+        case OPT_AUDIT_VALUES:
+            audit_values = 1;
             break;
         case 't':
             if (hutch_cli_limit("hutch run", "timeout", optarg, &jo.timeout_ms) < 0) {
@@ -414,6 +422,7 @@ int hutch_cmd_run(int argc, char **argv)
         fprintf(stderr, "hutch run: policy: %s\n", err.msg);
         goto out;
     }
+    hutch_audit_set_values(hutch_gov_audit(gov), audit_values);
     if (hutch_cli_start_tools(servers, "hutch run", true, &config, &ups, &bridge,
                               &err) < 0) {
         fprintf(stderr, "hutch run: --servers: %s\n", err.msg);

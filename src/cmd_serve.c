@@ -22,6 +22,7 @@
 #include "log.h"
 #include "mcp_server.h"
 #include "policy.h"
+#include "resources.h"
 #include "serve_config.h"
 #include "shape.h"
 #include "stdio_server.h"
@@ -52,7 +53,7 @@ static void *reload_thread(void *arg)
                         "refused until it is fixed: %s",
                         err.msg);
         } else {
-            hutch_warn("policy reloaded");
+            hutch_info("policy reloaded");
         }
     }
     return NULL;
@@ -73,6 +74,35 @@ static void on_signal(int sig)
     stopping = sig;
 }
 
+/* HTTP takes the policy's principals' tokens when it names some. */
+static void set_principals(struct hutch_http_opts *ho)
+{
+    struct hutch_policy *pol = hutch_gov_policy(gov);
+
+    if (hutch_policy_has_principals(pol)) {
+        ho->principal = http_principal;
+        ho->principal_arg = gov;
+    }
+    hutch_policy_unref(pol);
+}
+
+/* $HUTCH_RESOURCE_TTL_MS and --resources-dir, as the MCP server will take
+ * them.  make: create the directory if missing, as serve would; else
+ * (--check-config, which makes nothing) only an existing one is checked. */
+static int check_resources(const char *dir, int make, struct hutch_err *err)
+{
+    struct hutch_resources *rs = NULL;
+    unsigned ttl_ms;
+    int r = hutch_resources_ttl_from_env(&ttl_ms, err);
+
+    if (r == 0 && dir && !make && access(dir, F_OK) < 0)
+        dir = dir[0] == '/' ? NULL : dir; /* a relative one is refused as is */
+    if (r == 0)
+        r = hutch_resources_new(ttl_ms, dir, &rs, err);
+    hutch_resources_free(rs);
+    return r;
+}
+
 static void usage(FILE *f)
 {
     fprintf(
@@ -91,6 +121,9 @@ static void usage(FILE *f)
         "                         on a non-loopback address\n"
         "  -p, --policy FILE      the deployment's policy (Lua; see hutch-policy(5))\n"
         "      --audit FILE       audit log, JSON lines (default: stderr)\n"
+        "      --audit-values     write tool-call argument values into the audit\n"
+        "                         log (default: their names and sizes only; the\n"
+        "                         policy's audit.secret is redacted either way)\n"
         "  -x, --executor NAME    executor plugin (default: $HUTCH_EXECUTOR, else the\n"
         "                         policy's, else local; the two must agree)\n"
         "      --flavour NAME     base (default) or data: Python with numpy, pandas\n"
@@ -220,10 +253,10 @@ static char *read_token(const char *file, struct hutch_err *err)
  * none started; the executor found and probed, not opened; the audit log
  * checked, not created).  0, or 1 after saying what is wrong. */
 static int check_config(const char *servers, const char *policy_file,
-                        const char *audit_file, const char *http,
-                        const char *token_file, const char *executor,
+                        const char *audit_file, const char *http, const char *addr,
+                        uint16_t port, const char *token_file, const char *executor,
                         const char *flavour, const char *plugin_dir,
-                        const char *shapes_file)
+                        const char *shapes_file, const char *resources_dir)
 {
     static int shapes_said;
     struct hutch_jobs_opts jo = {
@@ -242,6 +275,19 @@ static int check_config(const char *servers, const char *policy_file,
     }
     if (http && !(token = read_token(token_file, &err)) && err.msg[0]) {
         fprintf(stderr, "hutch serve: token: %s\n", err.msg);
+        goto out;
+    }
+    if (http) {
+        struct hutch_http_opts ho = {.addr = addr, .port = port, .token = token};
+        if (hutch_policy_has_principals(p))
+            ho.principal = http_principal; /* only its presence is checked */
+        if (hutch_http_check(&ho, &err) < 0) {
+            fprintf(stderr, "hutch serve: --http: %s\n", err.msg);
+            goto out;
+        }
+    }
+    if (check_resources(resources_dir, 0, &err) < 0) {
+        fprintf(stderr, "hutch serve: %s\n", err.msg);
         goto out;
     }
     if (servers && hutch_upstreams_load(servers, &config, &err) < 0) {
@@ -291,12 +337,14 @@ enum {
     OPT_WORKSPACES,
     OPT_RESOURCES_DIR,
     OPT_OUTPUT_BYTES,
-    OPT_FLAVOUR
+    OPT_FLAVOUR,
+    OPT_AUDIT_VALUES
 };
 static const struct option opts[] = {
     {"servers", required_argument, NULL, 's'},
     {"policy", required_argument, NULL, 'p'},
     {"audit", required_argument, NULL, OPT_AUDIT},
+    {"audit-values", no_argument, NULL, OPT_AUDIT_VALUES},
     {"http", required_argument, NULL, OPT_HTTP},
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"executor", required_argument, NULL, 'x'},
@@ -341,7 +389,7 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     uint64_t timeout = HUTCH_DEFAULT_TIMEOUT_MS, memory = HUTCH_DEFAULT_MEMORY_MB,
              pids = HUTCH_DEFAULT_PIDS, output_bytes = 0;
     int c, rc = HUTCH_EXIT_ERROR, envelope = 1, timeout_set = 0, memory_set = 0,
-           pids_set = 0;
+           pids_set = 0, audit_values = 0;
     struct sigaction sa;
 
     hutch_log_set_level(HUTCH_LOG_WARN);
@@ -359,6 +407,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
             break;
         case OPT_AUDIT:
             audit_file = optarg;
+            break;
+        case OPT_AUDIT_VALUES:
+            audit_values = 1;
             break;
         case OPT_SHAPES:
             shapes_file = optarg;
@@ -455,8 +506,9 @@ static int serve(int argc, char **argv, const char *config_file, int check)
         return 2;
     }
     if (check)
-        return check_config(servers, policy_file, audit_file, http, token_file,
-                            executor, flavour, plugin_dir, shapes_file);
+        return check_config(servers, policy_file, audit_file, http, addr, ho.port,
+                            token_file, executor, flavour, plugin_dir, shapes_file,
+                            mo.resources_dir);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: a blocked read must see it */
@@ -473,6 +525,23 @@ static int serve(int argc, char **argv, const char *config_file, int check)
     if (hutch_gov_new(policy_file, audit_file, &gov, &err) < 0 ||
         hutch_gov_set_flavour(gov, flavour, &err) < 0) {
         hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "policy: %s", err.msg);
+        goto out;
+    }
+    hutch_audit_set_values(hutch_gov_audit(gov), audit_values);
+    /* Everything else the settings name is checked before anything starts
+     * (upstream servers, pools): a bad one stops serve with nothing to
+     * undo. */
+    if (http) {
+        ho.addr = addr;
+        ho.token = token;
+        set_principals(&ho);
+        if (hutch_http_check(&ho, &err) < 0) {
+            hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
+            goto out;
+        }
+    }
+    if (check_resources(mo.resources_dir, 1, &err) < 0) {
+        hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
         goto out;
     }
     /* Every thread created from here on inherits SIGHUP blocked. */
@@ -521,20 +590,11 @@ static int serve(int argc, char **argv, const char *config_file, int check)
         goto out;
     }
     if (http) {
-        ho.addr = addr;
-        ho.token = token;
         ho.jobs = jobs;
         ho.upstreams = ups;
-        {
-            struct hutch_policy *pol = hutch_gov_policy(gov);
-            if (hutch_policy_has_principals(pol)) {
-                ho.principal = http_principal;
-                ho.principal_arg = gov;
-            }
-            hutch_policy_unref(pol);
-        }
-        if (!token && (!strcmp(addr, "127.0.0.1") || !strcmp(addr, "::1") ||
-                       !strcmp(addr, "localhost") || !strncmp(addr, "127.", 4)))
+        if (!token && !ho.principal &&
+            (!strcmp(addr, "127.0.0.1") || !strcmp(addr, "::1") ||
+             !strcmp(addr, "localhost") || !strncmp(addr, "127.", 4)))
             hutch_log_say(HUTCH_LOG_WARN, "hutch serve", NULL,
                           "serving HTTP without a bearer token (set HUTCH_TOKEN or "
                           "--token-file): any local process can use it");

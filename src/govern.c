@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "audit.h"
 #include "catalog.h"
@@ -29,6 +30,7 @@ struct hutch_gov {
     struct hutch_audit *audit;
     struct hutch_rate *rate;
     uint64_t seq;
+    struct hutch_gov_reload last; /* under mu */
 };
 
 int hutch_gov_new(const char *policy_file, const char *audit_file,
@@ -89,6 +91,20 @@ int hutch_gov_set_flavour(struct hutch_gov *g, const char *flavour,
     return g->flavour ? 0 : hutch_err_set(err, -ENOMEM, "out of memory");
 }
 
+/* Under g->mu. */
+static void note_reload(struct hutch_gov *g, int ok, const char *why)
+{
+    struct timespec ts;
+    struct tm tm;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    g->last.done = 1;
+    g->last.ok = ok;
+    strftime(g->last.time, sizeof(g->last.time), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(g->last.error, sizeof(g->last.error), "%s", why ? why : "");
+}
+
 int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err)
 {
     struct hutch_policy *p = NULL, *old;
@@ -96,6 +112,9 @@ int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err)
 
     hutch_audit_reopen(g->audit);
     if (!g->file) {
+        pthread_mutex_lock(&g->mu);
+        note_reload(g, 1, NULL);
+        pthread_mutex_unlock(&g->mu);
         hutch_audit_log(g->audit, "policy_reload", NULL, NULL, NULL, "kept",
                         "built-in policy", -1, NULL);
         return 0;
@@ -106,6 +125,9 @@ int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err)
         p = NULL;
     }
     if (r < 0) {
+        pthread_mutex_lock(&g->mu);
+        note_reload(g, 0, err->msg);
+        pthread_mutex_unlock(&g->mu);
         hutch_audit_log(g->audit, "policy_reload", NULL, NULL, NULL, "failed", err->msg,
                         -1, NULL);
         return r;
@@ -113,6 +135,7 @@ int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err)
     pthread_mutex_lock(&g->mu);
     old = g->cur;
     g->cur = p;
+    note_reload(g, 1, NULL);
     pthread_mutex_unlock(&g->mu);
     hutch_policy_unref(old);
     hutch_audit_log(g->audit, "policy_reload", NULL, NULL, NULL, "loaded", g->file, -1,
@@ -132,6 +155,13 @@ struct hutch_policy *hutch_gov_policy(struct hutch_gov *g)
 struct hutch_audit *hutch_gov_audit(struct hutch_gov *g)
 {
     return g->audit;
+}
+
+void hutch_gov_last_reload(struct hutch_gov *g, struct hutch_gov_reload *out)
+{
+    pthread_mutex_lock(&g->mu);
+    *out = g->last;
+    pthread_mutex_unlock(&g->mu);
 }
 
 int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
@@ -353,7 +383,8 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     extra = cJSON_CreateObject();
     if (r == HUTCH_POLICY_ASK)
         r = ask_user(x, e->qualified, args, timeout_ms, reason, sizeof(reason), extra);
-    cJSON_AddItemToObject(extra, "args", hutch_audit_redact(args, secret, x->policy));
+    cJSON_AddItemToObject(extra, "args",
+                          hutch_audit_args(g->audit, args, secret, x->policy));
     hutch_audit_log(g->audit, "tool_call", x->principal, x->execution, e->qualified,
                     r == 0 ? "allow" : "deny", r == 0 ? NULL : reason, dur, extra);
     cJSON_Delete(extra);

@@ -31,6 +31,16 @@ int hutch_gov_set_flavour(struct hutch_gov *g, const char *flavour,
  * reopens the audit log (rotation). */
 int hutch_gov_reload(struct hutch_gov *g, struct hutch_err *err);
 
+/* The last reload (SIGHUP): done 0 when there was none yet; ok 0 when it
+ * failed (the policy in use is the one before it), with why in error
+ * (which may name the file); time in UTC, RFC 3339, to the second. */
+struct hutch_gov_reload {
+    int done, ok;
+    char time[32];
+    char error[256];
+};
+void hutch_gov_last_reload(struct hutch_gov *g, struct hutch_gov_reload *out);
+
 /* The current policy, with a reference the caller drops
  * (hutch_policy_unref). */
 struct hutch_policy *hutch_gov_policy(struct hutch_gov *g);

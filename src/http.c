@@ -15,17 +15,28 @@
  *           MCP-Protocol-Version, Mcp-Method and Mcp-Name cross-checked.
  *           2025 messages go to their Mcp-Session-Id's session (initialize
  *           makes one).  A 2026-07-28 request has no session: it gets one of
- *           its own, outside the table, for as long as it runs, and closing
- *           its stream cancels it; what the revision calls a protocol error
- *           is answered with its HTTP status (400, 404 for an unknown method)
- *           before any of that.
+ *           its own, outside the table and its caps, for as long as it runs,
+ *           and closing its stream cancels it; what the revision calls a
+ *           protocol error is answered with its HTTP status (400, 404 for an
+ *           unknown method) before any of that.
  *   DELETE  ends the session named by Mcp-Session-Id.
  *   GET     405: hutch never speaks outside a request, so it offers no
  *           standalone stream (the spec allows 405).  Messages the core sends
  *           tied to no request (stream == NULL) are therefore dropped.
  * Around that: a bearer token, Host/Origin checks on loopback binds (DNS
- * rebinding), body and session caps (a 2026 request in flight holds a
- * session slot), idle session expiry (30 min).
+ * rebinding), body caps, the session table's caps (in all and per
+ * principal: a principal at its share gives up its own oldest idle
+ * session, a full table is taken from whoever holds the most; caps.h) and
+ * idle session expiry, and the connection guard (http_guard.h: a deadline
+ * for each request head, shares of the connection limit for connections
+ * that have not authenticated).  The caps can be set from the environment
+ * (HUTCH_HTTP_*, read by hutch_http_check).
+ *
+ * OAuth: hutch takes a static bearer token and has no authorization
+ * server.  /.well-known/ paths answer 404 without a token, so that a
+ * client probing for OAuth metadata (RFC 9728, RFC 8414) learns there is
+ * none, instead of a 401 it would take as "start an OAuth flow".  A 401
+ * says invalid_token (RFC 6750) when a bearer token came and was wrong.
  *
  * Beside it, GET (and HEAD) only, other methods 405:
  *   /healthz  200 "ok": the process answers.  No token.
@@ -44,7 +55,13 @@
  *
  * Threading: libmicrohttpd runs one thread per connection, so a request may
  * block until its answer is ready; every wait wakes at least every 100 ms to
- * notice shutdown and a client that went away.  The core sends from any
+ * notice shutdown and a client that went away.  (MHD's thread pool with
+ * internal polling would need every waiting request suspended and resumed;
+ * the guard gives the same protection against slow clients with the
+ * threads kept: a connection that sends nothing useful is closed within
+ * the head deadline, so it holds a thread a few seconds at most.)  The
+ * thread that calls hutch_http_serve runs the sweeps: idle sessions, and
+ * the guard's deadlines every 50 ms.  The core sends from any
  * thread onto the request's stream: a queue with its own lock, reference
  * counted so that the HTTP side (client gone, server stopping) and the core
  * (final response, session freed) can each finish first.
@@ -58,6 +75,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +88,7 @@
 #include "buf.h"
 #include "caps.h"
 #include "http.h"
+#include "http_guard.h"
 #include "log.h"
 #include "mcp_era.h"
 #include "mcp_server.h"
@@ -122,13 +141,21 @@ struct http_session {
     /* Who created it; only they may use it. */
     char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
     /* One 2026-07-28 request's, never in the table (post_modern): closed
-     * without waiting, its slot given back when the core is done with it. */
+     * without waiting, counted in ntransient until the core is done with
+     * it. */
     int transient;
     /* Under srv->mu: */
-    int refs; /* the table while linked, plus each request using it */
-    int linked;
+    int refs;   /* the table while linked, plus each request using it */
+    int linked; /* in the table, counted in its caps */
+    int ready;  /* its initialize succeeded: it can be found */
     uint64_t last_used;
     struct http_stream *pending;
+};
+
+/* The caps an operator may set (hutch_http_check reads them). */
+struct http_knobs {
+    unsigned max_sessions, per_principal, idle_ms;
+    unsigned max_conns, per_address, head_ms;
 };
 
 struct http_server {
@@ -144,9 +171,12 @@ struct http_server {
     uint64_t buffered;   /* atomic: request body bytes reserved */
     char start_msg[256]; /* MHD's last word while starting */
     int started;
+    struct http_knobs k;
+    struct hutch_http_guard *guard;
     pthread_mutex_t mu;
     struct http_session *sessions;
-    unsigned nsessions; /* linked, being initialized, 2026 requests in flight */
+    unsigned nsessions;  /* linked: initialized or being initialized */
+    unsigned ntransient; /* 2026 requests the core is not done with */
 };
 
 /* One HTTP request: MHD's per-request context. */
@@ -420,16 +450,17 @@ static void session_forget(struct http_session *hs)
     }
 }
 
-static void session_settle(struct http_session *hs, int keep);
-
 /* hutch_mcp_session_close's callback for a transient session: on the
  * thread that last used the core's session (maybe its last worker). */
 static void transient_gone(void *arg)
 {
     struct http_session *hs = arg;
+    struct http_server *srv = hs->srv;
 
     session_forget(hs);
-    session_settle(hs, 0);
+    pthread_mutex_lock(&srv->mu);
+    srv->ntransient--;
+    pthread_mutex_unlock(&srv->mu);
     free(hs);
 }
 
@@ -478,7 +509,7 @@ static struct http_session *session_lookup(struct http_server *srv, const char *
 
     pthread_mutex_lock(&srv->mu);
     for (hs = srv->sessions; hs; hs = hs->next) {
-        if (secret_equal(hs->id, strlen(hs->id), id, n)) {
+        if (hs->ready && secret_equal(hs->id, strlen(hs->id), id, n)) {
             hs->refs++;
             hs->last_used = hutch_now_ms();
             break;
@@ -488,21 +519,85 @@ static struct http_session *session_lookup(struct http_server *srv, const char *
     return hs;
 }
 
-/* A new session, not yet findable (it becomes so once initialize succeeded);
- * it takes a slot of HUTCH_HTTP_MAX_SESSIONS now. */
-static struct http_session *session_create(struct http_server *srv,
-                                           const char *principal, unsigned *status)
+/* Under srv->mu: nobody uses it but the table, and it owes nothing. */
+static int session_idle(const struct http_session *hs)
 {
-    struct http_session *hs;
+    return hs->ready && hs->refs == 1 && !hs->pending;
+}
 
-    pthread_mutex_lock(&srv->mu);
-    if (srv->nsessions >= HUTCH_HTTP_MAX_SESSIONS) {
-        pthread_mutex_unlock(&srv->mu);
-        *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+/* Under srv->mu: out of the table and its caps.  The references left (0:
+ * the caller destroys it, outside the lock). */
+static int session_unlink_locked(struct http_server *srv, struct http_session *hs)
+{
+    struct http_session **pp = &srv->sessions;
+
+    while (*pp != hs)
+        pp = &(*pp)->next;
+    *pp = hs->next;
+    hs->next = NULL;
+    hs->linked = 0;
+    srv->nsessions--;
+    return --hs->refs;
+}
+
+/* Under srv->mu: the table is full and `who`, holding `mine`, asks for a
+ * session.  The oldest idle session of the principal holding the most,
+ * when that is more than `mine` (ties: the oldest idle session of them);
+ * NULL when nobody holds more or they are all busy.  A principal's share
+ * may be more than the table divided by the principals in use: this is
+ * what brings them back to even. */
+static struct http_session *fullest_idle_locked(struct http_server *srv, unsigned mine)
+{
+    struct holder {
+        const char *name;
+        unsigned n;
+        struct http_session *oldest;
+    } *h = calloc(srv->nsessions ? srv->nsessions : 1, sizeof(*h)), *best = NULL;
+    size_t nh = 0;
+
+    if (!h)
         return NULL;
+    for (struct http_session *hs = srv->sessions; hs; hs = hs->next) {
+        size_t i;
+        for (i = 0; i < nh && strcmp(h[i].name, hs->principal) != 0; i++)
+            ;
+        if (i == nh) {
+            if (nh == srv->nsessions)
+                break; /* cannot happen: one holder per session at most */
+            h[nh++].name = hs->principal;
+        }
+        h[i].n++;
+        if (session_idle(hs) &&
+            (!h[i].oldest || hs->last_used < h[i].oldest->last_used))
+            h[i].oldest = hs;
     }
-    srv->nsessions++;
-    pthread_mutex_unlock(&srv->mu);
+    for (size_t i = 0; i < nh; i++) {
+        if (h[i].n <= mine || !h[i].oldest)
+            continue;
+        if (!best || h[i].n > best->n ||
+            (h[i].n == best->n && h[i].oldest->last_used < best->oldest->last_used))
+            best = &h[i];
+    }
+    {
+        struct http_session *victim = best ? best->oldest : NULL;
+        free(h);
+        return victim;
+    }
+}
+
+/* A new 2025 session for `principal`, in the table but not findable until
+ * its initialize succeeded (session_settle).  Makes room as the top of
+ * this file says; the session it ended for that is destroyed here.  NULL
+ * with the HTTP status and why. */
+static struct http_session *session_create(struct http_server *srv,
+                                           const char *principal, unsigned *status,
+                                           const char **why)
+{
+    struct http_session *hs, *victim = NULL, *mine_oldest = NULL;
+    const char *reason = NULL;
+    enum hutch_metrics_http event = HUTCH_HTTP_SESSION_SHARE;
+    unsigned mine = 0;
+    int left = -1;
 
     hs = calloc(1, sizeof(*hs));
     if (hs) {
@@ -513,34 +608,100 @@ static struct http_session *session_create(struct http_server *srv,
     }
     if (!hs || !hs->s) {
         free(hs);
-        pthread_mutex_lock(&srv->mu);
-        srv->nsessions--;
-        pthread_mutex_unlock(&srv->mu);
         *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        *why = "Internal error: cannot create a session";
         return NULL;
     }
     hs->id = hutch_mcp_session_id(hs->s);
     hs->refs = 1;
     hs->last_used = hutch_now_ms();
+
+    pthread_mutex_lock(&srv->mu);
+    for (struct http_session *i = srv->sessions; i; i = i->next) {
+        if (strcmp(i->principal, principal) != 0)
+            continue;
+        mine++;
+        if (session_idle(i) && (!mine_oldest || i->last_used < mine_oldest->last_used))
+            mine_oldest = i;
+    }
+    if (mine >= srv->k.per_principal) {
+        victim = mine_oldest;
+        reason = "its principal's share is full";
+        if (!victim)
+            *why = "Service Unavailable: every session of this principal is busy";
+    } else if (srv->nsessions >= srv->k.max_sessions) {
+        victim = fullest_idle_locked(srv, mine);
+        reason = "the session table is full";
+        event = HUTCH_HTTP_SESSION_FULL;
+        if (!victim)
+            *why = "Service Unavailable: too many sessions";
+    }
+    if (reason && !victim) {
+        pthread_mutex_unlock(&srv->mu);
+        hutch_mcp_session_free(hs->s);
+        free(hs);
+        *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        return NULL;
+    }
+    if (victim)
+        left = session_unlink_locked(srv, victim);
+    hs->next = srv->sessions;
+    srv->sessions = hs;
+    hs->linked = 1;
+    hs->refs++; /* the table's */
+    srv->nsessions++;
+    pthread_mutex_unlock(&srv->mu);
+    if (victim) {
+        hutch_info("session %.8s of %s ended, idle the longest: %s", victim->id,
+                   victim->principal, reason);
+        hutch_metrics_http(event, 1);
+        if (left == 0)
+            session_destroy(victim);
+    }
     return hs;
 }
 
-/* After initialize: keep the session (the table takes a ref) or give its
- * slot back. */
+/* A 2026-07-28 request's session: outside the table, it holds no slot
+ * (what bounds these is the connections, one request each). */
+static struct http_session *session_transient(struct http_server *srv,
+                                              const char *principal)
+{
+    struct http_session *hs = calloc(1, sizeof(*hs));
+
+    if (!hs)
+        return NULL;
+    hs->srv = srv;
+    hs->transient = 1;
+    snprintf(hs->principal, sizeof(hs->principal), "%s", principal);
+    hs->s = hutch_mcp_session_new(srv->m, on_send, hs, principal);
+    if (!hs->s) {
+        free(hs);
+        return NULL;
+    }
+    hs->id = hutch_mcp_session_id(hs->s);
+    hs->refs = 1;
+    hs->last_used = hutch_now_ms();
+    pthread_mutex_lock(&srv->mu);
+    srv->ntransient++;
+    pthread_mutex_unlock(&srv->mu);
+    return hs;
+}
+
+/* After initialize: make the session findable, or take it out of the
+ * table. */
 static void session_settle(struct http_session *hs, int keep)
 {
     struct http_server *srv = hs->srv;
+    int left = -1;
 
     pthread_mutex_lock(&srv->mu);
-    if (keep) {
-        hs->next = srv->sessions;
-        srv->sessions = hs;
-        hs->linked = 1;
-        hs->refs++;
-    } else {
-        srv->nsessions--;
-    }
+    if (keep)
+        hs->ready = 1;
+    else if (hs->linked)
+        left = session_unlink_locked(srv, hs);
     pthread_mutex_unlock(&srv->mu);
+    if (left == 0)
+        session_destroy(hs);
 }
 
 /* Take the session out of the table; it is freed when its last user is
@@ -551,22 +712,15 @@ static void session_end(struct http_session *hs)
     int left = -1;
 
     pthread_mutex_lock(&srv->mu);
-    if (hs->linked) {
-        struct http_session **pp = &srv->sessions;
-        while (*pp != hs)
-            pp = &(*pp)->next;
-        *pp = hs->next;
-        hs->linked = 0;
-        srv->nsessions--;
-        left = --hs->refs;
-    }
+    if (hs->linked)
+        left = session_unlink_locked(srv, hs);
     pthread_mutex_unlock(&srv->mu);
     if (left == 0)
         session_destroy(hs);
 }
 
-/* End sessions idle for HUTCH_HTTP_SESSION_IDLE_MS (or all of them).  A session
- * with a request in flight is not idle, however long the request runs. */
+/* End sessions idle for the idle time (or all of them).  A session with a
+ * request in flight is not idle, however long the request runs. */
 static void sessions_sweep(struct http_server *srv, int all)
 {
     struct http_session *dead = NULL, **pp;
@@ -575,8 +729,7 @@ static void sessions_sweep(struct http_server *srv, int all)
     pthread_mutex_lock(&srv->mu);
     for (pp = &srv->sessions; *pp;) {
         struct http_session *hs = *pp;
-        if (all || (hs->refs == 1 && !hs->pending &&
-                    now - hs->last_used >= HUTCH_HTTP_SESSION_IDLE_MS)) {
+        if (all || (session_idle(hs) && now - hs->last_used >= srv->k.idle_ms)) {
             *pp = hs->next;
             hs->linked = 0;
             srv->nsessions--;
@@ -591,9 +744,11 @@ static void sessions_sweep(struct http_server *srv, int all)
     pthread_mutex_unlock(&srv->mu);
     while (dead) {
         struct http_session *next = dead->next;
-        if (!all)
-            hutch_info("session %.8s expired after %u minutes idle", dead->id,
-                       HUTCH_HTTP_SESSION_IDLE_MS / 60000u);
+        if (!all) {
+            hutch_info("session %.8s of %s expired after %u s idle", dead->id,
+                       dead->principal, srv->k.idle_ms / 1000u);
+            hutch_metrics_http(HUTCH_HTTP_SESSION_IDLE, 1);
+        }
         session_destroy(dead);
         dead = next;
     }
@@ -719,19 +874,34 @@ static const char *rebinding_check(struct MHD_Connection *conn)
     return NULL;
 }
 
+/* The guard's record of the connection (NULL when it has none). */
+static struct hutch_http_conn *guard_conn(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ci ? ci->socket_context : NULL;
+}
+
 /* Who is asking: the policy's principal whose token this is, or "http" for
  * the server-wide token (or when no token is configured at all).  0 when
- * the request is not authorized. */
+ * the request is not authorized; *given then says whether it came with a
+ * bearer token (a wrong one) or none.  An authorized request makes its
+ * connection authenticated for the guard. */
 static int authorized(const struct http_server *srv, struct MHD_Connection *conn,
-                      char *who, size_t len)
+                      char *who, size_t len, int *given)
 {
     const char *h = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
     char tok[512];
     size_t n;
+    int ok = 0;
 
     snprintf(who, len, "http");
-    if (!srv->token && !srv->principal)
-        return 1;
+    *given = 0;
+    if (!srv->token && !srv->principal) {
+        ok = 1;
+        goto out;
+    }
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return 0;
     h += 7;
@@ -739,14 +909,43 @@ static int authorized(const struct http_server *srv, struct MHD_Connection *conn
     n = strlen(h);
     while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
         n--;
-    if (srv->token && secret_equal(srv->token, srv->token_len, h, n))
-        return 1;
-    if (srv->principal && n < sizeof(tok)) {
+    *given = n > 0;
+    if (srv->token && secret_equal(srv->token, srv->token_len, h, n)) {
+        ok = 1;
+    } else if (srv->principal && n < sizeof(tok)) {
         memcpy(tok, h, n);
         tok[n] = '\0';
-        return srv->principal(srv->principal_arg, tok, who, len) == 1;
+        ok = srv->principal(srv->principal_arg, tok, who, len) == 1;
     }
-    return 0;
+out:
+    if (ok) {
+        struct hutch_http_conn *c = guard_conn(conn);
+        if (c)
+            hutch_http_guard_trust(srv->guard, c);
+    }
+    return ok;
+}
+
+/* The challenge of a 401 (RFC 6750 §3): a bare one when no token came, so
+ * that a client knows to send one; invalid_token when one came and is not
+ * valid. */
+static const char *const *www_authenticate(int given)
+{
+    static const char *const bare[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
+                                       NULL};
+    static const char *const invalid[] = {
+        "WWW-Authenticate",
+        "Bearer realm=\"hutch\", error=\"invalid_token\", "
+        "error_description=\"the bearer token is not valid\"",
+        NULL};
+
+    return given ? invalid : bare;
+}
+
+static const char *unauthorized_msg(int given)
+{
+    return given ? "Unauthorized: the bearer token is not valid"
+                 : "Unauthorized: send Authorization: Bearer <token>";
 }
 
 /* ---------------------------------------------------------------------- */
@@ -756,11 +955,9 @@ static enum MHD_Result on_ops(struct http_server *srv, struct MHD_Connection *co
                               const char *url, const char *method)
 {
     static const char *const allow[] = {"Allow", "GET, HEAD", NULL};
-    static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
-                                           NULL};
     static const char *const nocache[] = {"Cache-Control", "no-store", NULL};
     char who[HUTCH_MAX_PRINCIPAL_NAME + 1];
-    int authed = authorized(srv, conn, who, sizeof(who));
+    int given = 0, authed = authorized(srv, conn, who, sizeof(who), &given);
 
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
@@ -780,10 +977,12 @@ static enum MHD_Result on_ops(struct http_server *srv, struct MHD_Connection *co
                      nocache);
     }
     /* /metrics */
-    if (!authed)
-        return reply_text(conn, MHD_HTTP_UNAUTHORIZED,
-                          "Unauthorized: send Authorization: Bearer <token>\n",
-                          www_auth);
+    if (!authed) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "%s\n", unauthorized_msg(given));
+        return reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain; charset=utf-8", msg,
+                     strlen(msg), MHD_RESPMEM_MUST_COPY, www_authenticate(given));
+    }
     {
         struct hutch_buf b;
         size_t len = 0;
@@ -1097,19 +1296,14 @@ static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connectio
     struct http_session *hs;
     struct http_stream *st;
     enum MHD_Result ret;
-    unsigned status = 0;
     int rc;
 
     if (!m->answer)
         return reply_empty(conn, MHD_HTTP_ACCEPTED);
-    hs = session_create(srv, rq->principal, &status);
+    hs = session_transient(srv, rq->principal);
     if (!hs)
-        return reply_error(conn, status, -32000,
-                           status == MHD_HTTP_SERVICE_UNAVAILABLE
-                               ? "Service Unavailable: too many requests at once"
-                               : "Internal error: cannot serve the request",
-                           NULL);
-    hs->transient = 1;
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+                           "Internal error: cannot serve the request", NULL);
     st = stream_new(srv, conn, accepts_sse(conn));
     if (!st) {
         session_unref(hs);
@@ -1165,20 +1359,17 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
     }
     if (!hs) {
         unsigned status = 0;
+        const char *why = NULL;
 
         if (!m.method || strcmp(m.method, "initialize") != 0 || !m.id) {
             hutch_mcp_msg_clear(&m);
             return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                                "Bad Request: Mcp-Session-Id header is required", NULL);
         }
-        hs = session_create(srv, rq->principal, &status);
+        hs = session_create(srv, rq->principal, &status, &why);
         if (!hs) {
             hutch_mcp_msg_clear(&m);
-            return reply_error(conn, status, -32000,
-                               status == MHD_HTTP_SERVICE_UNAVAILABLE
-                                   ? "Service Unavailable: too many sessions"
-                                   : "Internal error: cannot create a session",
-                               NULL);
+            return reply_error(conn, status, -32000, why, NULL);
         }
         init = 1;
     }
@@ -1227,6 +1418,7 @@ static enum MHD_Result on_delete(struct http_server *srv, struct MHD_Connection 
     struct http_session *hs = hutch_steal(&rq->hs);
 
     hutch_info("session %.8s ended by the client", hs->id);
+    hutch_metrics_http(HUTCH_HTTP_SESSION_CLIENT, 1);
     session_end(hs);
     session_unref(hs);
     return reply_empty(conn, MHD_HTTP_NO_CONTENT);
@@ -1238,11 +1430,9 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
                                   const char *url, const char *method, void **con_cls)
 {
     static const char *const allow[] = {"Allow", "GET, POST, DELETE", NULL};
-    static const char *const www_auth[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
-                                           NULL};
     const char *why, *sid, *version, *clen, *ctype;
-    char who[64];
-    int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0, hosts = 0;
+    char who[HUTCH_MAX_PRINCIPAL_NAME + 1];
+    int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0, hosts = 0, given = 0;
     uint64_t len = 0;
     struct http_req *rq;
 
@@ -1253,12 +1443,17 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
                            "Bad Request: more than one Host header", NULL);
     if (srv->loopback && (why = rebinding_check(conn)) != NULL)
         return reply_error(conn, MHD_HTTP_FORBIDDEN, -32000, why, NULL);
+    /* No OAuth metadata here, for anyone (see the top of this file). */
+    if (strncmp(url, "/.well-known/", 13) == 0)
+        return reply_text(conn, MHD_HTTP_NOT_FOUND,
+                          "Not found: hutch has no OAuth; send its static token as "
+                          "Authorization: Bearer <token>\n",
+                          NULL);
     if (is_ops_path(url))
         return on_ops(srv, conn, url, method);
-    if (!authorized(srv, conn, who, sizeof(who)))
-        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000,
-                           "Unauthorized: send Authorization: Bearer <token>",
-                           www_auth);
+    if (!authorized(srv, conn, who, sizeof(who), &given))
+        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000, unauthorized_msg(given),
+                           www_authenticate(given));
     if (strcmp(url, HTTP_PATH) != 0)
         return reply_text(conn, MHD_HTTP_NOT_FOUND,
                           "Not found: hutch serves MCP at /mcp\n", NULL);
@@ -1331,8 +1526,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     struct http_server *srv = cls;
     struct http_req *rq = *con_cls;
 
-    if (!rq)
+    if (!rq) {
+        struct hutch_http_conn *c = guard_conn(conn);
+        if (c)
+            hutch_http_guard_head(srv->guard, c);
         return on_headers(srv, conn, url, method, con_cls);
+    }
     if (*upload_size) {
         size_t n = *upload_size;
 
@@ -1359,8 +1558,40 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
-    req_free(cls, *con_cls);
+    struct http_server *srv = cls;
+    struct hutch_http_conn *c = guard_conn(conn);
+
+    req_free(srv, *con_cls);
     *con_cls = NULL;
+    /* Waiting for the next head from now (or closing: harmless). */
+    if (c)
+        hutch_http_guard_idle(srv->guard, c, hutch_now_ms());
+}
+
+/* MHD_NotifyConnectionCallback: the guard follows every connection from
+ * its start (on MHD's listening thread) to its end (before MHD closes its
+ * socket, so the guard never shuts down a reused descriptor). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http_server *srv = cls;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *addr =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (!fd)
+            return;
+        *socket_context =
+            hutch_http_guard_open(srv->guard, fd->connect_fd,
+                                  addr ? addr->client_addr : NULL, hutch_now_ms());
+        if (!*socket_context) /* out of memory: not a connection to keep */
+            shutdown(fd->connect_fd, SHUT_RDWR);
+        return;
+    }
+    hutch_http_guard_close(srv->guard, *socket_context);
+    *socket_context = NULL;
 }
 
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
@@ -1428,6 +1659,126 @@ bad:
         "--http wants an IP address (127.0.0.1, ::1, 0.0.0.0), not \"%s\"", addr);
 }
 
+/* The caps an operator may set, each from its environment variable
+ * (man/hutch.1): a value out of range is an error, never silently the
+ * default.  per_address 0 in the table: half the connection limit. */
+static const struct knob {
+    const char *env;
+    size_t off;
+    unsigned dflt, min, max;
+} knobs[] = {
+    {"HUTCH_HTTP_MAX_SESSIONS", offsetof(struct http_knobs, max_sessions),
+     HUTCH_HTTP_MAX_SESSIONS, 1, HUTCH_HTTP_SESSIONS_MAX},
+    {"HUTCH_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
+     offsetof(struct http_knobs, per_principal), HUTCH_HTTP_MAX_SESSIONS_PER_PRINCIPAL,
+     1, HUTCH_HTTP_SESSIONS_MAX},
+    {"HUTCH_HTTP_SESSION_IDLE_MS", offsetof(struct http_knobs, idle_ms),
+     HUTCH_HTTP_SESSION_IDLE_MS, HUTCH_HTTP_SESSION_IDLE_MIN_MS,
+     HUTCH_HTTP_SESSION_IDLE_MAX_MS},
+    {"HUTCH_HTTP_MAX_CONNECTIONS", offsetof(struct http_knobs, max_conns),
+     HUTCH_HTTP_MAX_CONNECTIONS, HUTCH_HTTP_MAX_CONNECTIONS_MIN,
+     HUTCH_HTTP_MAX_CONNECTIONS_MAX},
+    {"HUTCH_HTTP_MAX_CONNECTIONS_PER_ADDRESS", offsetof(struct http_knobs, per_address),
+     0, 0, HUTCH_HTTP_MAX_CONNECTIONS_MAX},
+    {"HUTCH_HTTP_HEAD_TIMEOUT_MS", offsetof(struct http_knobs, head_ms),
+     HUTCH_HTTP_HEAD_TIMEOUT_MS, HUTCH_HTTP_HEAD_TIMEOUT_MIN_MS,
+     HUTCH_HTTP_HEAD_TIMEOUT_MAX_MS},
+};
+
+static int knobs_read(struct http_knobs *k, struct hutch_err *err)
+{
+    int per_address_set = 0;
+
+    for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+        const char *env = getenv(knobs[i].env);
+        unsigned *v = (unsigned *)((char *)k + knobs[i].off);
+        uint64_t x;
+
+        *v = knobs[i].dflt;
+        if (!env || !*env)
+            continue;
+        if (hutch_parse_u64(env, knobs[i].min, knobs[i].max, &x) < 0)
+            return hutch_err_set(err, -EINVAL, "%s=%s: want a number from %u to %u",
+                                 knobs[i].env, env, knobs[i].min, knobs[i].max);
+        *v = (unsigned)x;
+        per_address_set |= knobs[i].off == offsetof(struct http_knobs, per_address);
+    }
+    /* Unset: one address may take half the connections; 0: all of them
+     * (a reverse proxy in front, every client behind one address). */
+    if (!per_address_set)
+        k->per_address = k->max_conns / HUTCH_HTTP_CONNECTIONS_PER_ADDRESS_SHARE;
+    else if (k->per_address == 0 || k->per_address > k->max_conns)
+        k->per_address = k->max_conns;
+    return 0;
+}
+
+/* Everything hutch_http_serve would refuse before listening.  `a` gets
+ * the address, without brackets. */
+static int check(const struct hutch_http_opts *opts, union sockaddr_any *sa, int *v6,
+                 int *loopback, char a[INET6_ADDRSTRLEN], struct http_knobs *k,
+                 struct hutch_err *err)
+{
+    const char *addr = opts->addr ? opts->addr : "127.0.0.1";
+    int rc;
+
+    rc = parse_addr(addr, opts->port, sa, v6, loopback, a, err);
+    if (rc < 0)
+        return rc;
+    if (opts->token && !*opts->token)
+        return hutch_err_set(err, -EINVAL, "the bearer token is empty");
+    if (!opts->token && !opts->principal && !*loopback)
+        return hutch_err_set(
+            err, -EPERM,
+            "refusing to serve MCP on %s without a token: anyone who can reach "
+            "it could run code; set HUTCH_TOKEN or --token-file (or bind "
+            "127.0.0.1)",
+            addr);
+    rc = knobs_read(k, err);
+    if (rc < 0)
+        return rc;
+    return hutch_libmhd_load(err);
+}
+
+int hutch_http_check(const struct hutch_http_opts *opts, struct hutch_err *err)
+{
+    char a[INET6_ADDRSTRLEN];
+    union sockaddr_any sa;
+    struct http_knobs k;
+    int v6, loopback;
+
+    return check(opts, &sa, &v6, &loopback, a, &k, err);
+}
+
+/* What the guard closed since `counted`, into the metrics. */
+static void guard_count(struct http_server *srv, struct hutch_http_guard_stats *counted)
+{
+    struct hutch_http_guard_stats now;
+
+    hutch_http_guard_stats(srv->guard, &now);
+    hutch_metrics_http(HUTCH_HTTP_CONN_HEAD_TIMEOUT,
+                       now.head_timeouts - counted->head_timeouts);
+    hutch_metrics_http(HUTCH_HTTP_CONN_ROOM, now.evicted - counted->evicted);
+    *counted = now;
+}
+
+/* What the guard closed lately, said at once and then at most every
+ * HUTCH_HTTP_GUARD_LOG_MS (an attack would otherwise write a line per
+ * connection). */
+static void guard_report(struct http_server *srv, struct hutch_http_guard_stats *said)
+{
+    struct hutch_http_guard_stats now;
+
+    hutch_http_guard_stats(srv->guard, &now);
+    if (now.head_timeouts == said->head_timeouts && now.evicted == said->evicted)
+        return;
+    hutch_warn("closed %llu connections that sent no complete request head within "
+               "their time (%u ms before authenticating), and %llu that had not "
+               "authenticated to make room for newer ones",
+               (unsigned long long)(now.head_timeouts - said->head_timeouts),
+               srv->k.head_ms, (unsigned long long)(now.evicted - said->evicted));
+    *said = now;
+}
+
 int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
                      volatile sig_atomic_t *stop, struct hutch_err *err)
 {
@@ -1438,27 +1789,26 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     union sockaddr_any sa;
     const union MHD_DaemonInfo *info;
     struct MHD_Daemon *d;
+    struct hutch_http_guard_stats said = {0}, counted = {0};
     int v6, loopback, rc, e;
-    uint64_t last_sweep;
+    uint64_t last_sweep, last_said, sweep_ms;
     unsigned flags;
 
-    rc = parse_addr(addr, opts->port, &sa, &v6, &loopback, a, err);
-    if (rc < 0)
-        return rc;
-    rc = hutch_libmhd_load(err);
-    if (rc < 0)
-        return rc;
-    if (opts->token && !*opts->token)
-        return hutch_err_set(err, -EINVAL, "the bearer token is empty");
-    if (!opts->token && !opts->principal && !loopback)
-        return hutch_err_set(
-            err, -EPERM,
-            "refusing to serve MCP on %s without a token: anyone who can reach "
-            "it could run code; set HUTCH_TOKEN or --token-file (or bind "
-            "127.0.0.1)",
-            addr);
-
     memset(&srv, 0, sizeof(srv));
+    rc = check(opts, &sa, &v6, &loopback, a, &srv.k, err);
+    if (rc < 0)
+        return rc;
+    {
+        const struct hutch_http_guard_opts go = {
+            .max_conns = srv.k.max_conns,
+            .max_unauth = srv.k.max_conns / HUTCH_HTTP_UNAUTH_SHARE,
+            .per_address = HUTCH_HTTP_UNAUTH_PER_ADDRESS,
+            .head_ms = srv.k.head_ms,
+            .trusted_ms = HUTCH_HTTP_CONN_TIMEOUT_S * 1000u};
+        srv.guard = hutch_http_guard_new(&go);
+        if (!srv.guard)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
     srv.m = m;
     srv.loopback = loopback;
     srv.token = opts->token;
@@ -1477,13 +1827,16 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     errno = 0;
     d = MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, &srv,
                          MHD_OPTION_SOCK_ADDR, &sa.sa, MHD_OPTION_CONNECTION_LIMIT,
-                         HUTCH_HTTP_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+                         srv.k.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         srv.k.per_address, MHD_OPTION_CONNECTION_TIMEOUT,
                          HUTCH_HTTP_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                          (size_t)HUTCH_HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, &srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+                         on_completed, &srv, MHD_OPTION_NOTIFY_CONNECTION,
+                         on_connection, &srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
                          &srv, MHD_OPTION_END);
     if (!d) {
         e = errno ? errno : EIO;
+        hutch_http_guard_free(srv.guard);
         pthread_mutex_destroy(&srv.mu);
         return hutch_err_set(err, -e, "cannot listen on %s port %u: %s", addr,
                              (unsigned)opts->port,
@@ -1509,11 +1862,24 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     }
 
     last_sweep = hutch_now_ms();
+    last_said = 0;
+    sweep_ms = srv.k.idle_ms / 2 < HUTCH_HTTP_SWEEP_MS ? srv.k.idle_ms / 2
+                                                       : HUTCH_HTTP_SWEEP_MS;
     while (!*stop) {
+        uint64_t now;
         nanosleep(&tick, NULL);
-        if (hutch_now_ms() - last_sweep >= HUTCH_HTTP_SWEEP_MS) {
+        now = hutch_now_ms();
+        hutch_http_guard_tick(srv.guard, now);
+        guard_count(&srv, &counted);
+        if (now - last_said >= HUTCH_HTTP_GUARD_LOG_MS &&
+            (counted.head_timeouts != said.head_timeouts ||
+             counted.evicted != said.evicted)) {
+            guard_report(&srv, &said);
+            last_said = now;
+        }
+        if (now - last_sweep >= sweep_ms) {
             sessions_sweep(&srv, 0);
-            last_sweep = hutch_now_ms();
+            last_sweep = now;
         }
     }
 
@@ -1527,12 +1893,15 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     for (;;) {
         unsigned left;
         pthread_mutex_lock(&srv.mu);
-        left = srv.nsessions;
+        left = srv.nsessions + srv.ntransient;
         pthread_mutex_unlock(&srv.mu);
         if (!left)
             break;
         usleep(10000);
     }
+    guard_count(&srv, &counted);
+    guard_report(&srv, &said);
+    hutch_http_guard_free(srv.guard);
     pthread_mutex_destroy(&srv.mu);
     return 0;
 }

@@ -29,6 +29,12 @@ struct hutch_http_opts {
     uint16_t bound_port; /* out: set once listening, before serving starts */
 };
 
+/* What hutch_http_serve checks before it listens, without listening: the
+ * address (an IP address), a token off loopback, the HUTCH_HTTP_*
+ * environment variables, libmicrohttpd.  `hutch serve` calls it before it
+ * starts anything else.  0, or a negative errno-style code with err set. */
+int hutch_http_check(const struct hutch_http_opts *opts, struct hutch_err *err);
+
 /* Serve MCP at http://ADDR:PORT/mcp until *stop becomes non-zero (checked at
  * least every 100 ms) or a fatal error.  Refuses to start without a token on
  * a non-loopback address.  Every session is freed before this returns.

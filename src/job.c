@@ -366,7 +366,21 @@ int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail)
     const char *name = NULL;
     int ok = 0;
 
-    cJSON_AddStringToObject(pol, "source", hutch_policy_source(p));
+    /* The file's path is for the operator only (as every free text): a
+     * probe without a token learns states, never where things are. */
+    if (detail)
+        cJSON_AddStringToObject(pol, "source", hutch_policy_source(p));
+    {
+        struct hutch_gov_reload last;
+        hutch_gov_last_reload(j->o.gov, &last);
+        if (last.done) {
+            cJSON *rl = cJSON_AddObjectToObject(pol, "reload");
+            cJSON_AddStringToObject(rl, "state", last.ok ? "loaded" : "failed");
+            cJSON_AddStringToObject(rl, "time", last.time);
+            if (!last.ok && detail)
+                cJSON_AddStringToObject(rl, "error", last.error);
+        }
+    }
     if (default_executor(j, p, &name, &err) < 0) {
         cJSON_AddFalseToObject(pol, "ok");
         if (detail)

@@ -88,8 +88,11 @@ cJSON *hutch_jobs_pool_status(struct hutch_jobs *j);
 /* Readiness (GET /readyz): the current policy can be served (its executor
  * agrees with the operator's) and the executor it runs on is usable now
  * (its probe, at most every HUTCH_READY_PROBE_MS).  Adds "executor":
- * {"name", "usable", "error"?} and "policy": {"source", "ok", "error"?} to
- * `out` (errors only with detail); 1 when ready, else 0. */
+ * {"name", "usable", "error"?} and "policy": {"source"?, "ok", "error"?,
+ * "reload"?: {"state": "loaded"|"failed", "time", "error"?}} to `out`
+ * (source and errors only with detail; reload once there was one); 1 when
+ * ready, else 0.  A failed reload leaves the policy before it in use, so
+ * it does not make hutch unready. */
 int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail);
 
 /* What the default executor runs, for the execute_code description:

@@ -63,6 +63,8 @@ static struct {
 
 static int64_t sandboxes_alive;
 static double start_time;
+/* Atomics: fed from the HTTP transport's threads. */
+static uint64_t http_events[HUTCH_HTTP_EVENT_COUNT];
 
 __attribute__((constructor)) static void metrics_start_time(void)
 {
@@ -157,6 +159,12 @@ void hutch_metrics_denial(enum hutch_metrics_denial what, int rate_limit)
 void hutch_metrics_sandbox(int delta)
 {
     __atomic_add_fetch(&sandboxes_alive, delta, __ATOMIC_RELAXED);
+}
+
+void hutch_metrics_http(enum hutch_metrics_http what, uint64_t n)
+{
+    if ((unsigned)what < HUTCH_HTTP_EVENT_COUNT)
+        __atomic_add_fetch(&http_events[what], n, __ATOMIC_RELAXED);
 }
 
 /* --- rendering -------------------------------------------------------------- */
@@ -355,6 +363,37 @@ static int render_pools(struct hutch_buf *b, struct hutch_jobs *j)
     return r;
 }
 
+static int render_http(struct hutch_buf *b)
+{
+    static const struct {
+        const char *family, *reason;
+    } names[HUTCH_HTTP_EVENT_COUNT] = {
+        [HUTCH_HTTP_CONN_HEAD_TIMEOUT] = {"hutch_http_connections_closed_total",
+                                          "head_timeout"},
+        [HUTCH_HTTP_CONN_ROOM] = {"hutch_http_connections_closed_total", "room"},
+        [HUTCH_HTTP_SESSION_IDLE] = {"hutch_http_sessions_ended_total", "idle"},
+        [HUTCH_HTTP_SESSION_SHARE] = {"hutch_http_sessions_ended_total", "share"},
+        [HUTCH_HTTP_SESSION_FULL] = {"hutch_http_sessions_ended_total", "table_full"},
+        [HUTCH_HTTP_SESSION_CLIENT] = {"hutch_http_sessions_ended_total", "client"},
+    };
+    int r = family(b, "hutch_http_connections_closed_total", "counter",
+                   "HTTP connections hutch closed before they authenticated: no "
+                   "complete request head in time, or to make room for newer ones.");
+
+    for (int i = 0; r == 0 && i < HUTCH_HTTP_EVENT_COUNT; i++) {
+        const char *kv[] = {"reason", names[i].reason, NULL};
+        if (i == HUTCH_HTTP_SESSION_IDLE)
+            r = family(b, "hutch_http_sessions_ended_total", "counter",
+                       "2025-era MCP sessions ended: idle too long, for a newer "
+                       "one of the same principal at its share, for another "
+                       "principal in a full table, or by their client.");
+        if (r == 0)
+            r = sample(b, names[i].family, kv,
+                       (double)__atomic_load_n(&http_events[i], __ATOMIC_RELAXED));
+    }
+    return r;
+}
+
 static int render_upstreams(struct hutch_buf *b, struct hutch_upstreams *u)
 {
     /* disabled and skipped too: a server the file names but hutch does not
@@ -431,6 +470,8 @@ int hutch_metrics_render(struct hutch_jobs *j, struct hutch_upstreams *u,
         r = render_pools(out, j);
     if (r == 0)
         r = render_upstreams(out, u);
+    if (r == 0)
+        r = render_http(out);
     return r;
 }
 

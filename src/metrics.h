@@ -48,6 +48,24 @@ void hutch_metrics_executor(const char *executor);
 /* A sandbox was started (+1) or destroyed (-1). */
 void hutch_metrics_sandbox(int delta);
 
+/* What `hutch serve --http` ended on its own, or a client ended
+ * (hutch_http_connections_closed_total, hutch_http_sessions_ended_total):
+ * connections that sent no complete request head in time, and
+ * unauthenticated ones closed to make room (http_guard.h); 2025 sessions
+ * that expired idle, gave way to a newer one of their principal at its
+ * share, or to another principal's in a full table, or that their client
+ * ended (DELETE). */
+enum hutch_metrics_http {
+    HUTCH_HTTP_CONN_HEAD_TIMEOUT,
+    HUTCH_HTTP_CONN_ROOM,
+    HUTCH_HTTP_SESSION_IDLE,
+    HUTCH_HTTP_SESSION_SHARE,
+    HUTCH_HTTP_SESSION_FULL,
+    HUTCH_HTTP_SESSION_CLIENT,
+    HUTCH_HTTP_EVENT_COUNT
+};
+void hutch_metrics_http(enum hutch_metrics_http what, uint64_t n);
+
 /* The whole exposition: the counters above, then the pools of `j` and the
  * upstreams of `u` (either may be NULL) as they are now.  0, or -E2BIG /
  * -ENOMEM (out is then incomplete). */

@@ -213,8 +213,24 @@ is "2026 requests whose client went away were cancelled (JSON and SSE)" "$(cance
 req -H "$CT" -d "$LIST" "$URL"
 is "no token: 401" "$CODE" 401
 like "no token: WWW-Authenticate names Bearer" "$(header WWW-Authenticate)" "Bearer"
+unlike "no token: a bare challenge, no error (RFC 6750 3.1)" "$(header WWW-Authenticate)" "error="
 req -H "Authorization: Bearer wrong-$TOKEN" -H "$CT" -d "$LIST" "$URL"
 is "wrong token: 401" "$CODE" 401
+like "wrong token: error=\"invalid_token\"" "$(header WWW-Authenticate)" 'error="invalid_token"'
+req -H "Authorization: Bearer wrong-$TOKEN" "http://127.0.0.1:$PORT/metrics"
+like "wrong token on /metrics: error=\"invalid_token\"" "$(header WWW-Authenticate)" 'error="invalid_token"'
+# A static token and no OAuth: clients that look for OAuth metadata (RFC
+# 9728, RFC 8414, OpenID) learn there is none, with or without a token,
+# instead of a 401 they would take as "start an OAuth flow".
+for p in /.well-known/oauth-protected-resource /.well-known/oauth-protected-resource/mcp \
+    /.well-known/oauth-authorization-server /.well-known/oauth-authorization-server/mcp \
+    /.well-known/openid-configuration; do
+    req "http://127.0.0.1:$PORT$p"
+    is "GET $p without a token: 404" "$CODE" 404
+    req -H "$AUTH" "http://127.0.0.1:$PORT$p"
+    is "GET $p with the token: 404" "$CODE" 404
+done
+like "the 404 says hutch takes a static token" "$BODY" "static token"
 req -H "Authorization: Bearer ${TOKEN%?}" -H "$CT" -d "$LIST" "$URL"
 is "token prefix: 401" "$CODE" 401
 
@@ -264,6 +280,24 @@ timeout 10 "$HUTCH" serve --http "0.0.0.0:$PORT2" </dev/null >/dev/null 2>"$T/pu
 RC=$?
 ok "0.0.0.0 without a token: refused" test "$RC" != 0 -a "$RC" != 124
 like "0.0.0.0 without a token: says to set HUTCH_TOKEN" "$(cat "$T/public.err")" "HUTCH_TOKEN"
+
+# What serve is told is checked before anything starts: a bad address
+# stops it before any pool or upstream server started (the audit log, on
+# stderr here, would show a pool record), and so does a bad HUTCH_HTTP_*.
+timeout 60 "$HUTCH" serve --http "localhost:$PORT2" </dev/null >/dev/null 2>"$T/badaddr.err"
+RC=$?
+ok "--http localhost:PORT: refused" test "$RC" != 0 -a "$RC" != 124
+like "--http localhost:PORT: wants an IP address" "$(cat "$T/badaddr.err")" "IP address"
+unlike "--http localhost:PORT: refused before any pool started" "$(cat "$T/badaddr.err")" '"event":"pool"'
+"$HUTCH" serve --http "localhost:$PORT2" --check-config </dev/null >/dev/null 2>"$T/check.err"
+is "--check-config --http localhost:PORT: invalid (1)" "$?" 1
+like "--check-config --http localhost:PORT: says why" "$(cat "$T/check.err")" "IP address"
+HUTCH_HTTP_MAX_SESSIONS=0 timeout 60 "$HUTCH" serve --http "127.0.0.1:$PORT2" </dev/null >/dev/null 2>"$T/knob.err"
+RC=$?
+ok "HUTCH_HTTP_MAX_SESSIONS=0: refused" test "$RC" != 0 -a "$RC" != 124
+like "HUTCH_HTTP_MAX_SESSIONS=0: says which variable and what it takes" "$(cat "$T/knob.err")" \
+    "HUTCH_HTTP_MAX_SESSIONS=0: want a number from 1"
+unlike "HUTCH_HTTP_MAX_SESSIONS=0: refused before any pool started" "$(cat "$T/knob.err")" '"event":"pool"'
 
 PORT3=$(free_port)
 URL="http://127.0.0.1:$PORT3/mcp"

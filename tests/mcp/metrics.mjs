@@ -1,8 +1,10 @@
 // metrics.mjs — `hutch serve --http`'s operator endpoints: /healthz,
 // /readyz (upstream states, before and after one comes up), /metrics in the
 // Prometheus text format (parsed strictly), whose counts must match a mixed
-// workload run through the official SDK client and the audit log; the token
-// rules of each endpoint; and --log-format json (every stderr line parses).
+// workload run through the official SDK client and the audit log (which
+// names arguments without their values); the token rules of each endpoint;
+// what /readyz says of policy reloads, and to whom; and --log-format json
+// (every stderr line parses).
 import http from "node:http";
 import {
   MCP,
@@ -117,6 +119,9 @@ t.is(anon.status, 200, "/readyz needs no token");
 t.is(stateOf(anon, "everything"), "ready", "/readyz without a token still lists states");
 t.ok(anon.json.upstreams.every((u) => u.error === undefined),
   "/readyz without a token leaves out error texts", JSON.stringify(anon.json.upstreams));
+t.ok(!anon.body.includes(dir) && anon.json.policy?.source === undefined && anon.json.policy?.ok === true,
+  "/readyz without a token shows the policy's state, not where its file is", anon.body);
+t.is(before.json.policy?.source, policy, "/readyz with the token names the policy file");
 t.ok(Array.isArray(before.json.pools), "/readyz lists the pools");
 
 // --- the token on /metrics -------------------------------------------------------
@@ -139,7 +144,7 @@ await t.step("a run with tool calls: ok, denied, invalid arguments, unknown", as
     client,
     py(`
 out = []
-out.append(tools.everything.echo(message="hi"))
+out.append(tools.everything.echo(message="customer-record-4217"))
 out.append(tools.everything.get_sum(a=1, b=2))
 for name, args in [("everything.get-env", {}), ("everything.get-sum", {"a": "x"}), ("nosuch.tool", {})]:
     try:
@@ -341,6 +346,10 @@ t.ok(m.p.samples.some((s) => s.metric === "hutch_sandboxes_alive" && s.value >= 
   t.is(execs.filter((r) => r.timed_out).length, ex("timeout"), "audit: timed out executions match");
   t.is(execs.filter((r) => r.executor === executor).length,
     val(m.p, "hutch_execution_duration_seconds_count", { executor }), "audit: executions per executor match");
+  const echo = recs.find((r) => r.event === "tool_call" && r.tool === "everything.echo");
+  t.is(echo?.args, { message: "<string, 20 bytes>" },
+    "audit: a tool call's arguments by name and size, not their values (no --audit-values)");
+  t.ok(!fs.readFileSync(audit, "utf8").includes("customer-record-4217"), "audit: the value is nowhere in the log");
 }
 
 // --- an upstream that comes up --------------------------------------------------------
@@ -351,6 +360,34 @@ t.ok(up, "/readyz shows the gated server ready once it comes up");
   const m2 = await scrape();
   t.is(val(m2.p, "hutch_upstream_state", { server: "gate", state: "ready" }), 1, "and /metrics says so too");
   t.is(val(m2.p, "hutch_upstream_state", { server: "gate", state: "starting" }), 0, "no longer starting");
+}
+
+// --- a reload that fails, then one that works -------------------------------------------
+{
+  const good = fs.readFileSync(policy, "utf8");
+  fs.writeFileSync(policy, "return {\n  this is not lua\n");
+  srv.proc.kill("SIGHUP");
+  const failed = await waitFor(async () => (await ready()).json.policy?.reload?.state === "failed", 60000, 100);
+  t.ok(failed, "/readyz says the last policy reload failed", JSON.stringify((await ready()).json.policy));
+  const r = await ready();
+  t.is(r.status, 200, "… and stays ready: the policy before it is still in use");
+  t.like(r.json.policy.reload.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/, "… and says when");
+  t.ok(r.json.policy.reload.error, "… and why, to a caller with the token", JSON.stringify(r.json.policy));
+  const a = await ready({});
+  t.ok(a.json.policy?.reload?.state === "failed" && a.json.policy.reload.error === undefined && !a.body.includes(dir),
+    "… and to a caller without one: the state and when, no path, no error text", a.body);
+  fs.writeFileSync(policy, good);
+  srv.proc.kill("SIGHUP");
+  t.ok(await waitFor(async () => (await ready()).json.policy?.reload?.state === "loaded", 60000, 100),
+    "a reload that works: /readyz says loaded");
+  t.ok(await waitFor(() => srv.logs().split("\n").some((l) => {
+    try {
+      const o = JSON.parse(l);
+      return o.level === "info" && /policy reloaded/.test(o.msg);
+    } catch {
+      return false;
+    }
+  }), 20000, 100), "a reload that works is logged at info", srv.logs().slice(-2000));
 }
 
 // --- not ready: a reloaded policy whose executor cannot serve ---------------------------

@@ -132,6 +132,16 @@ import json, sys
 for line in open(sys.argv[1]):
     json.loads(line)' "$T/audit.jsonl"
 not_ok "secret argument values never reach the audit log" grep -q hunter2 "$T/audit.jsonl"
+# Argument values are the agent's data: by default an argument's name and
+# the size of its value, with --audit-values the value (secrets redacted).
+like "by default the audit log names an argument and the size of its value" \
+    "$(grep '"tool":"everything.echo"' "$T/audit.jsonl" | head -1)" '"message":"<string, 2 bytes>"'
+not_ok "… not the value itself" grep -q '"message":"hi"' "$T/audit.jsonl"
+run_hutch run --policy "$T/p.lua" --audit "$T/values.jsonl" --audit-values --servers "$T/servers.json" \
+    --lang python -e 'tools.everything.echo(message="hi", password="hunter2")'
+is "--audit-values: the run works" "$RC" 0
+ok "--audit-values: the value is in the audit log" grep -q '"message":"hi"' "$T/values.jsonl"
+not_ok "--audit-values: a secret value is still redacted" grep -q hunter2 "$T/values.jsonl"
 ok "the audit log has the execution line" grep -q '"event":"execution"' "$T/audit.jsonl"
 
 run_hutch run --policy "$T/p.lua" --lang javascript --servers "$T/servers.json" -e '

@@ -414,6 +414,55 @@ static void test_redact(void)
     cJSON_Delete(deep);
 }
 
+/* What the log shows of a tool call's arguments: by default their names
+ * and what each value is; with values on, hutch_audit_redact's copy. */
+static void test_args(void)
+{
+    struct hutch_audit *a = NULL;
+    struct hutch_err e = {0};
+    char path[PATH_MAX + 16];
+    cJSON *in, *out;
+    char *s;
+
+    snprintf(path, sizeof(path), "%s/args.jsonl", dir);
+    ok(hutch_audit_open(path, &a, &e) == 0, "open for args");
+    in = cJSON_Parse("{\"to\": \"alice@example.com\", \"token\": \"sk-123\", \"n\": 5,"
+                     " \"ok\": true, \"none\": null, \"tags\": [\"a\", \"b\", \"c\"],"
+                     " \"by\": {\"bob@example.com\": 1, \"x\": 2}}");
+    out = hutch_audit_args(a, in, is_secret, secret_keys);
+    s = cJSON_PrintUnformatted(out);
+    ok(s && !strcmp(s, "{\"to\":\"<string, 17 bytes>\",\"token\":\"[redacted]\","
+                       "\"n\":\"<number>\",\"ok\":\"<boolean>\",\"none\":null,"
+                       "\"tags\":\"<array, 3 items>\",\"by\":\"<object, 2 members>\"}"),
+       "by default: each argument's name and what its value is, nothing of the "
+       "value: %s",
+       s ? s : "NULL");
+    ok(s && !strstr(s, "example.com") && !strstr(s, "sk-123"),
+       "no value, and no key below the arguments' own names");
+    free(s);
+    cJSON_Delete(out);
+    {
+        cJSON *arr = cJSON_Parse("[1, 2]");
+        out = hutch_audit_args(a, arr, is_secret, secret_keys);
+        ok(out && cJSON_IsString(out) && !strcmp(out->valuestring, "<array, 2 items>"),
+           "arguments that are not an object: described whole");
+        cJSON_Delete(out);
+        cJSON_Delete(arr);
+    }
+    hutch_audit_set_values(a, 1);
+    out = hutch_audit_args(a, in, is_secret, secret_keys);
+    s = cJSON_PrintUnformatted(out);
+    ok(s && strstr(s, "\"to\":\"alice@example.com\"") &&
+           strstr(s, "\"token\":\"[redacted]\"") && strstr(s, "bob@example.com"),
+       "values on: the values, secrets still redacted");
+    free(s);
+    cJSON_Delete(out);
+    ok(hutch_audit_args(a, NULL, is_secret, secret_keys) == NULL, "NULL args: NULL");
+    cJSON_Delete(in);
+    hutch_audit_close(a);
+    unlink(path);
+}
+
 static void test_limits(void)
 {
     struct hutch_audit *a;
@@ -574,6 +623,7 @@ int main(void)
     test_lines();
     test_threads();
     test_redact();
+    test_args();
     test_limits();
     test_stderr_pipe();
     rmdir(dir);

@@ -1,0 +1,238 @@
+/* http_guard.c — deadlines and shares of connections that have not
+ * authenticated (see http_guard.h).
+ *
+ * One list of every connection the transport holds, oldest first; the
+ * counts are found by walking it, which the connection limit keeps short.
+ * A connection the guard shut down stays listed (marked closing, counted
+ * nowhere) until the transport says it ended: its descriptor is not closed
+ * before that, so no shutdown can reach a descriptor reused meanwhile.
+ *
+ * Not here: reading requests, tokens (http.c). */
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_guard.h"
+
+struct hutch_http_conn {
+    struct hutch_http_conn *prev, *next;
+    int fd;
+    unsigned char addr[16]; /* an IPv4 address, or an IPv6 /64, zero-padded */
+    int family;             /* 0: unknown (all such share one address) */
+    uint64_t since;         /* waiting for a head since; 0: a request is handled */
+    uint64_t deadline;      /* while waiting */
+    int trusted;
+    int closing; /* shut down here; the transport is not done with it yet */
+};
+
+struct hutch_http_guard {
+    pthread_mutex_t mu;
+    struct hutch_http_guard_opts o;
+    struct hutch_http_conn *head, *tail;
+    struct hutch_http_guard_stats stats;
+};
+
+struct hutch_http_guard *hutch_http_guard_new(const struct hutch_http_guard_opts *o)
+{
+    struct hutch_http_guard *g = calloc(1, sizeof(*g));
+
+    if (!g)
+        return NULL;
+    pthread_mutex_init(&g->mu, NULL);
+    g->o = *o;
+    if (!g->o.max_unauth)
+        g->o.max_unauth = 1;
+    if (!g->o.per_address)
+        g->o.per_address = 1;
+    return g;
+}
+
+void hutch_http_guard_free(struct hutch_http_guard *g)
+{
+    if (!g)
+        return;
+    while (g->head) {
+        struct hutch_http_conn *c = g->head;
+        g->head = c->next;
+        free(c);
+    }
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+static void set_address(struct hutch_http_conn *c, const struct sockaddr *sa)
+{
+    if (sa && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)sa;
+        c->family = AF_INET;
+        memcpy(c->addr, &v4->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)sa;
+        if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+            c->family = AF_INET; /* as the IPv4 client it is */
+            memcpy(c->addr, v6->sin6_addr.s6_addr + 12, 4);
+        } else {
+            /* One host is given a /64: counting addresses within it would
+             * give it 2^64 shares. */
+            c->family = AF_INET6;
+            memcpy(c->addr, v6->sin6_addr.s6_addr, 8);
+        }
+    }
+}
+
+static int same_address(const struct hutch_http_conn *a,
+                        const struct hutch_http_conn *b)
+{
+    return a->family == b->family && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+/* Waiting for a head without having authenticated: what the shares count
+ * and what may be closed to make room. */
+static int unauth_waiting(const struct hutch_http_conn *c)
+{
+    return !c->closing && !c->trusted && c->since;
+}
+
+/* Under g->mu. */
+static void shut(struct hutch_http_conn *c)
+{
+    /* Both ways: the transport's read sees the end at once. */
+    shutdown(c->fd, SHUT_RDWR);
+    c->closing = 1;
+}
+
+/* Under g->mu: the oldest unauthenticated connection waiting for a head,
+ * other than `keep`, from `like`'s address when `like` is set. */
+static struct hutch_http_conn *oldest_unauth(struct hutch_http_guard *g,
+                                             const struct hutch_http_conn *keep,
+                                             const struct hutch_http_conn *like)
+{
+    struct hutch_http_conn *best = NULL;
+
+    for (struct hutch_http_conn *c = g->head; c; c = c->next)
+        if (c != keep && unauth_waiting(c) && (!like || same_address(c, like)) &&
+            (!best || c->since < best->since))
+            best = c;
+    return best;
+}
+
+/* Under g->mu: make room, as http_guard.h says, for `c` that just came. */
+static void make_room(struct hutch_http_guard *g, struct hutch_http_conn *c)
+{
+    for (;;) {
+        unsigned live = 0, unauth = 0, here = 0;
+        struct hutch_http_conn *victim = NULL;
+
+        for (struct hutch_http_conn *i = g->head; i; i = i->next) {
+            live += !i->closing;
+            if (unauth_waiting(i)) {
+                unauth++;
+                here += same_address(i, c);
+            }
+        }
+        if (here > g->o.per_address)
+            victim = oldest_unauth(g, c, c);
+        else if (unauth > g->o.max_unauth)
+            victim = oldest_unauth(g, c, NULL);
+        /* The transport refuses a connection past its limit: keep one place
+         * free for the next one as long as an unauthenticated connection
+         * can give it up. */
+        else if (live >= g->o.max_conns)
+            victim = oldest_unauth(g, c, NULL);
+        if (!victim)
+            return;
+        shut(victim);
+        g->stats.evicted++;
+    }
+}
+
+struct hutch_http_conn *hutch_http_guard_open(struct hutch_http_guard *g, int fd,
+                                              const struct sockaddr *sa,
+                                              uint64_t now_ms)
+{
+    struct hutch_http_conn *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->fd = fd;
+    set_address(c, sa);
+    c->since = now_ms ? now_ms : 1;
+    c->deadline = now_ms + g->o.head_ms;
+    pthread_mutex_lock(&g->mu);
+    c->prev = g->tail;
+    if (g->tail)
+        g->tail->next = c;
+    else
+        g->head = c;
+    g->tail = c;
+    make_room(g, c);
+    pthread_mutex_unlock(&g->mu);
+    return c;
+}
+
+void hutch_http_guard_head(struct hutch_http_guard *g, struct hutch_http_conn *c)
+{
+    pthread_mutex_lock(&g->mu);
+    c->since = 0;
+    pthread_mutex_unlock(&g->mu);
+}
+
+void hutch_http_guard_trust(struct hutch_http_guard *g, struct hutch_http_conn *c)
+{
+    pthread_mutex_lock(&g->mu);
+    c->trusted = 1;
+    pthread_mutex_unlock(&g->mu);
+}
+
+void hutch_http_guard_idle(struct hutch_http_guard *g, struct hutch_http_conn *c,
+                           uint64_t now_ms)
+{
+    pthread_mutex_lock(&g->mu);
+    c->since = now_ms ? now_ms : 1;
+    c->deadline = now_ms + (c->trusted ? g->o.trusted_ms : g->o.head_ms);
+    /* A connection that comes back to waiting counts as a newcomer. */
+    if (!c->trusted && !c->closing)
+        make_room(g, c);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void hutch_http_guard_close(struct hutch_http_guard *g, struct hutch_http_conn *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&g->mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        g->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        g->tail = c->prev;
+    pthread_mutex_unlock(&g->mu);
+    free(c);
+}
+
+unsigned hutch_http_guard_tick(struct hutch_http_guard *g, uint64_t now_ms)
+{
+    unsigned n = 0;
+
+    pthread_mutex_lock(&g->mu);
+    for (struct hutch_http_conn *c = g->head; c; c = c->next)
+        if (!c->closing && c->since && now_ms >= c->deadline) {
+            shut(c);
+            n++;
+        }
+    g->stats.head_timeouts += n;
+    pthread_mutex_unlock(&g->mu);
+    return n;
+}
+
+void hutch_http_guard_stats(struct hutch_http_guard *g,
+                            struct hutch_http_guard_stats *out)
+{
+    pthread_mutex_lock(&g->mu);
+    *out = g->stats;
+    pthread_mutex_unlock(&g->mu);
+}
