@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "buf.h"
 #include "hutch-executor.h"
 #include "hutch_archive.h"
@@ -91,6 +92,8 @@ struct hutch_exec_req {
      * the program's searches fail with "internal". */
     hutch_tool_fn search;
     void *search_arg;
+    /* The principal's share of hutch's memory (budget.h), or NULL. */
+    struct hutch_budget_share *share;
 };
 
 struct hutch_exec_result {
@@ -110,8 +113,12 @@ struct hutch_exec_result {
     struct hutch_buf out_tar;          /* raw tar of /work/out (validated) */
     char message[HUTCH_ERR_MSG];       /* hutch's note (timeout, protocol error…) */
     char executor[64];                 /* the executor that ran it */
-    int warm;                          /* its sandbox came from a warm pool */
-    uint64_t memory_mb;                /* its memory limit, for the OOM note */
+    /* hutch's memory this execution holds (budget.h): charged while it
+     * runs, and what stays with the result (its value) until
+     * hutch_exec_result_free gives it back. */
+    struct hutch_budget budget;
+    int warm;           /* its sandbox came from a warm pool */
+    uint64_t memory_mb; /* its memory limit, for the OOM note */
 };
 
 void hutch_exec_result_init(struct hutch_exec_result *res);

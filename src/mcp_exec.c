@@ -759,6 +759,9 @@ static cJSON *execute_code(struct job *j)
     if (r == -EPERM || r == -EAGAIN) {
         snprintf(msg, sizeof(msg), "execute_code %s", err.msg);
         out = mcp_text_result(msg, 1);
+    } else if (r == -EBUSY) {
+        snprintf(msg, sizeof(msg), "execute_code not run: %s", err.msg);
+        out = mcp_text_result(msg, 1);
     } else if (r < 0) {
         snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
         out = mcp_text_result(msg, 1);
