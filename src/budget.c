@@ -5,13 +5,16 @@
  * shares and makes the rule's check and the charge one step; charges
  * without a share stay atomic (hutch run, tests). */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
 #include "caps.h"
+#include "util.h"
 
 /* What one cJSON value and one malloc'd string cost, with glibc malloc's
  * chunk overhead (16 bytes, 16-byte granularity). */
@@ -29,6 +32,73 @@ void hutch_budget_init(struct hutch_budget *b, size_t max)
 
 static struct hutch_budget process;
 static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+/* The process budget passed HUTCH_MALLOC_TRIM_AFTER since the last trim. */
+static atomic_int burst;
+
+/* After a charge to p. */
+static void note_burst(const struct hutch_budget *p, size_t used)
+{
+    if (p == &process && used > HUTCH_MALLOC_TRIM_AFTER)
+        atomic_store(&burst, 1);
+}
+
+/* The trimmer: a thread, started at the first burst, that trims the heap
+ * HUTCH_MALLOC_TRIM_DELAY_MS after all executions came to hold nothing:
+ * late enough that what their requests still held (a response on its way
+ * out, a spent sandbox's buffers) is freed too, and again after every
+ * later burst. */
+static pthread_mutex_t trim_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t trim_cv;
+static int trim_started, trim_wanted;
+
+static void *trimmer(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&trim_mu);
+    for (;;) {
+        while (!trim_wanted)
+            pthread_cond_wait(&trim_cv, &trim_mu);
+        trim_wanted = 0;
+        /* Once more at the end of a delay in which nothing asked again. */
+        while (hutch_cond_wait_until(&trim_cv, &trim_mu,
+                                     hutch_now_ms() + HUTCH_MALLOC_TRIM_DELAY_MS) !=
+                   ETIMEDOUT ||
+               trim_wanted)
+            trim_wanted = 0;
+        pthread_mutex_unlock(&trim_mu);
+        malloc_trim(0);
+        pthread_mutex_lock(&trim_mu);
+    }
+    return NULL;
+}
+
+/* After a give to p: once all executions hold nothing after a burst, the
+ * heap's free pages go back to the system (every arena's), now and after
+ * the delay. */
+static void after_give(const struct hutch_budget *p)
+{
+    if (p != &process || atomic_load(&process.used) != 0 || !atomic_exchange(&burst, 0))
+        return;
+    malloc_trim(0);
+    pthread_mutex_lock(&trim_mu);
+    if (!trim_started) {
+        pthread_attr_t attr;
+        pthread_t th;
+        sigset_t all, old;
+        hutch_cond_init_mono(&trim_cv);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        /* Signals are the main thread's. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        trim_started = pthread_create(&th, &attr, trimmer, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    trim_wanted = 1;
+    pthread_cond_signal(&trim_cv);
+    pthread_mutex_unlock(&trim_mu);
+}
 
 static void process_init(void)
 {
@@ -176,6 +246,7 @@ static int take_shared(struct hutch_budget *p, struct hutch_budget_share *s, siz
     peak = atomic_load(&p->peak);
     while (used > peak && !atomic_compare_exchange_weak(&p->peak, &peak, used))
         ;
+    note_burst(p, used);
 out:
     pthread_mutex_unlock(&shares.mu);
     return r;
@@ -188,6 +259,7 @@ static void give_shared(struct hutch_budget *p, struct hutch_budget_share *s, si
     atomic_fetch_sub(&p->used, n);
     share_prune(s);
     pthread_mutex_unlock(&shares.mu);
+    after_give(p);
 }
 
 /* --- charges ------------------------------------------------------------------ */
@@ -204,6 +276,7 @@ static int take_one(struct hutch_budget *b, size_t n)
     peak = atomic_load(&b->peak);
     while (used > peak && !atomic_compare_exchange_weak(&b->peak, &peak, used))
         ;
+    note_burst(b, used);
     return 0;
 }
 
@@ -228,10 +301,33 @@ void hutch_budget_give(struct hutch_budget *b, size_t n)
     if (!b || !n)
         return;
     atomic_fetch_sub(&b->used, n);
-    if (b->parent && b->share)
+    if (b->parent && b->share) {
         give_shared(b->parent, b->share, n);
-    else if (b->parent)
+    } else if (b->parent) {
         atomic_fetch_sub(&b->parent->used, n);
+        after_give(b->parent);
+    }
+}
+
+void hutch_budget_move(struct hutch_budget *to, struct hutch_budget *from)
+{
+    size_t n = atomic_exchange(&from->used, 0);
+    hutch_budget_init(to, from->max);
+    to->parent = from->parent;
+    to->share = from->share;
+    atomic_store(&to->used, n);
+}
+
+static _Thread_local struct hutch_budget *current;
+
+void hutch_budget_set_current(struct hutch_budget *b)
+{
+    current = b;
+}
+
+struct hutch_budget *hutch_budget_current(void)
+{
+    return current;
 }
 
 const char *hutch_budget_why(const struct hutch_budget *b, int rc, char *buf,

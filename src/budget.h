@@ -85,6 +85,17 @@ int hutch_budget_take(struct hutch_budget *b, size_t n);
 /* Gives back what a take charged.  b NULL or n 0: nothing. */
 void hutch_budget_give(struct hutch_budget *b, size_t n);
 
+/* What `from` holds becomes `to`'s to give back (same parent and share):
+ * a charge that outlives the struct that made it (a result, until it has
+ * been sent). */
+void hutch_budget_move(struct hutch_budget *to, struct hutch_budget *from);
+
+/* The budget of the tool call this thread runs (calls.c sets it around
+ * each call; NULL: none): what the call makes hutch hold further down, the
+ * request text sent upstream, is charged to it there. */
+void hutch_budget_set_current(struct hutch_budget *b);
+struct hutch_budget *hutch_budget_current(void);
+
 /* The end of a message for a take that failed with rc: "more than this
  * execution has left of its N MiB budget", the same of hutch's budget for
  * all executions, or of its principal's share. */

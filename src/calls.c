@@ -348,12 +348,16 @@ static void *worker_main(void *arg)
                 : 0;
         if (timeout_ms < 1)
             timeout_ms = 1;
+        /* What the call makes hutch hold further down (the request sent
+         * upstream) is charged to the execution, on this thread. */
+        hutch_budget_set_current(c->budget);
         if (strcmp(c->tool, HUTCH_CALLS_SEARCH))
             r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
         else if (q->search_fn)
             r = q->search_fn(q->search_arg, NULL, c->args, timeout_ms, &c->reply);
         else
             r = -ENOSYS; /* answered "internal" */
+        hutch_budget_set_current(NULL);
         /* The arguments are done with: their memory is the result's now. */
         cJSON_Delete(c->args);
         c->args = NULL;

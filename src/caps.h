@@ -43,6 +43,14 @@
 /* ... and all executions of one hutch process together pass this
  * ($HUTCH_MEMORY_BUDGET_MB overrides it). */
 #define HUTCH_PROCESS_MEMORY_BUDGET ((size_t)1 << 30)
+/* After a burst (all executions together held more than TRIM_AFTER), the
+ * heap is trimmed once they hold nothing any more (malloc_trim), and once
+ * more DELAY_MS later, when what their requests held is freed too, so that
+ * hutch's resident memory comes back down; allocations from
+ * MMAP_THRESHOLD up are mapped on their own and unmapped when freed. */
+#define HUTCH_MALLOC_TRIM_AFTER     (16u << 20)
+#define HUTCH_MALLOC_TRIM_DELAY_MS  1000 /* and again this long after */
+#define HUTCH_MALLOC_MMAP_THRESHOLD (128u << 10)
 /* One JSON message from outside (a client, an upstream server) may not
  * take more than this to parse: its text is 16 MiB at most, but a tree of
  * "[0,0,...]" costs 40 times its text. */
