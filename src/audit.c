@@ -112,16 +112,42 @@ static cJSON *string_item(const char *s, size_t max)
     return item;
 }
 
+/* What the copy may still take, in bytes of its JSON text: a line holds
+ * HUTCH_AUDIT_MAX_LINE at most, so a copy past that would be dropped
+ * whole ("extra_dropped") after it was made; it stops there instead, and
+ * says how much it left out.  Arguments of a million values are not copied
+ * (they may be most of an execution's memory budget). */
+struct room {
+    size_t left;
+};
+
+static int spend(struct room *rm, size_t n)
+{
+    if (rm->left < n) {
+        rm->left = 0;
+        return 0;
+    }
+    rm->left -= n;
+    return 1;
+}
+
 /* Deep copy of v: strings repaired and cut at maxstr, secret members
- * replaced, anything below HUTCH_AUDIT_MAX_DEPTH summarised. */
+ * replaced, anything below HUTCH_AUDIT_MAX_DEPTH summarised, and past the
+ * room a marker of how many members or items were left out. */
 static cJSON *copy_value(const cJSON *v, int depth, size_t maxstr,
-                         int (*is_secret)(const void *, const char *), const void *arg)
+                         int (*is_secret)(const void *, const char *), const void *arg,
+                         struct room *rm)
 {
     cJSON *out;
     const cJSON *c;
 
-    if (cJSON_IsString(v))
-        return string_item(v->valuestring ? v->valuestring : "", maxstr);
+    if (cJSON_IsString(v)) {
+        const char *t = v->valuestring ? v->valuestring : "";
+        size_t n = strlen(t);
+        spend(rm, (n < maxstr ? n : maxstr) + 8);
+        return string_item(t, maxstr);
+    }
+    spend(rm, 24);
     if (cJSON_IsNumber(v))
         return cJSON_CreateNumber(v->valuedouble);
     if (cJSON_IsBool(v))
@@ -139,15 +165,34 @@ static cJSON *copy_value(const cJSON *v, int depth, size_t maxstr,
         cJSON *item;
         char *key = NULL;
         int added;
+        if (rm->left == 0) {
+            /* Out of room: the rest is counted, not copied. */
+            size_t more = 0;
+            char note[64];
+            for (const cJSON *x = c; x; x = x->next)
+                more++;
+            snprintf(note, sizeof(note), "[%zu more %s left out]", more,
+                     cJSON_IsArray(v) ? "items" : "members");
+            item = cJSON_CreateString(note);
+            added = item && (cJSON_IsArray(v) ? cJSON_AddItemToArray(out, item)
+                                              : cJSON_AddItemToObject(out, "…", item));
+            if (!added) {
+                cJSON_Delete(item);
+                cJSON_Delete(out);
+                return NULL;
+            }
+            break;
+        }
         if (cJSON_IsArray(v)) {
-            item = copy_value(c, depth + 1, maxstr, is_secret, arg);
+            item = copy_value(c, depth + 1, maxstr, is_secret, arg, rm);
             added = item && cJSON_AddItemToArray(out, item);
         } else {
             const char *name = c->string ? c->string : "";
+            spend(rm, strlen(name) < maxstr ? strlen(name) + 4 : maxstr + 4);
             if (is_secret && is_secret(arg, name) == 1)
                 item = cJSON_CreateString("[redacted]");
             else
-                item = copy_value(c, depth + 1, maxstr, is_secret, arg);
+                item = copy_value(c, depth + 1, maxstr, is_secret, arg, rm);
             key = clean_string(name, HUTCH_AUDIT_MAX_STRING);
             added = item && key && cJSON_AddItemToObject(out, key, item);
         }
@@ -165,9 +210,10 @@ cJSON *hutch_audit_redact(const cJSON *args,
                           int (*is_secret)(const void *arg, const char *key),
                           const void *arg)
 {
+    struct room rm = {HUTCH_AUDIT_MAX_LINE};
     if (!args)
         return NULL;
-    return copy_value(args, 0, HUTCH_AUDIT_MAX_STRING, is_secret, arg);
+    return copy_value(args, 0, HUTCH_AUDIT_MAX_STRING, is_secret, arg, &rm);
 }
 
 void hutch_audit_set_values(struct hutch_audit *a, int on)
@@ -474,13 +520,15 @@ static int is_reserved(const char *name)
 }
 
 /* extra's members (or extra itself as "extra" when it is not an object),
- * sanitised but not cut: the caller chose them. */
+ * sanitised but not cut: the caller chose them.  The copy stops at twice a
+ * line (a line over HUTCH_AUDIT_MAX_LINE drops its extra anyway). */
 static int add_extra(cJSON *o, const cJSON *extra)
 {
+    struct room rm = {2 * (size_t)HUTCH_AUDIT_MAX_LINE};
     const cJSON *c;
 
     if (!cJSON_IsObject(extra)) {
-        cJSON *item = copy_value(extra, 1, HUTCH_AUDIT_MAX_LINE, NULL, NULL);
+        cJSON *item = copy_value(extra, 1, HUTCH_AUDIT_MAX_LINE, NULL, NULL, &rm);
         if (!item || !cJSON_AddItemToObject(o, "extra", item)) {
             cJSON_Delete(item);
             return -ENOMEM;
@@ -491,7 +539,7 @@ static int add_extra(cJSON *o, const cJSON *extra)
     {
         if (!c->string || is_reserved(c->string))
             continue;
-        cJSON *item = copy_value(c, 1, HUTCH_AUDIT_MAX_LINE, NULL, NULL);
+        cJSON *item = copy_value(c, 1, HUTCH_AUDIT_MAX_LINE, NULL, NULL, &rm);
         char *key = clean_string(c->string, HUTCH_AUDIT_MAX_STRING);
         if (!item || !key || !cJSON_AddItemToObject(o, key, item)) {
             free(key);

@@ -71,8 +71,10 @@ cJSON *hutch_audit_args(const struct hutch_audit *a, const cJSON *args,
  * is_secret(arg, name) returns 1 replaced by "[redacted]" (at any depth up
  * to HUTCH_AUDIT_MAX_DEPTH), and strings longer than
  * HUTCH_AUDIT_MAX_STRING bytes cut, at a character boundary, with "…".
- * is_secret may be NULL (nothing is secret).  NULL on NULL args or out of
- * memory.  Caller frees with cJSON_Delete. */
+ * The copy is at most about a line (HUTCH_AUDIT_MAX_LINE) of JSON: past
+ * that, the rest of an array or object is one "[N more items left out]"
+ * (an object's under the key "…").  is_secret may be NULL (nothing is secret).  NULL on
+ * NULL args or out of memory.  Caller frees with cJSON_Delete. */
 cJSON *hutch_audit_redact(const cJSON *args,
                           int (*is_secret)(const void *arg, const char *key),
                           const void *arg);

@@ -156,6 +156,17 @@ static cJSON *content_value(const cJSON *item)
     return cJSON_Duplicate(item, 1);
 }
 
+/* The value of a CallToolResult, taken out of `res` where it is one whole
+ * member (structuredContent): no second copy of a large result is held
+ * while res still is. */
+static cJSON *take_result_value(cJSON *res)
+{
+    cJSON *sc = cJSON_GetObjectItemCaseSensitive(res, "structuredContent");
+    if (sc && !cJSON_IsNull(sc))
+        return cJSON_DetachItemViaPointer(res, sc);
+    return hutch_bridge_result_value(res);
+}
+
 cJSON *hutch_bridge_result_value(const cJSON *res)
 {
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(res, "structuredContent");
@@ -284,6 +295,8 @@ int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *
     r = hutch_upstreams_call(b->u, e->server, e->tool, args, timeout_ms, &res, &err);
     if (r == -ETIMEDOUT)
         return fail(reply, r, "timeout", "%s: %s", e->qualified, err.msg);
+    if (r == -E2BIG)
+        return fail(reply, r, "too_large", "%s: %s", e->qualified, err.msg);
     if (r < 0)
         return fail(reply, r, "upstream", "%s: %s", e->qualified,
                     err.msg[0] ? err.msg : strerror(-r));
@@ -294,7 +307,7 @@ int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *
         reply->message = error_text(res);
         r = -EREMOTEIO;
     } else {
-        reply->result = hutch_bridge_result_value(res);
+        reply->result = take_result_value(res);
         r = reply->result ? 0 : fail(reply, -ENOMEM, "internal", "out of memory");
         /* A declared outputSchema says more than any observation. */
         if (r == 0 &&

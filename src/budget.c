@@ -1,12 +1,20 @@
-/* budget.c — what one execution may make hutch hold (see budget.h). */
+/* budget.c — what one execution may make hutch hold (see budget.h).
+ *
+ * Charges to an execution's own budget are atomic.  Charges to the process
+ * budget through a principal's share take shares.mu, which guards the
+ * shares and makes the rule's check and the charge one step; charges
+ * without a share stay atomic (hutch run, tests). */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
 #include "caps.h"
+#include "util.h"
 
 /* What one cJSON value and one malloc'd string cost, with glibc malloc's
  * chunk overhead (16 bytes, 16-byte granularity). */
@@ -19,10 +27,78 @@ void hutch_budget_init(struct hutch_budget *b, size_t max)
     atomic_init(&b->used, 0);
     atomic_init(&b->peak, 0);
     b->parent = NULL;
+    b->share = NULL;
 }
 
 static struct hutch_budget process;
 static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+/* The process budget passed HUTCH_MALLOC_TRIM_AFTER since the last trim. */
+static atomic_int burst;
+
+/* After a charge to p. */
+static void note_burst(const struct hutch_budget *p, size_t used)
+{
+    if (p == &process && used > HUTCH_MALLOC_TRIM_AFTER)
+        atomic_store(&burst, 1);
+}
+
+/* The trimmer: a thread, started at the first burst, that trims the heap
+ * HUTCH_MALLOC_TRIM_DELAY_MS after all executions came to hold nothing:
+ * late enough that what their requests still held (a response on its way
+ * out, a spent sandbox's buffers) is freed too, and again after every
+ * later burst. */
+static pthread_mutex_t trim_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t trim_cv;
+static int trim_started, trim_wanted;
+
+static void *trimmer(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&trim_mu);
+    for (;;) {
+        while (!trim_wanted)
+            pthread_cond_wait(&trim_cv, &trim_mu);
+        trim_wanted = 0;
+        /* Once more at the end of a delay in which nothing asked again. */
+        while (hutch_cond_wait_until(&trim_cv, &trim_mu,
+                                     hutch_now_ms() + HUTCH_MALLOC_TRIM_DELAY_MS) !=
+                   ETIMEDOUT ||
+               trim_wanted)
+            trim_wanted = 0;
+        pthread_mutex_unlock(&trim_mu);
+        malloc_trim(0);
+        pthread_mutex_lock(&trim_mu);
+    }
+    return NULL;
+}
+
+/* After a give to p: once all executions hold nothing after a burst, the
+ * heap's free pages go back to the system (every arena's), now and after
+ * the delay. */
+static void after_give(const struct hutch_budget *p)
+{
+    if (p != &process || atomic_load(&process.used) != 0 || !atomic_exchange(&burst, 0))
+        return;
+    malloc_trim(0);
+    pthread_mutex_lock(&trim_mu);
+    if (!trim_started) {
+        pthread_attr_t attr;
+        pthread_t th;
+        sigset_t all, old;
+        hutch_cond_init_mono(&trim_cv);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        /* Signals are the main thread's. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        trim_started = pthread_create(&th, &attr, trimmer, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    trim_wanted = 1;
+    pthread_cond_signal(&trim_cv);
+    pthread_mutex_unlock(&trim_mu);
+}
 
 static void process_init(void)
 {
@@ -47,6 +123,147 @@ struct hutch_budget *hutch_budget_process(void)
     return &process;
 }
 
+/* --- principals' shares of the process budget ----------------------------- */
+
+struct hutch_budget_share {
+    struct hutch_budget_share *next;
+    char *name;
+    unsigned execs; /* executions holding it */
+    size_t used;    /* of the process budget */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct hutch_budget_share *list;
+    unsigned listed;
+} shares = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+
+struct hutch_budget_share *hutch_budget_join(const char *principal, unsigned listed)
+{
+    struct hutch_budget_share *s;
+    const char *name = principal ? principal : "";
+
+    pthread_mutex_lock(&shares.mu);
+    shares.listed = listed;
+    for (s = shares.list; s; s = s->next)
+        if (!strcmp(s->name, name))
+            break;
+    if (!s && (s = calloc(1, sizeof(*s))) && !(s->name = strdup(name))) {
+        free(s);
+        s = NULL;
+    }
+    if (s && !s->execs && !s->used) {
+        s->next = shares.list;
+        shares.list = s;
+    }
+    if (s)
+        s->execs++;
+    pthread_mutex_unlock(&shares.mu);
+    return s;
+}
+
+/* An inactive share (no execution, nothing held) leaves the list.  Under
+ * shares.mu. */
+static void share_prune(struct hutch_budget_share *s)
+{
+    if (s->execs || s->used)
+        return;
+    for (struct hutch_budget_share **pp = &shares.list; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            free(s->name);
+            free(s);
+            return;
+        }
+}
+
+void hutch_budget_leave(struct hutch_budget_share *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&shares.mu);
+    s->execs--;
+    share_prune(s);
+    pthread_mutex_unlock(&shares.mu);
+}
+
+size_t hutch_budget_share_used(const struct hutch_budget_share *s)
+{
+    size_t u;
+    pthread_mutex_lock(&shares.mu);
+    u = s->used;
+    pthread_mutex_unlock(&shares.mu);
+    return u;
+}
+
+/* The floor of each active principal now.  Under shares.mu. */
+static size_t share_floor(const struct hutch_budget *all, unsigned *nactive,
+                          unsigned *spare)
+{
+    unsigned n = 0;
+    size_t f;
+    for (const struct hutch_budget_share *s = shares.list; s; s = s->next)
+        n++;
+    *nactive = n;
+    *spare = shares.listed > n ? 1 : 0;
+    f = all->max / (n + *spare ? n + *spare : 1);
+    return f < HUTCH_EXEC_MEMORY_BUDGET ? f : HUTCH_EXEC_MEMORY_BUDGET;
+}
+
+/* Charges n bytes of the process budget `p` to share `s`, under the rule
+ * (budget.h): 0, -ENOSPC (p is full) or -EDQUOT (past s's share). */
+static int take_shared(struct hutch_budget *p, struct hutch_budget_share *s, size_t n)
+{
+    size_t used, peak, floor, reserve = 0;
+    unsigned nactive, spare;
+    int r = 0;
+
+    pthread_mutex_lock(&shares.mu);
+    used = atomic_load(&p->used);
+    if (n > p->max || used > p->max - n) {
+        r = -ENOSPC;
+        goto out;
+    }
+    floor = share_floor(p, &nactive, &spare);
+    if (s->used + n > floor) {
+        reserve = spare * floor;
+        for (const struct hutch_budget_share *q = shares.list; q; q = q->next)
+            if (q != s && q->used < floor)
+                reserve += floor - q->used;
+        if (p->max - used - n < reserve) {
+            r = -EDQUOT;
+            goto out;
+        }
+    }
+    /* Others may charge p without a share (atomically): add, not store. */
+    used = atomic_fetch_add(&p->used, n) + n;
+    if (used > p->max) {
+        atomic_fetch_sub(&p->used, n);
+        r = -ENOSPC;
+        goto out;
+    }
+    s->used += n;
+    peak = atomic_load(&p->peak);
+    while (used > peak && !atomic_compare_exchange_weak(&p->peak, &peak, used))
+        ;
+    note_burst(p, used);
+out:
+    pthread_mutex_unlock(&shares.mu);
+    return r;
+}
+
+static void give_shared(struct hutch_budget *p, struct hutch_budget_share *s, size_t n)
+{
+    pthread_mutex_lock(&shares.mu);
+    s->used -= n;
+    atomic_fetch_sub(&p->used, n);
+    share_prune(s);
+    pthread_mutex_unlock(&shares.mu);
+    after_give(p);
+}
+
+/* --- charges ------------------------------------------------------------------ */
+
 static int take_one(struct hutch_budget *b, size_t n)
 {
     size_t used, peak;
@@ -59,20 +276,24 @@ static int take_one(struct hutch_budget *b, size_t n)
     peak = atomic_load(&b->peak);
     while (used > peak && !atomic_compare_exchange_weak(&b->peak, &peak, used))
         ;
+    note_burst(b, used);
     return 0;
 }
 
 int hutch_budget_take(struct hutch_budget *b, size_t n)
 {
+    int r = 0;
     if (!b)
         return 0;
     if (take_one(b, n) < 0)
         return -ENOMEM;
-    if (b->parent && take_one(b->parent, n) < 0) {
+    if (b->parent && b->share)
+        r = take_shared(b->parent, b->share, n);
+    else if (b->parent && take_one(b->parent, n) < 0)
+        r = -ENOSPC;
+    if (r < 0)
         atomic_fetch_sub(&b->used, n);
-        return -ENOSPC;
-    }
-    return 0;
+    return r;
 }
 
 void hutch_budget_give(struct hutch_budget *b, size_t n)
@@ -80,14 +301,53 @@ void hutch_budget_give(struct hutch_budget *b, size_t n)
     if (!b || !n)
         return;
     atomic_fetch_sub(&b->used, n);
-    if (b->parent)
+    if (b->parent && b->share) {
+        give_shared(b->parent, b->share, n);
+    } else if (b->parent) {
         atomic_fetch_sub(&b->parent->used, n);
+        after_give(b->parent);
+    }
+}
+
+void hutch_budget_move(struct hutch_budget *to, struct hutch_budget *from)
+{
+    size_t n = atomic_exchange(&from->used, 0);
+    hutch_budget_init(to, from->max);
+    to->parent = from->parent;
+    to->share = from->share;
+    atomic_store(&to->used, n);
+}
+
+static _Thread_local struct hutch_budget *current;
+
+void hutch_budget_set_current(struct hutch_budget *b)
+{
+    current = b;
+}
+
+struct hutch_budget *hutch_budget_current(void)
+{
+    return current;
 }
 
 const char *hutch_budget_why(const struct hutch_budget *b, int rc, char *buf,
                              size_t len)
 {
-    if (rc == -ENOSPC && b->parent)
+    if (rc == -EDQUOT && b->parent && b->share) {
+        unsigned nactive, spare;
+        size_t floor, held;
+        pthread_mutex_lock(&shares.mu);
+        floor = share_floor(b->parent, &nactive, &spare);
+        held = b->share->used;
+        snprintf(buf, len,
+                 "more than principal \"%s\" may hold of the %zu MiB hutch holds for "
+                 "all executions while other principals may need theirs (it holds "
+                 "%zu MiB; each principal is sure of %zu MiB, and one that holds more "
+                 "only borrows what nobody else is owed): try again when its other "
+                 "executions hold less",
+                 b->share->name, b->parent->max >> 20, held >> 20, floor >> 20);
+        pthread_mutex_unlock(&shares.mu);
+    } else if (rc == -ENOSPC && b->parent)
         snprintf(buf, len,
                  "more than hutch has left of the %zu MiB it holds for all executions "
                  "at once (HUTCH_MEMORY_BUDGET_MB): try again when fewer run",

@@ -236,7 +236,7 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
         cost = hutch_json_cost(reply->result);
         int br = hutch_budget_take(q->budget, cost);
         if (br < 0) {
-            char text[400], why[200];
+            char text[1024], why[600];
             snprintf(text, sizeof(text),
                      "the result of %.100s takes about %zu MiB of hutch's memory, %s",
                      reply->tool ? reply->tool : tool, (cost + (1u << 20) - 1) >> 20,
@@ -348,12 +348,16 @@ static void *worker_main(void *arg)
                 : 0;
         if (timeout_ms < 1)
             timeout_ms = 1;
+        /* What the call makes hutch hold further down (the request sent
+         * upstream) is charged to the execution, on this thread. */
+        hutch_budget_set_current(c->budget);
         if (strcmp(c->tool, HUTCH_CALLS_SEARCH))
             r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
         else if (q->search_fn)
             r = q->search_fn(q->search_arg, NULL, c->args, timeout_ms, &c->reply);
         else
             r = -ENOSYS; /* answered "internal" */
+        hutch_budget_set_current(NULL);
         /* The arguments are done with: their memory is the result's now. */
         cJSON_Delete(c->args);
         c->args = NULL;
@@ -468,7 +472,7 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSO
         reply.code = "unknown_tool";
         r = -ENOENT;
     } else if ((br = hutch_budget_take(q->budget, cost)) < 0) {
-        char text[400], why[200];
+        char text[1024], why[600];
         snprintf(text, sizeof(text),
                  "the arguments of this call take about %zu MiB of hutch's memory, %s "
                  "(calls in flight hold theirs until they return)",

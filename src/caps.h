@@ -43,6 +43,14 @@
 /* ... and all executions of one hutch process together pass this
  * ($HUTCH_MEMORY_BUDGET_MB overrides it). */
 #define HUTCH_PROCESS_MEMORY_BUDGET ((size_t)1 << 30)
+/* After a burst (all executions together held more than TRIM_AFTER), the
+ * heap is trimmed once they hold nothing any more (malloc_trim), and once
+ * more DELAY_MS later, when what their requests held is freed too, so that
+ * hutch's resident memory comes back down; allocations from
+ * MMAP_THRESHOLD up are mapped on their own and unmapped when freed. */
+#define HUTCH_MALLOC_TRIM_AFTER     (16u << 20)
+#define HUTCH_MALLOC_TRIM_DELAY_MS  1000 /* and again this long after */
+#define HUTCH_MALLOC_MMAP_THRESHOLD (128u << 10)
 /* One JSON message from outside (a client, an upstream server) may not
  * take more than this to parse: its text is 16 MiB at most, but a tree of
  * "[0,0,...]" costs 40 times its text. */
@@ -345,9 +353,24 @@
  * suggests, and how many task records a process keeps (the oldest ended
  * one goes first; a running one is never dropped: past the cap with all
  * running, a new execution runs without a task). */
-#define HUTCH_TASK_TTL_MS           (3600u * 1000u)
-#define HUTCH_TASK_POLL_MS          1000
-#define HUTCH_TASKS_MAX             1000
+#define HUTCH_TASK_TTL_MS  (3600u * 1000u)
+#define HUTCH_TASK_POLL_MS 1000
+#define HUTCH_TASKS_MAX    1000
+/* Executions at once (admit.h).  The total is sized from the machine: PER_CPU
+ * executions per CPU (most of an execution's time is spent waiting for its
+ * tool calls or sleeping), no more than one per HUTCH_DEFAULT_MEMORY_MB of
+ * memory, at most MAX_TOTAL ($HUTCH_MAX_EXECUTIONS overrides it).  A
+ * principal runs at most 1/PRINCIPAL_SHARE of the total when the policy
+ * lists principals and says nothing (concurrency.executions), and keeps
+ * DEFAULT_QUEUED waiting (concurrency.queued, at most MAX_QUEUED, which
+ * also bounds all queues together).  A waiting execution gives up after
+ * WAIT_MS. */
+#define HUTCH_ADMIT_PER_CPU         8
+#define HUTCH_ADMIT_MAX_TOTAL       4096
+#define HUTCH_ADMIT_PRINCIPAL_SHARE 4
+#define HUTCH_ADMIT_DEFAULT_QUEUED  16
+#define HUTCH_ADMIT_MAX_QUEUED      1000
+#define HUTCH_ADMIT_WAIT_MS         (600u * 1000u)
 #define HUTCH_POLICY_LOAD_MS        1000        /* CPU time running the file once */
 #define HUTCH_POLICY_MAX_STATES     32          /* Lua states per policy */
 #define HUTCH_POLICY_WAIT_MS        1000        /* for a free state */

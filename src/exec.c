@@ -54,7 +54,7 @@ struct run {
     uint64_t ntool;
     uint64_t deadline; /* ms, once the job runs */
     struct hutch_calls *calls;
-    struct hutch_budget budget; /* hutch's memory this execution holds */
+    struct hutch_budget *budget; /* hutch's memory it holds: res->budget */
     struct hutch_exit exit;
     uint64_t t_done; /* µs, for the debug log */
 };
@@ -67,10 +67,13 @@ void hutch_exec_result_init(struct hutch_exec_result *res)
     hutch_buf_init(&res->out_tar, HUTCH_TAR_MAX_STREAM);
     res->tool_calls = cJSON_CreateArray();
     res->files = cJSON_CreateArray();
+    hutch_budget_init(&res->budget, HUTCH_EXEC_MEMORY_BUDGET);
 }
 
 void hutch_exec_result_free(struct hutch_exec_result *res)
 {
+    /* What stayed charged with the result (its value) goes with it. */
+    hutch_budget_give(&res->budget, atomic_load(&res->budget.used));
     hutch_buf_free(&res->out);
     hutch_buf_free(&res->err);
     hutch_buf_free(&res->out_tar);
@@ -221,21 +224,21 @@ static void on_line(struct run *rn, const char *line, size_t len)
      * result stays with the execution: its charge too). */
     size_t cost = hutch_json_text_cost(line, len);
 
-    int br = hutch_budget_take(&rn->budget, cost);
+    int br = hutch_budget_take(rn->budget, cost);
     if (br < 0) {
-        char why[200];
+        char why[600];
         note(rn,
              "the sandbox sent a %zu-byte message (a result, or a tool call's "
              "arguments) that would take about %zu MiB of hutch's memory to hold, %s: "
              "return or pass less (large data belongs in files under /work/out); "
              "execution stopped",
              len, (cost + (1u << 20) - 1) >> 20,
-             hutch_budget_why(&rn->budget, br, why, sizeof(why)));
+             hutch_budget_why(rn->budget, br, why, sizeof(why)));
         rn->fail = 1;
         return;
     }
     if (hutch_wire_parse(line, len, &m, &perr) < 0) {
-        hutch_budget_give(&rn->budget, cost);
+        hutch_budget_give(rn->budget, cost);
         note(rn, "the sandbox sent an invalid protocol message (%s); execution stopped",
              perr.msg);
         rn->fail = 1;
@@ -255,7 +258,7 @@ static void on_line(struct run *rn, const char *line, size_t len)
             /* The arguments move to the call, which charges them itself. */
             cJSON *args = m.args ? cJSON_DetachItemViaPointer(m.root, m.args) : NULL;
             m.args = NULL;
-            hutch_budget_give(&rn->budget, cost);
+            hutch_budget_give(rn->budget, cost);
             cost = 0;
             /* tools.search runs as a call does, answered by req->search. */
             if (hutch_calls_submit(rn->calls, m.id,
@@ -285,7 +288,7 @@ static void on_line(struct run *rn, const char *line, size_t len)
         break;
     }
     hutch_msg_free(&m);
-    hutch_budget_give(&rn->budget, cost);
+    hutch_budget_give(rn->budget, cost);
 }
 
 /* One read of the channel, and the whole messages it completes: the bytes
@@ -597,8 +600,9 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         hutch_output_init(&rn.oout, limit);
         hutch_output_init(&rn.oerr, limit);
     }
-    hutch_budget_init(&rn.budget, HUTCH_EXEC_MEMORY_BUDGET);
-    rn.budget.parent = hutch_budget_process();
+    rn.budget = &res->budget;
+    rn.budget->parent = hutch_budget_process();
+    rn.budget->share = req->share;
     rn.calls =
         hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, res->tool_calls);
     if (rn.calls)
@@ -607,7 +611,7 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    hutch_calls_set_budget(rn.calls, &rn.budget);
+    hutch_calls_set_budget(rn.calls, rn.budget);
     rn.deadline = hutch_now_ms() + timeout_ms;
     r = start_job(&rn, err);
     if (r < 0)

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "buf.h"
 #include "caps.h"
 #include "hutch-executor.h"
@@ -92,6 +93,8 @@ struct hutch_exec_req {
      * the program's searches fail with "internal". */
     hutch_tool_fn search;
     void *search_arg;
+    /* The principal's share of hutch's memory (budget.h), or NULL. */
+    struct hutch_budget_share *share;
 };
 
 struct hutch_exec_result {
@@ -113,7 +116,11 @@ struct hutch_exec_result {
     /* What hutch changed in the request, one line each ("timeout_ms:
      * asked for 600000 ms; this server allows 30000"): set by job.c. */
     char notes[HUTCH_RESULT_NOTES_MAX];
-    char executor[64];  /* the executor that ran it */
+    char executor[64]; /* the executor that ran it */
+    /* hutch's memory this execution holds (budget.h): charged while it
+     * runs, and what stays with the result (its value) until
+     * hutch_exec_result_free gives it back. */
+    struct hutch_budget budget;
     int warm;           /* its sandbox came from a warm pool */
     uint64_t memory_mb; /* its memory limit, for the OOM note */
 };

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "admit.h"
 #include "audit.h"
 #include "bridge.h"
 #include "caps.h"
@@ -52,6 +53,7 @@ struct hutch_jobs {
     struct hutch_plugins *ps;
     struct hutch_plugin *dflt; /* the default executor, opened */
     struct hutch_pool *pool;   /* NULL: every sandbox cold */
+    struct hutch_admit *admit; /* executions at once (admit.h) */
     pthread_mutex_t mu;
     struct hutch_policy *configured; /* the policy the pools were set up for */
     /* The last readiness probe (ready_mu): which plugin, when, its answer. */
@@ -257,7 +259,8 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
 {
     struct hutch_jobs *j = calloc(1, sizeof(*j));
     struct hutch_policy *p = NULL;
-    const char *name;
+    const char *name, *total_from;
+    unsigned total;
     int r;
 
     if (!j)
@@ -265,6 +268,13 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
     pthread_mutex_init(&j->mu, NULL);
     pthread_mutex_init(&j->ready_mu, NULL);
     pthread_mutex_init(&j->rt_mu, NULL);
+    r = hutch_admit_total_from(&total, &total_from, err);
+    if (r < 0)
+        goto fail;
+    if (!(j->admit = hutch_admit_new(total, total_from))) {
+        r = hutch_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
     operator_executor(j, opts);
     if (j->o.executor && *j->o.executor &&
         !(j->executor_flag = strdup(j->o.executor))) {
@@ -331,6 +341,7 @@ void hutch_jobs_free(struct hutch_jobs *j)
     hutch_pool_free(j->pool); /* before the plugins it uses close */
     hutch_plugins_free(j->ps);
     hutch_policy_unref(j->configured);
+    hutch_admit_free(j->admit);
     free(j->executor_flag);
     free(j->rt);
     pthread_mutex_destroy(&j->mu);
@@ -688,9 +699,32 @@ static enum hutch_metrics_outcome failed_outcome(const struct hutch_job_req *job
         return HUTCH_OUTCOME_DENIED;
     if (r == -EAGAIN)
         return HUTCH_OUTCOME_RATE_LIMITED;
+    if (r == -EBUSY)
+        return HUTCH_OUTCOME_BUSY;
     if (r == -ECANCELED || (job->cancel && atomic_load(job->cancel)))
         return HUTCH_OUTCOME_CANCELLED;
     return HUTCH_OUTCOME_FAILED;
+}
+
+/* A slot to run in (admit.h), under the limits of the execution's policy
+ * for its principal. */
+static int admit(struct hutch_jobs *j, struct hutch_job_req *job,
+                 struct hutch_gov_exec *gx, struct hutch_admit_slot **slot,
+                 struct hutch_err *err)
+{
+    struct hutch_policy_concurrency c;
+    struct hutch_admit_req req = {0};
+
+    hutch_policy_concurrency(gx->policy, gx->principal, &c);
+    req.principal = gx->principal;
+    req.running = c.executions;
+    req.queued = c.queued;
+    req.queued_set = c.queued_set;
+    req.has_principals = hutch_policy_has_principals(gx->policy);
+    req.cancel = job->cancel;
+    req.tick = job->tick;
+    req.tick_arg = job->tick_arg;
+    return hutch_admit_enter(j->admit, &req, slot, err);
 }
 
 int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
@@ -705,6 +739,8 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     struct hutch_box *box = NULL;
     struct hutch_tar *own = NULL, **tar = job->files ? &job->files : &own;
     struct hutch_ws *ws = NULL;
+    struct hutch_admit_slot *slot = NULL;
+    struct hutch_budget_share *share = NULL;
     char reason[600], out_dir[PATH_MAX] = "";
     const char *executor;
     /* TypeScript runs as JavaScript everywhere but in the runner (the run
@@ -725,6 +761,11 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
         return hutch_err_set(err, r, "refused by the policy: %s", reason);
     }
 
+    r = admit(j, job, &gx, &slot, err);
+    if (r < 0)
+        goto fail;
+    /* The principal's share of hutch's memory, from now to the end. */
+    share = hutch_budget_join(gx.principal, hutch_policy_nprincipals(gx.policy));
     r = choose_executor(j, gx.policy, &d, &executor, err);
     if (r < 0)
         goto fail;
@@ -805,6 +846,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     req.cancel = job->cancel;
     req.tick = job->tick;
     req.tick_arg = job->tick_arg;
+    req.share = share;
     r = hutch_exec_run(box, &req, res, err);
     job->spent = hutch_steal(&box);
     if (r < 0)
@@ -812,6 +854,8 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     if (ws)
         close_workspace(job, ws, out_dir[0] ? out_dir : NULL, res);
     hutch_ws_close(ws);
+    hutch_admit_leave(j->admit, slot);
+    hutch_budget_leave(share);
     hutch_gov_end(&gx, res, NULL);
     hutch_metrics_execution(gx.executor, ran_outcome(job, res),
                             (double)(hutch_now_us() - t0_us) / 1e6);
@@ -824,6 +868,8 @@ fail:
                             gx.executor[0] ? (double)(hutch_now_us() - t0_us) / 1e6
                                            : -1);
     hutch_ws_close(ws);
+    hutch_admit_leave(j->admit, slot);
+    hutch_budget_leave(share);
     hutch_gov_end(&gx, NULL, err->msg);
     hutch_tar_free(own);
     return r;

@@ -1,4 +1,5 @@
 /* main.c — the hutch binary: global options and subcommand dispatch. */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,11 @@ int main(int argc, char **argv)
 {
     /* A runner that goes away mid-write must not take hutch with it. */
     signal(SIGPIPE, SIG_IGN);
+    /* Large buffers (messages, results, tars) are mapped and unmapped
+     * whole: a fixed threshold keeps glibc from raising it after the first
+     * free, which would keep every later one in the heap after it is
+     * freed (budget.c trims the heap after a burst). */
+    mallopt(M_MMAP_THRESHOLD, HUTCH_MALLOC_MMAP_THRESHOLD);
     /* Every command's diagnostics; `serve --log-format` overrides it. */
     if (hutch_log_set_format_name(getenv("HUTCH_LOG_FORMAT")) < 0)
         fprintf(stderr, "hutch: HUTCH_LOG_FORMAT wants text or json; using text\n");

@@ -67,6 +67,9 @@ struct job {
     pthread_cond_t attach_cond;
     struct job *next_detached; /* m->detached */
     struct task *task;         /* a task's job (tasks, below), or NULL */
+    /* hutch's memory its result holds (budget.h), until it has been sent
+     * or put into its task's record. */
+    struct hutch_budget held;
 };
 
 static void tick(void *arg, uint64_t elapsed_ms)
@@ -759,6 +762,9 @@ static cJSON *execute_code(struct job *j)
     if (r == -EPERM || r == -EAGAIN) {
         snprintf(msg, sizeof(msg), "execute_code %s", err.msg);
         out = mcp_text_result(msg, 1);
+    } else if (r == -EBUSY) {
+        snprintf(msg, sizeof(msg), "execute_code not run: %s", err.msg);
+        out = mcp_text_result(msg, 1);
     } else if (r < 0) {
         snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
         out = mcp_text_result(msg, 1);
@@ -770,6 +776,7 @@ static cJSON *execute_code(struct job *j)
                    (unsigned long long)res.duration_ms,
                    cJSON_GetArraySize(res.tool_calls));
     }
+    hutch_budget_move(&j->held, &res.budget);
     hutch_exec_result_free(&res);
     hutch_tar_free(job->files);
     free(inputs);
@@ -778,6 +785,7 @@ static cJSON *execute_code(struct job *j)
 
 static void job_free(struct job *j)
 {
+    hutch_budget_give(&j->held, atomic_load(&j->held.used));
     pthread_cond_destroy(&j->attach_cond);
     cJSON_Delete(j->id);
     cJSON_Delete(j->progress_token);

@@ -341,6 +341,10 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
                        const char *principal, int trace, int structured)
 {
     cJSON *r = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(r, "content");
+    /* The value moves into structuredContent at the end, not copied: a
+     * result may be most of an execution's memory budget (it stays
+     * charged to res->budget). */
+    cJSON *value = hutch_steal(&res->result);
     cJSON *sc = hutch_exec_result_json(res, trace), *t, *items = cJSON_CreateArray(),
           *f;
     struct hutch_buf body, all, flist;
@@ -403,8 +407,8 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
                               more->valueint);
     }
     /* The answer before the output: the next try reads it first. */
-    if (res->result && !cJSON_IsNull(res->result)) {
-        char *js = cJSON_Print(res->result);
+    if (value && !cJSON_IsNull(value)) {
+        char *js = cJSON_Print(value);
         hutch_buf_append(&body, "--- result ---\n", 15);
         if (js)
             hutch_buf_append(&body, js, strlen(js));
@@ -446,6 +450,8 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
     while ((f = cJSON_DetachItemFromArray(items, 0)))
         cJSON_AddItemToArray(content, f);
     cJSON_Delete(items);
+    if (value && !cJSON_ReplaceItemInObjectCaseSensitive(sc, "result", value))
+        cJSON_Delete(value);
     if (structured)
         cJSON_AddItemToObject(r, "structuredContent", sc);
     else

@@ -31,7 +31,8 @@ static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 #define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
 
 static const char *const outcome_names[HUTCH_OUTCOME_COUNT] = {
-    "ok", "error", "timeout", "oom", "cancelled", "denied", "rate_limited", "failed"};
+    "ok",     "error",        "timeout", "oom", "cancelled",
+    "denied", "rate_limited", "failed",  "busy"};
 
 /* The codes a tool call can end with (calls.c, bridge.c, govern.c). */
 static const char *const call_outcomes[] = {

@@ -25,6 +25,7 @@ enum hutch_metrics_outcome {
     HUTCH_OUTCOME_DENIED,       /* the policy refused it */
     HUTCH_OUTCOME_RATE_LIMITED, /* the policy's rate limit refused it */
     HUTCH_OUTCOME_FAILED,       /* hutch could not run it (sandbox, files …) */
+    HUTCH_OUTCOME_BUSY,         /* no room to run it or to wait (admit.h) */
     HUTCH_OUTCOME_COUNT
 };
 

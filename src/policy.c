@@ -67,6 +67,7 @@ struct principal {
     char *name;
     char *token;
     size_t token_len;
+    struct hutch_policy_concurrency conc; /* its own; 0: the policy's */
 };
 
 struct lstate {
@@ -108,6 +109,7 @@ struct hutch_policy {
     size_t nxopts;
     struct hutch_policy_limits limits;
     struct hutch_policy_rate rate;
+    struct hutch_policy_concurrency conc;
     struct hutch_policy_workspaces ws;
     struct hutch_policy_path *paths;
     size_t npaths;
@@ -714,18 +716,17 @@ verr(lua_State *L, struct vctx *vc, const char *key, const char *fmt, ...)
     return lua_error(L);
 }
 
-static const char *const top_fields[] = {"executor",   "executor_options",
-                                         "limits",     "tools",
-                                         "paths",      "principals",
-                                         "rate",       "audit",
-                                         "on_execute", "on_tool_call",
-                                         "pool",       "direct_tools",
-                                         "workspaces", NULL};
+static const char *const top_fields[] = {
+    "executor",   "executor_options", "limits", "tools",
+    "paths",      "principals",       "rate",   "audit",
+    "on_execute", "on_tool_call",     "pool",   "direct_tools",
+    "workspaces", "concurrency",      NULL};
 static const char *const limit_fields[] = {
     "timeout_ms", "memory_mb", "cpus", "pids", "output_bytes", "files_bytes", NULL};
 static const char *const tools_fields[] = {"allow", "deny", NULL};
 static const char *const path_fields[] = {"host", "sandbox", "mode", NULL};
-static const char *const principal_fields[] = {"name", "token", NULL};
+static const char *const principal_fields[] = {"name", "token", "concurrency", NULL};
+static const char *const concurrency_fields[] = {"executions", "queued", NULL};
 static const char *const rate_fields[] = {"executions_per_minute",
                                           "tool_calls_per_minute", NULL};
 static const char *const audit_fields[] = {"secret", NULL};
@@ -1083,6 +1084,46 @@ static int valid_name(const char *s)
     return 1;
 }
 
+/* concurrency = {executions, queued} at `where` ("concurrency", or a
+ * principal's). */
+static void v_concurrency(lua_State *L, struct vctx *vc, int t, const char *where,
+                          struct hutch_policy_concurrency *c)
+{
+    static const struct {
+        const char *name;
+        uint64_t min, max;
+    } spec[] = {
+        {"executions", 1, HUTCH_ADMIT_MAX_TOTAL},
+        {"queued", 0, HUTCH_ADMIT_MAX_QUEUED},
+    };
+    char full[128];
+    v_table(L, vc, t, where, "concurrency");
+    v_fields(L, vc, t, where, concurrency_fields);
+    for (size_t i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
+        lua_Integer v = 0;
+        int isint = 0;
+        join(full, sizeof(full), where, spec[i].name);
+        if (rawget_field(L, t, spec[i].name) != LUA_TNIL) {
+            if (lua_type(L, -1) == LUA_TNUMBER)
+                v = lua_tointegerx(L, -1, &isint);
+            if (!isint)
+                verr(L, vc, spec[i].name, "%s: expected an integer, got %s", full,
+                     type_of(L, -1));
+            if (v < 0 || (uint64_t)v < spec[i].min || (uint64_t)v > spec[i].max)
+                verr(L, vc, spec[i].name, "%s: %lld is out of range (%llu to %llu)",
+                     full, (long long)v, (unsigned long long)spec[i].min,
+                     (unsigned long long)spec[i].max);
+            if (i == 0) {
+                c->executions = (uint32_t)v;
+            } else {
+                c->queued = (uint32_t)v;
+                c->queued_set = 1;
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
 static void v_principals(lua_State *L, struct vctx *vc, int t)
 {
     struct hutch_policy *p = vc->p;
@@ -1147,6 +1188,9 @@ static void v_principals(lua_State *L, struct vctx *vc, int t)
         p->nprincipals++;
         if (!pr->name || !pr->token)
             verr(L, vc, NULL, "out of memory");
+        if (rawget_field(L, e_top, "concurrency") != LUA_TNIL)
+            v_concurrency(L, vc, e_top + 3,
+                          join(full, sizeof(full), name, "concurrency"), &pr->conc);
         lua_settop(L, e_top - 1);
     }
 }
@@ -1460,6 +1504,9 @@ static void validate(lua_State *L, struct vctx *vc, int t)
     lua_pop(L, 1);
     if (rawget_field(L, t, "workspaces") != LUA_TNIL)
         v_workspaces(L, vc, lua_gettop(L));
+    lua_pop(L, 1);
+    if (rawget_field(L, t, "concurrency") != LUA_TNIL)
+        v_concurrency(L, vc, lua_gettop(L), "concurrency", &p->conc);
     lua_pop(L, 1);
     if (rawget_field(L, t, "on_execute") != LUA_TNIL && !lua_isfunction(L, -1))
         verr(L, vc, "on_execute", "on_execute: expected a function, got %s",
@@ -1920,9 +1967,32 @@ int hutch_policy_direct_tools(const struct hutch_policy *p)
     return p->direct_tools;
 }
 
+void hutch_policy_concurrency(const struct hutch_policy *p, const char *principal,
+                              struct hutch_policy_concurrency *out)
+{
+    *out = p->conc;
+    for (size_t i = 0; principal && i < p->nprincipals; i++) {
+        const struct hutch_policy_concurrency *c = &p->principals[i].conc;
+        if (strcmp(p->principals[i].name, principal))
+            continue;
+        if (c->executions)
+            out->executions = c->executions;
+        if (c->queued_set) {
+            out->queued = c->queued;
+            out->queued_set = 1;
+        }
+        break;
+    }
+}
+
 int hutch_policy_has_principals(const struct hutch_policy *p)
 {
     return p->nprincipals > 0;
+}
+
+unsigned hutch_policy_nprincipals(const struct hutch_policy *p)
+{
+    return (unsigned)p->nprincipals;
 }
 
 const char *hutch_policy_principal(const struct hutch_policy *p, const char *token)

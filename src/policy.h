@@ -38,6 +38,15 @@ struct hutch_policy_rate {
     uint32_t tool_calls_per_minute;
 };
 
+/* concurrency = { executions, queued }, at the top and in a principal's
+ * entry (admit.h): executions of one principal running at once, and
+ * waiting.  0 / queued_set 0: not said. */
+struct hutch_policy_concurrency {
+    uint32_t executions;
+    uint32_t queued;
+    int queued_set;
+};
+
 /* workspaces = { allow, max_bytes, max_count, idle_s } (workspace.c). */
 struct hutch_policy_workspaces {
     int allow;          /* executions may name a workspace */
@@ -94,8 +103,13 @@ const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *
 /* direct_tools: 1 or 0 when the policy says, -1 when it does not (then
  * hutch serve --direct-tools decides). */
 int hutch_policy_direct_tools(const struct hutch_policy *p);
+/* The concurrency limits of `principal`: its own entry's, each field it
+ * does not set from the policy's top-level table. */
+void hutch_policy_concurrency(const struct hutch_policy *p, const char *principal,
+                              struct hutch_policy_concurrency *out);
 /* 1 when the policy lists principals (then HTTP needs one of their tokens). */
 int hutch_policy_has_principals(const struct hutch_policy *p);
+unsigned hutch_policy_nprincipals(const struct hutch_policy *p);
 /* The principal whose bearer token is `token` (constant-time compare), or
  * NULL. */
 const char *hutch_policy_principal(const struct hutch_policy *p, const char *token);

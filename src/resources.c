@@ -5,10 +5,20 @@
  * Bounded three ways (caps.h): a file of at most HUTCH_MCP_LINK_MAX_FILE
  * (its base64 must fit in one JSON-RPC message), at most
  * HUTCH_MCP_LINKS_MAX_BYTES and HUTCH_MCP_LINKS_MAX_COUNT files per process
- * (the oldest are dropped to make room for new ones: a link is a lease,
- * not a promise), and an expiry of HUTCH_MCP_LINK_TTL_MS after the result.
+ * (files are dropped to make room for new ones: a link is a lease, not a
+ * promise), and an expiry of HUTCH_MCP_LINK_TTL_MS after the result.
  * Each file belongs to the principal whose execution wrote it; the uri
  * holds 128 random bits, and another principal's uri reads as unknown.
+ *
+ * Shares.  One principal may fill the store while nobody else uses it, but
+ * room is always made at the expense of whoever holds the most: when the
+ * store is full, the oldest file of the principal holding the most files
+ * goes (the most bytes, when the bytes are what is full), the principal
+ * putting counted with its new file, and preferred on a tie.  So a flood
+ * of links drops only the flooder's own oldest ones while it holds more
+ * than the others, and every principal keeps at least an equal share of
+ * the store (1/N of it among N principals using it), whatever the others
+ * put.
  *
  * Not here: deciding which file goes inline and which gets a link
  * (result_files.c), JSON-RPC framing (mcp_server.c).
@@ -39,17 +49,26 @@
 #include "caps.h"
 #include "wire.h"
 
+/* One principal's part of the in-memory store (freed with its last file). */
+struct holder {
+    struct holder *next;
+    char *principal;
+    size_t bytes, count;
+};
+
 struct res_file {
     struct res_file *next; /* newer first */
     char *uri, *principal, *name, *mime;
     unsigned char *data;
     size_t size;
     uint64_t expires_ms; /* monotonic */
+    struct holder *h;    /* set once in the list */
 };
 
 struct hutch_resources {
     pthread_mutex_t mu;
     struct res_file *head; /* newest first */
+    struct holder *holders;
     size_t bytes, count;
     unsigned ttl_ms;
     char *dir; /* NULL: in memory */
@@ -106,6 +125,12 @@ void hutch_resources_free(struct hutch_resources *rs)
         rs->head = f->next;
         file_free(f);
     }
+    while (rs->holders) {
+        struct holder *h = rs->holders;
+        rs->holders = h->next;
+        free(h->principal);
+        free(h);
+    }
     pthread_mutex_destroy(&rs->mu);
     free(rs->dir);
     free(rs);
@@ -132,35 +157,104 @@ int hutch_resources_ttl_from_env(unsigned *ttl_ms, struct hutch_err *err)
     return 0;
 }
 
-/* Drops expired files, then the oldest until `need` more bytes and one
- * more file fit.  Called with the mutex held. */
-static void make_room(struct hutch_resources *rs, size_t need)
+/* The holder of `principal`, created (empty) when it has none; NULL when
+ * out of memory.  Under the mutex. */
+static struct holder *holder_get(struct hutch_resources *rs, const char *principal)
+{
+    struct holder *h;
+    for (h = rs->holders; h; h = h->next)
+        if (!strcmp(h->principal, principal))
+            return h;
+    h = calloc(1, sizeof(*h));
+    if (h && !(h->principal = strdup(principal))) {
+        free(h);
+        return NULL;
+    }
+    if (h) {
+        h->next = rs->holders;
+        rs->holders = h;
+    }
+    return h;
+}
+
+/* Holders with nothing left go, but `keep`.  Under the mutex. */
+static void holders_prune(struct hutch_resources *rs, const struct holder *keep)
+{
+    for (struct holder **pp = &rs->holders; *pp;) {
+        struct holder *h = *pp;
+        if (h->count || h == keep) {
+            pp = &h->next;
+            continue;
+        }
+        *pp = h->next;
+        free(h->principal);
+        free(h);
+    }
+}
+
+/* Unlinks *pp (a file in the list) and frees it.  Under the mutex. */
+static void unlink_file(struct hutch_resources *rs, struct res_file **pp)
+{
+    struct res_file *f = *pp;
+    *pp = f->next;
+    rs->bytes -= f->size;
+    rs->count--;
+    f->h->bytes -= f->size;
+    f->h->count--;
+    file_free(f);
+}
+
+/* Whose file goes to make room for `put`'s new one of `need` bytes: the
+ * holder of the most files (by_count) or bytes, `put` counted with the new
+ * file and chosen on a tie; `put` itself only when it holds a file.  NULL
+ * when nobody holds one.  Under the mutex. */
+static struct holder *victim(struct hutch_resources *rs, struct holder *put,
+                             size_t need, int by_count)
+{
+    struct holder *best = NULL;
+    size_t most = 0;
+    if (put->count) {
+        best = put;
+        most = by_count ? put->count + 1 : put->bytes + need;
+    }
+    for (struct holder *h = rs->holders; h; h = h->next) {
+        size_t u = by_count ? h->count : h->bytes;
+        if (h != put && h->count && (!best || u > most)) {
+            best = h;
+            most = u;
+        }
+    }
+    return best;
+}
+
+/* Drops expired files, then, while `need` more bytes and one more file do
+ * not fit, the oldest file of the victim (the shares above).  Called with
+ * the mutex held. */
+static void make_room(struct hutch_resources *rs, struct holder *put, size_t need)
 {
     uint64_t now = hutch_now_ms();
     struct res_file **pp = &rs->head;
 
     while (*pp) {
-        struct res_file *f = *pp;
-        if (f->expires_ms <= now) {
-            *pp = f->next;
-            rs->bytes -= f->size;
-            rs->count--;
-            file_free(f);
-        } else {
-            pp = &f->next;
-        }
+        if ((*pp)->expires_ms <= now)
+            unlink_file(rs, pp);
+        else
+            pp = &(*pp)->next;
     }
     while (rs->head && (rs->bytes + need > HUTCH_MCP_LINKS_MAX_BYTES ||
                         rs->count + 1 > HUTCH_MCP_LINKS_MAX_COUNT)) {
-        /* The list is newest first: the oldest is the last. */
-        pp = &rs->head;
-        while ((*pp)->next)
-            pp = &(*pp)->next;
-        rs->bytes -= (*pp)->size;
-        rs->count--;
-        file_free(*pp);
-        *pp = NULL;
+        struct holder *v =
+            victim(rs, put, need, rs->count + 1 > HUTCH_MCP_LINKS_MAX_COUNT);
+        struct res_file **oldest = NULL;
+        if (!v)
+            break;
+        /* The list is newest first: the victim's oldest is its last. */
+        for (pp = &rs->head; *pp; pp = &(*pp)->next)
+            if ((*pp)->h == v)
+                oldest = pp;
+        unlink_file(rs, oldest);
     }
+    holders_prune(rs, put);
 }
 
 /* RFC 3986 unreserved characters and '/' stay, everything else is
@@ -310,15 +404,36 @@ struct entry {
     double expires, size; /* size -1: removed */
 };
 
-/* Expired files go; then the soonest to expire, until `need` more bytes
- * and one more file fit.  Another process may sweep at the same time:
- * removing what is already gone is harmless. */
-static void disk_sweep(struct hutch_resources *rs, size_t need)
+/* By principal, then soonest to expire first (the oldest: one ttl). */
+static int entry_cmp(const void *a, const void *b)
+{
+    const struct entry *x = a, *y = b;
+    int c = strcmp(x->pname, y->pname);
+    if (c)
+        return c;
+    return x->expires < y->expires ? -1 : x->expires > y->expires;
+}
+
+/* One principal's files among the sorted entries: [first, end), of which
+ * [next, end) are still there. */
+struct group {
+    size_t first, next, end;
+    double bytes;
+    size_t count;
+};
+
+/* Expired files go; then, while `need` more bytes and one more file of
+ * `put` (a principal's directory name) do not fit, the oldest file of
+ * whoever holds the most, as in the memory store (the shares at the top).
+ * Another process may sweep at the same time: removing what is already
+ * gone is harmless. */
+static void disk_sweep(struct hutch_resources *rs, const char *put, size_t need)
 {
     DIR *top = opendir(rs->dir), *d;
     struct dirent *pe, *e;
     struct entry *all = NULL;
-    size_t n = 0, cap = 0, count = 0;
+    struct group *g = NULL;
+    size_t n = 0, cap = 0, count = 0, ng = 0, gput = (size_t)-1;
     double bytes = 0, now = (double)time(NULL);
 
     if (!top)
@@ -365,27 +480,59 @@ static void disk_sweep(struct hutch_resources *rs, size_t need)
         closedir(d);
     }
     closedir(top);
+    if (!count || (bytes + (double)need <= HUTCH_MCP_LINKS_MAX_BYTES &&
+                   count + 1 <= HUTCH_MCP_LINKS_MAX_COUNT))
+        goto out;
+    qsort(all, n, sizeof(*all), entry_cmp);
+    if (!(g = calloc(n, sizeof(*g))))
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || strcmp(all[i].pname, all[i - 1].pname)) {
+            if (!strcmp(all[i].pname, put))
+                gput = ng;
+            g[ng++] = (struct group){.first = i, .next = i};
+        }
+        g[ng - 1].end = i + 1;
+        g[ng - 1].bytes += all[i].size;
+        g[ng - 1].count++;
+    }
     while (count && (bytes + (double)need > HUTCH_MCP_LINKS_MAX_BYTES ||
                      count + 1 > HUTCH_MCP_LINKS_MAX_COUNT)) {
-        size_t oldest = 0;
-        for (size_t i = 1; i < n; i++)
-            if (all[i].size >= 0 &&
-                (all[oldest].size < 0 || all[i].expires < all[oldest].expires))
-                oldest = i;
-        if (all[oldest].size < 0)
-            break;
+        int by_count = count + 1 > HUTCH_MCP_LINKS_MAX_COUNT;
+        size_t v = (size_t)-1;
+        double most = 0;
         char pdir[PATH_MAX];
-        snprintf(pdir, sizeof(pdir), "%s/%s", rs->dir, all[oldest].pname);
-        remove_pair(pdir, all[oldest].id);
-        bytes -= all[oldest].size;
-        all[oldest].size = -1;
+        struct entry *x;
+        if (gput != (size_t)-1 && g[gput].count) {
+            v = gput;
+            most = by_count ? (double)g[gput].count + 1 : g[gput].bytes + (double)need;
+        }
+        for (size_t i = 0; i < ng; i++) {
+            double u = by_count ? (double)g[i].count : g[i].bytes;
+            if (i != gput && g[i].count && (v == (size_t)-1 || u > most)) {
+                v = i;
+                most = u;
+            }
+        }
+        if (v == (size_t)-1)
+            break;
+        x = &all[g[v].next++];
+        snprintf(pdir, sizeof(pdir), "%s/%s", rs->dir, x->pname);
+        remove_pair(pdir, x->id);
+        g[v].bytes -= x->size;
+        g[v].count--;
+        bytes -= x->size;
         count--;
     }
+out:
+    free(g);
     free(all);
 }
 
+/* expires: wall-clock seconds to the microsecond, so that the order of
+ * expiry is the order of the puts (the sweep drops the oldest first). */
 static int disk_put(struct hutch_resources *rs, const struct res_file *f,
-                    time_t expires, struct hutch_err *err)
+                    double expires, struct hutch_err *err)
 {
     char pdir[PATH_MAX], path[PATH_MAX], id[33], *meta;
     cJSON *m;
@@ -396,7 +543,7 @@ static int disk_put(struct hutch_resources *rs, const struct res_file *f,
         return hutch_err_set(err, -ENAMETOOLONG, "its name is too long to keep");
     if (mkdir(pdir, 0700) < 0 && errno != EEXIST)
         return hutch_err_set(err, -errno, "%s: %s", pdir, strerror(errno));
-    disk_sweep(rs, f->size);
+    disk_sweep(rs, strrchr(pdir, '/') + 1, f->size);
     snprintf(path, sizeof(path), "%s/%s.data", pdir, id);
     r = hutch_write_file_atomic(path, f->data, f->size, err);
     if (r < 0)
@@ -406,7 +553,7 @@ static int disk_put(struct hutch_resources *rs, const struct res_file *f,
     cJSON_AddStringToObject(m, "name", f->name);
     cJSON_AddStringToObject(m, "mimeType", f->mime);
     cJSON_AddNumberToObject(m, "size", (double)f->size);
-    cJSON_AddNumberToObject(m, "expires", (double)expires);
+    cJSON_AddNumberToObject(m, "expires", expires);
     meta = cJSON_PrintUnformatted(m);
     cJSON_Delete(m);
     if (!meta) {
@@ -527,16 +674,29 @@ int hutch_resources_put(struct hutch_resources *rs, const char *principal,
     f->expires_ms = hutch_now_ms() + rs->ttl_ms;
     *expires = time(NULL) + (time_t)((rs->ttl_ms + 999) / 1000);
     if (rs->dir) {
-        int r = disk_put(rs, f, *expires, err);
+        struct timespec ts;
+        int r;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = disk_put(rs, f,
+                     (double)ts.tv_sec + (double)(ts.tv_nsec / 1000) / 1e6 +
+                         (double)rs->ttl_ms / 1000.0,
+                     err);
         file_free(f);
         return r;
     }
     pthread_mutex_lock(&rs->mu);
-    make_room(rs, size);
+    if (!(f->h = holder_get(rs, f->principal))) {
+        pthread_mutex_unlock(&rs->mu);
+        file_free(f);
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
+    make_room(rs, f->h, size);
     f->next = rs->head;
     rs->head = f;
     rs->bytes += size;
     rs->count++;
+    f->h->bytes += size;
+    f->h->count++;
     pthread_mutex_unlock(&rs->mu);
     return 0;
 }

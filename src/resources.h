@@ -28,9 +28,11 @@ int hutch_resources_ttl_from_env(unsigned *ttl_ms, struct hutch_err *err);
 
 /* Keeps a copy of `size` bytes (a file of `path` in /work/out) for
  * `principal`; the uri it is fetched by goes into uri (an unguessable
- * hutch://files/… name) and its expiry (wall clock) into *expires.  Makes
- * room by dropping the oldest files (of any principal) when the store is
- * full.  -EFBIG when the file is over HUTCH_MCP_LINK_MAX_FILE, -ENOMEM. */
+ * hutch://files/… name) and its expiry (wall clock) into *expires.  When
+ * the store is full, makes room by dropping the oldest file of the
+ * principal that holds the most (resources.c, "Shares"): one principal's
+ * flood drops its own files, not another's share.  -EFBIG when the file is over
+ * HUTCH_MCP_LINK_MAX_FILE, -ENOMEM. */
 int hutch_resources_put(struct hutch_resources *rs, const char *principal,
                         const char *path, const char *mime, const void *data,
                         size_t size, char *uri, size_t urilen, time_t *expires,

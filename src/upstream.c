@@ -113,25 +113,72 @@ bool up_rpc_id(const cJSON *id, int64_t *out)
     *out = (int64_t)d;
     return true;
 }
-/* {"jsonrpc": "2.0", "id"?: id, "method"?: method, "params"?: dup(params)} */
+/* {"jsonrpc": "2.0", "id"?: id, "method"?: method, "params"?: params}.
+ * An object's members are referenced, not copied (a tool call's arguments
+ * may be most of an execution's memory budget, and a copy of them would
+ * be held outside it): the message is printed and freed while the caller
+ * still holds params.  Its _meta is copied, since up_request_msg changes
+ * it. */
 cJSON *up_rpc_new(int64_t id, const char *method, const cJSON *params)
 {
     cJSON *m = cJSON_CreateObject(), *p = NULL;
+    const cJSON *it;
 
     if (!m || !cJSON_AddStringToObject(m, "jsonrpc", "2.0") ||
         (id > 0 && !cJSON_AddNumberToObject(m, "id", (double)id)) ||
         (method && !cJSON_AddStringToObject(m, "method", method)))
         goto fail;
-    if (params) {
+    if (params && !cJSON_IsObject(params)) {
         p = cJSON_Duplicate(params, true);
+        if (!p || !cJSON_AddItemToObject(m, "params", p)) {
+            cJSON_Delete(p);
+            goto fail;
+        }
+    } else if (params) {
+        p = cJSON_AddObjectToObject(m, "params");
         if (!p)
             goto fail;
-        cJSON_AddItemToObject(m, "params", p);
+        cJSON_ArrayForEach(it, params)
+        {
+            bool added;
+            if (!it->string)
+                continue;
+            if (!strcmp(it->string, "_meta")) {
+                cJSON *dup = cJSON_Duplicate(it, true);
+                added = dup && cJSON_AddItemToObject(p, it->string, dup);
+                if (!added)
+                    cJSON_Delete(dup);
+            } else {
+                added = cJSON_AddItemReferenceToObject(p, it->string, (cJSON *)it);
+            }
+            if (!added)
+                goto fail;
+        }
     }
     return m;
 fail:
     cJSON_Delete(m);
     return NULL;
+}
+
+int up_charge_text(const struct server *s, const char *what, const char *text,
+                   size_t *charged, struct hutch_err *err)
+{
+    struct hutch_budget *b = hutch_budget_current();
+    size_t n = strlen(text) + 1;
+    char why[600];
+    int br;
+
+    *charged = 0;
+    if (!b)
+        return 0;
+    br = hutch_budget_take(b, n);
+    if (br < 0)
+        return hutch_err_set(err, -E2BIG, "%s for upstream %s: its %zu bytes are %s",
+                             what, s->name, n,
+                             hutch_budget_why(b, br, why, sizeof(why)));
+    *charged = n;
+    return 0;
 }
 
 cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
@@ -1313,10 +1360,11 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
     up_clean_text(tname, sizeof(tname), tool, strlen(tool));
     snprintf(what, sizeof(what), "tools/call %s", tname);
     params = cJSON_CreateObject();
+    /* The arguments by reference: the caller holds (and has charged) them
+     * for the whole call. */
     if (!params || !cJSON_AddStringToObject(params, "name", tool) ||
-        !cJSON_AddItemToObject(params, "arguments",
-                               args ? cJSON_Duplicate(args, true)
-                                    : cJSON_CreateObject())) {
+        !(args ? cJSON_AddItemReferenceToObject(params, "arguments", (cJSON *)args)
+               : cJSON_AddObjectToObject(params, "arguments") != NULL)) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }

@@ -830,13 +830,20 @@ again:
         char *text = m ? cJSON_PrintUnformatted(m) : NULL;
         struct post p = {text, method, up_request_name(method, params), xparams,
                          !strcmp(method, "server/discover")};
+        size_t charged = 0;
         cJSON_Delete(m);
         if (!text) {
             up_strv_free(xparams);
             return hutch_err_set(err, -ENOMEM, "out of memory");
         }
+        if ((r = up_charge_text(s, what, text, &charged, err)) < 0) {
+            free(text);
+            up_strv_free(xparams);
+            return r;
+        }
         r = http_post(s, &p, id, ms_left(deadline), initialize, 0, reply, session, err);
         free(text);
+        hutch_budget_give(hutch_budget_current(), charged);
     }
     /* Only the 2025 era calls again (-ESTALE); it has no Mcp-Param-*. */
     up_strv_free(xparams);

@@ -210,6 +210,11 @@ void up_clean_text(char *dst, size_t cap, const char *src, size_t len);
 void up_strv_free(char **v);
 bool up_rpc_id(const cJSON *id, int64_t *out);
 cJSON *up_rpc_new(int64_t id, const char *method, const cJSON *params);
+/* Charges the text of a request to the budget of the tool call this thread
+ * runs (budget.h), if any: 0 with *charged set (give it back once the text
+ * is freed), or -E2BIG with err saying why. */
+int up_charge_text(const struct server *s, const char *what, const char *text,
+                   size_t *charged, struct hutch_err *err);
 /* A request to s: up_rpc_new, plus the 2026 _meta unless s speaks 2025. */
 cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
                       const cJSON *params);

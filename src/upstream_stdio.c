@@ -897,7 +897,7 @@ int up_stdio_request(struct server *s, const char *method, const cJSON *params,
     cJSON *m = NULL;
     char *text = NULL;
     uint64_t garbage0 = 0;
-    size_t queued;
+    size_t queued, charged = 0;
     int r = 0;
 
     hutch_cond_init_mono(&p.cond);
@@ -906,10 +906,14 @@ int up_stdio_request(struct server *s, const char *method, const cJSON *params,
     pthread_mutex_unlock(&s->lock);
     m = up_request_msg(s, p.id, method, params);
     text = m ? cJSON_PrintUnformatted(m) : NULL;
+    cJSON_Delete(m); /* printed: only the text is held from here on */
+    m = NULL;
     if (!text) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
+    if ((r = up_charge_text(s, what, text, &charged, err)) < 0)
+        goto out;
     if (strlen(text) > HUTCH_UPSTREAM_MAX_MESSAGE) {
         r = hutch_err_set(err, -E2BIG, "%s for upstream %s is larger than %u bytes",
                           what, s->name, HUTCH_UPSTREAM_MAX_MESSAGE);
@@ -1009,6 +1013,7 @@ out:
     pthread_cond_destroy(&p.cond);
     cJSON_Delete(m);
     free(text);
+    hutch_budget_give(hutch_budget_current(), charged);
     return r;
 }
 

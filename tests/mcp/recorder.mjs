@@ -4,6 +4,8 @@
 // test can prove that hutch refused a call *before* sending it upstream.
 //   strict {n: integer ≥ 1, tag?: "a"|"b"}, additionalProperties false → {n, tag}
 //   calls  {}          → {count, last}: tools/call requests received so far
+//                        (last's args only by their size past 64 KiB: a
+//                        call of a million values must not come back)
 //   slow   {ms}        → answers after ms milliseconds (concurrency)
 //   fail   {message}   → a result with isError and the message
 //   throw  {message}   → a JSON-RPC error with the message
@@ -35,8 +37,9 @@ server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
 server.setRequestHandler(CallToolRequestSchema, async (req) => {
   const { name, arguments: args = {} } = req.params;
   if (name !== "calls") {
+    const size = JSON.stringify(args).length;
     count++;
-    last = { name, args };
+    last = { name, args: size > 65536 ? { bytes: size } : args };
   }
   const json = (v) => ({ content: [{ type: "text", text: JSON.stringify(v) }], structuredContent: v });
   switch (name) {

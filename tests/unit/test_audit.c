@@ -610,6 +610,34 @@ static void test_stderr_pipe(void)
     close(pfd[0]);
 }
 
+/* Arguments of a million values are not copied whole for the audit log
+ * (the copy was as large as the arguments, outside the execution's memory
+ * budget, and then dropped for being longer than a line). */
+static void test_redact_bounded(void)
+{
+    cJSON *in = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(in, "pad"), *out,
+          *last;
+    char *text;
+    for (int i = 0; i < 1000000; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(0));
+    cJSON_AddStringToObject(in, "to", "someone");
+    out = hutch_audit_redact(in, NULL, NULL);
+    text = out ? cJSON_PrintUnformatted(out) : NULL;
+    last = cJSON_GetArrayItem(cJSON_GetObjectItem(out, "pad"),
+                              cJSON_GetArraySize(cJSON_GetObjectItem(out, "pad")) - 1);
+    ok(text && strlen(text) < 2 * HUTCH_AUDIT_MAX_LINE,
+       "a million values: the copy stays within about a line (%zu bytes)",
+       text ? strlen(text) : 0);
+    ok(cJSON_IsString(last) && strstr(last->valuestring, "more items left out"),
+       "and says how many it left out: %s",
+       cJSON_IsString(last) ? last->valuestring : "");
+    ok(cJSON_IsString(cJSON_GetObjectItem(out, "…")),
+       "members past the room are counted under \"…\"");
+    free(text);
+    cJSON_Delete(out);
+    cJSON_Delete(in);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/hutch-audit-XXXXXX";
@@ -624,6 +652,7 @@ int main(void)
     test_threads();
     test_redact();
     test_args();
+    test_redact_bounded();
     test_limits();
     test_stderr_pipe();
     rmdir(dir);

@@ -53,6 +53,76 @@ static void test_parent(void)
        "one process budget");
 }
 
+/* Principals' shares of hutch's budget (the rule in budget.h): alice may
+ * use what is idle, never what another principal's modest request needs
+ * (issue: while alice's executions held the process budget, bob's 39 MiB
+ * failed too_large). */
+static void test_shares(void)
+{
+    struct hutch_budget all, a1, a2, b1, c1;
+    struct hutch_budget_share *alice, *bob, *carol;
+    char why[600];
+
+    hutch_budget_init(&all, 1000);
+    hutch_budget_init(&a1, 1000);
+    hutch_budget_init(&a2, 1000);
+    hutch_budget_init(&b1, 1000);
+    hutch_budget_init(&c1, 1000);
+    a1.parent = a2.parent = b1.parent = c1.parent = &all;
+    /* Three principals in the policy; alice alone is active. */
+    alice = hutch_budget_join("alice", 3);
+    a1.share = a2.share = alice;
+    ok(hutch_budget_take(&a1, 400) == 0, "alice takes 400 of 1000 (her floor: 500)");
+    ok(hutch_budget_take(&a2, 200) == -EDQUOT && atomic_load(&all.used) == 400 &&
+           atomic_load(&a2.used) == 0,
+       "past her floor, 200 more would leave less than a newcomer's floor: refused, "
+       "nothing charged");
+    ok(strstr(hutch_budget_why(&a2, -EDQUOT, why, sizeof(why)),
+              "principal \"alice\"") != NULL,
+       "the message names her share: %s", why);
+    ok(hutch_budget_take(&a2, 100) == 0, "up to her floor she takes what she likes");
+    bob = hutch_budget_join("bob", 3);
+    b1.share = bob;
+    ok(hutch_budget_take(&b1, 300) == 0,
+       "bob's 300 fits while alice holds all she may (his floor: 333)");
+    ok(hutch_budget_share_used(alice) == 500 && hutch_budget_share_used(bob) == 300,
+       "each share counts its own (alice 500, bob 300)");
+    ok(hutch_budget_take(&a1, 10) == -EDQUOT,
+       "alice, past the floor of three, may not take what carol would be owed");
+    hutch_budget_give(&a1, 400);
+    hutch_budget_give(&a2, 100);
+    hutch_budget_give(&b1, 300);
+    hutch_budget_leave(bob);
+    ok(atomic_load(&all.used) == 0, "all given back");
+
+    /* Alone in a policy of one: everything. */
+    hutch_budget_leave(alice);
+    alice = hutch_budget_join("alice", 1);
+    a1.share = a2.share = alice;
+    ok(hutch_budget_take(&a1, 1000) == 0,
+       "the only principal the policy lists may use the whole budget");
+    hutch_budget_give(&a1, 1000);
+    hutch_budget_leave(alice);
+
+    /* Idle capacity is lent, not the others' floors: alice borrows, carol
+     * arrives and still gets her floor. */
+    alice = hutch_budget_join("alice", 3);
+    carol = hutch_budget_join("carol", 3);
+    c1.share = carol;
+    a1.share = a2.share = alice;
+    ok(hutch_budget_take(&a1, 333) == 0 && hutch_budget_take(&a2, 1) == 0 &&
+           hutch_budget_take(&a2, 1) == -EDQUOT,
+       "with carol active, alice borrows only until what stays free covers carol's "
+       "floor and a newcomer's");
+    ok(hutch_budget_take(&c1, 333) == 0, "carol gets her floor");
+    hutch_budget_give(&a1, 333);
+    hutch_budget_give(&a2, 1);
+    hutch_budget_give(&c1, 333);
+    hutch_budget_leave(alice);
+    hutch_budget_leave(carol);
+    ok(atomic_load(&all.used) == 0, "all given back, every share left");
+}
+
 /* The text estimate is an upper bound of the tree's cost, for shapes that
  * make cJSON hold the most per byte. */
 static void test_estimate(void)
@@ -108,6 +178,7 @@ int main(void)
 {
     test_charges();
     test_parent();
+    test_shares();
     test_estimate();
     test_check();
     return tap_done();

@@ -586,6 +586,45 @@ static void test_principals(void)
     hutch_policy_unref(p);
 }
 
+/* concurrency (admit.h): the policy's for everyone, a principal's own per
+ * field. */
+static void test_concurrency_limits(void)
+{
+    struct hutch_policy_concurrency c;
+    struct hutch_policy *p =
+        must_load("return { concurrency = { executions = 3, queued = 5 },\n"
+                  "  principals = {\n"
+                  "  { name = 'alice', token = 'alice-token-0123456789abcdef',\n"
+                  "    concurrency = { executions = 8 } },\n"
+                  "  { name = 'bob', token = 'bob-token-0123456789abcdef',\n"
+                  "    concurrency = { queued = 0 } } } }");
+    hutch_policy_concurrency(p, "alice", &c);
+    ok(c.executions == 8 && c.queued == 5 && c.queued_set,
+       "alice: her own executions, the policy's queue");
+    hutch_policy_concurrency(p, "bob", &c);
+    ok(c.executions == 3 && c.queued == 0 && c.queued_set,
+       "bob: the policy's executions, no queue of his own");
+    hutch_policy_concurrency(p, "nobody", &c);
+    ok(c.executions == 3 && c.queued == 5, "another: the policy's");
+    hutch_policy_unref(p);
+    p = must_load("return {}");
+    hutch_policy_concurrency(p, "local", &c);
+    ok(c.executions == 0 && !c.queued_set, "a policy that says nothing: 0 (defaults)");
+    hutch_policy_unref(p);
+    load_fails("return { concurrency = { executions = 0 } }",
+               "concurrency.executions: 0 is out of range (1 to 4096)",
+               "concurrency.executions 0");
+    load_fails("return { concurrency = { queued = 1001 } }",
+               "concurrency.queued: 1001 is out of range (0 to 1000)",
+               "concurrency.queued past the cap");
+    load_fails("return { concurrency = { parallel = 2 } }", "parallel",
+               "an unknown concurrency field");
+    load_fails("return { principals = { { name = 'a', token = "
+               "'a-token-0123456789abcdef', concurrency = { executions = 'x' } } } }",
+               "principals[1].concurrency.executions: expected an integer",
+               "a principal's concurrency, checked the same");
+}
+
 /* --- paths
  * ------------------------------------------------------------------------------ */
 
@@ -1457,6 +1496,7 @@ int main(void)
     test_default();
     test_validation();
     test_principals();
+    test_concurrency_limits();
     test_paths();
     test_tool_hook();
     test_ask();
