@@ -330,181 +330,180 @@ static void svg_delivery(void)
     hutch_buf_free(&text);
     hutch_tar_free(t);
     hutch_resources_free(rs);
-    static int readable(struct hutch_resources * rs, const char *principal,
-                        const char *uri)
-    {
-        struct hutch_err err = HUTCH_ERR_INIT;
-        cJSON *r = hutch_resources_read(rs, principal, uri, &err);
-        cJSON_Delete(r);
-        return r != NULL;
-    }
+}
 
-    static int listed(struct hutch_resources * rs, const char *principal)
-    {
-        cJSON *l = hutch_resources_list(rs, principal);
-        int n = cJSON_GetArraySize(cJSON_GetObjectItem(l, "resources"));
-        cJSON_Delete(l);
-        return n;
-    }
+static int readable(struct hutch_resources *rs, const char *principal, const char *uri)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    cJSON *r = hutch_resources_read(rs, principal, uri, &err);
+    cJSON_Delete(r);
+    return r != NULL;
+}
 
-    /* Shares of the store: one principal's flood drops its own oldest links,
-     * never another principal's share (issue: 1100 links of one principal
-     * dropped another's live link).  In memory by count and by bytes; on a
-     * directory by bytes (a thousand puts there take a minute of fsyncs; the
-     * rule is the same code path for both caps). */
-    static void shares(const char *dir)
-    {
-        struct hutch_resources *rs = NULL;
-        struct hutch_err err = HUTCH_ERR_INIT;
-        char bob1[4096], bob2[4096], first[4096], last[4096];
-        const char *where = dir ? "on a directory" : "in memory";
-        int n = HUTCH_MCP_LINKS_MAX_COUNT + 100, bad = 0;
-        size_t big = HUTCH_MCP_LINK_MAX_FILE;
-        int nbig = (int)(HUTCH_MCP_LINKS_MAX_BYTES / big) + 4;
-        char *data = calloc(1, big);
-        time_t exp;
+static int listed(struct hutch_resources *rs, const char *principal)
+{
+    cJSON *l = hutch_resources_list(rs, principal);
+    int n = cJSON_GetArraySize(cJSON_GetObjectItem(l, "resources"));
+    cJSON_Delete(l);
+    return n;
+}
 
-        if (!dir) {
-            ok(hutch_resources_new(0, dir, &rs, &err) == 0, "a store %s", where);
-            ok(hutch_resources_put(rs, "bob", "bob.txt", "text/plain", "b", 1, bob1,
-                                   sizeof(bob1), &exp, &err) == 0,
-               "bob keeps one link");
-            for (int i = 0; i < n; i++)
-                bad |=
-                    hutch_resources_put(rs, "alice", "a.txt", "text/plain", "a", 1,
-                                        i ? last : first, sizeof(last), &exp, &err) < 0;
-            ok(!bad, "alice puts %d links", n);
-            ok(readable(rs, "bob", bob1), "%s: bob's link outlives alice's flood",
-               where);
-            ok(!readable(rs, "alice", first) && readable(rs, "alice", last),
-               "%s: alice's flood dropped her own oldest link, kept her newest", where);
-            ok(listed(rs, "alice") == HUTCH_MCP_LINKS_MAX_COUNT - 1,
-               "%s: alice uses the rest of the store (%d links)", where,
-               listed(rs, "alice"));
-            ok(hutch_resources_put(rs, "bob", "bob2.txt", "text/plain", "c", 1, bob2,
-                                   sizeof(bob2), &exp, &err) == 0 &&
-                   readable(rs, "bob", bob1) && readable(rs, "bob", bob2) &&
-                   listed(rs, "alice") == HUTCH_MCP_LINKS_MAX_COUNT - 2,
-               "%s: bob's next link is made room for from alice's, the largest holder",
-               where);
-            hutch_resources_free(rs);
-        }
+/* Shares of the store: one principal's flood drops its own oldest links,
+ * never another principal's share (issue: 1100 links of one principal
+ * dropped another's live link).  In memory by count and by bytes; on a
+ * directory by bytes (a thousand puts there take a minute of fsyncs; the
+ * rule is the same code path for both caps). */
+static void shares(const char *dir)
+{
+    struct hutch_resources *rs = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    char bob1[4096], bob2[4096], first[4096], last[4096];
+    const char *where = dir ? "on a directory" : "in memory";
+    int n = HUTCH_MCP_LINKS_MAX_COUNT + 100, bad = 0;
+    size_t big = HUTCH_MCP_LINK_MAX_FILE;
+    int nbig = (int)(HUTCH_MCP_LINKS_MAX_BYTES / big) + 4;
+    char *data = calloc(1, big);
+    time_t exp;
 
-        /* Bytes: 10 MiB files past the 256 MiB of the store. */
-        ok(data && hutch_resources_new(0, dir, &rs, &err) == 0, "a store %s, for bytes",
+    if (!dir) {
+        ok(hutch_resources_new(0, dir, &rs, &err) == 0, "a store %s", where);
+        ok(hutch_resources_put(rs, "bob", "bob.txt", "text/plain", "b", 1, bob1,
+                               sizeof(bob1), &exp, &err) == 0,
+           "bob keeps one link");
+        for (int i = 0; i < n; i++)
+            bad |= hutch_resources_put(rs, "alice", "a.txt", "text/plain", "a", 1,
+                                       i ? last : first, sizeof(last), &exp, &err) < 0;
+        ok(!bad, "alice puts %d links", n);
+        ok(readable(rs, "bob", bob1), "%s: bob's link outlives alice's flood", where);
+        ok(!readable(rs, "alice", first) && readable(rs, "alice", last),
+           "%s: alice's flood dropped her own oldest link, kept her newest", where);
+        ok(listed(rs, "alice") == HUTCH_MCP_LINKS_MAX_COUNT - 1,
+           "%s: alice uses the rest of the store (%d links)", where,
+           listed(rs, "alice"));
+        ok(hutch_resources_put(rs, "bob", "bob2.txt", "text/plain", "c", 1, bob2,
+                               sizeof(bob2), &exp, &err) == 0 &&
+               readable(rs, "bob", bob1) && readable(rs, "bob", bob2) &&
+               listed(rs, "alice") == HUTCH_MCP_LINKS_MAX_COUNT - 2,
+           "%s: bob's next link is made room for from alice's, the largest holder",
            where);
-        ok(hutch_resources_put(rs, "bob", "bob.bin", "application/octet-stream", data,
-                               big / 2, bob1, sizeof(bob1), &exp, &err) == 0,
-           "bob keeps a 5 MiB file");
-        bad = 0;
-        for (int i = 0; i < nbig; i++)
-            bad |= hutch_resources_put(rs, "alice", "a.bin", "application/octet-stream",
-                                       data, big, i ? last : first, sizeof(last), &exp,
-                                       &err) < 0;
-        ok(!bad && readable(rs, "bob", bob1) && !readable(rs, "alice", first) &&
-               readable(rs, "alice", last),
-           "%s: %d files of 10 MiB from alice drop her oldest, not bob's file", where,
-           nbig);
-        ok(hutch_resources_put(rs, "bob", "bob2.bin", "application/octet-stream", data,
-                               big, bob2, sizeof(bob2), &exp, &err) == 0 &&
-               readable(rs, "bob", bob1) && readable(rs, "bob", bob2),
-           "%s: bob's next 10 MiB are made room for from alice's", where);
         hutch_resources_free(rs);
-        free(data);
     }
 
-    static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-    {
-        (void)st;
-        (void)flag;
-        (void)f;
-        return remove(p);
+    /* Bytes: 10 MiB files past the 256 MiB of the store. */
+    ok(data && hutch_resources_new(0, dir, &rs, &err) == 0, "a store %s, for bytes",
+       where);
+    ok(hutch_resources_put(rs, "bob", "bob.bin", "application/octet-stream", data,
+                           big / 2, bob1, sizeof(bob1), &exp, &err) == 0,
+       "bob keeps a 5 MiB file");
+    bad = 0;
+    for (int i = 0; i < nbig; i++)
+        bad |=
+            hutch_resources_put(rs, "alice", "a.bin", "application/octet-stream", data,
+                                big, i ? last : first, sizeof(last), &exp, &err) < 0;
+    ok(!bad && readable(rs, "bob", bob1) && !readable(rs, "alice", first) &&
+           readable(rs, "alice", last),
+       "%s: %d files of 10 MiB from alice drop her oldest, not bob's file", where,
+       nbig);
+    ok(hutch_resources_put(rs, "bob", "bob2.bin", "application/octet-stream", data, big,
+                           bob2, sizeof(bob2), &exp, &err) == 0 &&
+           readable(rs, "bob", bob1) && readable(rs, "bob", bob2),
+       "%s: bob's next 10 MiB are made room for from alice's", where);
+    hutch_resources_free(rs);
+    free(data);
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+/* Two stores on one directory: two hutch replicas behind one address. */
+static void shared_dir(void)
+{
+    struct hutch_resources *a = NULL, *b = NULL, *bad = NULL;
+    struct hutch_err err = HUTCH_ERR_INIT;
+    char dir[] = "/tmp/hutch-res-unit-XXXXXX", sub[64], uri[4096], uri2[4096];
+    time_t exp;
+    cJSON *r, *l;
+
+    if (!mkdtemp(dir)) {
+        ok(0, "a temporary directory");
+        return;
     }
+    snprintf(sub, sizeof(sub), "%s/store", dir);
+    ok(hutch_resources_new(1000, sub, &a, &err) == 0, "a store on a directory (%s)",
+       err.msg);
+    ok(hutch_resources_new(1000, sub, &b, &err) == 0, "a second one on the same");
+    ok(hutch_resources_put(a, "alice", "out/r.txt", "text/plain", "shared", 6, uri,
+                           sizeof(uri), &exp, &err) == 0,
+       "the first puts a file");
+    r = hutch_resources_read(b, "alice", uri, &err);
+    ok(r && !strcmp(
+                cJSON_GetStringValue(cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0), "text")),
+                "shared"),
+       "the second reads it");
+    cJSON_Delete(r);
+    ok(hutch_resources_put(b, "alice", "bin", "application/octet-stream", "\0\1", 2,
+                           uri2, sizeof(uri2), &exp, &err) == 0,
+       "the second puts a binary file");
+    r = hutch_resources_read(a, "alice", uri2, &err);
+    ok(r && !strcmp(
+                cJSON_GetStringValue(cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0), "blob")),
+                "AAE="),
+       "the first reads it, as a blob");
+    cJSON_Delete(r);
+    l = hutch_resources_list(a, "alice");
+    ok(cJSON_GetArraySize(cJSON_GetObjectItem(l, "resources")) == 2,
+       "either lists both");
+    cJSON_Delete(l);
+    err.code = 0;
+    ok(!hutch_resources_read(b, "bob", uri, &err) && err.code == -ENOENT,
+       "another principal's uri reads as unknown there too");
+    err.code = 0;
+    uri[20] = uri[20] == 'a' ? 'b' : 'a';
+    ok(!hutch_resources_read(b, "alice", uri, &err) && err.code == -ENOENT,
+       "a uri with another id: unknown");
+    usleep(2100 * 1000); /* expiry has a one-second grain on disk */
+    err.code = 0;
+    ok(!hutch_resources_read(a, "alice", uri2, &err) && err.code == -ENOENT,
+       "after its time: expired");
+    hutch_resources_free(a);
+    hutch_resources_free(b);
 
-    /* Two stores on one directory: two hutch replicas behind one address. */
-    static void shared_dir(void)
-    {
-        struct hutch_resources *a = NULL, *b = NULL, *bad = NULL;
-        struct hutch_err err = HUTCH_ERR_INIT;
-        char dir[] = "/tmp/hutch-res-unit-XXXXXX", sub[64], uri[4096], uri2[4096];
-        time_t exp;
-        cJSON *r, *l;
+    ok(hutch_resources_new(0, "relative/dir", &bad, &err) == -EINVAL && !bad,
+       "a relative directory is refused: %s", err.msg);
+    chmod(sub, 0777);
+    ok(hutch_resources_new(0, sub, &bad, &err) == -EPERM && !bad,
+       "a directory others can write is refused: %s", err.msg);
+    ok(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0, "cleaned up");
+}
 
-        if (!mkdtemp(dir)) {
-            ok(0, "a temporary directory");
-            return;
-        }
-        snprintf(sub, sizeof(sub), "%s/store", dir);
-        ok(hutch_resources_new(1000, sub, &a, &err) == 0, "a store on a directory (%s)",
-           err.msg);
-        ok(hutch_resources_new(1000, sub, &b, &err) == 0, "a second one on the same");
-        ok(hutch_resources_put(a, "alice", "out/r.txt", "text/plain", "shared", 6, uri,
-                               sizeof(uri), &exp, &err) == 0,
-           "the first puts a file");
-        r = hutch_resources_read(b, "alice", uri, &err);
-        ok(r && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(
-                            cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0),
-                            "text")),
-                        "shared"),
-           "the second reads it");
-        cJSON_Delete(r);
-        ok(hutch_resources_put(b, "alice", "bin", "application/octet-stream", "\0\1", 2,
-                               uri2, sizeof(uri2), &exp, &err) == 0,
-           "the second puts a binary file");
-        r = hutch_resources_read(a, "alice", uri2, &err);
-        ok(r && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(
-                            cJSON_GetArrayItem(cJSON_GetObjectItem(r, "contents"), 0),
-                            "blob")),
-                        "AAE="),
-           "the first reads it, as a blob");
-        cJSON_Delete(r);
-        l = hutch_resources_list(a, "alice");
-        ok(cJSON_GetArraySize(cJSON_GetObjectItem(l, "resources")) == 2,
-           "either lists both");
-        cJSON_Delete(l);
-        err.code = 0;
-        ok(!hutch_resources_read(b, "bob", uri, &err) && err.code == -ENOENT,
-           "another principal's uri reads as unknown there too");
-        err.code = 0;
-        uri[20] = uri[20] == 'a' ? 'b' : 'a';
-        ok(!hutch_resources_read(b, "alice", uri, &err) && err.code == -ENOENT,
-           "a uri with another id: unknown");
-        usleep(2100 * 1000); /* expiry has a one-second grain on disk */
-        err.code = 0;
-        ok(!hutch_resources_read(a, "alice", uri2, &err) && err.code == -ENOENT,
-           "after its time: expired");
-        hutch_resources_free(a);
-        hutch_resources_free(b);
-
-        ok(hutch_resources_new(0, "relative/dir", &bad, &err) == -EINVAL && !bad,
-           "a relative directory is refused: %s", err.msg);
-        chmod(sub, 0777);
-        ok(hutch_resources_new(0, sub, &bad, &err) == -EPERM && !bad,
-           "a directory others can write is refused: %s", err.msg);
-        ok(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0, "cleaned up");
+static void shares_on_disk(void)
+{
+    char dir[] = "/tmp/hutch-res-shares-XXXXXX", sub[64];
+    if (!mkdtemp(dir)) {
+        ok(0, "a temporary directory");
+        return;
     }
+    snprintf(sub, sizeof(sub), "%s/store", dir);
+    shares(sub);
+    ok(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0, "cleaned up");
+}
 
-    static void shares_on_disk(void)
-    {
-        char dir[] = "/tmp/hutch-res-shares-XXXXXX", sub[64];
-        if (!mkdtemp(dir)) {
-            ok(0, "a temporary directory");
-            return;
-        }
-        snprintf(sub, sizeof(sub), "%s/store", dir);
-        shares(sub);
-        ok(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0, "cleaned up");
-    }
-
-    int main(void)
-    {
-        mime();
-        store();
-        render();
-        svg_judge();
-        svg_delivery();
-        shared_dir();
-        shares(NULL);
-        shares_on_disk();
-        return tap_done();
-    }
+int main(void)
+{
+    mime();
+    store();
+    render();
+    svg_judge();
+    svg_delivery();
+    shared_dir();
+    shares(NULL);
+    shares_on_disk();
+    return tap_done();
+}
