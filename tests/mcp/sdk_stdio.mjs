@@ -69,7 +69,7 @@ await t.step("the data flavour: a matplotlib chart comes back as an image/png; a
   const h3 = await startStdio({ sdk, hutch, args: ["--policy", policy], env: { HUTCH_RESOURCE_TTL_MS: "1000" } });
   try {
     const ec = (await h3.client.listTools()).tools.find((x) => x.name === "execute_code");
-    if (!/\. Python packages: numpy [^,]+, pandas [^,]+, matplotlib [^.]+\.$/.test(ec.description))
+    if (!/\. Python packages: numpy [0-9.]+, pandas [0-9.]+, matplotlib [0-9.]+\.$/.test(ec.description))
       throw new Error(`the data flavour's description: ${ec.description}`);
     const x = await execute(h3.client, py(`import matplotlib
 matplotlib.use("Agg")
