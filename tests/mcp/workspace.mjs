@@ -3,7 +3,8 @@
 // next, its files are not result files, a failed execution keeps the
 // previous content, a bad name and a busy workspace are tool errors; over
 // HTTP with two principals (two bearer tokens), neither sees the other's
-// workspace of the same name.  On $HUTCH_EXECUTOR (tests/docker/ and
+// workspace of the same name, and workspaces.max_bytes counts what is
+// stored (3000 empty files are 1.5 MB of tar headers).  On $HUTCH_EXECUTOR (tests/docker/ and
 // tests/gvisor/workspace_mcp.sh).  TAP.
 import {
   connectHttp, execute, fs, loadSdk, os, path, py, requireEnv, spawnHttp, spawnSync, startStdio, tap, waitFor,
@@ -116,6 +117,7 @@ const bob = "bob-token-" + Math.random().toString(36).slice(2) + "xxxxxxxxxx";
 const policy = path.join(dir, "policy.lua");
 fs.writeFileSync(policy, `return {
   principals = { { name = "alice", token = "${alice}" }, { name = "bob", token = "${bob}" } },
+  workspaces = { max_bytes = 262144 },
 }
 `);
 let srv;
@@ -145,6 +147,30 @@ await t.step("two principals cannot see each other's workspace of the same name"
   } finally {
     await a.client.close();
     await b.client.close();
+  }
+}, 240);
+await t.step("workspaces.max_bytes counts the tar: 3000 empty files do not fit 256 KiB", async () => {
+  const a = await connectHttp({ sdk, url: srv.url, token: alice });
+  try {
+    const w = await execute(a.client, py(`
+import os
+os.makedirs("${WS}/many")
+for i in range(3000):
+    open(f"${WS}/many/f{i:04d}", "w").close()
+"written"`, { workspace: "empty-files" }));
+    if (!w.r.isError || !/workspace "empty-files" not saved/.test(w.text) ||
+        !/0 bytes of data in 3001 files and folders/.test(w.text) || !/workspaces\.max_bytes \(262144\)/.test(w.text))
+      throw new Error(w.text);
+    if (fs.existsSync(path.join(store, hex("alice"), "empty-files.tar"))) throw new Error("it was stored");
+    const ok = await execute(a.client, py(`
+for i in range(100):
+    open(f"${WS}/f{i:03d}", "w").close()
+"written"`, { workspace: "few-files" }));
+    if (ok.r.isError) throw new Error(`100 empty files: ${ok.text}`);
+    const size = fs.statSync(path.join(store, hex("alice"), "few-files.tar")).size;
+    if (size > 262144) throw new Error(`stored ${size} bytes`);
+  } finally {
+    await a.client.close();
   }
 }, 240);
 const stopped = await srv.stop();
