@@ -1,11 +1,12 @@
 // workspace.mjs — execute_code's `workspace` through the official SDK
 // client: over stdio, a file written in one execution is there in the
 // next, its files are not result files, a failed execution keeps the
-// previous content, a bad name and a busy workspace are tool errors; over
+// previous content, a bad name and a busy workspace are tool errors, a
+// name with an escaped NUL ("a\u0000b") is refused, not taken as "a"; over
 // HTTP with two principals (two bearer tokens), neither sees the other's
 // workspace of the same name, and workspaces.max_bytes counts what is
-// stored (3000 empty files are 1.5 MB of tar headers).  On $HUTCH_EXECUTOR (tests/docker/ and
-// tests/gvisor/workspace_mcp.sh).  TAP.
+// stored (3000 empty files are 1.5 MB of tar headers).  On
+// $HUTCH_EXECUTOR (tests/docker/ and tests/gvisor/workspace_mcp.sh).  TAP.
 import {
   connectHttp, execute, fs, loadSdk, os, path, py, requireEnv, spawnHttp, spawnSync, startStdio, tap, waitFor,
 } from "./lib.mjs";
@@ -91,6 +92,23 @@ raise RuntimeError("boom")`, { workspace: "notes" }));
 await t.step("a bad workspace name is a tool error naming the rule", async () => {
   const a = await execute(h.client, py("1", { workspace: "../x" }));
   if (!a.r.isError || !/"workspace".*must not start with/.test(a.text)) throw new Error(a.text);
+});
+
+await t.step("a name with a NUL (\"a\\u0000b\") is refused, not taken as \"a\"", async () => {
+  let refused;
+  try {
+    const a = await execute(h.client, py(`open("${WS}/x", "w").write("x")`, { workspace: "a\u0000b" }));
+    refused = a.r.isError ? a.text : null;
+    if (!refused) throw new Error(`it ran: ${a.text}`);
+  } catch (e) {
+    refused = e.message;
+  }
+  if (!/params\.arguments\.workspace holds a NUL character/.test(refused)) throw new Error(refused);
+  if (fs.existsSync(path.join(store, hex("local"), "a.tar"))) throw new Error("workspace \"a\" was saved");
+  if (fs.existsSync(path.join(store, hex("local"), "a.lock"))) throw new Error("workspace \"a\" was opened");
+  // The session goes on.
+  const b = await execute(h.client, py("1 + 1"));
+  if (b.s.result !== 2) throw new Error(`then: ${b.text}`);
 });
 
 await t.step("a second execution of a busy workspace is refused", async () => {

@@ -176,5 +176,35 @@ int main(void)
         ok(t && n == 0 && !*t, "sanitize: empty");
         free(t);
     }
+
+    /* Where an escaped NUL cut a string cJSON read (the MCP edge and the
+     * servers file refuse it, naming the place). */
+    {
+        static const struct {
+            const char *json, *where;
+        } cases[] = {
+            {"{\"params\":{\"arguments\":{\"workspace\":\"a\\u0000b\"}}}",
+             "params.arguments.workspace"},
+            {"{\"files\":[{\"path\":\"x\"},{\"path\":\"a\\u0000\"}]}", "files[1].path"},
+            {"{\"a\\u0000b\":1}", "[\"a???b\"]"},
+            {"{\"odd key\":[\"\\u0000\"]}", "[\"odd key\"][0]"},
+            {"\"\\u0000\"", "the value"},
+            {"{\"k\":\"\\\\u0000\"}", NULL}, /* a backslash, then text */
+            {"{\"k\":\"\\ufffd\"}", NULL},
+            {"[1,2,{\"x\":\"plain\"}]", NULL},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+            cJSON *j = cJSON_Parse(cases[i].json);
+            char where[160] = "?";
+            int r = hutch_json_find_nul(j, cases[i].json, strlen(cases[i].json), where,
+                                        sizeof(where));
+            if (cases[i].where)
+                ok(r == 1 && !strcmp(where, cases[i].where), "find_nul %s: at %s (%d)",
+                   cases[i].json, where, r);
+            else
+                ok(r == 0 && !where[0], "find_nul %s: none (%d)", cases[i].json, r);
+            cJSON_Delete(j);
+        }
+    }
     return tap_done();
 }
