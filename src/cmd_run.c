@@ -456,8 +456,13 @@ int hutch_cmd_run(int argc, char **argv)
     } else {
         fflush(stdout);
         print_result(res.result);
-        if (res.message[0])
-            fprintf(stderr, "hutch: %s\n", res.message);
+        /* It may quote what the program chose (a file name, a workspace's
+         * content): on a terminal, as text that cannot drive it. */
+        if (res.message[0]) {
+            char *m = hutch_text_escape(res.message, HUTCH_ESCAPE_TEXT);
+            fprintf(stderr, "hutch: %s\n", m ? m : "(out of memory)");
+            free(m);
+        }
     }
     rc = res.exit_code;
 out:
