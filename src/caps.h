@@ -300,6 +300,14 @@
  * default; never more than the maximum.  No answer: denied. */
 #define HUTCH_APPROVAL_DEFAULT_MS 60000
 #define HUTCH_APPROVAL_MAX_MS     600000
+/* The arguments shown in that question (approval.c), one line per
+ * argument: ARGS_TEXT bytes of them in all, shared evenly, each at least
+ * ARG_MIN (past ARGS_TEXT / ARG_MIN arguments the rest are counted, not
+ * shown); a line longer than its share shows its head and its tail and how
+ * many bytes between were left out.  A key or value that a tool call could
+ * hide after 400 harmless bytes is in a head or a tail. */
+#define HUTCH_APPROVAL_ARGS_TEXT 2048
+#define HUTCH_APPROVAL_ARG_MIN   96
 /* Tasks (the 2026-07-28 tasks extension): how long a task's record stays
  * readable with tasks/get after it ended, the poll interval hutch
  * suggests, and how many task records a process keeps (the oldest ended
