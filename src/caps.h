@@ -252,11 +252,13 @@
  * only, never values.  One result is walked at most MAX_VISITS values
  * (past them it is not observed at all), MAX_ITEMS elements of an array
  * and MAX_ITEMS values of a map, MAX_DEPTH levels deep (deeper: the bare
- * type); an object with more than MAX_KEYS keys, or a key that does not
- * look like a field name (at most KEY_BYTES of [A-Za-z0-9_$@-], not
- * starting with a digit or "-"), is a map (dict[str, V]) whose keys are
- * not kept.  A tool's merged shape keeps at most MAX_NODES nodes (past
- * them the deepest levels collapse); at most MAX_TOOLS tools are kept.
+ * type); an object with more than MAX_KEYS keys, or a key that is not a
+ * plain identifier (at most KEY_BYTES of [A-Za-z0-9_], not starting with a
+ * digit), is a map (dict[str, V]) whose keys are not kept.  A tool's merged
+ * shape keeps at most MAX_NODES nodes (past them the deepest levels
+ * collapse); at most MAX_TOOLS (principal, tool) shapes are kept, all
+ * principals together (past them the least recently observed of the
+ * principal holding the most gives way).
  * The cache file (--shapes) is at most FILE_BYTES and is written at most
  * every SAVE_MS while calls come in, and at exit. */
 #define HUTCH_SHAPE_MAX_VISITS    4096
