@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "approval.h"
+#include "buf.h"
 #include "caps.h"
 #include "govern.h"
 #include "util.h"
@@ -165,15 +166,146 @@ int hutch_asks_request(struct hutch_asks *a, hutch_asks_send_fn send, void *send
     return r;
 }
 
+/* n back to the start of the UTF-8 character it is in (s[n] a
+ * continuation byte: not a place to cut). */
+static size_t char_start(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return n;
+}
+
+/* s[0..n) escaped onto b (cut mode keeps b bounded whatever it holds). */
+static int add_escaped(struct hutch_buf *b, const char *s, size_t n)
+{
+    char *piece = strndup(s, n),
+         *e = piece ? hutch_text_escape(piece, HUTCH_ESCAPE_TEXT) : NULL;
+    int r = e ? hutch_buf_appends(b, e) : -ENOMEM;
+    free(piece);
+    free(e);
+    return r;
+}
+
+/* One line, "  text", within `share` bytes of text: its head (two thirds)
+ * and its tail (a third) when it is longer, saying what was left out. */
+static int add_line(struct hutch_buf *b, const char *text, size_t share)
+{
+    size_t n = strlen(text), head, tail;
+    int r = hutch_buf_appends(b, "  ");
+
+    if (r == 0 && n <= share)
+        return add_escaped(b, text, n) || hutch_buf_appends(b, "\n") ? -ENOMEM : 0;
+    head = char_start(text, share * 2 / 3);
+    tail = char_start(text, n - (share - share * 2 / 3));
+    if (tail < head)
+        tail = head;
+    if (r == 0)
+        r = add_escaped(b, text, head);
+    if (r == 0)
+        r = hutch_buf_appendf(b, "…[%zu bytes left out]…", tail - head);
+    if (r == 0)
+        r = add_escaped(b, text + tail, n - tail);
+    return r == 0 ? hutch_buf_appends(b, "\n") : r;
+}
+
+/* "name: value" of one argument (its key as it is when it is a plain
+ * identifier, else as a JSON string).  Caller frees. */
+static char *arg_line(const cJSON *a)
+{
+    const char *k = a->string;
+    int plain = k && *k && !(*k >= '0' && *k <= '9');
+    char *key = NULL, *v = cJSON_PrintUnformatted(a), *line = NULL;
+    size_t n;
+
+    for (const char *c = k; plain && *c; c++)
+        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.';
+    if (k && !plain) {
+        cJSON *ks = cJSON_CreateString(k);
+        key = ks ? cJSON_PrintUnformatted(ks) : NULL;
+        cJSON_Delete(ks);
+    }
+    if (v && (!k || plain || key)) {
+        n = (k ? strlen(key ? key : k) + 2 : 0) + strlen(v) + 1;
+        if ((line = malloc(n)))
+            snprintf(line, n, "%s%s%s", k ? (key ? key : k) : "", k ? ": " : "", v);
+    }
+    free(key);
+    free(v);
+    return line;
+}
+
+char *hutch_approval_args_text(const cJSON *args)
+{
+    /* Lines within their shares, plus the marks and the last line. */
+    struct hutch_buf b = HUTCH_BUF_INIT(HUTCH_APPROVAL_ARGS_TEXT * 5);
+    size_t n = 0, shown, share, rest_bytes = 0, i = 0;
+    const cJSON *a;
+    int r = 0;
+
+    if (!cJSON_IsObject(args)) { /* not a tool's arguments: the value whole */
+        char *v = args ? cJSON_PrintUnformatted(args) : NULL;
+        r = v ? add_line(&b, v, HUTCH_APPROVAL_ARGS_TEXT) : args ? -ENOMEM : 0;
+        free(v);
+        if (!args)
+            r = hutch_buf_appends(&b, "  (none)\n");
+        return r < 0 ? (hutch_buf_free(&b), NULL) : hutch_buf_steal(&b, NULL);
+    }
+    cJSON_ArrayForEach(a, args) n++;
+    if (n == 0)
+        r = hutch_buf_appends(&b, "  (none)\n");
+    shown = n < HUTCH_APPROVAL_ARGS_TEXT / HUTCH_APPROVAL_ARG_MIN
+                ? n
+                : HUTCH_APPROVAL_ARGS_TEXT / HUTCH_APPROVAL_ARG_MIN;
+    share = n ? HUTCH_APPROVAL_ARGS_TEXT / (shown ? shown : 1) : 0;
+    cJSON_ArrayForEach(a, args)
+    {
+        char *line = r == 0 ? arg_line(a) : NULL;
+        if (r == 0 && !line)
+            r = -ENOMEM;
+        else if (r == 0 && i < shown)
+            r = add_line(&b, line, share);
+        else if (r == 0)
+            rest_bytes += strlen(line);
+        free(line);
+        i++;
+    }
+    if (r == 0 && n > shown)
+        r = hutch_buf_appendf(&b, "  … and %zu more argument%s (%zu bytes) left out\n",
+                              n - shown, n - shown == 1 ? "" : "s", rest_bytes);
+    if (r < 0) {
+        hutch_buf_free(&b);
+        return NULL;
+    }
+    return hutch_buf_steal(&b, NULL);
+}
+
 cJSON *hutch_approval_params(const char *tool, const char *question, const cJSON *args)
 {
-    char *shown = args ? cJSON_PrintUnformatted(args) : NULL, message[1024];
+    char *shown = hutch_approval_args_text(args), *message = NULL;
+    char *qtool = hutch_text_escape(tool, HUTCH_ESCAPE_TEXT);
     cJSON *params = cJSON_CreateObject(), *schema, *props, *approve;
+    size_t n = cJSON_GetArraySize(args);
 
-    snprintf(message, sizeof(message),
-             "%s\n\nA program asks to call %s with the arguments %.300s%s", question,
-             tool, shown ? shown : "{}", shown && strlen(shown) > 300 ? "…" : "");
+    if (shown && qtool) {
+        size_t len = strlen(question) + strlen(qtool) + strlen(shown) + 128;
+        if ((message = malloc(len)) && cJSON_IsObject(args) && n == 0)
+            snprintf(message, len, "%s\n\nA program asks to call %s with no arguments.",
+                     question, qtool);
+        else if (message)
+            snprintf(message, len, "%s\n\nA program asks to call %s with %s:\n%s",
+                     question, qtool,
+                     !cJSON_IsObject(args) ? "the arguments"
+                     : n == 1              ? "1 argument"
+                                           : "these arguments",
+                     shown);
+    }
     free(shown);
+    free(qtool);
+    if (!message) {
+        cJSON_Delete(params);
+        return NULL;
+    }
     schema = cJSON_AddObjectToObject(params, "requestedSchema");
     props = cJSON_AddObjectToObject(schema, "properties");
     approve = cJSON_AddObjectToObject(props, "approve");
@@ -184,9 +316,11 @@ cJSON *hutch_approval_params(const char *tool, const char *question, const cJSON
         !cJSON_AddItemToObject(
             schema, "required",
             cJSON_CreateStringArray((const char *[]){"approve"}, 1))) {
+        free(message);
         cJSON_Delete(params);
         return NULL;
     }
+    free(message);
     return params;
 }
 

@@ -40,9 +40,20 @@ int hutch_asks_request(struct hutch_asks *a, hutch_asks_send_fn send, void *send
  * asked (the caller ignores it). */
 int hutch_asks_response(struct hutch_asks *a, const cJSON *msg);
 
+/* The arguments of a call as the person asked about it reads them, every
+ * one on its own line ("  name: value", the value as JSON), control and
+ * bidirectional characters escaped (hutch_text_escape): each line within
+ * its share of HUTCH_APPROVAL_ARGS_TEXT, a longer one as its head and its
+ * tail with "…[N bytes left out]…" between; arguments past what can be
+ * shown are counted ("… and N more arguments, M bytes, left out").  Never
+ * one argument hidden behind another's length.  "  (none)" for no
+ * arguments.  Caller frees; NULL when out of memory. */
+char *hutch_approval_args_text(const cJSON *args);
+
 /* The params of the elicitation/create that asks `question` about a call
  * of `tool` with `args` (form mode: one required boolean "approve"; the
- * message names the tool and its arguments).  NULL when out of memory. */
+ * message names the tool and shows its arguments as
+ * hutch_approval_args_text does).  NULL when out of memory. */
 cJSON *hutch_approval_params(const char *tool, const char *question, const cJSON *args);
 /* The client's elicitation result as an enum hutch_answer (see below), or
  * -EPROTO with `why` when it is none. */

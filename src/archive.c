@@ -126,6 +126,18 @@ static const char *quote(struct qbuf *q, const char *s)
     return quote_n(q, s, strlen(s));
 }
 
+/* A control character at p[j] (n bytes in all): C0, DEL, or C1 in UTF-8
+ * (U+0080..U+009F, C2 80..C2 9F).  A name holding one would forge lines of
+ * a listing or drive the terminal that shows it (an OSC 52 escape writes
+ * the clipboard), so no name may hold one. */
+static bool control_at(const char *p, size_t j, size_t n)
+{
+    unsigned char c = (unsigned char)p[j];
+    return c < 0x20 || c == 0x7f ||
+           (c == 0xc2 && j + 1 < n && (unsigned char)p[j + 1] >= 0x80 &&
+            (unsigned char)p[j + 1] <= 0x9f);
+}
+
 /* Why p[0..n) is not an acceptable relative path, or NULL.  Components are
  * checked first, so "a/../../x" is reported for its "..", not its length. */
 static const char *relpath_problem(const char *p, size_t n,
@@ -140,8 +152,12 @@ static const char *relpath_problem(const char *p, size_t n,
         return "absolute paths are not allowed";
     while (i <= n) {
         size_t j = i;
-        while (j < n && p[j] != '/')
+        while (j < n && p[j] != '/') {
+            if (control_at(p, j, n))
+                return "control characters (a newline, a tab, an escape, U+0080 to "
+                       "U+009F) are not allowed in names";
             j++;
+        }
         if (j == i)
             return "empty path components (\"//\" or a trailing \"/\") are not allowed";
         if (j - i == 1 && p[i] == '.')
@@ -735,8 +751,9 @@ static int read_header(struct archive *a, struct archive_entry **e, const void *
  * Every reader of a tar that came from outside (extract, list, read_files,
  * filter) reads its headers through judge_next(), so the same entry is
  * judged the same way everywhere: its type and mode bits (judge_entry), its
- * path (relpath_problem: absolute, "..", ".", empty components, component,
- * path and depth caps), the number of headers, and the bytes of file data
+ * path (relpath_problem: absolute, "..", ".", empty components, control
+ * characters, component, path and depth caps), the number of headers, and
+ * the bytes of file data
  * declared.  judge_tar() adds the rules about the set as a whole
  * (xset_validate: no path twice, no file used as a directory, implied
  * parent directories within the entry cap) and is what decides whether a

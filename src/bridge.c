@@ -277,8 +277,9 @@ int hutch_bridge_unknown(struct hutch_bridge *b, const char *tool,
                 tool);
 }
 
-int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *e,
-                      const cJSON *args, int timeout_ms, struct hutch_tool_reply *reply)
+int hutch_bridge_call(struct hutch_bridge *b, const char *principal,
+                      const struct hutch_catalog_entry *e, const cJSON *args,
+                      int timeout_ms, struct hutch_tool_reply *reply)
 {
     struct hutch_err err = {0};
     cJSON *res = NULL;
@@ -312,7 +313,7 @@ int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *
         /* A declared outputSchema says more than any observation. */
         if (r == 0 &&
             !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(e->def, "outputSchema")))
-            hutch_shapes_observe(b->shapes, e->qualified, reply->result);
+            hutch_shapes_observe(b->shapes, principal, e->qualified, reply->result);
     }
     cJSON_Delete(res);
     return r;
@@ -341,7 +342,7 @@ int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeou
     struct hutch_bridge *b = arg;
     void *ref;
     const struct hutch_catalog_entry *e = hutch_bridge_find(b, tool, timeout_ms, &ref);
-    int r = e ? hutch_bridge_call(b, e, args, timeout_ms, reply)
+    int r = e ? hutch_bridge_call(b, "local", e, args, timeout_ms, reply)
               : hutch_bridge_unknown(b, tool, reply);
     hutch_bridge_catalog_put(b, ref);
     return r;

@@ -37,16 +37,18 @@ void hutch_bridge_catalog_put(struct hutch_bridge *b, void *ref);
 const struct hutch_catalog_entry *
 hutch_bridge_find(struct hutch_bridge *b, const char *tool, int timeout_ms, void **ref);
 
-/* hutch_tool_fn for hutch_exec_req.tool; arg is the struct hutch_bridge. */
+/* hutch_tool_fn for hutch_exec_req.tool; arg is the struct hutch_bridge.
+ * Without a policy there is one principal: "local". */
 int hutch_bridge_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                       struct hutch_tool_reply *reply);
 
 /* The two halves of hutch_bridge_tool, for a caller that looked the tool
  * up itself (the policy decides on the catalog entry): call the entry of a
- * catalog the caller holds, or answer for a name the catalog lacks. */
-int hutch_bridge_call(struct hutch_bridge *b, const struct hutch_catalog_entry *e,
-                      const cJSON *args, int timeout_ms,
-                      struct hutch_tool_reply *reply);
+ * catalog the caller holds for `principal` (whose shapes its result
+ * teaches), or answer for a name the catalog lacks. */
+int hutch_bridge_call(struct hutch_bridge *b, const char *principal,
+                      const struct hutch_catalog_entry *e, const cJSON *args,
+                      int timeout_ms, struct hutch_tool_reply *reply);
 int hutch_bridge_unknown(struct hutch_bridge *b, const char *tool,
                          struct hutch_tool_reply *reply);
 

@@ -300,11 +300,13 @@
  * only, never values.  One result is walked at most MAX_VISITS values
  * (past them it is not observed at all), MAX_ITEMS elements of an array
  * and MAX_ITEMS values of a map, MAX_DEPTH levels deep (deeper: the bare
- * type); an object with more than MAX_KEYS keys, or a key that does not
- * look like a field name (at most KEY_BYTES of [A-Za-z0-9_$@-], not
- * starting with a digit or "-"), is a map (dict[str, V]) whose keys are
- * not kept.  A tool's merged shape keeps at most MAX_NODES nodes (past
- * them the deepest levels collapse); at most MAX_TOOLS tools are kept.
+ * type); an object with more than MAX_KEYS keys, or a key that is not a
+ * plain identifier (at most KEY_BYTES of [A-Za-z0-9_], not starting with a
+ * digit), is a map (dict[str, V]) whose keys are not kept.  A tool's merged
+ * shape keeps at most MAX_NODES nodes (past them the deepest levels
+ * collapse); at most MAX_TOOLS (principal, tool) shapes are kept, all
+ * principals together (past them the least recently observed of the
+ * principal holding the most gives way).
  * The cache file (--shapes) is at most FILE_BYTES and is written at most
  * every SAVE_MS while calls come in, and at exit. */
 #define HUTCH_SHAPE_MAX_VISITS    4096
@@ -348,6 +350,14 @@
  * default; never more than the maximum.  No answer: denied. */
 #define HUTCH_APPROVAL_DEFAULT_MS 60000
 #define HUTCH_APPROVAL_MAX_MS     600000
+/* The arguments shown in that question (approval.c), one line per
+ * argument: ARGS_TEXT bytes of them in all, shared evenly, each at least
+ * ARG_MIN (past ARGS_TEXT / ARG_MIN arguments the rest are counted, not
+ * shown); a line longer than its share shows its head and its tail and how
+ * many bytes between were left out.  A key or value that a tool call could
+ * hide after 400 harmless bytes is in a head or a tail. */
+#define HUTCH_APPROVAL_ARGS_TEXT 2048
+#define HUTCH_APPROVAL_ARG_MIN   96
 /* Tasks (the 2026-07-28 tasks extension): how long a task's record stays
  * readable with tasks/get after it ended, the poll interval hutch
  * suggests, and how many task records a process keeps (the oldest ended

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "policy.h"
 #include "util.h"
+#include "wire.h"
 
 int hutch_cmd_policy(int argc, char **argv);
 
@@ -204,6 +205,7 @@ static int parse_opts(int argc, char **argv, struct test_opts *o, void (*help)(F
 
 static int parse_args(const char *json, cJSON **out)
 {
+    char where[160];
     *out = NULL;
     if (!json)
         return 0;
@@ -211,6 +213,16 @@ static int parse_args(const char *json, cJSON **out)
     if (!*out || !cJSON_IsObject(*out)) {
         fprintf(stderr, "hutch policy: --args must be a JSON object, like "
                         "'{\"path\": \"/srv/data/a.csv\"}'\n");
+        cJSON_Delete(*out);
+        *out = NULL;
+        return -1;
+    }
+    /* As hutch serve refuses it: "/srv/data\u0000/../x" is no "/srv/data". */
+    if (hutch_json_find_nul(*out, json, strlen(json), where, sizeof(where)) != 0) {
+        fprintf(stderr,
+                "hutch policy: --args: %s holds a NUL character (\\u0000), which "
+                "hutch refuses in any request\n",
+                where[0] ? where : "a string");
         cJSON_Delete(*out);
         *out = NULL;
         return -1;

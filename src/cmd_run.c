@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "approval.h"
 #include "audit.h"
 #include "bridge.h"
 #include "caps.h"
@@ -143,27 +144,38 @@ static int tty_ask(void *arg, const char *tool, const char *question, const cJSO
                    unsigned ms, char *why, size_t why_len)
 {
     static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
-    char *shown = args ? cJSON_PrintUnformatted(args) : NULL, line[64];
+    /* Every argument's head and tail, escaped (approval.c), as an MCP
+     * client's user is shown them; the tool's name and the question (which
+     * may quote the arguments) escaped too. */
+    char *shown = hutch_approval_args_text(args);
+    char *qtool = hutch_text_escape(tool, HUTCH_ESCAPE_TEXT);
+    char *qq = hutch_text_escape(question, HUTCH_ESCAPE_TEXT);
+    char line[64];
     uint64_t end;
     size_t n = 0;
     int fd, a = HUTCH_ANSWER_TIMEOUT;
 
     (void)arg;
+    if (!shown || !qtool || !qq) {
+        free(shown);
+        free(qtool);
+        free(qq);
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
     fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
         free(shown);
+        free(qtool);
+        free(qq);
         snprintf(why, why_len, "hutch run has no terminal to ask on");
         return -ENOTTY;
     }
-    for (char *c = shown; c && *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            *c = '?';
     pthread_mutex_lock(&one);
     dprintf(fd,
-            "\nhutch: the policy asks before %s:\n  %s\n  arguments: %.300s%s\nallow? "
+            "\nhutch: the policy asks before %s:\n  %s\nwith the arguments:\n%sallow? "
             "[y/N] ",
-            tool, question, shown ? shown : "{}",
-            shown && strlen(shown) > 300 ? "…" : "");
+            qtool, qq, shown);
     end = hutch_now_ms() + ms;
     for (;;) {
         uint64_t now = hutch_now_ms();
@@ -191,6 +203,8 @@ static int tty_ask(void *arg, const char *tool, const char *question, const cJSO
     pthread_mutex_unlock(&one);
     close(fd);
     free(shown);
+    free(qtool);
+    free(qq);
     return a;
 }
 
@@ -478,8 +492,13 @@ int hutch_cmd_run(int argc, char **argv)
     } else {
         fflush(stdout);
         print_result(res.result);
-        if (res.message[0])
-            fprintf(stderr, "hutch: %s\n", res.message);
+        /* It may quote what the program chose (a file name, a workspace's
+         * content): on a terminal, as text that cannot drive it. */
+        if (res.message[0]) {
+            char *m = hutch_text_escape(res.message, HUTCH_ESCAPE_TEXT);
+            fprintf(stderr, "hutch: %s\n", m ? m : "(out of memory)");
+            free(m);
+        }
     }
     rc = res.exit_code;
 out:

@@ -1,5 +1,9 @@
 /* cmd_workspace.c — `hutch workspace list|show|delete`: the operator's view
- * of the workspace store (workspace.c has the rules and the store). */
+ * of the workspace store (workspace.c has the rules and the store).  The
+ * names it prints were chosen by programs and agents: the text listings
+ * show them through hutch_text_escape (a newline cannot forge a line, an
+ * escape sequence cannot reach the terminal); --json leaves them to JSON's
+ * own escaping. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -14,6 +18,7 @@
 #include "hutch_archive.h"
 #include "log.h"
 #include "policy.h"
+#include "util.h"
 #include "workspace.h"
 
 static void usage(FILE *f)
@@ -96,12 +101,19 @@ static void print_list(cJSON *arr, int json, int all)
         free(s);
     } else {
         for (i = 0; i < n; i++) {
-            if (all)
-                printf("%s\t", cJSON_GetObjectItem(v[i], "principal")->valuestring);
-            printf("%s\t%.0f bytes\tlast used %s\n",
-                   cJSON_GetObjectItem(v[i], "name")->valuestring,
-                   cJSON_GetObjectItem(v[i], "bytes")->valuedouble,
-                   cJSON_GetObjectItem(v[i], "last_used")->valuestring);
+            char *who = hutch_text_escape(
+                cJSON_GetObjectItem(v[i], "principal")->valuestring, HUTCH_ESCAPE_NAME);
+            char *name = hutch_text_escape(
+                cJSON_GetObjectItem(v[i], "name")->valuestring, HUTCH_ESCAPE_NAME);
+            if (who && name) {
+                if (all)
+                    printf("%s\t", who);
+                printf("%s\t%.0f bytes\tlast used %s\n", name,
+                       cJSON_GetObjectItem(v[i], "bytes")->valuedouble,
+                       cJSON_GetObjectItem(v[i], "last_used")->valuestring);
+            }
+            free(who);
+            free(name);
         }
     }
     cJSON_Delete(sorted);
@@ -222,10 +234,18 @@ int hutch_cmd_workspace(int argc, char **argv)
             rc = 0;
         } else {
             const cJSON *f;
-            cJSON_ArrayForEach(f, files)
-                printf("%s\t%.0f bytes\n", cJSON_GetObjectItem(f, "path")->valuestring,
-                       cJSON_GetObjectItem(f, "size")->valuedouble);
             rc = 0;
+            cJSON_ArrayForEach(f, files)
+            {
+                char *p = hutch_text_escape(cJSON_GetObjectItem(f, "path")->valuestring,
+                                            HUTCH_ESCAPE_NAME);
+                if (p)
+                    printf("%s\t%.0f bytes\n", p,
+                           cJSON_GetObjectItem(f, "size")->valuedouble);
+                else
+                    rc = 1;
+                free(p);
+            }
         }
         free(tar);
         cJSON_Delete(files);

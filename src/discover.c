@@ -221,7 +221,7 @@ int hutch_discover_search(const struct hutch_catalog *cat, const struct hutch_po
     if (!found)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     if (cat && shapes && shapes->shapes)
-        hutch_shapes_annotate(shapes->shapes, cat, found,
+        hutch_shapes_annotate(shapes->shapes, shapes->principal, cat, found,
                               detail < 0 ? HUTCH_DETAIL_SIGNATURES
                                          : (enum hutch_detail)detail,
                               shapes->may_see, shapes->arg);

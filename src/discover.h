@@ -28,10 +28,12 @@ int hutch_discover_offered(const struct hutch_policy *p,
  * (tools.search) never shortens: each result is as the detail (default "signatures")
  * says.  -EINVAL with the reason in err for bad arguments. */
 struct hutch_shapes;
-/* Return types observed (shape.h) shown in a search's results: of the
- * tools may_see(arg, "server.tool") allows.  NULL: none shown. */
+/* Return types observed (shape.h) shown in a search's results: those
+ * learned from `principal`'s own calls, of the tools may_see(arg,
+ * "server.tool") allows.  NULL: none shown. */
 struct hutch_discover_shapes {
     struct hutch_shapes *shapes;
+    const char *principal;
     int (*may_see)(void *arg, const char *tool);
     void *arg;
 };

@@ -401,7 +401,7 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     /* The upstream may ask the user (2026 input_required): through this
      * execution's client, on this thread, for this call only. */
     hutch_upstreams_set_elicitor(&x->elicit);
-    r = hutch_bridge_call(x->bridge, e, args, timeout_ms, reply);
+    r = hutch_bridge_call(x->bridge, x->principal, e, args, timeout_ms, reply);
     hutch_upstreams_set_elicitor(NULL);
 out:
     hutch_bridge_catalog_put(x->bridge, ref);

@@ -17,7 +17,8 @@ void hutch_archive_limits_out(struct hutch_archive_limits *lim);
 
 /* Unpack an uncompressed tar held in memory under dest_dir (created if
  * missing, parents must exist).  Rejects: absolute paths, "..", empty or
- * over-long components, symlinks, hardlinks, devices, fifos, sockets,
+ * over-long components, names with control characters (C0, DEL, C1),
+ * symlinks, hardlinks, devices, fifos, sockets,
  * setuid/setgid/sticky bits, compressed or non-tar input, any cap in `lim`
  * exceeded, an entry that collides with a symlink or a file of another type
  * already at dest_dir.  Every entry is checked before the first byte is

@@ -23,6 +23,7 @@
 #define E_INVALID_REQUEST -32600
 #define E_METHOD          -32601
 #define E_PARAMS          -32602
+#define E_INTERNAL        -32603
 
 /* The requests hutch serves in the modern era.  The revision removed
  * initialize, ping, logging/setLevel and resources/(un)subscribe; hutch
@@ -430,6 +431,24 @@ void hutch_mcp_msg_parse(const char *json, size_t len,
     m->method = method->valuestring;
     m->params = params;
     m->answer = id != NULL;
+    /* cJSON ends a string at an escaped NUL: "a\u0000b" would be taken as
+     * the name, path or program "a".  No string of a request may hold one. */
+    {
+        char where[160];
+        int r = hutch_json_find_nul(m->json, json, len, where, sizeof(where));
+        if (r < 0)
+            junk(m, E_INTERNAL, "out of memory");
+        else if (r > 0)
+            junk(m, E_PARAMS,
+                 "Invalid params: %s holds a NUL character (\\u0000), which no "
+                 "string hutch takes may hold (a name, a path or a program; send a "
+                 "file's binary content with \"encoding\": \"base64\")",
+                 where);
+        if (r != 0) {
+            m->answer = id != NULL;
+            return;
+        }
+    }
     if (hutch_mcp_classify(m->json, headers, &m->v, &err) < 0) {
         m->refused = 1;
         m->protocol_error = 1;

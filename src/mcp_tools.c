@@ -505,7 +505,7 @@ static cJSON *not_ready(struct hutch_mcp *m, struct hutch_buf *t)
 }
 
 /* An observed return type is shown only for a tool the principal may call
- * (its shape was learned from calls of whoever may): the policy's tool
+ * (and only one learned from its own calls: shape.c): the policy's tool
  * rules, asked as for a call without arguments; no policy, none shown. */
 struct seer {
     struct hutch_policy *p;
@@ -550,7 +550,8 @@ cJSON *mcp_search_tools(struct hutch_mcp *m, const char *principal, const cJSON 
     /* Discovery (discover.c): ranked, what the policy denies left out. */
     used = down_text.len + t.len; /* the brief answer's budget is for all */
     struct seer x = {pol, principal};
-    struct hutch_discover_shapes shapes = {hutch_bridge_shapes(m->bridge), may_see, &x};
+    struct hutch_discover_shapes shapes = {hutch_bridge_shapes(m->bridge), principal,
+                                           may_see, &x};
     if (hutch_discover_search(
             cat, pol, args, 1,
             used < HUTCH_SEARCH_BRIEF_TEXT ? HUTCH_SEARCH_BRIEF_TEXT - used : 0,

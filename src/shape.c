@@ -6,17 +6,25 @@
  * Not here: the type syntax of Python and TypeScript (catalog.c renders the
  * JSON Schema a shape converts to), policy (search_tools passes may_see).
  *
- * Threads: one mutex (mu) guards the table of tools; a second (save_mu)
+ * Threads: one mutex (mu) guards the table of entries; a second (save_mu)
  * orders writes of the cache file, taken before mu so that a snapshot taken
  * later is never overwritten by an older one.  A tool call's worker thread
  * that finds a save due only tries save_mu: another thread saving is as
  * good.
  *
- * The file: {"hutch_shapes": 1, "tools": {"server.tool": {"calls": N,
- * "shape": NODE}}}, NODE = {"types": ["object", ...], "objects": N, "keys":
- * {"name": {"seen": N, "shape": NODE}}, "open": true, "values": NODE,
- * "items": NODE}.  Loading checks every rule the merge keeps (caps, key
- * syntax, seen <= objects) and refuses anything else whole. */
+ * The table: one entry per (principal, tool), HUTCH_SHAPE_MAX_TOOLS in all;
+ * a new entry in a full table takes the place of the least recently
+ * observed entry of the principal holding the most (make_room).
+ *
+ * The file, version 2: {"hutch_shapes": 2, "principals": {"alice":
+ * {"server.tool": {"calls": N, "shape": NODE}}}}, NODE = {"types":
+ * ["object", ...], "objects": N, "keys": {"name": {"seen": N, "shape":
+ * NODE}}, "open": true, "values": NODE, "items": NODE}.  Loading checks
+ * every rule the merge keeps (caps, key and principal syntax, seen <=
+ * objects) and refuses anything else whole.  Version 1 (one table for
+ * every principal) is refused, saying why: whose calls its shapes came
+ * from is not known, and showing them to anyone could be the leak this
+ * version closes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -63,8 +71,10 @@ struct key {
 };
 
 struct tool {
+    char *principal;
     char *name;
     uint64_t calls;
+    uint64_t used; /* the store's clock when last observed: the oldest goes */
     struct shape *s;
 };
 
@@ -73,6 +83,7 @@ struct hutch_shapes {
     struct tool *t;
     size_t n;
     char *file;
+    uint64_t clock;    /* observations so far (mu) */
     uint64_t changes;  /* bumped by every change (mu) */
     uint64_t saved;    /* changes when last written (save_mu) */
     uint64_t saved_ms; /* when (mu) */
@@ -109,20 +120,40 @@ static size_t shape_count(const struct shape *s)
     return n + shape_count(s->values) + shape_count(s->items);
 }
 
-/* A field name, not data: [A-Za-z_$@][A-Za-z0-9_$@-]*, at most KEY_BYTES.
- * Paths, file names, dates, ids with dots or spaces make their object a
- * map, so their text is never kept. */
+/* A field name, not data: a plain identifier, [A-Za-z_][A-Za-z0-9_]*, at
+ * most KEY_BYTES.  Anything else (paths, file names, dates, ids with dots or
+ * spaces, "$ref", "content-type", text made to read as an instruction) makes
+ * its object a map, so its text is never kept and never reaches a
+ * signature. */
 static int key_ok(const char *k)
 {
     size_t n = 0;
-    if (!k || !*k || (*k >= '0' && *k <= '9') || *k == '-')
+    if (!k || !*k || (*k >= '0' && *k <= '9'))
         return 0;
     for (const char *p = k; *p; p++, n++) {
         unsigned char c = (unsigned char)*p;
         if (n >= HUTCH_SHAPE_MAX_KEY_BYTES)
             return 0;
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '_' || c == '$' || c == '@' || c == '-'))
+              (c >= '0' && c <= '9') || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* A principal's name as the policy allows one (and "local", "http"): 1 to
+ * HUTCH_MAX_PRINCIPAL_NAME of [A-Za-z0-9_.@+-]. */
+static int principal_ok(const char *p)
+{
+    size_t n = 0;
+    if (!p || !*p)
+        return 0;
+    for (; *p; p++, n++) {
+        unsigned char c = (unsigned char)*p;
+        if (n >= HUTCH_MAX_PRINCIPAL_NAME)
+            return 0;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || strchr("_.@+-", c)))
             return 0;
     }
     return 1;
@@ -434,12 +465,18 @@ int hutch_shapes_new(struct hutch_shapes **out, struct hutch_err *err)
     return 0;
 }
 
+static void tool_clear(struct tool *t)
+{
+    free(t->principal);
+    free(t->name);
+    shape_free(t->s);
+    memset(t, 0, sizeof(*t));
+}
+
 static void tools_free(struct tool *t, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        free(t[i].name);
-        shape_free(t[i].s);
-    }
+    for (size_t i = 0; i < n; i++)
+        tool_clear(&t[i]);
     free(t);
 }
 
@@ -454,12 +491,47 @@ void hutch_shapes_free(struct hutch_shapes *s)
     free(s);
 }
 
-static struct tool *find_tool(struct hutch_shapes *s, const char *name)
+static struct tool *find_tool(struct hutch_shapes *s, const char *principal,
+                              const char *name)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (!strcmp(s->t[i].name, name))
+        if (!strcmp(s->t[i].name, name) && !strcmp(s->t[i].principal, principal))
             return &s->t[i];
     return NULL;
+}
+
+static int by_principal(const void *a, const void *b)
+{
+    const struct tool *x = *(const struct tool *const *)a,
+                      *y = *(const struct tool *const *)b;
+    int c = strcmp(x->principal, y->principal);
+    return c ? c : (x->used > y->used) - (x->used < y->used);
+}
+
+/* A full table: the entry to give up for a new one, the least recently
+ * observed of the principal that holds the most entries (the newcomer's
+ * own when it is that principal).  Under mu; NULL when out of memory. */
+static struct tool *make_room(struct hutch_shapes *s)
+{
+    struct tool **v = malloc(s->n * sizeof(*v)), *victim = NULL;
+    size_t best = 0;
+
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < s->n; i++)
+        v[i] = &s->t[i];
+    /* By principal, oldest first: each run's first entry is its oldest. */
+    qsort(v, s->n, sizeof(*v), by_principal);
+    for (size_t i = 0, j; i < s->n; i = j) {
+        for (j = i + 1; j < s->n && !strcmp(v[j]->principal, v[i]->principal); j++)
+            ;
+        if (j - i > best) {
+            best = j - i;
+            victim = v[i];
+        }
+    }
+    free(v);
+    return victim;
 }
 
 /* --- JSON: the file, and the schema for rendering -------------------------- */
@@ -553,16 +625,23 @@ static cJSON *schema_json(const struct shape *s)
 
 char *hutch_shapes_dump(struct hutch_shapes *s)
 {
-    cJSON *root = cJSON_CreateObject(), *tools;
+    cJSON *root = cJSON_CreateObject(), *principals = NULL, *tools;
     char *text = NULL;
     int bad = !root;
 
     pthread_mutex_lock(&s->mu);
-    bad |= !bad && !cJSON_AddNumberToObject(root, "hutch_shapes", 1);
-    bad |= !bad && !(tools = cJSON_AddObjectToObject(root, "tools"));
+    bad |= !bad && !cJSON_AddNumberToObject(root, "hutch_shapes", 2);
+    bad |= !bad && !(principals = cJSON_AddObjectToObject(root, "principals"));
     for (size_t i = 0; !bad && i < s->n; i++) {
         cJSON *t = cJSON_CreateObject();
-        bad |= !t || !cJSON_AddItemToObject(tools, s->t[i].name, t);
+        tools = cJSON_GetObjectItemCaseSensitive(principals, s->t[i].principal);
+        if (!tools)
+            tools = cJSON_AddObjectToObject(principals, s->t[i].principal);
+        if (!t || !tools || !cJSON_AddItemToObject(tools, s->t[i].name, t)) {
+            cJSON_Delete(t);
+            bad = 1;
+            break;
+        }
         bad |= !bad && !cJSON_AddNumberToObject(t, "calls", (double)s->t[i].calls);
         bad |= !bad && !cJSON_AddItemToObject(t, "shape", node_json(s->t[i].s));
     }
@@ -713,6 +792,50 @@ fail:
 #undef AT
 }
 
+/* One principal's tools from the file, appended to t[*n] (room for
+ * HUTCH_SHAPE_MAX_TOOLS).  l->where names the principal. */
+static int principal_load(struct load *l, const char *principal, const cJSON *tools,
+                          struct tool *t, size_t *n)
+{
+    size_t first = *n;
+    const cJSON *it;
+    int r;
+
+    if (!cJSON_IsObject(tools) || !tools->child)
+        return bad_at(l, "wants the principal's tools: {\"server.tool\": {...}}");
+    cJSON_ArrayForEach(it, tools)
+    {
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(it, "calls");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
+        struct tool *e = &t[*n];
+        snprintf(l->where, sizeof(l->where), "principals[\"%s\"][\"%.64s\"]", principal,
+                 it->string);
+        if (*n == HUTCH_SHAPE_MAX_TOOLS)
+            return bad_at(l, "too many tools (all principals together)");
+        if (!*it->string || strlen(it->string) > HUTCH_MAX_QUALIFIED_NAME ||
+            !strchr(it->string, '.'))
+            return bad_at(l, "not a tool name (server.tool)");
+        for (size_t i = first; i < *n; i++)
+            if (!strcmp(t[i].name, it->string))
+                return bad_at(l, "repeated");
+        if (!cJSON_IsObject(it) || cJSON_GetArraySize(it) != 2 ||
+            count_of(calls, 1, &e->calls) < 0)
+            return bad_at(l, "wants {\"calls\": N, \"shape\": {...}}");
+        snprintf(l->where + strlen(l->where), sizeof(l->where) - strlen(l->where),
+                 ".shape");
+        l->nodes = 0;
+        if ((r = node_load(l, sh, 0, &e->s)) < 0)
+            return r;
+        e->name = strdup(it->string);
+        e->principal = strdup(principal);
+        e->used = *n;
+        (*n)++; /* freed with the rest, whole or not */
+        if (!e->name || !e->principal)
+            return hutch_err_set(l->err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 int hutch_shapes_parse(struct hutch_shapes *s, const char *text, size_t len,
                        struct hutch_err *err)
 {
@@ -720,7 +843,7 @@ int hutch_shapes_parse(struct hutch_shapes *s, const char *text, size_t len,
     struct tool *t = NULL;
     size_t n = 0;
     cJSON *root = NULL;
-    const cJSON *v, *tools, *it;
+    const cJSON *v, *principals, *p;
     int r = -EINVAL;
 
     if (len > HUTCH_SHAPE_FILE_BYTES)
@@ -734,57 +857,50 @@ int hutch_shapes_parse(struct hutch_shapes *s, const char *text, size_t len,
         return hutch_err_set(err, -EINVAL, "not JSON");
     snprintf(l.where, sizeof(l.where), "the file");
     v = cJSON_GetObjectItemCaseSensitive(root, "hutch_shapes");
-    tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    principals = cJSON_GetObjectItemCaseSensitive(root, "principals");
+    if (cJSON_IsObject(root) && cJSON_IsNumber(v) && v->valuedouble == 1) {
+        r = bad_at(&l, "version 1 of the shapes file holds the shapes of every "
+                       "principal together, and whose calls they came from is not "
+                       "known: it is not read (shapes are kept per principal now, "
+                       "so that one principal's results never type another's; the "
+                       "file is replaced at the next save)");
+        goto out;
+    }
     if (!cJSON_IsObject(root) || cJSON_GetArraySize(root) != 2 || !cJSON_IsNumber(v) ||
-        v->valuedouble != 1 || !cJSON_IsObject(tools)) {
-        r = bad_at(&l, "not a shapes file (version 1: {\"hutch_shapes\": 1, \"tools\": "
-                       "{...}})");
+        v->valuedouble != 2 || !cJSON_IsObject(principals)) {
+        r = bad_at(&l, "not a shapes file (version 2: {\"hutch_shapes\": 2, "
+                       "\"principals\": {\"name\": {\"server.tool\": ...}}})");
         goto out;
     }
-    if (cJSON_GetArraySize(tools) > HUTCH_SHAPE_MAX_TOOLS) {
-        r = bad_at(&l, "too many tools");
+    if (cJSON_GetArraySize(principals) > HUTCH_SHAPE_MAX_TOOLS) {
+        r = bad_at(&l, "too many principals");
         goto out;
     }
-    if (tools->child && !(t = calloc((size_t)cJSON_GetArraySize(tools), sizeof(*t)))) {
+    if (principals->child && !(t = calloc(HUTCH_SHAPE_MAX_TOOLS, sizeof(*t)))) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    cJSON_ArrayForEach(it, tools)
+    cJSON_ArrayForEach(p, principals)
     {
-        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(it, "calls");
-        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
-        snprintf(l.where, sizeof(l.where), "tools[\"%.64s\"]", it->string);
-        if (!*it->string || strlen(it->string) > HUTCH_MAX_QUALIFIED_NAME ||
-            !strchr(it->string, '.')) {
-            r = bad_at(&l, "not a tool name (server.tool)");
+        snprintf(l.where, sizeof(l.where), "principals[\"%.64s\"]", p->string);
+        if (!principal_ok(p->string)) {
+            r = bad_at(&l, "not a principal's name (1 to 64 of letters, digits and "
+                           "_ . @ + -)");
             goto out;
         }
-        for (size_t i = 0; i < n; i++)
-            if (!strcmp(t[i].name, it->string)) {
+        for (const cJSON *q = principals->child; q != p; q = q->next)
+            if (!strcmp(q->string, p->string)) {
                 r = bad_at(&l, "repeated");
                 goto out;
             }
-        if (!cJSON_IsObject(it) || cJSON_GetArraySize(it) != 2 ||
-            count_of(calls, 1, &t[n].calls) < 0) {
-            r = bad_at(&l, "wants {\"calls\": N, \"shape\": {...}}");
+        if ((r = principal_load(&l, p->string, p, t, &n)) < 0)
             goto out;
-        }
-        snprintf(l.where + strlen(l.where), sizeof(l.where) - strlen(l.where),
-                 ".shape");
-        l.nodes = 0;
-        if ((r = node_load(&l, sh, 0, &t[n].s)) < 0)
-            goto out;
-        if (!(t[n].name = strdup(it->string))) {
-            shape_free(t[n].s);
-            r = hutch_err_set(err, -ENOMEM, "out of memory");
-            goto out;
-        }
-        n++;
     }
     pthread_mutex_lock(&s->mu);
     tools_free(s->t, s->n);
     s->t = t;
     s->n = n;
+    s->clock = n;
     s->changes++;
     pthread_mutex_unlock(&s->mu);
     t = NULL;
@@ -856,14 +972,16 @@ int hutch_shapes_save(struct hutch_shapes *s, struct hutch_err *err)
     return r;
 }
 
-void hutch_shapes_observe(struct hutch_shapes *s, const char *tool, const cJSON *value)
+void hutch_shapes_observe(struct hutch_shapes *s, const char *principal,
+                          const char *tool, const cJSON *value)
 {
     struct walk w = {0};
     struct shape *sh;
     struct tool *t;
     int due = 0;
 
-    if (!s || !tool || strlen(tool) > HUTCH_MAX_QUALIFIED_NAME)
+    if (!s || !tool || strlen(tool) > HUTCH_MAX_QUALIFIED_NAME ||
+        !principal_ok(principal))
         return;
     /* Walked outside the lock: the bounded part of the work. */
     if (!(sh = shape_of(&w, value, 0))) {
@@ -872,24 +990,33 @@ void hutch_shapes_observe(struct hutch_shapes *s, const char *tool, const cJSON 
         return;
     }
     pthread_mutex_lock(&s->mu);
-    t = find_tool(s, tool);
-    if (!t && s->n < HUTCH_SHAPE_MAX_TOOLS) {
-        struct tool *grown = realloc(s->t, (s->n + 1) * sizeof(*s->t));
-        char *name = strdup(tool);
-        if (grown)
-            s->t = grown;
-        if (grown && name) {
-            t = &s->t[s->n++];
-            *t = (struct tool){.name = name, .s = sh};
+    t = find_tool(s, principal, tool);
+    if (!t) {
+        struct tool *slot = NULL;
+        char *name = strdup(tool), *who = strdup(principal);
+        if (name && who && s->n < HUTCH_SHAPE_MAX_TOOLS) {
+            struct tool *grown = realloc(s->t, (s->n + 1) * sizeof(*s->t));
+            if (grown) {
+                s->t = grown;
+                slot = &s->t[s->n++];
+            }
+        } else if (name && who && (slot = make_room(s))) {
+            tool_clear(slot); /* the oldest of whoever holds the most */
+        }
+        if (slot) {
+            *slot = (struct tool){.principal = who, .name = name, .s = sh};
+            t = slot;
             sh = NULL;
         } else {
             free(name);
+            free(who);
         }
-    } else if (t && merge(t->s, sh) < 0) {
+    } else if (merge(t->s, sh) < 0) {
         t = NULL; /* out of memory: the shape may lack this result */
     }
     if (t) {
         t->calls = add_sat(t->calls, 1);
+        t->used = ++s->clock;
         fit(t->s);
         s->changes++;
         due = s->file && hutch_now_ms() - s->saved_ms >= HUTCH_SHAPE_SAVE_MS;
@@ -904,14 +1031,15 @@ void hutch_shapes_observe(struct hutch_shapes *s, const char *tool, const cJSON 
     }
 }
 
-cJSON *hutch_shapes_schema(struct hutch_shapes *s, const char *tool, uint64_t *calls)
+cJSON *hutch_shapes_schema(struct hutch_shapes *s, const char *principal,
+                           const char *tool, uint64_t *calls)
 {
     cJSON *r = NULL;
     struct tool *t;
-    if (!s || !tool)
+    if (!s || !tool || !principal)
         return NULL;
     pthread_mutex_lock(&s->mu);
-    if ((t = find_tool(s, tool))) {
+    if ((t = find_tool(s, principal, tool))) {
         r = schema_json(t->s);
         if (calls)
             *calls = t->calls;
@@ -949,8 +1077,9 @@ static int replace_string(cJSON *o, const char *key, char *v)
                : (cJSON_Delete(s), -1);
 }
 
-void hutch_shapes_annotate(struct hutch_shapes *s, const struct hutch_catalog *cat,
-                           cJSON *results, enum hutch_detail detail,
+void hutch_shapes_annotate(struct hutch_shapes *s, const char *principal,
+                           const struct hutch_catalog *cat, cJSON *results,
+                           enum hutch_detail detail,
                            int (*may_see)(void *arg, const char *tool), void *arg)
 {
     cJSON *it;
@@ -972,7 +1101,7 @@ void hutch_shapes_annotate(struct hutch_shapes *s, const struct hutch_catalog *c
             continue;
         }
         if (!may_see || !may_see(arg, e->qualified) ||
-            !(schema = hutch_shapes_schema(s, e->qualified, &calls)))
+            !(schema = hutch_shapes_schema(s, principal, e->qualified, &calls)))
             continue;
         pt = hutch_catalog_type(schema, 0);
         tt = hutch_catalog_type(schema, 1);

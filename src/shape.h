@@ -7,13 +7,20 @@
  * array's merged element shape, unions of string / number / integer /
  * boolean / null.  Everything is bounded (caps.h HUTCH_SHAPE_*): a result
  * too big to walk cheaply is not observed; an object with too many keys,
- * or keys that look like data rather than field names, becomes a map
- * (dict[str, V]) whose keys are not kept.
+ * or a key that is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most
+ * HUTCH_SHAPE_MAX_KEY_BYTES), becomes a map (dict[str, V]) whose keys are
+ * not kept: no other text of a result ever reaches a signature.
  *
- * The store is shared by every execution (the bridge observes, search_tools
- * reads) and safe to use from any thread.  With a cache file it is loaded
- * at start, written atomically (a temporary file renamed over it) at most
- * every HUTCH_SHAPE_SAVE_MS while calls come in, and at exit.
+ * Shapes are learned per principal: what alice's calls returned types
+ * alice's search_tools only, never bob's (it would show bob the field
+ * names of alice's data, and let alice plant text in bob's model
+ * context).  The store is shared by every execution (the bridge observes,
+ * search_tools reads) and safe to use from any thread; when it holds
+ * HUTCH_SHAPE_MAX_TOOLS (principal, tool) entries, a new one takes the
+ * place of the least recently observed entry of the principal holding the
+ * most, so no principal can crowd another out.  With a cache file it is
+ * loaded at start, written atomically (a temporary file renamed over it)
+ * at most every HUTCH_SHAPE_SAVE_MS while calls come in, and at exit.
  *
  * Not here: rendering a schema as a Python or TypeScript type (catalog.c,
  * hutch_catalog_type), deciding who may see which tool (the caller passes
@@ -55,27 +62,33 @@ char *hutch_shapes_dump(struct hutch_shapes *s);
  * (0 without a file).  -errno with a message when it cannot be written. */
 int hutch_shapes_save(struct hutch_shapes *s, struct hutch_err *err);
 
-/* One successful result of `tool` ("server.tool"), as the program received
- * it (hutch_bridge_result_value).  Bounded work; a result too big to walk,
- * or a store full of other tools, is not observed.  May write the cache
- * file (at most every HUTCH_SHAPE_SAVE_MS; a failure is logged). */
-void hutch_shapes_observe(struct hutch_shapes *s, const char *tool, const cJSON *value);
+/* One successful result of `tool` ("server.tool") to a call of
+ * `principal`'s (a policy principal's name, or "local" / "http"), as the
+ * program received it (hutch_bridge_result_value).  Bounded work; a result
+ * too big to walk, or a principal's name that is not one, is not observed.
+ * May write the cache file (at most every HUTCH_SHAPE_SAVE_MS; a failure is
+ * logged). */
+void hutch_shapes_observe(struct hutch_shapes *s, const char *principal,
+                          const char *tool, const cJSON *value);
 
-/* The merged shape of `tool` as a JSON Schema ({"type": ..., "properties":
- * ..., "required": ..., "items": ..., "additionalProperties": ...}) and the
- * number of calls it was observed from; NULL when none.  Caller frees. */
-cJSON *hutch_shapes_schema(struct hutch_shapes *s, const char *tool, uint64_t *calls);
+/* The merged shape of `tool` learned from `principal`'s calls as a JSON
+ * Schema ({"type": ..., "properties": ..., "required": ..., "items": ...,
+ * "additionalProperties": ...}) and the number of calls it was observed
+ * from; NULL when none.  Caller frees. */
+cJSON *hutch_shapes_schema(struct hutch_shapes *s, const char *principal,
+                           const char *tool, uint64_t *calls);
 
-/* search_tools' results (hutch_catalog_search's array at `detail`,
- * changed in place):
- * a tool that declares an outputSchema gets "returns": "declared"; one
- * without, that has an observed shape and that `may_see(arg, "server.tool")`
- * allows, gets that shape as the return type of its "python" and
- * "typescript" signatures, "returns": "observed from N calls" and, at
- * HUTCH_DETAIL_FULL, "observedSchema".  Others are
- * left alone (Any).  `may_see` NULL: no observed shape is shown. */
-void hutch_shapes_annotate(struct hutch_shapes *s, const struct hutch_catalog *cat,
-                           cJSON *results, enum hutch_detail detail,
+/* search_tools' results for `principal` (hutch_catalog_search's array at
+ * `detail`, changed in place): a tool that declares an outputSchema gets
+ * "returns": "declared"; one without, that has a shape observed from
+ * `principal`'s own calls and that `may_see(arg, "server.tool")` allows,
+ * gets that shape as the return type of its "python" and "typescript"
+ * signatures, "returns": "observed from N calls" and, at HUTCH_DETAIL_FULL,
+ * "observedSchema".  Others are left alone (Any).  `may_see` NULL: no
+ * observed shape is shown. */
+void hutch_shapes_annotate(struct hutch_shapes *s, const char *principal,
+                           const struct hutch_catalog *cat, cJSON *results,
+                           enum hutch_detail detail,
                            int (*may_see)(void *arg, const char *tool), void *arg);
 
 #endif

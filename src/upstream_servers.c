@@ -32,6 +32,7 @@
 #include "upstream_int.h"
 #include "upstream_parse.h"
 #include "util.h"
+#include "wire.h"
 
 /* --- the servers file --------------------------------------------------- */
 
@@ -630,6 +631,20 @@ int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err
         r = hutch_err_set(err, -EINVAL,
                           "%s: expected a JSON object with \"mcpServers\"", path);
         goto out;
+    }
+    {
+        /* "a\u0000b" would be read as "a": a name, command, argument or
+         * header cut short without a word. */
+        char where[160];
+        r = hutch_json_find_nul(root, data, len, where, sizeof(where));
+        if (r != 0) {
+            r = r < 0 ? hutch_err_set(err, r, "%s: out of memory", path)
+                      : hutch_err_set(err, -EINVAL,
+                                      "%s: %s holds a NUL character (\\u0000), which "
+                                      "no name, command, argument or header may hold",
+                                      path, where);
+            goto out;
+        }
     }
     /* Claude Desktop, Claude Code, Cline, Roo Code: "mcpServers"; VS Code's
      * .vscode/mcp.json: "servers", the same entries. */

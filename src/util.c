@@ -205,6 +205,88 @@ int hutch_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 static const char b64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlong forms, no surrogates, nothing past U+10FFFF) and its code point;
+ * 0 when there is none.  p is NUL-terminated, and a NUL ends any sequence. */
+static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
+{
+    unsigned char c = p[0];
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t n;
+
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, *cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, *cp = c & 0x0f, lo = c == 0xe0 ? 0xa0 : 0x80,
+        hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, *cp = c & 0x07, lo = c == 0xf0 ? 0x90 : 0x80,
+        hi = c == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        unsigned char b = p[i];
+        if (b < (i == 1 ? lo : 0x80) || b > (i == 1 ? hi : 0xbf))
+            return 0;
+        *cp = (*cp << 6) | (b & 0x3f);
+    }
+    return n;
+}
+
+static int bidi_control(uint32_t cp)
+{
+    return cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+char *hutch_text_escape(const char *s, enum hutch_escape how)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t len = strlen((const char *)p), o = 0;
+    char *out = malloc(4 * len + 1); /* "\xNN" for a byte is the most */
+
+    if (!out)
+        return NULL;
+    while (*p) {
+        uint32_t cp = 0;
+        size_t n = utf8_seq(p, &cp);
+        if (n == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f)) {
+            /* One byte at a time: a C1 character shows as its two. */
+            size_t k = n ? n : 1;
+            for (size_t i = 0; i < k; i++) {
+                unsigned char c = p[i];
+                out[o++] = '\\';
+                if (c == '\n' || c == '\t' || c == '\r') {
+                    out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+                } else {
+                    out[o++] = 'x';
+                    out[o++] = hex[c >> 4];
+                    out[o++] = hex[c & 15];
+                }
+            }
+            p += k;
+        } else if (bidi_control(cp)) {
+            o += (size_t)snprintf(out + o, 9, "\\u{%04x}", (unsigned)cp);
+            p += n;
+        } else if (cp == '\\' && how == HUTCH_ESCAPE_NAME) {
+            out[o++] = '\\';
+            out[o++] = '\\';
+            p++;
+        } else {
+            memcpy(out + o, p, n);
+            o += n;
+            p += n;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
 char *hutch_base64_encode(const void *data, size_t len)
 {
     const unsigned char *p = data;

@@ -63,6 +63,19 @@ const char *hutch_lang_canon(const char *name);
  * "typescript" (the JavaScript runner strips the types), else `lang`. */
 const char *hutch_lang_runtime(const char *lang);
 
+/* Untrusted text (a name a program chose, a file path from a tar) as it
+ * may be shown to a person on a terminal, on one line: a newline, a tab and
+ * a carriage return as "\n", "\t", "\r", every other control character
+ * (C0, DEL, C1 U+0080..U+009F) and every byte that is not part of
+ * well-formed UTF-8 as "\xNN", and the bidirectional controls that reorder
+ * what a reader sees (U+061C, U+200E, U+200F, U+202A..U+202E,
+ * U+2066..U+2069) as "\u{NNNN}".  HUTCH_ESCAPE_NAME also shows a
+ * backslash as "\\", so that two names that differ show differently;
+ * HUTCH_ESCAPE_TEXT keeps it (a message whose quotes are escaped already).
+ * Everything else is kept.  Caller frees; NULL only when out of memory. */
+enum hutch_escape { HUTCH_ESCAPE_TEXT = 0, HUTCH_ESCAPE_NAME = 1 };
+char *hutch_text_escape(const char *s, enum hutch_escape how);
+
 /* Base64 (RFC 4648, with padding).  encode: caller frees, NUL-terminated.
  * decode: ignores nothing — whitespace or a bad character is an error
  * (-EINVAL); caller frees *out. */

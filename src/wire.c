@@ -3,7 +3,9 @@
  * trusted to be what it claims beyond what is checked.  Also the UTF-8
  * check and the sanitiser that turns a sandbox's bytes into text safe for a
  * C string and JSON (NUL and invalid bytes as U+FFFD), which every renderer
- * of its output uses (exec.c, mcp_server.c). */
+ * of its output uses (exec.c, mcp_server.c); and where an escaped NUL cut
+ * a JSON string short (hutch_json_find_nul, for the edges that take JSON
+ * from outside: MCP requests, the servers file). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -176,6 +178,76 @@ static char *nul_escapes_replaced(const char *line, size_t len, int *oom)
         i++; /* the escaped character is not a backslash that starts one */
     }
     return copy;
+}
+
+/* Appends one step to the path in w[0..*n): .key for a plain identifier,
+ * ["key"] (printable ASCII, cut) otherwise, [i] for an element. */
+static void path_step(char *w, size_t wlen, const cJSON *item, int index)
+{
+    size_t n = strlen(w);
+    const char *k = item->string;
+    int plain = k && *k && !(*k >= '0' && *k <= '9');
+
+    for (const char *c = k; plain && *c; c++)
+        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                (*c >= '0' && *c <= '9') || *c == '_';
+    if (!k) {
+        snprintf(w + n, wlen - n, "[%d]", index);
+    } else if (plain) {
+        snprintf(w + n, wlen - n, "%s%.64s", n ? "." : "", k);
+    } else {
+        char q[68];
+        size_t o = 0;
+        for (; *k && o < 64; k++)
+            q[o++] = (*k >= 0x20 && *k < 0x7f && *k != '"' && *k != '\\') ? *k : '?';
+        q[o] = '\0';
+        snprintf(w + n, wlen - n, "[\"%s%s\"]", q, *k ? "..." : "");
+    }
+}
+
+/* a as cJSON read it, b with every \u0000 read as U+FFFD (the members of
+ * one container, from its first): the same trees but for the strings a NUL
+ * cut.  1 at the first such key or string. */
+static int nul_diff(const cJSON *a, const cJSON *b, char *w, size_t wlen)
+{
+    int i = 0;
+    for (; a && b; a = a->next, b = b->next, i++) {
+        size_t n = strlen(w);
+        path_step(w, wlen, b, i);
+        if ((a->string && strcmp(a->string, b->string)) ||
+            (cJSON_IsString(a) && strcmp(a->valuestring, b->valuestring)) ||
+            nul_diff(a->child, b->child, w, wlen))
+            return 1;
+        w[n] = '\0';
+    }
+    return 0;
+}
+
+int hutch_json_find_nul(const cJSON *parsed, const char *text, size_t len, char *where,
+                        size_t where_len)
+{
+    int oom, r;
+    char *fixed = nul_escapes_replaced(text, len, &oom);
+    cJSON *b;
+
+    if (where_len)
+        where[0] = '\0';
+    if (oom)
+        return -ENOMEM;
+    if (!fixed || !parsed)
+        return 0;
+    b = cJSON_ParseWithLength(fixed, len);
+    free(fixed);
+    if (!b)
+        return -ENOMEM; /* it parsed once: the second can only lack memory */
+    if (cJSON_IsString(parsed) && strcmp(parsed->valuestring, b->valuestring)) {
+        snprintf(where, where_len, "the value");
+        r = 1;
+    } else {
+        r = where_len ? nul_diff(parsed->child, b->child, where, where_len) : 0;
+    }
+    cJSON_Delete(b);
+    return r;
 }
 
 int hutch_json_depth(const cJSON *j)

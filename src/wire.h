@@ -69,5 +69,13 @@ int hutch_utf8_valid(const char *s, size_t len);
 char *hutch_utf8_sanitize(const char *s, size_t len, size_t *outlen);
 /* Depth of nested arrays/objects. */
 int hutch_json_depth(const cJSON *j);
+/* cJSON reads the escape \u0000 as a NUL that ends its C string ("a\u0000b"
+ * reads as "a"): whether `parsed`, cJSON's tree of text[0..len), lost part
+ * of a key or string so.  1 with `where` naming the first (its path from the
+ * top, like params.arguments.workspace or files[0].path), 0 when none
+ * did, -ENOMEM.  Costs a scan of the text, and a second parse only when the
+ * text holds such an escape. */
+int hutch_json_find_nul(const cJSON *parsed, const char *text, size_t len, char *where,
+                        size_t where_len);
 
 #endif

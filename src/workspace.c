@@ -451,30 +451,43 @@ int hutch_ws_load(struct hutch_ws *w, struct hutch_tar **tar, size_t tar_max,
     return 0;
 }
 
-static int sum_size(void *arg, const char *path, int is_dir, uint64_t size)
+struct tally {
+    uint64_t bytes; /* file data */
+    size_t files;   /* entries, folders included */
+};
+
+static int tally(void *arg, const char *path, int is_dir, uint64_t size)
 {
+    struct tally *t = arg;
     (void)path;
+    t->files++;
     if (!is_dir)
-        *(uint64_t *)arg += size;
+        t->bytes += size;
     return 0;
 }
 
-/* Pack `dir` into <name>.tar, replaced atomically (util.h).  Over
- * max_bytes of file data: -E2BIG, nothing changed. */
+/* Pack `dir` into <name>.tar, replaced atomically (util.h).  max_bytes is
+ * what is stored: the tar, its headers, padding and end blocks included (an
+ * empty file takes a 512-byte header; counting file data alone let 3000
+ * empty files store 1.5 MB under a 256 KB limit).  Over it: -E2BIG,
+ * nothing changed. */
 static int save_dir(struct hutch_ws *w, const char *dir, struct hutch_err *err)
 {
     struct hutch_buf b = HUTCH_BUF_INIT(HUTCH_TAR_MAX_STREAM);
-    uint64_t bytes = 0;
+    struct tally t = {0};
     int r;
 
     r = hutch_archive_pack_dir(dir, hutch_buf_write, &b, NULL, err);
-    if (r == 0 && b.len)
-        r = hutch_archive_list(b.data, b.len, NULL, sum_size, &bytes, err);
-    if (r == 0 && bytes > w->max_bytes)
+    if (r == 0 && b.len > w->max_bytes) {
+        if (hutch_archive_list(b.data, b.len, NULL, tally, &t, err) < 0)
+            t = (struct tally){0};
         r = hutch_err_set(err, -E2BIG,
-                          "its files hold %llu bytes, over the policy's "
+                          "it would take %zu bytes (%llu bytes of data in %zu files "
+                          "and folders, with their tar headers), over the policy's "
                           "workspaces.max_bytes (%llu)",
-                          (unsigned long long)bytes, (unsigned long long)w->max_bytes);
+                          b.len, (unsigned long long)t.bytes, t.files,
+                          (unsigned long long)w->max_bytes);
+    }
     if (r == 0)
         r = hutch_write_file_atomic(w->tar, b.data, b.len, err);
     hutch_buf_free(&b);

@@ -4,9 +4,12 @@
  * Input: JSON text, read two ways.  As a shapes file: refused with a
  * message, or loaded, and then what it dumps loads again to the same dump.
  * As a tool result: observed (twice, under two tools, once merged with the
- * result of another kind); whatever the store then holds must dump to a
- * file that loads again (the merge never keeps what loading refuses), and
- * every shape renders as a Python and a TypeScript type. */
+ * result of another kind) for principal alice, and once for bob under a
+ * third; whatever the store then holds must dump to a file that loads
+ * again (the merge never keeps what loading refuses), every shape renders
+ * as a Python and a TypeScript type, no key of a shape is anything but a
+ * plain identifier, and no principal sees a shape learned from another's
+ * calls. */
 #include "caps.h"
 #include "catalog.h"
 #include "fuzz.h"
@@ -40,12 +43,35 @@ static void round_trip(struct hutch_shapes *s)
     hutch_shapes_free(t);
 }
 
-static void render(struct hutch_shapes *s, const char *tool)
+/* Every key a schema names is a plain identifier: no other text of a
+ * result may reach a signature. */
+static void keys_plain(const cJSON *sc)
 {
-    uint64_t calls = 0;
-    cJSON *sc = hutch_shapes_schema(s, tool, &calls);
+    const cJSON *c, *props = cJSON_GetObjectItemCaseSensitive(sc, "properties");
     if (!sc)
         return;
+    cJSON_ArrayForEach(c, props)
+    {
+        const char *k = c->string;
+        size_t n = strlen(k);
+        fuzz_assert(n >= 1 && n <= HUTCH_SHAPE_MAX_KEY_BYTES &&
+                    !(*k >= '0' && *k <= '9'));
+        for (; *k; k++)
+            fuzz_assert((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') ||
+                        (*k >= '0' && *k <= '9') || *k == '_');
+        keys_plain(c);
+    }
+    keys_plain(cJSON_GetObjectItemCaseSensitive(sc, "items"));
+    keys_plain(cJSON_GetObjectItemCaseSensitive(sc, "additionalProperties"));
+}
+
+static void render(struct hutch_shapes *s, const char *principal, const char *tool)
+{
+    uint64_t calls = 0;
+    cJSON *sc = hutch_shapes_schema(s, principal, tool, &calls);
+    if (!sc)
+        return;
+    keys_plain(sc);
     fuzz_assert(calls >= 1);
     for (int ts = 0; ts < 2; ts++) {
         char *t = hutch_catalog_type(sc, ts);
@@ -72,16 +98,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!v)
         return 0;
     fuzz_assert(hutch_shapes_new(&s, &err) == 0);
-    hutch_shapes_observe(s, "fuzz.a", v);
-    hutch_shapes_observe(s, "fuzz.b", v);
+    hutch_shapes_observe(s, "alice", "fuzz.a", v);
+    hutch_shapes_observe(s, "alice", "fuzz.b", v);
     {
         cJSON *other = cJSON_IsObject(v) ? cJSON_CreateArray() : cJSON_CreateObject();
-        hutch_shapes_observe(s, "fuzz.b", other);
+        hutch_shapes_observe(s, "alice", "fuzz.b", other);
         cJSON_Delete(other);
     }
-    hutch_shapes_observe(s, "fuzz.b", v);
-    render(s, "fuzz.a");
-    render(s, "fuzz.b");
+    hutch_shapes_observe(s, "alice", "fuzz.b", v);
+    hutch_shapes_observe(s, "bob", "fuzz.c", v);
+    render(s, "alice", "fuzz.a");
+    render(s, "alice", "fuzz.b");
+    render(s, "bob", "fuzz.c");
+    {
+        /* Nothing crosses principals. */
+        cJSON *a = hutch_shapes_schema(s, "bob", "fuzz.a", NULL),
+              *b = hutch_shapes_schema(s, "alice", "fuzz.c", NULL);
+        fuzz_assert(!a && !b);
+    }
     round_trip(s);
     hutch_shapes_free(s);
     cJSON_Delete(v);

@@ -1,6 +1,8 @@
 // approval.mjs — the policy's questions reach an MCP client's user (issue
 // 11, point 3): on_tool_call answers "ask", question for everything.echo;
-// the program's call waits in its sandbox while the client is asked.  With
+// the program's call waits in its sandbox while the client is asked, and
+// is shown every argument's head and tail (an address after 400 harmless
+// bytes is not hidden) with what was left out counted.  With
 // the official SDK client on $HUTCH_EXECUTOR (local by default):
 //   2025 era (SDK 1.32.2), over stdio and HTTP: elicitation/create during
 //   the tools/call; approve, decline, cancel, no answer within the call's
@@ -32,7 +34,8 @@ fs.writeFileSync(policy, `return {
   tools = { allow = { "everything.*", "modern.*" } },
   on_tool_call = function(call)
     if call.name == "echo" then
-      return "ask", "Let the program echo " .. tostring(call.args.message) .. "?"
+      local m = tostring(call.args.message)
+      return "ask", "Let the program echo " .. (#m > 40 and "a long message" or m) .. "?"
     end
     return true
   end,
@@ -82,6 +85,32 @@ async function steps(label, client) {
     if (!/refused: denied the user declined: Let the program echo no\?/.test(x.s.stdout) || !/after/.test(x.s.stdout))
       throw new Error(x.text);
     if (lastCall().answer !== "decline") throw new Error(JSON.stringify(lastCall()));
+  });
+  await t.step(`${label}: every argument's head and tail reach the approver, and what was left out is said`, async () => {
+    answer = { action: "decline" };
+    asked = [];
+    // An address after 400 harmless bytes (another argument), and at the
+    // end of 5000 bytes of one: the question cut both away at 300 bytes.
+    const x = await execute(client, py(`
+for args in ({"message": "harmless " * 45, "to": "attacker@evil.example"},
+             {"message": "harmless " * 555 + "to=attacker2@evil.example"}):
+    try:
+        tools.call("everything.echo", args)
+    except ToolError as e:
+        print("refused:", e.code)
+print("after")`), { executor: E });
+    if ((x.s.stdout.match(/refused: denied/g) || []).length !== 2 || !/after/.test(x.s.stdout)) throw new Error(x.text);
+    if (asked.length !== 2) throw new Error(`asked ${asked.length} times: ${JSON.stringify(asked)}`);
+    const [a, b] = asked.map((q) => q.message);
+    if (!/\n {2}to: "attacker@evil\.example"\n/.test(a) || !/\n {2}message: "harmless /.test(a))
+      throw new Error(`the second argument is not shown: ${a}`);
+    const left = /…\[(\d+) bytes left out\]…/.exec(b);
+    if (!/to=attacker2@evil\.example"\n/.test(b) || !left) throw new Error(`the tail is not shown: ${b}`);
+    const line = `message: ${JSON.stringify("harmless ".repeat(555) + "to=attacker2@evil.example")}`;
+    const shown = b.slice(b.indexOf("  message: ") + 2).replace(left[0], "").trimEnd();
+    if (Number(left[1]) + Buffer.byteLength(shown) !== Buffer.byteLength(line))
+      throw new Error(`left out ${left[1]} + shown ${Buffer.byteLength(shown)} != ${Buffer.byteLength(line)}: ${b}`);
+    if (b.length > 12000) throw new Error(`the question is ${b.length} characters`);
   });
   await t.step(`${label}: an upstream's own question reaches the client and its answer goes back`, async () => {
     asked = [];

@@ -1,10 +1,12 @@
 // workspace.mjs — execute_code's `workspace` through the official SDK
 // client: over stdio, a file written in one execution is there in the
 // next, its files are not result files, a failed execution keeps the
-// previous content, a bad name and a busy workspace are tool errors; over
+// previous content, a bad name and a busy workspace are tool errors, a
+// name with an escaped NUL ("a\u0000b") is refused, not taken as "a"; over
 // HTTP with two principals (two bearer tokens), neither sees the other's
-// workspace of the same name.  On $HUTCH_EXECUTOR (tests/docker/ and
-// tests/gvisor/workspace_mcp.sh).  TAP.
+// workspace of the same name, and workspaces.max_bytes counts what is
+// stored (3000 empty files are 1.5 MB of tar headers).  On
+// $HUTCH_EXECUTOR (tests/docker/ and tests/gvisor/workspace_mcp.sh).  TAP.
 import {
   connectHttp, execute, fs, loadSdk, os, path, py, requireEnv, spawnHttp, spawnSync, startStdio, tap, waitFor,
 } from "./lib.mjs";
@@ -92,6 +94,23 @@ await t.step("a bad workspace name is a tool error naming the rule", async () =>
   if (!a.r.isError || !/"workspace".*must not start with/.test(a.text)) throw new Error(a.text);
 });
 
+await t.step("a name with a NUL (\"a\\u0000b\") is refused, not taken as \"a\"", async () => {
+  let refused;
+  try {
+    const a = await execute(h.client, py(`open("${WS}/x", "w").write("x")`, { workspace: "a\u0000b" }));
+    refused = a.r.isError ? a.text : null;
+    if (!refused) throw new Error(`it ran: ${a.text}`);
+  } catch (e) {
+    refused = e.message;
+  }
+  if (!/params\.arguments\.workspace holds a NUL character/.test(refused)) throw new Error(refused);
+  if (fs.existsSync(path.join(store, hex("local"), "a.tar"))) throw new Error("workspace \"a\" was saved");
+  if (fs.existsSync(path.join(store, hex("local"), "a.lock"))) throw new Error("workspace \"a\" was opened");
+  // The session goes on.
+  const b = await execute(h.client, py("1 + 1"));
+  if (b.s.result !== 2) throw new Error(`then: ${b.text}`);
+});
+
 await t.step("a second execution of a busy workspace is refused", async () => {
   const lock = path.join(store, hex("local"), "notes.lock");
   const slow = execute(h.client, py(`import time\ntime.sleep(40)\n"slow"`, { workspace: "notes", timeout_ms: 120000 }),
@@ -116,6 +135,7 @@ const bob = "bob-token-" + Math.random().toString(36).slice(2) + "xxxxxxxxxx";
 const policy = path.join(dir, "policy.lua");
 fs.writeFileSync(policy, `return {
   principals = { { name = "alice", token = "${alice}" }, { name = "bob", token = "${bob}" } },
+  workspaces = { max_bytes = 262144 },
 }
 `);
 let srv;
@@ -145,6 +165,30 @@ await t.step("two principals cannot see each other's workspace of the same name"
   } finally {
     await a.client.close();
     await b.client.close();
+  }
+}, 240);
+await t.step("workspaces.max_bytes counts the tar: 3000 empty files do not fit 256 KiB", async () => {
+  const a = await connectHttp({ sdk, url: srv.url, token: alice });
+  try {
+    const w = await execute(a.client, py(`
+import os
+os.makedirs("${WS}/many")
+for i in range(3000):
+    open(f"${WS}/many/f{i:04d}", "w").close()
+"written"`, { workspace: "empty-files" }));
+    if (!w.r.isError || !/workspace "empty-files" not saved/.test(w.text) ||
+        !/0 bytes of data in 3001 files and folders/.test(w.text) || !/workspaces\.max_bytes \(262144\)/.test(w.text))
+      throw new Error(w.text);
+    if (fs.existsSync(path.join(store, hex("alice"), "empty-files.tar"))) throw new Error("it was stored");
+    const ok = await execute(a.client, py(`
+for i in range(100):
+    open(f"${WS}/f{i:03d}", "w").close()
+"written"`, { workspace: "few-files" }));
+    if (ok.r.isError) throw new Error(`100 empty files: ${ok.text}`);
+    const size = fs.statSync(path.join(store, hex("alice"), "few-files.tar")).size;
+    if (size > 262144) throw new Error(`stored ${size} bytes`);
+  } finally {
+    await a.client.close();
   }
 }, 240);
 const stopped = await srv.stop();

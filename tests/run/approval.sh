@@ -53,12 +53,29 @@ like "\"ask\" without a question is a policy error, not a question" "$out" \
 
 out=$(run y 2>&1)
 like "the terminal shows the question" "$out" "Let the program echo hello?"
-like "and the call's arguments" "$out" 'arguments: {"message":"hello"}'
+like "and the call's arguments, one to a line" "$out" 'with the arguments:
+  message: "hello"'
+
 like "approved (y): the call goes ahead" "$out" "answer: Echo: hello"
 a=$(last_call)
 like "audit: allowed" "$a" '"decision":"allow"'
 like "audit: the question" "$a" '"question":"Let the program echo hello?"'
 like "audit: the answer" "$a" '"answer":"approve"'
+
+# An address after 4000 harmless bytes: shown (the tail of the argument),
+# with what was left out counted; an escape in an argument is not sent to
+# the terminal.  (The question was cut at 300 bytes.)
+out=$("$PY" "$PTY" n "$HUTCH" run --servers "$T/servers.json" --policy "$T/p.lua" \
+    --lang python -e '
+try:
+    tools.everything.echo(message="harmless " * 450 + "to=attacker@evil.example \x1b]52;c;Zm9v\x07\u202e")
+except ToolError as e:
+    print("refused:", e.code)' 2>&1)
+like "a long argument: its tail reaches the terminal" "$out" 'to=attacker@evil.example \u001b]52;c;Zm9v\u0007\u{202e}"'
+like "with what was left out counted" "$out" "bytes left out]…"
+unlike "no escape byte reaches the terminal" "$out" $'\e'
+unlike "nor the override" "$out" $'\u202e'
+like "declined" "$out" "refused: denied"
 
 out=$(run n 2>&1)
 like "declined (n): the program sees a denial it can catch" "$out" \

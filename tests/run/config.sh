@@ -80,9 +80,13 @@ printf 'shapes = %s\n' "$T/shapes.json" >"$T/shapes.conf"
 run_hutch serve --config "$T/shapes.conf" --check-config
 is "--check-config: a corrupt shapes file exits 0" "$RC" 0
 like "... with a warning naming it" "$ERR" "warning: result shapes: $T/shapes.json"
-printf '{"hutch_shapes":1,"tools":{}}' >"$T/shapes.json"
+printf '{"hutch_shapes":2,"principals":{}}' >"$T/shapes.json"
 run_hutch serve --config "$T/shapes.conf" --check-config
 is "--check-config: a valid shapes file says nothing of it" "$RC:$ERR" "0:"
+printf '{"hutch_shapes":1,"tools":{}}' >"$T/shapes.json"
+run_hutch serve --config "$T/shapes.conf" --check-config
+is "--check-config: a version 1 shapes file exits 0" "$RC" 0
+like "... with a warning that it is not read, and why" "$ERR" "version 1 of the shapes file holds the shapes of every principal together"
 
 printf 'http\n' >"$T/syntax.conf"
 run_hutch serve --config "$T/syntax.conf" --check-config

@@ -57,6 +57,9 @@ like "a wrong type is reported as file:line" "$OUT$ERR" "bad2.lua:"
 run_hutch policy test "$T/p.lua" --tool everything.echo --args '{"message":"hi"}'
 is "policy test: allowed tool exits 0" "$RC" 0
 is "policy test prints allow" "$OUT" "allow"
+run_hutch policy test "$T/p.lua" --tool everything.echo --args '{"message":"hi\u0000 there"}'
+is "policy test: an escaped NUL in --args is refused (exit 2)" "$RC" 2
+like "... naming the argument, as hutch serve would refuse the call" "$ERR" "message holds a NUL character"
 run_hutch policy test "$T/p.lua" --tool " Everything.Get-Env "
 is "policy test: deny rule wins (case/space variant) exits 3" "$RC" 3
 like "policy test prints the deny reason" "$OUT" "deny:"

@@ -205,6 +205,67 @@ is "a damaged workspace is an error" "$RC" 125
 like "naming the workspace" "$ERR" 'loading workspace "broken"'
 rm -f "$LOCAL_DIR/broken.tar"
 
+# --- names a program chose -------------------------------------------------------
+# A file name with a newline would forge lines of `hutch workspace show`;
+# one with an OSC 52 escape would write the operator's clipboard when shown.
+# The tar judge refuses both, naming the entry escaped, and nothing is saved.
+run_hutch run --lang python -w notes -e '
+open("/work/out/workspace/a\nb.txt\t6 bytes\nforged.txt", "w").write("x")
+print("wrote")'
+is "a workspace file name with a newline: the run fails (125)" "$RC" 125
+like "the refusal names the entry, escaped" "$ERR" 'a\x0ab.txt\x096 bytes\x0aforged.txt": control characters'
+is "the refusal is one line" "$(printf '%s\n' "$ERR" | grep -c .)" 1
+run_hutch workspace show notes
+unlike "and the workspace did not take it" "$OUT" "forged"
+run_hutch run --lang python --out "$T/ctl" -e '
+open("/work/out/\x1b]52;c;cm0gLXJmIH4K\x07.txt", "w").write("x")'
+is "a result file named with an OSC 52 escape: refused (125)" "$RC" 125
+like "named escaped" "$ERR" '\x1b]52;c;cm0gLXJmIH4K\x07.txt": control characters'
+unlike "no escape byte reaches the terminal" "$ERR" $'\e'
+run_hutch run --lang python --out "$T/ctl" -e '
+open("/work/out/csi\u009b2J.txt", "w").write("x")'
+is "a result file named with a C1 control (U+009B): refused (125)" "$RC" 125
+like "named escaped" "$ERR" 'csi\xc2\x9b2J.txt": control characters'
+ok "--out received nothing" test -z "$(ls -A "$T/ctl" 2>/dev/null)"
+
+# What passes the judge but could still mislead a reader is shown escaped:
+# a right-to-left override, a backslash.  A tar a store holds from before
+# (or a store changed on the host) with a newline in a name is refused by
+# show, naming it escaped; a store file named with an escape is listed
+# escaped.
+"$PY" - "$LOCAL_DIR/odd.tar" <<'EOF'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    for name in ["evil\u202etxt.exe", "back\\slash"]:
+        i = tarfile.TarInfo(name)
+        i.size = 1
+        t.addfile(i, io.BytesIO(b"x"))
+EOF
+run_hutch workspace show odd
+is "show of names that pass the judge exits 0" "$RC" 0
+like "a right-to-left override is shown as \\u{202e}" "$OUT" 'evil\u{202e}txt.exe	1 bytes'
+like "a backslash is shown doubled" "$OUT" 'back\\slash	1 bytes'
+unlike "no override reaches the terminal" "$OUT" $'\u202e'
+run_hutch workspace show odd --json
+like "--json keeps the name as it is, JSON-escaped" "$OUT" '"evil‮txt.exe"'
+"$PY" - "$LOCAL_DIR/forged.tar" <<'EOF'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    i = tarfile.TarInfo("a\nforged.txt\t1 bytes\n\x1b]52;c;cm0K\x07")
+    i.size = 1
+    t.addfile(i, io.BytesIO(b"x"))
+EOF
+run_hutch workspace show forged
+is "show of a stored tar with a newline in a name fails" "$RC" 1
+like "naming the entry escaped" "$ERR" 'a\x0aforged.txt\x091 bytes\x0a\x1b]52;c;cm0K\x07": control characters'
+is "on one line" "$(printf '%s\n' "$ERR" | grep -c .)" 1
+unlike "with no escape byte" "$ERR" $'\e'
+touch "$LOCAL_DIR/"$'x\e]52;c;cm0K\a'".tar"
+run_hutch workspace list
+like "list shows a store file's odd name escaped" "$OUT" 'x\x1b]52;c;cm0K\x07	0 bytes'
+unlike "with no escape byte" "$OUT" $'\e'
+rm -f "$LOCAL_DIR/odd.tar" "$LOCAL_DIR/forged.tar" "$LOCAL_DIR/"$'x\e]52;c;cm0K\a'".tar"
+
 # --- idle lifetime -------------------------------------------------------------
 cat >"$T/idle.lua" <<'EOF'
 return { workspaces = { idle_s = 3600 } }

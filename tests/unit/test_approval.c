@@ -1,5 +1,6 @@
 /* test_approval.c — unit tests of src/approval.c: hutch's requests to an
- * MCP client and the approval question built on them.  The "client" is a
+ * MCP client and the approval question built on them (every argument's
+ * head and tail shown, what was left out said, the whole bounded).  The "client" is a
  * send function that answers in place (through hutch_asks_response), so
  * no test waits for anything but a budget nobody will meet.  TAP. */
 #include <errno.h>
@@ -10,7 +11,9 @@
 #include <cjson/cJSON.h>
 
 #include "approval.h"
+#include "caps.h"
 #include "govern.h"
+#include "wire.h"
 
 #include "tap.h"
 
@@ -69,11 +72,141 @@ static int ask(struct client *c, unsigned ms, char *why, size_t n)
     return r;
 }
 
+/* The message of the question about mail.send with `args` (JSON). */
+static char *message_for(const char *json)
+{
+    cJSON *args = cJSON_Parse(json);
+    cJSON *p = hutch_approval_params("mail.send", "Send it?", args);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(p, "message");
+    char *r = cJSON_IsString(m) ? strdup(m->valuestring) : NULL;
+    cJSON_Delete(p);
+    cJSON_Delete(args);
+    return r;
+}
+
+/* A JSON object {"k0": "xxx…", …} of n arguments of `size` bytes each, then
+ * `last` (a "key": value member, or ""). */
+static char *many_args(int n, size_t size, const char *last)
+{
+    size_t cap = (size_t)n * (size + 16) + strlen(last) + 8, o = 0;
+    char *s = malloc(cap);
+    o += (size_t)snprintf(s + o, cap - o, "{");
+    for (int i = 0; i < n; i++) {
+        o += (size_t)snprintf(s + o, cap - o, "%s\"k%d\":\"", i ? "," : "", i);
+        memset(s + o, 'x', size);
+        o += size;
+        s[o++] = '"';
+    }
+    snprintf(s + o, cap - o, "%s%s}", n && *last ? "," : "", last);
+    return s;
+}
+
+/* The number in "…[N bytes left out]…" (the first), or -1. */
+static long left_out(const char *m)
+{
+    const char *p = strstr(m, "…[");
+    return p ? strtol(p + strlen("…["), NULL, 10) : -1;
+}
+
+static void question_text(void)
+{
+    char *m, *j, big[3200];
+    size_t bound = strlen("Send it?") + 200 + HUTCH_APPROVAL_ARGS_TEXT * 5;
+
+    /* The finding: `to` after 400 harmless bytes was cut away. */
+    j = many_args(1, 400, "\"to\":\"attacker@evil.example\"");
+    m = message_for(j);
+    ok(m && strstr(m, "  to: \"attacker@evil.example\"\n"),
+       "an argument after 400 bytes of another is shown");
+    ok(m && strstr(m, "  k0: \"xxxxxxxx") && !strstr(m, "left out"),
+       "and the first one whole, both within the budget");
+    free(m);
+    free(j);
+
+    /* One long argument: its head and its tail, and the count between. */
+    {
+        size_t o = (size_t)snprintf(big, sizeof(big), "{\"body\":\"");
+        while (o < 3000)
+            o += (size_t)snprintf(big + o, sizeof(big) - o, "harmless ");
+        snprintf(big + o, sizeof(big) - o, "to=attacker@evil.example\"}");
+    }
+    m = message_for(big);
+    {
+        /* "body: " + the JSON string: the line the budget applies to. */
+        long line =
+            (long)strlen("body: ") + (long)strlen(big) - (long)strlen("{\"body\":}");
+        ok(m && strstr(m, "to=attacker@evil.example\"\n") &&
+               strstr(m, "  body: \"harmless"),
+           "one long argument: its head and its tail (where the address is)");
+        ok(m && left_out(m) == line - HUTCH_APPROVAL_ARGS_TEXT,
+           "and exactly how much between was left out (%ld of %ld bytes)",
+           m ? left_out(m) : -1, line);
+    }
+    free(m);
+
+    /* More arguments than can be shown: each shown one has its head and
+     * tail, the rest are counted, the whole is bounded. */
+    j = many_args(30, 500, "\"to\":\"attacker@evil.example\"");
+    m = message_for(j);
+    ok(m && strstr(m, "… and 10 more arguments (") && strstr(m, "bytes) left out"),
+       "31 arguments: the ones past %d are counted",
+       HUTCH_APPROVAL_ARGS_TEXT / HUTCH_APPROVAL_ARG_MIN);
+    ok(m && strstr(m, "  k0: \"xxx") && strstr(m, "  k20: \"xxx") && !strstr(m, "k21:"),
+       "and each of the first %d shows its head and its tail",
+       HUTCH_APPROVAL_ARGS_TEXT / HUTCH_APPROVAL_ARG_MIN);
+    ok(m && strlen(m) < bound, "the question stays bounded (%zu bytes)",
+       m ? strlen(m) : 0);
+    free(m);
+    free(j);
+
+    /* A megabyte in one argument: bounded, and the count is exact. */
+    j = many_args(1, 1u << 20, "\"to\":\"attacker@evil.example\"");
+    m = message_for(j);
+    ok(m && strlen(m) < bound && strstr(m, "  to: \"attacker@evil.example\""),
+       "a 1 MiB argument beside it: bounded (%zu bytes), the other shown",
+       m ? strlen(m) : 0);
+    ok(m && left_out(m) ==
+                (long)strlen("k0: \"\"") + (1L << 20) - HUTCH_APPROVAL_ARGS_TEXT / 2,
+       "and what was left out of the big one is said exactly (%ld)",
+       m ? left_out(m) : -1);
+    free(m);
+    free(j);
+
+    /* What could mislead the approver is escaped; a cut keeps UTF-8 whole. */
+    m = message_for("{\"to\":\"moc.live@\\u202ebob\",\"c1\":\"\\u009b2J\",\"esc\":"
+                    "\"\\u001b]52;\"}");
+    ok(m && strstr(m, "moc.live@\\u{202e}bob") && strstr(m, "\\xc2\\x9b2J") &&
+           strstr(m, "esc: \"\\u001b]52;\"") && !strstr(m, "\xe2\x80\xae") &&
+           !strstr(m, "\xc2\x9b"),
+       "a right-to-left override, C1 and escape characters are escaped");
+    free(m);
+    {
+        char u[3200];
+        size_t o = (size_t)snprintf(u, sizeof(u), "{\"t\":\"");
+        for (int i = 0; i < 1500; i++)
+            o += (size_t)snprintf(u + o, sizeof(u) - o, "\xc3\xa9");
+        snprintf(u + o, sizeof(u) - o, "\"}");
+        m = message_for(u);
+        ok(m && hutch_utf8_valid(m, strlen(m)) && strstr(m, "left out"),
+           "a cut inside two-byte characters keeps the text valid UTF-8");
+        free(m);
+    }
+    m = message_for("{}");
+    ok(m && strstr(m, "mail.send with no arguments."), "no arguments: said so");
+    free(m);
+    m = message_for("{\"a b\\n\":1}");
+    ok(m && strstr(m, "  \"a b\\n\": 1\n"),
+       "a key that is not a name is shown as JSON");
+    free(m);
+}
+
 int main(void)
 {
     struct client c = {0};
     char why[256];
     int r;
+
+    question_text();
 
     c.a = hutch_asks_new();
     c.answer = "{\"action\": \"accept\", \"content\": {\"approve\": true}}";

@@ -486,13 +486,28 @@ static int t_limits(void)
 
 static int t_relpath(void)
 {
-    static const char *good[] = {"a", "a/b", "a.b/..c", "...", ".x", "x y/z"};
+    static const char *good[] = {"a",           "a/b",          "a.b/..c",
+                                 "...",         ".x",           "x y/z",
+                                 "caf\xc3\xa9", "nb\xc2\xa0sp", "\xc3\x82"};
     static const struct {
         const char *p, *needle;
     } bad[] = {
-        {"", "empty path"},     {"/a", "absolute"},   {"..", "\"..\""},
-        {"a/..", "\"..\""},     {"./a", "\".\""},     {".", "\".\""},
-        {"a//b", "empty path"}, {"a/", "empty path"}, {"a/../../x", "\"..\""},
+        {"", "empty path"},
+        {"/a", "absolute"},
+        {"..", "\"..\""},
+        {"a/..", "\"..\""},
+        {"./a", "\".\""},
+        {".", "\".\""},
+        {"a//b", "empty path"},
+        {"a/", "empty path"},
+        {"a/../../x", "\"..\""},
+        {"a\nb", "\"a\\x0ab\": control characters"},
+        {"d/\x1b]52;c;aGk=\x07", "\"d/\\x1b]52;c;aGk=\\x07\": control characters"},
+        {"tab\there", "control characters"},
+        {"del\x7f", "control characters"},
+        {"csi\xc2\x9b"
+         "31m",
+         "\"csi\\xc2\\x9b31m\": control characters"},
     };
     struct hutch_archive_limits lim;
     struct hutch_err err = {0};
@@ -620,6 +635,58 @@ static void fill_longname(struct tw *t)
     memset(p, 'c', 256);
     p[256] = '\0';
     tw_file(t, p, "x");
+}
+
+/* A name that forges a listing line, one that writes the terminal's
+ * clipboard (OSC 52), one with a C1 CSI. */
+static void fill_newline(struct tw *t)
+{
+    tw_file(t, "ok.txt", "fine");
+    tw_file(t, "a\nb 3 bytes\nforged.txt", "x");
+}
+static void fill_osc52(struct tw *t)
+{
+    tw_add(t, "d/", AE_IFDIR, 0755, NULL, NULL, false);
+    tw_file(t, "d/\x1b]52;c;cm0gLXJmIH4=\x07.txt", "x");
+}
+static void fill_c1(struct tw *t)
+{
+    tw_file(t,
+            "\xc2\x9b"
+            "2J",
+            "x");
+}
+
+static int t_control(void)
+{
+    return reject_one("control", fill_newline,
+                      "tar entry \"a\\x0ab 3 bytes\\x0aforged.txt\": control "
+                      "characters (a newline, a tab, an escape, U+0080 to U+009F) are "
+                      "not allowed in names") ||
+           reject_one("osc52", fill_osc52,
+                      "tar entry \"d/\\x1b]52;c;cm0gLXJmIH4=\\x07.txt\": control") ||
+           reject_one("c1", fill_c1, "tar entry \"\\xc2\\x9b2J\": control");
+}
+
+static int t_control_filter(void)
+{
+    struct hutch_buf out;
+    struct hutch_err err = {0};
+    struct tw t;
+    int r;
+
+    tw_open(&t, TW_PAX);
+    fill_newline(&t);
+    tw_close(&t);
+    hutch_buf_init(&out, 1u << 20);
+    r = hutch_archive_filter(t.b.data, t.b.len, hutch_buf_write, &out, NULL, 0, 0,
+                             &err);
+    printf("# filter -> %d %s\n", r, err.msg);
+    CHECK(r == -EINVAL && strstr(err.msg, "\"a\\x0ab 3 bytes\\x0aforged.txt\"") &&
+          !strchr(err.msg, '\n') && out.len == 0);
+    hutch_buf_free(&t.b);
+    hutch_buf_free(&out);
+    return 0;
 }
 
 static int t_abs(void)
@@ -1557,6 +1624,8 @@ static const struct {
     {"default limits come from caps.h", t_limits},
     {"list and read_files name entries as extract does", t_list_and_read},
     {"check_relpath accepts and refuses", t_relpath},
+    {"names with control characters rejected, named escaped", t_control},
+    {"filter refuses a name with a control character too", t_control_filter},
     {"absolute path rejected", t_abs},
     {"\"../x\" rejected", t_dotdot},
     {"\"a/../../x\" rejected", t_dotdot2},

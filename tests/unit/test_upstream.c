@@ -368,6 +368,13 @@ static void test_load(void)
     ok(load_fails("{\"mcpServers\": {}} x", "unexpected data"),
        "data after the JSON is refused");
     ok(load_fails("[]", "expected a JSON object"), "a top level that is not an object");
+    ok(load_fails("{\"mcpServers\": {\"fs\\u0000x\": {\"command\": \"true\"}}}",
+                  "mcpServers[\"fs???x\"] holds a NUL character"),
+       "a server name with an escaped NUL is refused, not read as \"fs\"");
+    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"true\", \"args\": "
+                  "[\"-a\", \"/srv\\u0000/etc\"]}}}\n",
+                  "mcpServers.fs.args[1] holds a NUL character"),
+       "an argument with an escaped NUL is refused, naming it");
     ok(load_fails("{\"other\": {}}", "no \"mcpServers\""), "missing mcpServers");
     ok(load_fails("{\"mcpServers\": []}", "\"mcpServers\" must be an object"),
        "mcpServers that is not an object");

@@ -6,6 +6,7 @@
 
 #include "caps.h"
 #include "tap.h"
+#include "util.h"
 #include "wire.h"
 
 static int parse(const char *s, struct hutch_msg *m, struct hutch_err *e)
@@ -175,6 +176,76 @@ int main(void)
         t = hutch_utf8_sanitize("", 0, &n);
         ok(t && n == 0 && !*t, "sanitize: empty");
         free(t);
+    }
+
+    /* Text from a sandbox shown on a terminal (util.c): one line, no
+     * control reaches it, a plain name shows as itself. */
+    {
+        static const struct {
+            const char *in, *name, *text;
+        } cases[] = {
+            {"notes/a.txt", "notes/a.txt", "notes/a.txt"},
+            {"caf\xc3\xa9 \xf0\x9f\x98\x80", "caf\xc3\xa9 \xf0\x9f\x98\x80",
+             "caf\xc3\xa9 \xf0\x9f\x98\x80"},
+            {"a\nb\tc\rd", "a\\nb\\tc\\rd", "a\\nb\\tc\\rd"},
+            {"\x1b]52;c;Zm9v\x07", "\\x1b]52;c;Zm9v\\x07", "\\x1b]52;c;Zm9v\\x07"},
+            {"del\x7f", "del\\x7f", "del\\x7f"},
+            {"c1\xc2\x9b"
+             "2J",
+             "c1\\xc2\\x9b2J", "c1\\xc2\\x9b2J"},
+            {"nbsp\xc2\xa0", "nbsp\xc2\xa0", "nbsp\xc2\xa0"},
+            {"rlo\xe2\x80\xaetxt", "rlo\\u{202e}txt", "rlo\\u{202e}txt"},
+            {"bad\xff\xc3", "bad\\xff\\xc3", "bad\\xff\\xc3"},
+            {"over\xc0\xaf", "over\\xc0\\xaf", "over\\xc0\\xaf"},
+            {"sur\xed\xa0\x80", "sur\\xed\\xa0\\x80", "sur\\xed\\xa0\\x80"},
+            {"back\\slash", "back\\\\slash", "back\\slash"},
+            {"", "", ""},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+            char *n = hutch_text_escape(cases[i].in, HUTCH_ESCAPE_NAME);
+            char *t = hutch_text_escape(cases[i].in, HUTCH_ESCAPE_TEXT);
+            ok(n && t && !strcmp(n, cases[i].name) && !strcmp(t, cases[i].text),
+               "escape %zu: as a name %s, as text %s", i, n ? n : "?", t ? t : "?");
+            free(n);
+            free(t);
+        }
+        /* The worst case fills the buffer it reserves, exactly. */
+        char worst[1025];
+        memset(worst, 0x01, 1024);
+        worst[1024] = '\0';
+        char *w = hutch_text_escape(worst, HUTCH_ESCAPE_NAME);
+        ok(w && strlen(w) == 4096, "1024 control bytes escape to 4096 characters");
+        free(w);
+    }
+
+    /* Where an escaped NUL cut a string cJSON read (the MCP edge and the
+     * servers file refuse it, naming the place). */
+    {
+        static const struct {
+            const char *json, *where;
+        } cases[] = {
+            {"{\"params\":{\"arguments\":{\"workspace\":\"a\\u0000b\"}}}",
+             "params.arguments.workspace"},
+            {"{\"files\":[{\"path\":\"x\"},{\"path\":\"a\\u0000\"}]}", "files[1].path"},
+            {"{\"a\\u0000b\":1}", "[\"a???b\"]"},
+            {"{\"odd key\":[\"\\u0000\"]}", "[\"odd key\"][0]"},
+            {"\"\\u0000\"", "the value"},
+            {"{\"k\":\"\\\\u0000\"}", NULL}, /* a backslash, then text */
+            {"{\"k\":\"\\ufffd\"}", NULL},
+            {"[1,2,{\"x\":\"plain\"}]", NULL},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+            cJSON *j = cJSON_Parse(cases[i].json);
+            char where[160] = "?";
+            int r = hutch_json_find_nul(j, cases[i].json, strlen(cases[i].json), where,
+                                        sizeof(where));
+            if (cases[i].where)
+                ok(r == 1 && !strcmp(where, cases[i].where), "find_nul %s: at %s (%d)",
+                   cases[i].json, where, r);
+            else
+                ok(r == 0 && !where[0], "find_nul %s: none (%d)", cases[i].json, r);
+            cJSON_Delete(j);
+        }
     }
     return tap_done();
 }

@@ -2,7 +2,9 @@
  * at a time per workspace, a lock held for an instant by another process
  * (an idle sweep or a delete of a replica) is waited for, not reported as
  * "in use", and a process forked while a workspace was held (a sandbox's
- * init, a runsc not yet exec'd) does not keep holding it.  Printing TAP. */
+ * init, a runsc not yet exec'd) does not keep holding it; and its size
+ * limit: workspaces.max_bytes counts what is stored, tar headers included
+ * (3000 empty files are 1.5 MB of tar).  Printing TAP. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -15,7 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "caps.h"
+#include "hutch_archive.h"
 #include "policy.h"
 #include "util.h"
 #include "workspace.h"
@@ -84,6 +88,63 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
     (void)flag;
     (void)f;
     return remove(p);
+}
+
+/* The tar of /work/out as a sandbox would leave it: `n` files of `size`
+ * bytes under workspace/; into out (0, or -1). */
+static int out_tar(struct hutch_buf *out, int n, size_t size)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct hutch_tar *t = NULL;
+    const void *data;
+    size_t len;
+    char path[64], *bytes = calloc(1, size + 1);
+    int r = bytes ? hutch_tar_new(&t, HUTCH_TAR_MAX_STREAM, &err) : -1;
+
+    for (int i = 0; r == 0 && i < n; i++) {
+        snprintf(path, sizeof(path), "workspace/f%04d", i);
+        r = hutch_tar_add_bytes(t, path, bytes, size, 0644, &err);
+    }
+    if (r == 0)
+        r = hutch_tar_finish(t, &data, &len, &err);
+    if (r == 0)
+        r = hutch_buf_append(out, data, len);
+    if (r < 0)
+        printf("# building the tar: %s\n", err.msg);
+    hutch_tar_free(t);
+    free(bytes);
+    return r < 0 ? -1 : 0;
+}
+
+/* Saves `n` files of `size` bytes into workspace `name` under a limit of
+ * max_bytes; the split's return, its message in err. */
+static int save(const char *store, const char *name, uint64_t max_bytes, int n,
+                size_t size, struct hutch_err *err)
+{
+    struct hutch_policy_workspaces small = pol;
+    struct hutch_buf b = HUTCH_BUF_INIT(HUTCH_TAR_MAX_STREAM);
+    struct hutch_ws *w = NULL;
+    cJSON *files = cJSON_CreateArray();
+    int r;
+
+    small.max_bytes = max_bytes;
+    r = hutch_ws_open(store, "p", name, &small, &w, err);
+    if (r == 0)
+        r = out_tar(&b, n, size) < 0 ? -EIO : 0;
+    if (r == 0)
+        r = hutch_ws_split(w, &b, files, 1, NULL, err);
+    hutch_ws_close(w);
+    hutch_buf_free(&b);
+    cJSON_Delete(files);
+    return r;
+}
+
+static off_t stored(const char *store, const char *name)
+{
+    char path[600];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/70/%s.tar", store, name);
+    return stat(path, &st) == 0 ? st.st_size : -1;
 }
 
 int main(void)
@@ -163,6 +224,41 @@ int main(void)
     r = hutch_ws_open(store, principal, "notes", &pol, &a, &err);
     ok(r == 0 && a, "and opens once it is released (%s)", err.msg);
     hutch_ws_close(a);
+
+    /* workspaces.max_bytes counts what is stored.  3000 empty files: no
+     * file data, but 3000 headers of 512 bytes. */
+    err = (struct hutch_err)HUTCH_ERR_INIT;
+    r = save(store, "many", 256 * 1024, 3000, 0, &err);
+    ok(r == -E2BIG, "3000 empty files do not fit 256 KiB (%d: %s)", r, err.msg);
+    ok(strstr(err.msg, "workspaces.max_bytes (262144)") &&
+           strstr(err.msg, "0 bytes of data in 3000 files and folders"),
+       "the message says what it would take and why");
+    ok(stored(store, "many") < 0, "and nothing was stored");
+
+    err = (struct hutch_err)HUTCH_ERR_INIT;
+    r = save(store, "few", 256 * 1024, 100, 0, &err);
+    ok(r == 0, "100 empty files fit 256 KiB (%s)", err.msg);
+    ok(stored(store, "few") > 0 && stored(store, "few") <= 256 * 1024,
+       "and are stored in at most that (%lld bytes)", (long long)stored(store, "few"));
+
+    /* The limit is the stored size, exactly: one byte under it is refused,
+     * the size itself fits. */
+    {
+        off_t need = stored(store, "few");
+        err = (struct hutch_err)HUTCH_ERR_INIT;
+        r = save(store, "edge", (uint64_t)need - 1, 100, 0, &err);
+        ok(r == -E2BIG, "a limit one byte under the tar refuses it (%d)", r);
+        err = (struct hutch_err)HUTCH_ERR_INIT;
+        r = save(store, "edge", (uint64_t)need, 100, 0, &err);
+        ok(r == 0 && stored(store, "edge") == need,
+           "a limit of exactly the tar's size takes it (%s)", err.msg);
+    }
+
+    /* A refused save keeps the previous content. */
+    err = (struct hutch_err)HUTCH_ERR_INIT;
+    r = save(store, "few", 256 * 1024, 3000, 0, &err);
+    ok(r == -E2BIG && stored(store, "few") > 0,
+       "a save over the limit keeps what the workspace held (%d)", r);
 
     nftw(store, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return tap_done();

@@ -3,7 +3,9 @@
 // text, so hutch can only learn their result shapes by watching calls:
 //   lookup {id}: {"id", "name", "tags": [..], "score", "note" (even ids only)}
 //                with values that must never show up in a signature;
-//   hidden {}:   {"secret_field": ...}, for a policy that denies it.
+//   hidden {}:   {"secret_field": ...}, for a policy that denies it;
+//   mirror {value}: value itself, so a program chooses a result's keys
+//                (text made to read as an instruction, for one).
 import { createInterface } from "node:readline";
 
 const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
@@ -36,6 +38,11 @@ createInterface({ input: process.stdin }).on("line", (line) => {
             inputSchema: { type: "object", properties: { id: { type: "integer" } }, required: ["id"] },
           },
           { name: "hidden", description: "Internal records.", inputSchema: { type: "object" } },
+          {
+            name: "mirror",
+            description: "Answer with the value given.",
+            inputSchema: { type: "object", properties: { value: {} }, required: ["value"] },
+          },
         ],
       },
     });
@@ -46,6 +53,8 @@ createInterface({ input: process.stdin }).on("line", (line) => {
       const rec = { id, name: `SECRET-NAME-${id}`, tags: [`TAG-VALUE-${id}`], score: id + 0.5 };
       if (id % 2 === 0) rec.note = `NOTE-VALUE-${id}`;
       send({ id: m.id, result: text(rec) });
+    } else if (m.params?.name === "mirror") {
+      send({ id: m.id, result: text(args.value) });
     } else if (m.params?.name === "hidden") {
       send({ id: m.id, result: text({ secret_field: "HIDDEN-VALUE" }) });
     } else {
