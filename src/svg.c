@@ -306,6 +306,11 @@ static enum hutch_svg_verdict stylesheet(struct judge *j)
     if (!end)
         return refuse(j, at, "a <style> that never ends");
     n = (size_t)(end - (j->s + j->i));
+    /* XML has no raw-text elements: a '<' in here starts a child element
+     * (<style><script/></style> would be a script). */
+    if (memchr(j->s + j->i, '<', n))
+        return refuse(j, (size_t)((const char *)memchr(j->s + j->i, '<', n) - j->s),
+                      "a <style> holding markup");
     r = check_text(j, at, "a <style>", j->s + j->i, n, 0);
     j->i += n;
     /* Markup inside a stylesheet would let what follows it escape this
@@ -349,6 +354,8 @@ enum hutch_svg_verdict hutch_svg_judge(const char *s, size_t len, char *why,
             if (!starts(&j, at, "<?xml") || at + 5 >= len ||
                 !strchr(" \t\r\n", s[at + 5]))
                 return refuse(&j, at, "a processing instruction other than <?xml …?>");
+            if (memchr(s + at + 2, '<', (size_t)(e - s) - at - 2))
+                return refuse(&j, at, "an <?xml …?> declaration holding a '<'");
             j.i = (size_t)(e - s) + 2;
             continue;
         }
