@@ -77,6 +77,7 @@ is "another executor's options: ignored" "$OUT" "fine"
 policy "$T/local.lua" local '{ ["local"] = { x = "y" } }'
 HUTCH_EXECUTOR= run_hutch run --policy "$T/local.lua" --lang python -e 'print(1)'
 is "local with options: exit 125" "$RC" 125
-like "local with options: it has none" "$ERR" "the local executor has no options"
+like "local with unknown options: names the ones it knows" "$ERR" \
+    "executor_options.local.x: the local executor has no such option (it knows flavour)"
 
 done_testing

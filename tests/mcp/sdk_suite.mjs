@@ -151,7 +151,7 @@ export async function runSuite(t, h, fx, sdk) {
     // it: the host's interpreters (local), the rootfs's record (gVisor),
     // the image's label (Docker).
     const exec = process.env.HUTCH_EXECUTOR || "local";
-    const m = /\n- Runs on (Python [^,]+), (Node\.js [^ ]+) \((\w+) executor\)\.( Python (packages: [^\n]+|: the standard library only)\.)?$/.exec(ec.description || "");
+    const m = /\n- Runs on (Python [^,]+), (Node\.js [^ ]+) \((\w+) executor\)\.( Python(?: packages: [^\n]+|: the standard library only)\.)?$/.exec(ec.description || "");
     t.ok(m && m[3] === exec, `execute_code's description names the ${exec} executor's runtime`, ec.description);
     const want = expectedRuntime(exec, client.getServerVersion()?.version);
     if (want) t.is(m && [m[1], m[2]].join(", "), want.join(", "), "… the versions it runs");
