@@ -1127,6 +1127,11 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
         struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
         struct hutch_err ierr = {0};
         char path[160];
+        /* Which engine, when there is a choice: its daemon, its containers
+         * and their processes may die in any order (a crash), so either
+         * message may be the one that explains it. */
+        int named = sb->st->engines.n_env > 1 || sb->endpoints[0];
+        const char *sp = named ? " " : "", *eng = named ? sb->eng->name : "";
         snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
         if (dk_json(&sb->eng->api, "GET", path, NULL, NULL, &b, &ierr) == 0) {
             cJSON *j = cJSON_ParseWithLength(b.data, b.len);
@@ -1140,8 +1145,8 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
                 r = hutch_err_set(
                     err, -EIO,
                     "the container %.12s ended under the program%s%s: was "
-                    "it stopped from outside, or dockerd restarted?",
-                    sb->id, err_s && *err_s ? ": " : "", err_s ? err_s : "");
+                    "it stopped from outside, or the Docker daemon%s%s restarted?",
+                    sb->id, err_s && *err_s ? ": " : "", err_s ? err_s : "", sp, eng);
             }
             cJSON_Delete(j);
         } else {
@@ -1149,9 +1154,7 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
                 err, -EIO,
                 "the container %.12s ended under the program and the "
                 "Docker daemon%s%s no longer answers (%s)",
-                sb->id, sb->st->engines.n_env > 1 || sb->endpoints[0] ? " " : "",
-                sb->st->engines.n_env > 1 || sb->endpoints[0] ? sb->eng->name : "",
-                ierr.msg);
+                sb->id, sp, eng, ierr.msg);
             if (dk_engine_failure(ierr.code))
                 dk_engine_down(&sb->st->engines, sb->eng, ierr.msg);
         }

@@ -66,6 +66,12 @@ await t.step("an engine killed mid-run: its execution fails saying so, the other
   DOWN = containersOn(A, h.pid).length === 1 ? A : B;
   UP = DOWN === A ? B : A;
   DOWN_NAME = DOWN === A ? "engine-a" : "engine-b";
+  // Its program running (not its files still on their way in): the
+  // container's processes, as its daemon lists them, include Python.
+  const [id] = containersOn(DOWN, h.pid);
+  const running = () => /python/.test(d2("dockerd2_docker", DOWN, "top", id).out);
+  await waitFor(running, 240000, 200);
+  if (!running()) throw new Error(`the long run never started its program on engine ${DOWN}`);
   const short = execute(h.client, SLEEP(20), { executor: "docker" });
   await waitFor(() => containersOn(UP, h.pid).length === 1, 240000, 200);
   if (containersOn(UP, h.pid).length !== 1) throw new Error(`the second run is not on engine ${UP}`);
