@@ -34,6 +34,21 @@
 #define W_DESC   2
 #define W_COVER  5
 
+/* Words a query drops before matching: English function words, which every
+ * description has ("send email to bob" matched whatever said "to").  Only
+ * words that never name what a tool does: "get", "list", "read", "find",
+ * "new", "all" stay.  Sorted (bsearch). */
+static const char *const stop_words[] = {
+    "a",     "about", "after", "am",    "an",    "and",   "are",    "as",   "at",
+    "be",    "been",  "but",   "by",    "can",   "could", "did",    "do",   "does",
+    "for",   "from",  "had",   "has",   "have",  "he",    "her",    "him",  "his",
+    "how",   "i",     "if",    "in",    "into",  "is",    "it",     "its",  "me",
+    "my",    "of",    "on",    "onto",  "or",    "our",   "please", "she",  "should",
+    "so",    "some",  "than",  "that",  "the",   "their", "them",   "then", "there",
+    "these", "they",  "this",  "those", "to",    "us",    "via",    "was",  "we",
+    "were",  "what",  "when",  "where", "which", "who",   "whom",   "why",  "will",
+    "with",  "would", "you",   "your"};
+
 struct toks {
     struct hutch_buf b; /* n words, each "raw\0stem\0" */
     size_t n;
@@ -1452,29 +1467,49 @@ static int ieq(const char *q, size_t n, const char *name)
     return name && strlen(name) == n && eq_n(q, name, n, 1);
 }
 
+static int cmp_word(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int stop_word(const char *w)
+{
+    return bsearch(&w, stop_words, sizeof(stop_words) / sizeof(*stop_words),
+                   sizeof(*stop_words), cmp_word) != NULL;
+}
+
+/* 0 when e does not match.  A tool matches when the query names it
+ * outright, or when one of the query's words is in its name, or when half
+ * of them (rounded up) are somewhere in it: a word that happens to be in
+ * one long description ("sends an elicitation request") does not make a
+ * three-word query ("send email bob") match it. */
 static long score(const struct entry *e, const struct toks *q, const char *exact,
                   size_t exact_len)
 {
     long s = 0;
     const char *qw, *w;
-    size_t i, k;
-    int covered = e->t_name.n > 0;
+    size_t i, k, hit = 0;
+    int covered = e->t_name.n > 0, named = 0, outright;
 
-    if (exact_len &&
-        (ieq(exact, exact_len, e->tool) || ieq(exact, exact_len, e->py_tool) ||
-         ieq(exact, exact_len, e->qualified) ||
-         is_pair(exact, exact_len, e->py_server, e->lps, e->py_tool, e->lpt, 1)))
+    outright = exact_len &&
+               (ieq(exact, exact_len, e->tool) || ieq(exact, exact_len, e->py_tool) ||
+                ieq(exact, exact_len, e->qualified) ||
+                is_pair(exact, exact_len, e->py_server, e->lps, e->py_tool, e->lpt, 1));
+    if (outright)
         s += W_EXACT;
     for (qw = q->b.data, k = 0; k < q->n; k++, qw = tok_next(qw)) {
-        s += (W_NAME * field_match(qw, &e->t_name) +
-              W_SERVER * field_match(qw, &e->t_server) +
-              W_PARAM * field_match(qw, &e->t_params) +
-              W_DESC * field_match(qw, &e->t_desc)) /
-             2;
+        int mn = field_match(qw, &e->t_name), ms = field_match(qw, &e->t_server),
+            mp = field_match(qw, &e->t_params), md = field_match(qw, &e->t_desc);
+        s += (W_NAME * mn + W_SERVER * ms + W_PARAM * mp + W_DESC * md) / 2;
+        hit += (mn | ms | mp | md) != 0;
+        named |= mn != 0;
     }
+    if (!outright && !named && 2 * hit < q->n)
+        return 0;
+    /* The name's own function words ("add_to_cart") need no covering. */
     for (w = e->t_name.b.data, i = 0; covered && i < e->t_name.n;
          i++, w = tok_next(w)) {
-        int m = 0;
+        int m = stop_word(w);
         for (qw = q->b.data, k = 0; !m && k < q->n; k++, qw = tok_next(qw))
             m = word_match(qw, w);
         covered = m > 0;
@@ -1616,11 +1651,15 @@ cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *quer
         exact_len--;
     if (tokenize(&q, exact, exact_len, HUTCH_SEARCH_QUERY_WORDS) < 0)
         goto fail;
-    /* Each word counts once however often the query repeats it. */
+    /* Each word counts once however often the query repeats it; stop
+     * words not at all (a query of nothing else matches names outright
+     * only, below). */
     for (const char *w = q.b.data; w && uq.n < q.n && w < q.b.data + q.b.len;
          w = tok_next(w)) {
         const char *u = uq.b.data;
         size_t k;
+        if (stop_word(w))
+            continue;
         for (k = 0; k < uq.n && strcmp(u, w); k++)
             u = tok_next(u);
         if (k == uq.n && toks_add(&uq, w, strlen(w)) < 0)
@@ -1632,11 +1671,11 @@ cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *quer
         long s;
         if (keep && !keep(arg, &c->e[i].pub))
             continue;
-        s = uq.n ? score(&c->e[i], &uq, exact, exact_len) : 1;
+        s = q.n ? score(&c->e[i], &uq, exact, exact_len) : 1;
         if (s > 0)
             hits[nh++] = (struct hit){i, s};
     }
-    if (uq.n)
+    if (q.n)
         qsort(hits, nh, sizeof(*hits), by_score);
     if (matches)
         *matches = nh;

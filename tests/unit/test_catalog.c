@@ -433,6 +433,65 @@ static void test_find_and_search(void)
     }
 }
 
+static int count(struct hutch_catalog *c, const char *q)
+{
+    cJSON *r = hutch_catalog_search(c, q, 100, HUTCH_DETAIL_NAMES);
+    int n = r ? cJSON_GetArraySize(r) : -1;
+    cJSON_Delete(r);
+    return n;
+}
+
+/* Function words match nothing, and a word found in one description does
+ * not make a longer query match. */
+static void test_stop_words(void)
+{
+    struct hutch_catalog *c = build(mini_catalog());
+    cJSON *a, *b;
+    char *ja, *jb;
+
+    ok(count(c, "the") == 0, "\"the\" matches nothing (%d)", count(c, "the"));
+    ok(count(c, "to the of and") == 0, "a query of function words matches nothing");
+    ok(count(c, "in") == 0 && count(c, "for") == 0 && count(c, "a") == 0,
+       "\"in\", \"for\", \"a\" match nothing");
+    a = hutch_catalog_search(c, "read file", 100, HUTCH_DETAIL_NAMES);
+    b = hutch_catalog_search(c, "read the file, please", 100, HUTCH_DETAIL_NAMES);
+    ja = cJSON_PrintUnformatted(a);
+    jb = cJSON_PrintUnformatted(b);
+    ok(ja && jb && !strcmp(ja, jb), "function words leave the ranking as it was");
+    free(ja);
+    free(jb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    search_first(c, "what is in the knowledge graph", "memory.read_graph");
+    hutch_catalog_free(c);
+
+    a = cJSON_CreateArray();
+    cJSON_AddItemToArray(
+        a, tool("everything",
+                "{\"name\":\"simulate-research-query\",\"description\":\"Simulates a "
+                "research operation. If 'ambiguous' is true, sends an elicitation "
+                "request to the client.\"}"));
+    cJSON_AddItemToArray(
+        a, tool("fs", "{\"name\":\"write_file\",\"description\":\"Write text to a "
+                      "file.\"}"));
+    c = build(a);
+    ok(count(c, "send email to bob") == 0,
+       "\"send email to bob\": a description's \"sends\" alone is no match (%d)",
+       count(c, "send email to bob"));
+    ok(count(c, "send") == 1, "\"send\" alone still finds it");
+    ok(count(c, "send research") == 1, "half the words are enough");
+    ok(count(c, "simulate") == 1 && count(c, "simulate email bob zebra") == 1,
+       "a word of the name is enough");
+    ok(count(c, "everything.simulate-research-query") == 1, "the name outright");
+    hutch_catalog_free(c);
+
+    a = cJSON_CreateArray();
+    cJSON_AddItemToArray(a, tool("mail", "{\"name\":\"send_message\"}"));
+    c = build(a);
+    ok(count(c, "send email to bob") == 1, "a tool named for sending is a match");
+    hutch_catalog_free(c);
+}
+
 static const struct hutch_catalog_entry *sigs_of(struct hutch_catalog **c,
                                                  const char *json)
 {
@@ -849,6 +908,7 @@ int main(void)
     test_idents();
     test_collisions();
     test_find_and_search();
+    test_stop_words();
     test_signatures();
     test_schema();
     return tap_done();
