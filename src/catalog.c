@@ -279,7 +279,6 @@ static int ts_ident(const char *s)
 struct gen {
     const cJSON *root; /* where "#/..." references point */
     int ts;            /* TypeScript, else Python */
-    int inline_obj;    /* Python: objects with properties spelled out (returns) */
     int max_depth;     /* deeper subschemas are Any */
     unsigned steps;
     int err; /* -ENOMEM, or -E2BIG past HUTCH_SIG_MAX_BYTES or HUTCH_SIG_MAX_STEPS */
@@ -519,8 +518,10 @@ static int top_union(const char *t)
     return 0;
 }
 
-/* {"a": float, "note": NotRequired[str]}: the inline TypedDict form the
- * dict-argument signatures use, for a return type. */
+/* {"a": float, "note": NotRequired[str]}: an object with properties, in
+ * the inline TypedDict form the dict-argument signatures use, wherever it
+ * nests (a parameter, a list's items, a return type), as TypeScript spells
+ * it { a: number; note?: string }. */
 static char *py_object(struct gen *g, const cJSON *s, const cJSON *props, int depth)
 {
     struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
@@ -590,7 +591,7 @@ static char *render_type(struct gen *g, const cJSON *s, const char *t, int depth
                     *extra = get(s, "additionalProperties");
         if (g->ts && cJSON_IsObject(props))
             return ts_object(g, s, props, depth);
-        if (g->inline_obj && cJSON_IsObject(props) && props->child)
+        if (cJSON_IsObject(props) && props->child)
             return py_object(g, s, props, depth);
         if (!cJSON_IsObject(props) && cJSON_IsObject(extra)) {
             char *v = render(g, extra, depth + 1);
@@ -791,8 +792,7 @@ char *hutch_catalog_type(const cJSON *schema, int ts)
                                 : cJSON_IsObject(get(schema, "properties"));
 
     for (size_t i = 0; i < sizeof(depths) / sizeof(*depths); i++) {
-        struct gen g = {
-            .root = schema, .ts = ts, .inline_obj = 1, .max_depth = depths[i]};
+        struct gen g = {.root = schema, .ts = ts, .max_depth = depths[i]};
         char *r = render(&g, schema, 0);
         if (r && !g.err && strlen(r) <= HUTCH_SIG_MAX_RETURN_BYTES)
             return r;
@@ -804,45 +804,67 @@ char *hutch_catalog_type(const cJSON *schema, int ts)
                       : (ts ? "any" : "Any"));
 }
 
-/* Both signatures of an entry.  A schema too large or intricate to render
- * gets the generic form; the schema itself is in the FULL detail.  The
- * return type is the outputSchema's when there is one, else Any (an
- * observed shape replaces it in search results: shape.c). */
+/* Both signatures of an entry, nested objects spelled out in both
+ * languages alike (Python {"name": str, "tags": NotRequired[list[str]]},
+ * TypeScript { name: string; tags?: string[] }).  A schema too large or
+ * intricate to render whole is rendered shallower, at the same depth in
+ * both (deeper parts are Any / any), and at worst gets the generic form;
+ * the schema itself is in the FULL detail.  The return type is the
+ * outputSchema's when there is one, else Any (an observed shape replaces
+ * it in search results: shape.c). */
 static int make_sigs(struct entry *e)
 {
+    static const int depths[] = {HUTCH_SIG_MAX_DEPTH, 3, 2, 1};
     const cJSON *in = get(e->def, "inputSchema"), *out = get(e->def, "outputSchema");
     char fallback[HUTCH_CATALOG_MAX_IDENT + 96 + HUTCH_SIG_MAX_RETURN_BYTES];
+    char *ret[2] = {NULL, NULL}, *sig[2] = {NULL, NULL};
+    int r = -ENOMEM;
 
     for (int ts = 0; ts < 2; ts++) {
-        struct gen g = {.root = in, .ts = ts, .max_depth = HUTCH_SIG_MAX_DEPTH};
-        char *ret = cJSON_IsObject(out) ? hutch_catalog_type(out, ts)
-                                        : strdup(ts ? "any" : "Any");
-        char *sig;
-        if (!ret)
-            return -ENOMEM;
-        sig = ts ? ts_sig(&g, e->py_tool, in, ret) : py_sig(&g, e->py_tool, in, ret);
-        if (!sig && g.err == -E2BIG) {
-            if (ts)
-                snprintf(fallback, sizeof(fallback),
-                         "%s(args?: Record<string, any>): Promise<%s>", e->py_tool,
-                         ret);
-            else
-                snprintf(fallback, sizeof(fallback), "def %s(**kwargs: Any) -> %s",
-                         e->py_tool, ret);
-            sig = strdup(fallback);
-        } else if (sig && g.err) { /* cannot happen: err always drops the string */
-            free(sig);
-            sig = NULL;
-        }
-        free(ret);
-        if (!sig)
-            return -ENOMEM;
-        if (ts)
-            e->ts_decl = sig;
-        else
-            e->python_sig = sig;
+        ret[ts] = cJSON_IsObject(out) ? hutch_catalog_type(out, ts)
+                                      : strdup(ts ? "any" : "Any");
+        if (!ret[ts])
+            goto out;
     }
-    return 0;
+    for (size_t i = 0; i < sizeof(depths) / sizeof(*depths) && !sig[1]; i++) {
+        for (int ts = 0; ts < 2; ts++) {
+            struct gen g = {.root = in, .ts = ts, .max_depth = depths[i]};
+            sig[ts] = ts ? ts_sig(&g, e->py_tool, in, ret[ts])
+                         : py_sig(&g, e->py_tool, in, ret[ts]);
+            if (sig[ts] && g.err) { /* cannot happen: err always drops the string */
+                free(sig[ts]);
+                sig[ts] = NULL;
+            }
+            if (!sig[ts] && g.err != -E2BIG)
+                goto out;
+            if (!sig[ts]) { /* too big at this depth: both go shallower */
+                free(sig[0]);
+                sig[0] = NULL;
+                break;
+            }
+        }
+    }
+    for (int ts = 0; ts < 2 && !sig[1]; ts++) {
+        if (ts)
+            snprintf(fallback, sizeof(fallback),
+                     "%s(args?: Record<string, any>): Promise<%s>", e->py_tool,
+                     ret[ts]);
+        else
+            snprintf(fallback, sizeof(fallback), "def %s(**kwargs: Any) -> %s",
+                     e->py_tool, ret[ts]);
+        if (!(sig[ts] = strdup(fallback)))
+            goto out;
+    }
+    e->python_sig = sig[0];
+    e->ts_decl = sig[1];
+    sig[0] = sig[1] = NULL;
+    r = 0;
+out:
+    for (int ts = 0; ts < 2; ts++) {
+        free(ret[ts]);
+        free(sig[ts]);
+    }
+    return r;
 }
 
 /* --- words for search --------------------------------------------------------- */

@@ -544,9 +544,10 @@ static void test_signatures(void)
         "\"$defs\":{\"Item\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":"
         "\"integer\"}},\"required\":[\"id\"]},\"Kind\":{\"enum\":[\"x\",\"y\"]}}}}",
         "def open(*, mode: Literal[\"r\", \"w\"], path: str, tags: list[str], "
-        "opts: dict[str, Any] | None = None, size: int | None = None, "
+        "opts: {\"depth\": int, \"follow\": NotRequired[bool]} | None = None, "
+        "size: int | None = None, "
         "value: str | float | None = None, ids: list[int | str] | None = None, "
-        "meta: dict[str, str] | None = None, item: dict[str, Any] | None = None, "
+        "meta: dict[str, str] | None = None, item: {\"id\": int} | None = None, "
         "kind: Literal[\"x\", \"y\"] | None = None, flag: Literal[True] | None = None, "
         "maybe: Literal[\"a\", 2] | None = None, free: Any = None) -> Any",
         "open(args: { mode: \"r\" | \"w\"; path: string; tags: string[]; "
@@ -577,9 +578,21 @@ static void test_signatures(void)
     sig_is("{\"name\":\"class\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
            "\"x\":{\"type\":\"object\",\"properties\":{\"q\\\"uote\":{\"type\":"
            "\"string\"}}}}}}",
-           "def class_(*, x: dict[str, Any] | None = None) -> Any",
+           "def class_(*, x: {\"q\\\"uote\": NotRequired[str]} | None = None) -> Any",
            "class_(args?: { x?: { \"q\\\"uote\"?: string } }): Promise<any>",
            "quoted nested key, keyword tool name");
+    /* server-memory's create_entities: nested shapes spelled out in both. */
+    sig_is("{\"name\":\"create_entities\",\"inputSchema\":{\"type\":\"object\","
+           "\"properties\":{\"entities\":{\"type\":\"array\",\"items\":{\"type\":"
+           "\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"entityType\":"
+           "{\"type\":\"string\"},\"observations\":{\"type\":\"array\",\"items\":{"
+           "\"type\":\"string\"}}},\"required\":[\"name\",\"entityType\","
+           "\"observations\"]}}},\"required\":[\"entities\"]}}",
+           "def create_entities(*, entities: list[{\"name\": str, \"entityType\": str, "
+           "\"observations\": list[str]}]) -> Any",
+           "create_entities(args: { entities: { name: string; entityType: string; "
+           "observations: string[] }[] }): Promise<any>",
+           "a list of objects: the object's fields in Python as in TypeScript");
     sig_is("{\"name\":\"weird\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
            "\"a\":5,\"b\":{\"type\":7},\"c\":{\"type\":\"file\"},\"d\":{\"items\":{"
            "\"type\":\"boolean\"}},\"e\":{\"allOf\":[{\"description\":\"x\"},{\"type\":"
@@ -671,10 +684,18 @@ static void test_signatures(void)
         "\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/A\"},\"b\":{"
         "\"$ref\":\"#/$defs/A\"},\"c\":{\"$ref\":\"#/$defs/A\"},\"d\":{\"$ref\":"
         "\"#/$defs/A\"}}}}}}",
-        "def boom(*, a: dict[str, Any] | None = None, b: dict[str, Any] | None = None, "
-        "c: dict[str, Any] | None = None, d: dict[str, Any] | None = None) -> Any",
-        "boom(args?: Record<string, any>): Promise<any>",
-        "exponential recursive TS type: the generic form");
+        "def boom(*, a: {\"a\": NotRequired[Any], \"b\": NotRequired[Any], \"c\": "
+        "NotRequired[Any], \"d\": NotRequired[Any]} | None = None, b: {\"a\": "
+        "NotRequired[Any], \"b\": NotRequired[Any], \"c\": NotRequired[Any], \"d\": "
+        "NotRequired[Any]} | None = None, c: {\"a\": NotRequired[Any], \"b\": "
+        "NotRequired[Any], \"c\": NotRequired[Any], \"d\": NotRequired[Any]} | None "
+        "= None, d: {\"a\": NotRequired[Any], \"b\": NotRequired[Any], \"c\": "
+        "NotRequired[Any], \"d\": NotRequired[Any]} | None = None) -> Any",
+        "boom(args?: { a?: { a?: any; b?: any; c?: any; d?: any }; b?: { a?: any; b?: "
+        "any; c?: any; d?: any }; c?: { a?: any; b?: any; c?: any; d?: any }; d?: { "
+        "a?: "
+        "any; b?: any; c?: any; d?: any } }): Promise<any>",
+        "exponential recursive type: rendered shallower, at one depth in both");
 }
 
 static void valid(const char *schema, const char *value, const char *desc)
