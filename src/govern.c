@@ -408,26 +408,59 @@ out:
     return r;
 }
 
+/* A search from a program waits as search_tools does for the servers
+ * still starting, but never past the call's own time. */
+static void wait_starting(struct hutch_upstreams *u, int timeout_ms)
+{
+    hutch_upstreams_wait_starting(u, HUTCH_SEARCH_START_WAIT_MS,
+                                  hutch_now_ms() + (uint64_t)timeout_ms);
+}
+
+/* The servers that are not ready in out's "servers", as search_tools'
+ * structuredContent names them. */
+static int name_not_ready(struct hutch_upstreams *u, cJSON *out)
+{
+    cJSON *st, *down;
+
+    if (!u)
+        return 0;
+    st = hutch_upstreams_status(u);
+    down = hutch_discover_not_ready(st, NULL);
+    cJSON_Delete(st);
+    if (down && !cJSON_AddItemToObject(out, "servers", down)) {
+        cJSON_Delete(down);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 int hutch_gov_search(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                      struct hutch_tool_reply *reply)
 {
     struct hutch_gov_exec *x = arg;
     struct hutch_err err = HUTCH_ERR_INIT;
+    struct hutch_upstreams *u = hutch_bridge_upstreams(x->bridge);
     struct hutch_catalog *cat;
     cJSON *out = NULL, *empty = NULL;
     void *ref;
     int r;
 
     (void)tool;
-    (void)timeout_ms; /* a search never waits for anything */
     if (!args)
         args = empty = cJSON_CreateObject();
+    /* Only a search that will be answered waits. */
+    if (u && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(args, "query")))
+        wait_starting(u, timeout_ms);
     cat = x->bridge ? hutch_bridge_catalog_get(x->bridge, &ref) : NULL;
     r = hutch_discover_search(cat, x->policy, args, 0, 0, NULL, &out, NULL, &err);
     if (x->bridge)
         hutch_bridge_catalog_put(x->bridge, ref);
     cJSON_Delete(empty);
     reply->tool = strdup("search_tools");
+    if (r == 0 && name_not_ready(u, out) < 0) {
+        cJSON_Delete(out);
+        r = hutch_err_set(&err, -ENOMEM, "out of memory");
+    }
     if (r < 0) {
         reply->code = r == -EINVAL ? "invalid_args" : "internal";
         reply->message = strdup(err.msg);

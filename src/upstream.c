@@ -1038,6 +1038,20 @@ void hutch_upstreams_wait_settled(struct hutch_upstreams *u, uint64_t deadline_m
     pthread_mutex_unlock(&u->lock);
 }
 
+void hutch_upstreams_wait_starting(struct hutch_upstreams *u, unsigned grace_ms,
+                                   uint64_t deadline_ms)
+{
+    uint64_t until;
+
+    if (!u)
+        return;
+    until = u->started_ms + grace_ms;
+    if (deadline_ms && deadline_ms < until)
+        until = deadline_ms;
+    if (hutch_now_ms() < until)
+        hutch_upstreams_wait_settled(u, until);
+}
+
 int hutch_upstreams_wait_started(struct hutch_upstreams *u, const char *name,
                                  size_t len, uint64_t deadline_ms)
 {
@@ -1163,6 +1177,7 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
     }
 
     /* Our threads take no signals. */
+    u->started_ms = hutch_now_ms();
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     for (i = 0; i < u->n; i++) {

@@ -151,7 +151,8 @@ struct hutch_upstreams {
     uint64_t generation; /* atomic */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    size_t settled; /* servers that left "starting" */
+    size_t settled;      /* servers that left "starting" */
+    uint64_t started_ms; /* when they were started (hutch_now_ms) */
 };
 
 /* How a stdio child ended (up_child_teardown). */

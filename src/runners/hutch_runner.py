@@ -313,7 +313,9 @@ class _Tools:
     def search(self, query='', limit=None, detail=None):
         """Search the tools the policy lets this program call, as search_tools
         does: {"tools": [{name, call, description, python, typescript}, ...],
-        "total", "matches"}; detail "names", "signatures" (default) or "full"."""
+        "total", "matches"}, and "servers": [{server, state, error?}] naming
+        the servers whose tools are missing (starting, restarting, failed);
+        detail "names", "signatures" (default) or "full"."""
         if not isinstance(query, str):
             raise TypeError('query must be a str, not %s' % type(query).__name__)
         args = {'query': query}

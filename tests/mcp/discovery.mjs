@@ -6,6 +6,8 @@
 //   - a tool the policy denies is absent from search_tools and from
 //     tools.search inside a program (Python and JavaScript);
 //   - an unknown tool called from a program gets "did you mean";
+//   - (issue 20) function words match nothing; a server stuck starting
+//     is named at once by search_tools and tools.search;
 //   - execute_code's description names the policy's host folders;
 //   - --direct-tools (here through serve --config, and the policy field):
 //     the upstream tools as MCP tools only with the switch, a call works, a
@@ -124,6 +126,31 @@ await t.step("tools.search in JavaScript, and the search is recorded with the ca
   assert(JSON.stringify(x.s.tool_calls).includes("search_tools"), JSON.stringify(x.s.tool_calls));
   const d = await ex(h.client, js('const r = await tools.search("sum"); return r.tools.map((t) => t.name)'));
   assert(d.s.exit_code === 0 && !d.s.result.includes("everything.get-sum"), describe(d));
+});
+await t.step('search_tools: function words match nothing ("send email to bob")', async () => {
+  const r = await search({ query: "send email to bob" });
+  assert(r.structuredContent.tools.length === 0 && r.structuredContent.matches === 0, JSON.stringify(r.structuredContent));
+  assert(textOf(r).includes('No tool matches "send email to bob"'), textOf(r));
+  const x = await ex(h.client, py('tools.search("send email to bob")["matches"]'));
+  assert(x.s.exit_code === 0 && x.s.result === 0, describe(x));
+});
+await t.step("a server stuck starting: searches answer at once and name it, in programs too", async () => {
+  // "later" stays stuck until the --direct-tools part below.  Each search
+  // used to wait 5 s for it (a minute for these twelve); now only the
+  // searches of the first seconds after hutch started wait.
+  const t0 = Date.now();
+  for (let i = 0; i < 12; i++) {
+    const r = await search({ query: "echo" });
+    assert(r.structuredContent.servers?.some((x) => x.server === "later" && x.state === "starting"), JSON.stringify(r.structuredContent.servers));
+  }
+  const spent = Date.now() - t0;
+  assert(spent < 30000, `12 searches took ${spent} ms while a server was stuck starting`);
+  const x = await ex(h.client, py(
+    'found = [tools.search("echo") for _ in range(8)]\n' +
+    '[[s["server"] + ": " + s["state"] for s in r.get("servers", [])] for r in found]'));
+  assert(x.s.exit_code === 0 && x.s.result.length === 8 && x.s.result.every((s) => s.includes("later: starting")), describe(x));
+  const j = await ex(h.client, js('const r = await tools.search("echo"); return [r.tools.length, r.servers];'));
+  assert(j.s.exit_code === 0 && j.s.result[0] >= 1 && j.s.result[1].some((s) => s.server === "later" && s.state === "starting"), describe(j));
 });
 await t.step('an unknown tool called from a program gets "did you mean"', async () => {
   const x = await ex(h.client, py(

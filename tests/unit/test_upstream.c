@@ -1227,6 +1227,68 @@ static void test_slowstart(void)
     ok(count_children(0) == 0, "no child process left");
 }
 
+/* A search waits for the servers still starting, but only within its grace
+ * after they were started: once that is over, it answers at once, however
+ * long a server stays stuck (search_tools took 5 s per call). */
+static struct hutch_upstreams *start_slow(const char *name, const char *env,
+                                          const char *value, cJSON **config)
+{
+    struct hutch_upstream_opts opts = {.no_wait = true};
+    struct hutch_upstreams *u = NULL;
+    struct hutch_err err;
+    char *cfg = NULL;
+
+    *config = NULL;
+    if (asprintf(&cfg,
+                 "{\"%s\": {\"command\": \"%s\", \"args\": [\"%s/slowstart.mjs\"],"
+                 " \"env\": {\"%s\": \"%s\"}}}",
+                 name, node, servers_dir, env, value) < 0)
+        return NULL;
+    *config = cJSON_Parse(cfg);
+    free(cfg);
+    if (hutch_upstreams_start(*config, &opts, &u, &err) < 0)
+        printf("#   start: %s\n", err.msg);
+    return u;
+}
+
+static void test_search_wait(void)
+{
+    char gate[PATH_MAX + 16];
+    cJSON *config;
+    struct hutch_upstreams *u;
+    uint64_t t0, first, second;
+    int fd;
+
+    snprintf(gate, sizeof(gate), "%s/gate", tmpdir);
+    u = start_slow("soon", "SLOWSTART_FILE", gate, &config);
+    ok(u && state_is(u, "soon", "starting", NULL), "a server starts in the background");
+    fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    close(fd);
+    /* Within its grace (a minute here), a search waits for it. */
+    hutch_upstreams_wait_starting(u, 60000, 0);
+    ok(state_is(u, "soon", "ready", NULL), "a search within the grace waits for it");
+    hutch_upstreams_free(u);
+    cJSON_Delete(config);
+    unlink(gate);
+
+    u = start_slow("stuck", "SLOWSTART_MS", "600000", &config);
+    t0 = hutch_now_ms();
+    hutch_upstreams_wait_starting(u, 4000, 0);
+    first = hutch_now_ms() - t0;
+    t0 = hutch_now_ms();
+    hutch_upstreams_wait_starting(u, 4000, 0);
+    second = hutch_now_ms() - t0;
+    /* The first waited out the 4 s grace; the second, like every later
+     * one, has nothing left to wait for (the old rule, 4 s from the
+     * call, waited 4 s again). */
+    ok(state_is(u, "stuck", "starting", NULL) && first > 0 && second < 4000,
+       "once the grace is over a search answers at once (%llu ms, then %llu ms)",
+       (unsigned long long)first, (unsigned long long)second);
+    hutch_upstreams_free(u);
+    cJSON_Delete(config);
+    ok(count_children(0) == 0, "no child process left");
+}
+
 /* --- servers files as other clients write them ---------------------------- */
 
 /* load_text with hutch's warnings captured: *log is what went to stderr
@@ -1457,6 +1519,7 @@ int main(void)
     test_live();
     test_http_quirks();
     test_slowstart();
+    test_search_wait();
 
     {
         char cmd[PATH_MAX + 16];
