@@ -1640,6 +1640,13 @@ static cJSON *result(const struct entry *e, enum hutch_detail detail)
     return o;
 }
 
+cJSON *hutch_catalog_describe(const struct hutch_catalog_entry *e,
+                              enum hutch_detail detail)
+{
+    /* Every entry handed out is the pub member, first in its struct entry. */
+    return e ? result((const struct entry *)e, detail) : NULL;
+}
+
 cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
                             size_t limit, enum hutch_detail detail)
 {

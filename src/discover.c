@@ -259,6 +259,57 @@ int hutch_discover_search(const struct hutch_catalog *cat, const struct hutch_po
     return 0;
 }
 
+cJSON *hutch_discover_directory(const struct hutch_catalog *cat,
+                                const struct hutch_policy *p, const char *server)
+{
+    cJSON *o = cJSON_CreateObject(), *tools, *calls = NULL;
+    size_t n = hutch_catalog_count(cat);
+
+    if (!o)
+        return NULL;
+    tools = server ? cJSON_AddArrayToObject(o, "tools")
+                   : cJSON_AddObjectToObject(o, "tools");
+    if (!tools || (!server && !(calls = cJSON_AddArrayToObject(o, "calls"))))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        const struct hutch_catalog_entry *e = hutch_catalog_at(cat, i);
+        cJSON *item, *list;
+        if (!hutch_discover_offered(p, e))
+            continue;
+        if (server) {
+            if (strcmp(e->server, server) &&
+                (!e->py_tool || strcmp(e->py_server, server)))
+                continue;
+            if (!(item = hutch_catalog_describe(e, HUTCH_DETAIL_SIGNATURES)) ||
+                !cJSON_AddItemToArray(tools, item)) {
+                cJSON_Delete(item);
+                goto fail;
+            }
+            continue;
+        }
+        if (!e->py_tool) {
+            if (!(item = cJSON_CreateString(e->qualified)) ||
+                !cJSON_AddItemToArray(calls, item)) {
+                cJSON_Delete(item);
+                goto fail;
+            }
+            continue;
+        }
+        list = cJSON_GetObjectItemCaseSensitive(tools, e->py_server);
+        if (!list && !(list = cJSON_AddArrayToObject(tools, e->py_server)))
+            goto fail;
+        if (!(item = cJSON_CreateString(e->py_tool)) ||
+            !cJSON_AddItemToArray(list, item)) {
+            cJSON_Delete(item);
+            goto fail;
+        }
+    }
+    return o;
+fail:
+    cJSON_Delete(o);
+    return NULL;
+}
+
 cJSON *hutch_discover_not_ready(const cJSON *status, struct hutch_buf *t)
 {
     cJSON *down = NULL, *it;

@@ -326,6 +326,34 @@ static int ask_user(struct hutch_gov_exec *x, const char *tool, const cJSON *arg
     return -EPERM;
 }
 
+/* A tool the catalog lacks: the bridge says why it is unknown, and the
+ * nearest tool the policy offers is named (discover.c). */
+static int unknown(struct hutch_gov_exec *x, const char *tool,
+                   struct hutch_tool_reply *reply)
+{
+    int r = hutch_bridge_unknown(x->bridge, tool, reply);
+
+    if (reply->code && !strcmp(reply->code, "unknown_tool") && reply->message) {
+        void *ref;
+        struct hutch_catalog *cat = hutch_bridge_catalog_get(x->bridge, &ref);
+        char hint[HUTCH_MAX_QUALIFIED_NAME + 64], *m;
+        hutch_discover_suggest(cat, x->policy, tool, hint, sizeof(hint));
+        hutch_bridge_catalog_put(x->bridge, ref);
+        size_t n = strlen(reply->message) + strlen(hint) + 1;
+        if (hint[0] && (m = malloc(n))) {
+            /* Before the parenthesis that says where to look. */
+            char *paren = strstr(reply->message, " (use search_tools");
+            int head =
+                paren ? (int)(paren - reply->message) : (int)strlen(reply->message);
+            snprintf(m, n, "%.*s%s%s", head, reply->message, hint,
+                     reply->message + head);
+            free(reply->message);
+            reply->message = m;
+        }
+    }
+    return r;
+}
+
 int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                    struct hutch_tool_reply *reply)
 {
@@ -341,27 +369,8 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
 
     e = hutch_bridge_find(x->bridge, tool, timeout_ms, &ref);
     if (!e) {
-        /* Nothing to decide: the bridge says why it is unknown, and the
-         * nearest tool the policy offers is named (discover.c). */
-        r = hutch_bridge_unknown(x->bridge, tool, reply);
-        if (reply->code && !strcmp(reply->code, "unknown_tool") && reply->message) {
-            void *ref2;
-            struct hutch_catalog *cat = hutch_bridge_catalog_get(x->bridge, &ref2);
-            char hint[HUTCH_MAX_QUALIFIED_NAME + 64], *m;
-            hutch_discover_suggest(cat, x->policy, tool, hint, sizeof(hint));
-            hutch_bridge_catalog_put(x->bridge, ref2);
-            size_t n = strlen(reply->message) + strlen(hint) + 1;
-            if (hint[0] && (m = malloc(n))) {
-                /* Before the parenthesis that says where to look. */
-                char *paren = strstr(reply->message, " (use search_tools");
-                int head =
-                    paren ? (int)(paren - reply->message) : (int)strlen(reply->message);
-                snprintf(m, n, "%.*s%s%s", head, reply->message, hint,
-                         reply->message + head);
-                free(reply->message);
-                reply->message = m;
-            }
-        }
+        /* Nothing to decide. */
+        r = unknown(x, tool, reply);
         goto out;
     }
     t0 = hutch_now_us(); /* the decision: rate limit, globs, hook */
@@ -434,6 +443,62 @@ static int name_not_ready(struct hutch_upstreams *u, cJSON *out)
     return 0;
 }
 
+static int bad_args(struct hutch_tool_reply *reply, const char *msg)
+{
+    reply->code = "invalid_args";
+    reply->message = strdup(msg);
+    return -EINVAL;
+}
+
+/* The runner's describe (dir(), help(), .signature): args {}, {"server":
+ * S} or {"tool": T} (discover.h says what each gives).  A tool is looked
+ * up as a call would be (waiting for its server if it is still starting),
+ * and one the policy does not offer is as unknown as one that does not
+ * exist. */
+static int describe(struct hutch_gov_exec *x, const cJSON *args, int timeout_ms,
+                    struct hutch_tool_reply *reply)
+{
+    struct hutch_upstreams *u = hutch_bridge_upstreams(x->bridge);
+    const cJSON *server = cJSON_GetObjectItemCaseSensitive(args, "server");
+    const cJSON *tool = cJSON_GetObjectItemCaseSensitive(args, "tool");
+    const struct hutch_catalog_entry *e;
+    struct hutch_catalog *cat;
+    cJSON *out;
+    void *ref;
+    int r = 0;
+
+    if ((server && !cJSON_IsString(server)) || (tool && !cJSON_IsString(tool)) ||
+        (server && tool))
+        return bad_args(reply, "describe takes {}, {\"server\": name} or {\"tool\": "
+                               "\"server.tool\"}");
+    if (tool && !x->bridge) {
+        reply->code = "unknown_tool";
+        reply->message = strdup("no upstream MCP servers are configured");
+        return -ENOENT;
+    }
+    if (tool) {
+        e = hutch_bridge_find(x->bridge, tool->valuestring, timeout_ms, &ref);
+        if (e && !hutch_discover_offered(x->policy, e))
+            e = NULL;
+        if (e && !(reply->result = hutch_catalog_describe(e, HUTCH_DETAIL_SIGNATURES)))
+            r = -ENOMEM;
+        hutch_bridge_catalog_put(x->bridge, ref);
+        return e ? r : unknown(x, tool->valuestring, reply);
+    }
+    if (u)
+        wait_starting(u, timeout_ms);
+    cat = x->bridge ? hutch_bridge_catalog_get(x->bridge, &ref) : NULL;
+    out = hutch_discover_directory(cat, x->policy, server ? server->valuestring : NULL);
+    if (x->bridge)
+        hutch_bridge_catalog_put(x->bridge, ref);
+    if (!out || name_not_ready(u, out) < 0) {
+        cJSON_Delete(out);
+        return -ENOMEM;
+    }
+    reply->result = out;
+    return 0;
+}
+
 int hutch_gov_search(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                      struct hutch_tool_reply *reply)
 {
@@ -445,7 +510,8 @@ int hutch_gov_search(void *arg, const char *tool, const cJSON *args, int timeout
     void *ref;
     int r;
 
-    (void)tool;
+    if (tool && !strcmp(tool, "describe"))
+        return describe(x, args, timeout_ms, reply);
     if (!args)
         args = empty = cJSON_CreateObject();
     /* Only a search that will be answered waits. */

@@ -7,7 +7,8 @@
 //     tools.search inside a program (Python and JavaScript);
 //   - an unknown tool called from a program gets "did you mean";
 //   - (issue 20) function words match nothing; a server stuck starting
-//     is named at once by search_tools and tools.search;
+//     is named at once by search_tools and tools.search; dir(), help(),
+//     Object.keys() and .signature in programs;
 //   - execute_code's description names the policy's host folders;
 //   - --direct-tools (here through serve --config, and the policy field):
 //     the upstream tools as MCP tools only with the switch, a call works, a
@@ -151,6 +152,34 @@ await t.step("a server stuck starting: searches answer at once and name it, in p
   assert(x.s.exit_code === 0 && x.s.result.length === 8 && x.s.result.every((s) => s.includes("later: starting")), describe(x));
   const j = await ex(h.client, js('const r = await tools.search("echo"); return [r.tools.length, r.servers];'));
   assert(j.s.exit_code === 0 && j.s.result[0] >= 1 && j.s.result[1].some((s) => s.server === "later" && s.state === "starting"), describe(j));
+});
+await t.step("Python: dir(tools), dir(tools.fs), help() and signatures show what the policy offers", async () => {
+  const x = await ex(h.client, py(
+    'import contextlib, io\nshown = io.StringIO()\n' +
+    'with contextlib.redirect_stdout(shown):\n    help(tools.memory.create_entities)\n    help(tools)\n' +
+    '[dir(tools), dir(tools.fs), shown.getvalue(), tools.fs.write_file.__doc__, tools.everything.echo.signature]'));
+  assert(x.s.exit_code === 0, describe(x));
+  const [top, fsTools, shown, denied, sig] = x.s.result;
+  for (const n of ["call", "search", "everything", "fs", "memory"]) assert(top.includes(n), `dir(tools) lacks ${n}: ${top}`);
+  assert(!top.includes("later"), `dir(tools) lists a server still starting: ${top}`);
+  assert(fsTools.includes("read_text_file") && !fsTools.includes("write_file"), `dir(tools.fs): ${fsTools}`);
+  assert(shown.includes('def create_entities(*, entities: list[{"name": str, "entityType": str, "observations": list[str]}])'), shown);
+  assert(/tools\.fs: read_file, read_text_file/.test(shown) && /not ready: later \(starting/.test(shown), shown);
+  assert(denied.includes('unknown tool "fs.write_file"'), denied);
+  assert(sig === "def echo(*, message: str) -> Any", sig);
+  assert(!JSON.stringify(x.s.tool_calls).includes("describe"), `dir() and help() are no tool calls: ${JSON.stringify(x.s.tool_calls)}`);
+});
+await t.step("JavaScript: Object.keys(tools), Object.keys(tools.fs), .signature and String() of a tool", async () => {
+  const x = await ex(h.client, js(
+    'return [Object.keys(tools), Object.keys(tools.fs), tools.memory.create_entities.signature, ' +
+    'String(tools.everything.echo), await tools.everything.echo({ message: "still callable" })];'));
+  assert(x.s.exit_code === 0, describe(x));
+  const [top, fsTools, sig, text, echoed] = x.s.result;
+  assert(["everything", "fs", "memory"].every((n) => top.includes(n)) && !top.includes("later"), JSON.stringify(top));
+  assert(fsTools.includes("read_text_file") && !fsTools.includes("write_file"), JSON.stringify(fsTools));
+  assert(sig.startsWith("create_entities(args: { entities: { name: string; entityType: string; observations: string[] }[] })"), sig);
+  assert(text.startsWith("tools.everything.echo\necho(args: { message: string }): Promise<any>\n"), text);
+  assert(JSON.stringify(echoed).includes("still callable"), JSON.stringify(echoed));
 });
 await t.step('an unknown tool called from a program gets "did you mean"', async () => {
   const x = await ex(h.client, py(
