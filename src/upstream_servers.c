@@ -1,8 +1,9 @@
 /* upstream_servers.c — the servers file (Claude Desktop's "mcpServers",
- * VS Code's "servers"): loading it, what an entry is (runs, disabled,
- * skipped), ${VAR} expansion, and each entry's fields checked and read
- * into a struct up_entry.  Nothing here starts or talks to a server
- * (upstream.c).  No threads, no locks: pure functions of the file. */
+ * VS Code's "servers", JSON with comments as VS Code writes it): loading
+ * it, what an entry is (runs, disabled, skipped), ${VAR} expansion, and
+ * each entry's fields checked and read into a struct up_entry.  Nothing
+ * here starts or talks to a server (upstream.c).  No threads, no locks:
+ * pure functions of the file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,6 +28,7 @@
 #include "buf.h"
 #include "caps.h"
 #include "curl_lib.h"
+#include "jsonc.h"
 #include "log.h"
 #include "upstream.h"
 #include "upstream_int.h"
@@ -607,6 +609,18 @@ int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err
     r = hutch_read_file(path, HUTCH_UPSTREAM_MAX_CONFIG, &data, &len, err);
     if (r < 0)
         return r;
+    /* VS Code's mcp.json is JSON with comments and trailing commas. */
+    {
+        unsigned line = 0, col = 0;
+        if (hutch_jsonc_strip(data, len, &line, &col) < 0) {
+            r = hutch_err_set(
+                err, -EINVAL,
+                "%s: a comment that starts at line %u, column %u is never "
+                "closed (\"*/\")",
+                path, line, col);
+            goto out;
+        }
+    }
     root = cJSON_ParseWithLengthOpts(data, len, &end, false);
     if (root && end) {
         while (end < data + len && is_space(*end))

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "jsonc.h"
 #include "log.h"
 #include "tap.h"
 #include "upstream.h"
@@ -355,6 +356,53 @@ static pid_t start_http_server(const char *name, int *port)
 }
 
 /* --- the servers file ----------------------------------------------------- */
+
+/* JSONC to JSON: what becomes blank, what stays, where an error points. */
+static void strip_is(const char *in, const char *want, const char *what)
+{
+    char buf[256];
+    size_t n = strlen(in);
+    int r;
+
+    memcpy(buf, in, n + 1);
+    r = hutch_jsonc_strip(buf, n, NULL, NULL);
+    ok(r == 0 && !strcmp(buf, want), "jsonc: %s", what);
+    if (r || strcmp(buf, want))
+        printf("#   got  [%s]\n#   want [%s]\n", buf, want);
+}
+
+static void test_jsonc(void)
+{
+    char buf[64];
+    unsigned line = 0, col = 0;
+    int r;
+
+    strip_is("{\"a\": 1}", "{\"a\": 1}", "JSON is left as it is");
+    strip_is("{\"a\": 1} // c\n", "{\"a\": 1}     \n", "a line comment is blanked");
+    strip_is("{/* x\ny */\"a\": 1}", "{    \n    \"a\": 1}",
+             "a block comment is blanked, its newlines kept");
+    strip_is("[1, 2, ]", "[1, 2  ]", "a trailing comma in an array");
+    strip_is("{\"a\": 1, /* c */ }", "{\"a\": 1          }",
+             "a trailing comma before a comment and }");
+    strip_is("[1,\n// c\n]", "[1 \n    \n]", "a trailing comma before a line comment");
+    strip_is("[\"//\", \"/*\", \"*/\", \",]\"]", "[\"//\", \"/*\", \"*/\", \",]\"]",
+             "comment marks and commas in strings are text");
+    strip_is("[\"a\\\"//b\", 1]", "[\"a\\\"//b\", 1]",
+             "an escaped quote does not end a string");
+    strip_is("[\"a\\\\\"//b\n]", "[\"a\\\\\"   \n]",
+             "an escaped backslash does: what follows is a comment");
+    strip_is("/* a /* b */ c */", "             c */", "block comments do not nest");
+    strip_is("\xEF\xBB\xBF{}", "   {}", "a byte order mark is blanked");
+    strip_is("[1,,]", "[1, ]", "only the last of two commas trails");
+    strip_is("/", "/", "a lone slash is the parser's to refuse");
+    snprintf(buf, sizeof(buf), "{\n  \"a\": /* open");
+    r = hutch_jsonc_strip(buf, strlen(buf), &line, &col);
+    ok(r == -EINVAL && line == 2 && col == 8, "an unclosed comment: line %u, column %u",
+       line, col);
+    snprintf(buf, sizeof(buf), "[1] /*");
+    r = hutch_jsonc_strip(buf, strlen(buf), &line, &col);
+    ok(r == -EINVAL && line == 1 && col == 5, "a comment opened at the very end");
+}
 
 static void test_load(void)
 {
@@ -1514,6 +1562,7 @@ int main(void)
 
     test_xheader();
     test_sse_cursor();
+    test_jsonc();
     test_load();
     test_clients();
     test_live();
