@@ -1153,10 +1153,12 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
         snprintf(s->name, sizeof(s->name), "%s", e->string);
         snprintf(s->who, sizeof(s->who), "upstream %s", e->string);
         r = up_entry_kind("mcpServers", e->string, e, s->error, sizeof(s->error), err);
-        if (r == ENTRY_DISABLED || r == ENTRY_SKIPPED) {
+        if (r == ENTRY_DISABLED || r == ENTRY_SKIPPED || r == ENTRY_BROKEN) {
             /* Listed with their state, never started: settled already. */
             s->state = r == ENTRY_DISABLED ? ST_DISABLED : ST_SKIPPED;
-            s->cfg.tr = get(e, "url") && !get(e, "command") ? TR_HTTP : TR_STDIO;
+            s->cfg.tr = (get(e, "url") || get(e, "serverUrl")) && !get(e, "command")
+                            ? TR_HTTP
+                            : TR_STDIO;
             s->settled = true;
             u->settled++;
             continue;

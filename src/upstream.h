@@ -41,12 +41,21 @@ struct hutch_upstream_opts {
     bool no_wait;            /* return at once: servers join as they come up */
 };
 
-/* Read and validate a servers file.  *config is the "mcpServers" (or VS
- * Code's "servers") object as written, variables unexpanded (caller
- * frees); skipped entries and unknown keys are logged as warnings here,
- * once.  Errors name the file, the server and the field (an unset ${VAR}:
- * the variable too). */
+/* Read and validate a servers file (JSON, or VS Code's JSON with comments
+ * and trailing commas).  *config is the "mcpServers" (or VS Code's
+ * "servers") object as written, variables unexpanded (caller frees).  An
+ * entry hutch cannot run or that is broken stays in it and is skipped
+ * when started; why is logged as a warning here, once, naming the file,
+ * the server and the field (an unset ${VAR}: the variable too), with the
+ * unknown keys.  An entry with an invalid name, or an earlier definition
+ * of a name given twice, is dropped with a warning.  Errors: a file that
+ * is not JSON(C), or has no servers object, or too many servers. */
 int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err);
+/* How many entries of a loaded config are broken: skipped for an error of
+ * their own (a field missing or of the wrong type, a variable unset or
+ * only VS Code's), not for a type hutch does not run.  hutch serve
+ * starts the others; --check-config fails on them. */
+size_t hutch_upstreams_broken(const cJSON *config);
 
 /* Start every server of `config` concurrently and wait (up to the start
  * timeout; not at all with opts->no_wait) until each is ready or failed.  Fails only on
