@@ -29,11 +29,12 @@ int hutch_jsonc_strip(char *text, size_t len, unsigned *line, unsigned *col)
     for (; i < len; i++, cl++) {
         char c = text[i];
         switch (st) {
-        case STRING:
-            if (c == '\\' && i + 1 < len && text[i + 1] != '\n') {
+        case STRING: /* to the next unescaped quote, newlines included, as
+                      * cJSON reads a string */
+            if (c == '\\' && i + 1 < len) {
                 i++;
                 cl++;
-            } else if (c == '"' || c == '\n') { /* a newline: the parser's error */
+            } else if (c == '"') {
                 st = CODE;
             }
             break;

@@ -391,6 +391,8 @@ static void test_jsonc(void)
              "an escaped quote does not end a string");
     strip_is("[\"a\\\\\"//b\n]", "[\"a\\\\\"   \n]",
              "an escaped backslash does: what follows is a comment");
+    strip_is("[\"a\n//b\", 1,]", "[\"a\n//b\", 1 ]",
+             "a raw newline does not end a string (cJSON reads on to the quote)");
     strip_is("/* a /* b */ c */", "             c */", "block comments do not nest");
     strip_is("\xEF\xBB\xBF{}", "   {}", "a byte order mark is blanked");
     strip_is("[1,,]", "[1, ]", "only the last of two commas trails");
