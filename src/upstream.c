@@ -1045,7 +1045,17 @@ void hutch_upstreams_wait_starting(struct hutch_upstreams *u, unsigned grace_ms,
 
     if (!u)
         return;
-    until = u->started_ms + grace_ms;
+    pthread_mutex_lock(&u->lock);
+    if (u->settled == u->n) {
+        pthread_mutex_unlock(&u->lock);
+        return;
+    }
+    /* The first search that finds a server starting sets the grace for
+     * every search: they wait together, and none after it. */
+    if (!u->search_until_ms)
+        u->search_until_ms = hutch_now_ms() + grace_ms;
+    until = u->search_until_ms;
+    pthread_mutex_unlock(&u->lock);
     if (deadline_ms && deadline_ms < until)
         until = deadline_ms;
     if (hutch_now_ms() < until)
@@ -1179,7 +1189,6 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
     }
 
     /* Our threads take no signals. */
-    u->started_ms = hutch_now_ms();
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     for (i = 0; i < u->n; i++) {

@@ -76,11 +76,11 @@ int hutch_upstreams_wait_started(struct hutch_upstreams *u, const char *name,
 /* Until every server has been ready or failed once, or deadline_ms, or
  * hutch stops. */
 void hutch_upstreams_wait_settled(struct hutch_upstreams *u, uint64_t deadline_ms);
-/* The same, but never past grace_ms after the servers were started (nor
- * past deadline_ms, when not 0): what a search waits for.  The first
- * searches of a fresh hutch serve wait for the servers still starting;
- * once the grace is over, a search answers at once and names them, however
- * long one of them stays stuck. */
+/* The same, but never past grace_ms after the first search that found a
+ * server still starting (nor past deadline_ms, when not 0): what a search
+ * waits for.  The first search waits for the servers still starting, and
+ * so do those that come while it waits; once its grace is over, a search
+ * answers at once and names them, however long one of them stays stuck. */
 void hutch_upstreams_wait_starting(struct hutch_upstreams *u, unsigned grace_ms,
                                    uint64_t deadline_ms);
 void hutch_upstreams_free(struct hutch_upstreams *u);

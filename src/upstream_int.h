@@ -151,8 +151,10 @@ struct hutch_upstreams {
     uint64_t generation; /* atomic */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    size_t settled;      /* servers that left "starting" */
-    uint64_t started_ms; /* when they were started (hutch_now_ms) */
+    size_t settled; /* servers that left "starting" */
+    /* Until when searches wait for servers still starting: set by the
+     * first search that found one (0: none has); under lock. */
+    uint64_t search_until_ms;
 };
 
 /* How a stdio child ended (up_child_teardown). */
