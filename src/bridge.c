@@ -31,6 +31,11 @@ struct hutch_bridge {
     struct hutch_shapes *shapes; /* what tools without outputSchema returned */
 };
 
+struct hutch_upstreams *hutch_bridge_upstreams(struct hutch_bridge *b)
+{
+    return b ? b->u : NULL;
+}
+
 int hutch_bridge_new(struct hutch_upstreams *u, struct hutch_bridge **out,
                      struct hutch_err *err)
 {

@@ -20,6 +20,9 @@ int hutch_bridge_new(struct hutch_upstreams *u, struct hutch_bridge **out,
                      struct hutch_err *err);
 void hutch_bridge_free(struct hutch_bridge *b);
 
+/* The upstreams it was made with (NULL: none). */
+struct hutch_upstreams *hutch_bridge_upstreams(struct hutch_bridge *b);
+
 /* The shapes of the results the bridge passed back (shape.h), observed for
  * tools without an outputSchema; owned by the bridge. */
 struct hutch_shapes *hutch_bridge_shapes(struct hutch_bridge *b);

@@ -227,9 +227,12 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     cJSON *msg, *rec;
     size_t len = 0, cost = 0;
     char *line;
+    bool quiet = !strcmp(tool, HUTCH_CALLS_DESCRIBE); /* no tool call */
 
     if (!strcmp(tool, HUTCH_CALLS_SEARCH))
         tool = "search_tools"; /* as the record and the messages name it */
+    else if (quiet)
+        tool = "describe";
 
     /* A result held, then encoded: both count until the line is sent. */
     if (r == 0 && reply->result) {
@@ -297,10 +300,14 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     if (c)
         open_remove(q, c);
     /* Counted where it is recorded: the metrics and the record agree. */
-    hutch_metrics_tool_call(
-        reply->server,
-        r == 0 ? "ok" : cJSON_GetStringValue(cJSON_GetObjectItem(rec, "outcome")));
-    cJSON_AddItemToArray(q->record, rec);
+    if (quiet) {
+        cJSON_Delete(rec);
+    } else {
+        hutch_metrics_tool_call(
+            reply->server,
+            r == 0 ? "ok" : cJSON_GetStringValue(cJSON_GetObjectItem(rec, "outcome")));
+        cJSON_AddItemToArray(q->record, rec);
+    }
     if (line) {
         send_locked(q, line, len);
     } else { /* out of memory: the runner would wait for it forever */
@@ -351,10 +358,13 @@ static void *worker_main(void *arg)
         /* What the call makes hutch hold further down (the request sent
          * upstream) is charged to the execution, on this thread. */
         hutch_budget_set_current(c->budget);
-        if (strcmp(c->tool, HUTCH_CALLS_SEARCH))
+        if (strcmp(c->tool, HUTCH_CALLS_SEARCH) &&
+            strcmp(c->tool, HUTCH_CALLS_DESCRIBE))
             r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
         else if (q->search_fn)
-            r = q->search_fn(q->search_arg, NULL, c->args, timeout_ms, &c->reply);
+            r = q->search_fn(q->search_arg,
+                             strcmp(c->tool, HUTCH_CALLS_DESCRIBE) ? NULL : "describe",
+                             c->args, timeout_ms, &c->reply);
         else
             r = -ENOSYS; /* answered "internal" */
         hutch_budget_set_current(NULL);
@@ -556,6 +566,8 @@ void hutch_calls_end(struct hutch_calls *q)
     pthread_mutex_lock(&q->mu);
     if (!q->stop) {
         for (struct call *c = q->open_head; c; c = c->open_next) {
+            if (!strcmp(c->tool, HUTCH_CALLS_DESCRIBE))
+                continue;
             cJSON_AddItemToArray(
                 q->record,
                 record_entry(c->id, c->tool, 0, "unfinished",

@@ -21,9 +21,14 @@ struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
                                     cJSON *record);
 
 /* The tool name hutch_calls_submit takes for a tools.search (the wire's
- * "search" message): answered by the function set here, not by fn.  No
- * tool_call can carry it (the wire refuses control characters). */
+ * "search" message) and a describe (dir(), help()): answered by the
+ * function set here, not by fn, with `tool` NULL for a search and
+ * "describe" for a describe.  No tool_call can carry them (the wire refuses
+ * control characters).  A describe is no tool call: it is not recorded. */
 #define HUTCH_CALLS_SEARCH "\x01search"
+#define HUTCH_CALLS_DESCRIBE                                                           \
+    "\x01"                                                                             \
+    "describe" /* "\x01d…" would be one escape */
 void hutch_calls_set_search(struct hutch_calls *q, hutch_tool_fn fn, void *arg);
 
 /* Readable when the loop must look: then call hutch_calls_take. */

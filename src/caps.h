@@ -278,8 +278,10 @@
 #define HUTCH_SEARCH_FIELD_WORDS    512   /* words kept per searched field */
 #define HUTCH_SEARCH_MAX_QUERY      1024  /* bytes of a query */
 #define HUTCH_SEARCH_QUERY_WORDS    32
-/* search_tools waits this long for upstreams still starting (hutch serve
- * answers initialize before they are up). */
+/* A search (search_tools, tools.search, a program's dir(tools)) waits for
+ * upstreams still starting (hutch serve answers initialize before they are
+ * up) until this long after the first search that found one; later
+ * searches answer at once and name the servers still starting. */
 #define HUTCH_SEARCH_START_WAIT_MS   5000
 #define HUTCH_SEARCH_DEFAULT_RESULTS 10
 /* search_tools without `detail` answers within this many bytes of text

@@ -34,6 +34,21 @@
 #define W_DESC   2
 #define W_COVER  5
 
+/* Words a query drops before matching: English function words, which every
+ * description has ("send email to bob" matched whatever said "to").  Only
+ * words that never name what a tool does: "get", "list", "read", "find",
+ * "new", "all" stay.  Sorted (bsearch). */
+static const char *const stop_words[] = {
+    "a",     "about", "after", "am",    "an",    "and",   "are",    "as",   "at",
+    "be",    "been",  "but",   "by",    "can",   "could", "did",    "do",   "does",
+    "for",   "from",  "had",   "has",   "have",  "he",    "her",    "him",  "his",
+    "how",   "i",     "if",    "in",    "into",  "is",    "it",     "its",  "me",
+    "my",    "of",    "on",    "onto",  "or",    "our",   "please", "she",  "should",
+    "so",    "some",  "than",  "that",  "the",   "their", "them",   "then", "there",
+    "these", "they",  "this",  "those", "to",    "us",    "via",    "was",  "we",
+    "were",  "what",  "when",  "where", "which", "who",   "whom",   "why",  "will",
+    "with",  "would", "you",   "your"};
+
 struct toks {
     struct hutch_buf b; /* n words, each "raw\0stem\0" */
     size_t n;
@@ -264,7 +279,6 @@ static int ts_ident(const char *s)
 struct gen {
     const cJSON *root; /* where "#/..." references point */
     int ts;            /* TypeScript, else Python */
-    int inline_obj;    /* Python: objects with properties spelled out (returns) */
     int max_depth;     /* deeper subschemas are Any */
     unsigned steps;
     int err; /* -ENOMEM, or -E2BIG past HUTCH_SIG_MAX_BYTES or HUTCH_SIG_MAX_STEPS */
@@ -504,8 +518,10 @@ static int top_union(const char *t)
     return 0;
 }
 
-/* {"a": float, "note": NotRequired[str]}: the inline TypedDict form the
- * dict-argument signatures use, for a return type. */
+/* {"a": float, "note": NotRequired[str]}: an object with properties, in
+ * the inline TypedDict form the dict-argument signatures use, wherever it
+ * nests (a parameter, a list's items, a return type), as TypeScript spells
+ * it { a: number; note?: string }. */
 static char *py_object(struct gen *g, const cJSON *s, const cJSON *props, int depth)
 {
     struct sbuf b = SBUF_INIT(HUTCH_SIG_MAX_BYTES);
@@ -575,7 +591,7 @@ static char *render_type(struct gen *g, const cJSON *s, const char *t, int depth
                     *extra = get(s, "additionalProperties");
         if (g->ts && cJSON_IsObject(props))
             return ts_object(g, s, props, depth);
-        if (g->inline_obj && cJSON_IsObject(props) && props->child)
+        if (cJSON_IsObject(props) && props->child)
             return py_object(g, s, props, depth);
         if (!cJSON_IsObject(props) && cJSON_IsObject(extra)) {
             char *v = render(g, extra, depth + 1);
@@ -776,8 +792,7 @@ char *hutch_catalog_type(const cJSON *schema, int ts)
                                 : cJSON_IsObject(get(schema, "properties"));
 
     for (size_t i = 0; i < sizeof(depths) / sizeof(*depths); i++) {
-        struct gen g = {
-            .root = schema, .ts = ts, .inline_obj = 1, .max_depth = depths[i]};
+        struct gen g = {.root = schema, .ts = ts, .max_depth = depths[i]};
         char *r = render(&g, schema, 0);
         if (r && !g.err && strlen(r) <= HUTCH_SIG_MAX_RETURN_BYTES)
             return r;
@@ -789,45 +804,67 @@ char *hutch_catalog_type(const cJSON *schema, int ts)
                       : (ts ? "any" : "Any"));
 }
 
-/* Both signatures of an entry.  A schema too large or intricate to render
- * gets the generic form; the schema itself is in the FULL detail.  The
- * return type is the outputSchema's when there is one, else Any (an
- * observed shape replaces it in search results: shape.c). */
+/* Both signatures of an entry, nested objects spelled out in both
+ * languages alike (Python {"name": str, "tags": NotRequired[list[str]]},
+ * TypeScript { name: string; tags?: string[] }).  A schema too large or
+ * intricate to render whole is rendered shallower, at the same depth in
+ * both (deeper parts are Any / any), and at worst gets the generic form;
+ * the schema itself is in the FULL detail.  The return type is the
+ * outputSchema's when there is one, else Any (an observed shape replaces
+ * it in search results: shape.c). */
 static int make_sigs(struct entry *e)
 {
+    static const int depths[] = {HUTCH_SIG_MAX_DEPTH, 3, 2, 1};
     const cJSON *in = get(e->def, "inputSchema"), *out = get(e->def, "outputSchema");
     char fallback[HUTCH_CATALOG_MAX_IDENT + 96 + HUTCH_SIG_MAX_RETURN_BYTES];
+    char *ret[2] = {NULL, NULL}, *sig[2] = {NULL, NULL};
+    int r = -ENOMEM;
 
     for (int ts = 0; ts < 2; ts++) {
-        struct gen g = {.root = in, .ts = ts, .max_depth = HUTCH_SIG_MAX_DEPTH};
-        char *ret = cJSON_IsObject(out) ? hutch_catalog_type(out, ts)
-                                        : strdup(ts ? "any" : "Any");
-        char *sig;
-        if (!ret)
-            return -ENOMEM;
-        sig = ts ? ts_sig(&g, e->py_tool, in, ret) : py_sig(&g, e->py_tool, in, ret);
-        if (!sig && g.err == -E2BIG) {
-            if (ts)
-                snprintf(fallback, sizeof(fallback),
-                         "%s(args?: Record<string, any>): Promise<%s>", e->py_tool,
-                         ret);
-            else
-                snprintf(fallback, sizeof(fallback), "def %s(**kwargs: Any) -> %s",
-                         e->py_tool, ret);
-            sig = strdup(fallback);
-        } else if (sig && g.err) { /* cannot happen: err always drops the string */
-            free(sig);
-            sig = NULL;
-        }
-        free(ret);
-        if (!sig)
-            return -ENOMEM;
-        if (ts)
-            e->ts_decl = sig;
-        else
-            e->python_sig = sig;
+        ret[ts] = cJSON_IsObject(out) ? hutch_catalog_type(out, ts)
+                                      : strdup(ts ? "any" : "Any");
+        if (!ret[ts])
+            goto out;
     }
-    return 0;
+    for (size_t i = 0; i < sizeof(depths) / sizeof(*depths) && !sig[1]; i++) {
+        for (int ts = 0; ts < 2; ts++) {
+            struct gen g = {.root = in, .ts = ts, .max_depth = depths[i]};
+            sig[ts] = ts ? ts_sig(&g, e->py_tool, in, ret[ts])
+                         : py_sig(&g, e->py_tool, in, ret[ts]);
+            if (sig[ts] && g.err) { /* cannot happen: err always drops the string */
+                free(sig[ts]);
+                sig[ts] = NULL;
+            }
+            if (!sig[ts] && g.err != -E2BIG)
+                goto out;
+            if (!sig[ts]) { /* too big at this depth: both go shallower */
+                free(sig[0]);
+                sig[0] = NULL;
+                break;
+            }
+        }
+    }
+    for (int ts = 0; ts < 2 && !sig[1]; ts++) {
+        if (ts)
+            snprintf(fallback, sizeof(fallback),
+                     "%s(args?: Record<string, any>): Promise<%s>", e->py_tool,
+                     ret[ts]);
+        else
+            snprintf(fallback, sizeof(fallback), "def %s(**kwargs: Any) -> %s",
+                     e->py_tool, ret[ts]);
+        if (!(sig[ts] = strdup(fallback)))
+            goto out;
+    }
+    e->python_sig = sig[0];
+    e->ts_decl = sig[1];
+    sig[0] = sig[1] = NULL;
+    r = 0;
+out:
+    for (int ts = 0; ts < 2; ts++) {
+        free(ret[ts]);
+        free(sig[ts]);
+    }
+    return r;
 }
 
 /* --- words for search --------------------------------------------------------- */
@@ -1452,29 +1489,49 @@ static int ieq(const char *q, size_t n, const char *name)
     return name && strlen(name) == n && eq_n(q, name, n, 1);
 }
 
+static int cmp_word(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int stop_word(const char *w)
+{
+    return bsearch(&w, stop_words, sizeof(stop_words) / sizeof(*stop_words),
+                   sizeof(*stop_words), cmp_word) != NULL;
+}
+
+/* 0 when e does not match.  A tool matches when the query names it
+ * outright, or when one of the query's words is in its name, or when half
+ * of them (rounded up) are somewhere in it: a word that happens to be in
+ * one long description ("sends an elicitation request") does not make a
+ * three-word query ("send email bob") match it. */
 static long score(const struct entry *e, const struct toks *q, const char *exact,
                   size_t exact_len)
 {
     long s = 0;
     const char *qw, *w;
-    size_t i, k;
-    int covered = e->t_name.n > 0;
+    size_t i, k, hit = 0;
+    int covered = e->t_name.n > 0, named = 0, outright;
 
-    if (exact_len &&
-        (ieq(exact, exact_len, e->tool) || ieq(exact, exact_len, e->py_tool) ||
-         ieq(exact, exact_len, e->qualified) ||
-         is_pair(exact, exact_len, e->py_server, e->lps, e->py_tool, e->lpt, 1)))
+    outright = exact_len &&
+               (ieq(exact, exact_len, e->tool) || ieq(exact, exact_len, e->py_tool) ||
+                ieq(exact, exact_len, e->qualified) ||
+                is_pair(exact, exact_len, e->py_server, e->lps, e->py_tool, e->lpt, 1));
+    if (outright)
         s += W_EXACT;
     for (qw = q->b.data, k = 0; k < q->n; k++, qw = tok_next(qw)) {
-        s += (W_NAME * field_match(qw, &e->t_name) +
-              W_SERVER * field_match(qw, &e->t_server) +
-              W_PARAM * field_match(qw, &e->t_params) +
-              W_DESC * field_match(qw, &e->t_desc)) /
-             2;
+        int mn = field_match(qw, &e->t_name), ms = field_match(qw, &e->t_server),
+            mp = field_match(qw, &e->t_params), md = field_match(qw, &e->t_desc);
+        s += (W_NAME * mn + W_SERVER * ms + W_PARAM * mp + W_DESC * md) / 2;
+        hit += (mn | ms | mp | md) != 0;
+        named |= mn != 0;
     }
+    if (!outright && !named && 2 * hit < q->n)
+        return 0;
+    /* The name's own function words ("add_to_cart") need no covering. */
     for (w = e->t_name.b.data, i = 0; covered && i < e->t_name.n;
          i++, w = tok_next(w)) {
-        int m = 0;
+        int m = stop_word(w);
         for (qw = q->b.data, k = 0; !m && k < q->n; k++, qw = tok_next(qw))
             m = word_match(qw, w);
         covered = m > 0;
@@ -1583,6 +1640,13 @@ static cJSON *result(const struct entry *e, enum hutch_detail detail)
     return o;
 }
 
+cJSON *hutch_catalog_describe(const struct hutch_catalog_entry *e,
+                              enum hutch_detail detail)
+{
+    /* Every entry handed out is the pub member, first in its struct entry. */
+    return e ? result((const struct entry *)e, detail) : NULL;
+}
+
 cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
                             size_t limit, enum hutch_detail detail)
 {
@@ -1616,11 +1680,15 @@ cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *quer
         exact_len--;
     if (tokenize(&q, exact, exact_len, HUTCH_SEARCH_QUERY_WORDS) < 0)
         goto fail;
-    /* Each word counts once however often the query repeats it. */
+    /* Each word counts once however often the query repeats it; stop
+     * words not at all (a query of nothing else matches names outright
+     * only, below). */
     for (const char *w = q.b.data; w && uq.n < q.n && w < q.b.data + q.b.len;
          w = tok_next(w)) {
         const char *u = uq.b.data;
         size_t k;
+        if (stop_word(w))
+            continue;
         for (k = 0; k < uq.n && strcmp(u, w); k++)
             u = tok_next(u);
         if (k == uq.n && toks_add(&uq, w, strlen(w)) < 0)
@@ -1632,11 +1700,11 @@ cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *quer
         long s;
         if (keep && !keep(arg, &c->e[i].pub))
             continue;
-        s = uq.n ? score(&c->e[i], &uq, exact, exact_len) : 1;
+        s = q.n ? score(&c->e[i], &uq, exact, exact_len) : 1;
         if (s > 0)
             hits[nh++] = (struct hit){i, s};
     }
-    if (uq.n)
+    if (q.n)
         qsort(hits, nh, sizeof(*hits), by_score);
     if (matches)
         *matches = nh;

@@ -74,6 +74,11 @@ cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *quer
                                  int (*keep)(void *arg,
                                              const struct hutch_catalog_entry *e),
                                  void *arg, size_t *matches);
+/* An entry (of a catalog the caller holds) as a search result at that
+ * detail ({name, call, description, python?, typescript?, ...}); caller
+ * frees, NULL when out of memory. */
+cJSON *hutch_catalog_describe(const struct hutch_catalog_entry *e,
+                              enum hutch_detail detail);
 /* Collisions and skipped tools, as strings.  Borrowed. */
 const cJSON *hutch_catalog_warnings(const struct hutch_catalog *c);
 

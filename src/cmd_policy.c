@@ -35,13 +35,14 @@ static void usage(FILE *f)
 static void usage_check(FILE *f)
 {
     fprintf(
-        f,
-        "Usage: hutch policy check FILE...\n"
-        "\n"
-        "Loads each FILE as hutch serve --policy would (every field checked, host\n"
-        "paths resolved, the file run once in the restricted Lua state) and prints\n"
-        "\"ok: FILE\", or \"FILE:LINE: message\" on stderr.  Exit 0 when every file\n"
-        "is valid, 1 when one is not, 2 on usage errors.\n");
+        f, "Usage: hutch policy check FILE...\n"
+           "\n"
+           "Loads each FILE as hutch serve --policy would (every field checked, host\n"
+           "paths resolved, the file run once in the restricted Lua state) and prints\n"
+           "\"ok: FILE\", or \"FILE:LINE: message\" on stderr.  A valid policy that\n"
+           "denies every tool call (no tools.allow glob, or a tools.deny glob such as\n"
+           "\"*\") gets \"FILE: warning: ...\" on stderr.  Exit 0 when every file is\n"
+           "valid, 1 when one is not, 2 on usage errors.\n");
 }
 
 static void usage_test(FILE *f)
@@ -100,11 +101,16 @@ static int cmd_check(int argc, char **argv)
     }
     for (int i = 1; i < argc; i++) {
         struct hutch_policy *p = NULL;
+        char why[512];
         if (load(argv[i], &p) < 0) {
             bad = 1;
             continue;
         }
         printf("ok: %s\n", argv[i]);
+        if (hutch_policy_denies_every_tool(p, why, sizeof(why))) {
+            fflush(stdout); /* after its "ok:" line on a terminal */
+            fprintf(stderr, "%s: warning: %s\n", argv[i], why);
+        }
         hutch_policy_unref(p);
     }
     return bad;

@@ -294,6 +294,15 @@ static int check_config(const char *servers, const char *policy_file,
         fprintf(stderr, "hutch serve: servers: %s\n", err.msg);
         goto out;
     }
+    /* serve would start the others; a check says what it would skip. */
+    if (config && hutch_upstreams_broken(config)) {
+        fprintf(stderr,
+                "hutch serve: servers: %s: %zu broken entr%s would be skipped (see "
+                "the warnings above)\n",
+                servers, hutch_upstreams_broken(config),
+                hutch_upstreams_broken(config) == 1 ? "y" : "ies");
+        goto out;
+    }
     if (hutch_jobs_check(&jo, p, &err) < 0) {
         fprintf(stderr, "hutch serve: executor: %s\n", err.msg);
         goto out;

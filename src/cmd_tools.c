@@ -20,10 +20,11 @@ static void usage(FILE *f)
         "Starts the upstream MCP servers of FILE and prints their tools as code sees\n"
         "them (tools.server.tool), with Python and TypeScript signatures; `search`\n"
         "ranks them against QUERY like the search_tools tool does.  --limit N\n"
-        "prints at most N tools (search: default 10).  Servers that do not start\n"
-        "are listed with their reason on stderr, and the exit status is then 1\n"
-        "(the tools of the others are still printed); disabled entries are listed\n"
-        "but do not count.\n");
+        "prints at most N tools (search: default 10).  Servers that do not start,\n"
+        "and broken entries of FILE (skipped), are listed with their reason on\n"
+        "stderr, and the exit status is then 1 (the tools of the others are still\n"
+        "printed); disabled entries, and types hutch does not run, are listed but\n"
+        "do not count.\n");
 }
 
 /* Started servers that are not ready (each was named on stderr): their
@@ -160,6 +161,12 @@ int hutch_cmd_tools(int argc, char **argv)
             printf(query[0] ? "no tool matches \"%s\"\n" : "no tools\n", query);
     }
     rc = down_servers(ups) ? 1 : 0;
+    if (hutch_upstreams_broken(config)) {
+        fprintf(stderr, "hutch tools: %zu broken entr%s of %s skipped (see above)\n",
+                hutch_upstreams_broken(config),
+                hutch_upstreams_broken(config) == 1 ? "y" : "ies", servers);
+        rc = 1;
+    }
 out:
     cJSON_Delete(found);
     cJSON_Delete(tools);

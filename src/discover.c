@@ -11,9 +11,9 @@
  * counted, so an agent never plans with a tool it cannot call.
  *
  * Not here: ranking and signatures (catalog.c), the decision on a call
- * (policy.c, govern.c), MCP framing and the servers still starting
- * (mcp_server.c).  No state: every function works on a catalog and a policy
- * the caller holds, from any thread. */
+ * (policy.c, govern.c), MCP framing (mcp_tools.c), waiting for the
+ * servers still starting (upstream.c).  No state: every function works on
+ * a catalog, a policy or a status the caller holds, from any thread. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,6 +257,94 @@ int hutch_discover_search(const struct hutch_catalog *cat, const struct hutch_po
     cJSON_AddNumberToObject(o, "matches", (double)matches);
     *out = o;
     return 0;
+}
+
+cJSON *hutch_discover_directory(const struct hutch_catalog *cat,
+                                const struct hutch_policy *p, const char *server)
+{
+    cJSON *o = cJSON_CreateObject(), *tools, *calls = NULL;
+    size_t n = hutch_catalog_count(cat);
+
+    if (!o)
+        return NULL;
+    tools = server ? cJSON_AddArrayToObject(o, "tools")
+                   : cJSON_AddObjectToObject(o, "tools");
+    if (!tools || (!server && !(calls = cJSON_AddArrayToObject(o, "calls"))))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        const struct hutch_catalog_entry *e = hutch_catalog_at(cat, i);
+        cJSON *item, *list;
+        if (!hutch_discover_offered(p, e))
+            continue;
+        if (server) {
+            if (strcmp(e->server, server) &&
+                (!e->py_tool || strcmp(e->py_server, server)))
+                continue;
+            if (!(item = hutch_catalog_describe(e, HUTCH_DETAIL_SIGNATURES)) ||
+                !cJSON_AddItemToArray(tools, item)) {
+                cJSON_Delete(item);
+                goto fail;
+            }
+            continue;
+        }
+        if (!e->py_tool) {
+            if (!(item = cJSON_CreateString(e->qualified)) ||
+                !cJSON_AddItemToArray(calls, item)) {
+                cJSON_Delete(item);
+                goto fail;
+            }
+            continue;
+        }
+        list = cJSON_GetObjectItemCaseSensitive(tools, e->py_server);
+        if (!list && !(list = cJSON_AddArrayToObject(tools, e->py_server)))
+            goto fail;
+        if (!(item = cJSON_CreateString(e->py_tool)) ||
+            !cJSON_AddItemToArray(list, item)) {
+            cJSON_Delete(item);
+            goto fail;
+        }
+    }
+    return o;
+fail:
+    cJSON_Delete(o);
+    return NULL;
+}
+
+cJSON *hutch_discover_not_ready(const cJSON *status, struct hutch_buf *t)
+{
+    cJSON *down = NULL, *it;
+    int starting = 0;
+
+    cJSON_ArrayForEach(it, status)
+    {
+        const char *name = str(it, "server"), *state = str(it, "state"),
+                   *why = str(it, "error");
+        cJSON *o;
+        if (!name || !state || !strcmp(state, "ready") || !strcmp(state, "disabled") ||
+            !strcmp(state, "skipped"))
+            continue;
+        if (!down && !(down = cJSON_CreateArray()))
+            return NULL;
+        if (t && cJSON_GetArraySize(down) == 0)
+            hutch_buf_appendf(t, "Servers whose tools are not listed:\n");
+        if (t)
+            hutch_buf_appendf(t, "  %s: %s%s%.300s%s\n", name, state, why ? " (" : "",
+                              why ? why : "", why ? ")" : "");
+        starting |= !strcmp(state, "starting");
+        o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "server", name) ||
+            !cJSON_AddStringToObject(o, "state", state) ||
+            (why && !cJSON_AddStringToObject(o, "error", why)) ||
+            !cJSON_AddItemToArray(down, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(down);
+            return NULL;
+        }
+    }
+    if (t && starting)
+        hutch_buf_appendf(t, "A server still starting joins in a moment: search again "
+                             "(a call to one of its tools waits for it).\n");
+    return down;
 }
 
 void hutch_discover_suggest(const struct hutch_catalog *cat,

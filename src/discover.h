@@ -42,6 +42,25 @@ int hutch_discover_search(const struct hutch_catalog *cat, const struct hutch_po
                           const struct hutch_discover_shapes *shapes, cJSON **out,
                           struct hutch_buf *text, struct hutch_err *err);
 
+/* What a program's dir() and help() show (the runner's "describe"
+ * message), of the tools the policy offers.  server NULL: {"tools":
+ * {"<server identifier>": ["<tool identifier>", ...]}, "calls":
+ * ["server.tool", ...]}, the attributes of `tools` (in catalog order) and
+ * the tools only tools.call reaches (their identifiers collide).  A
+ * server (its identifier or its upstream name): {"tools": [...]}, its
+ * tools as search results at detail "signatures", none when it offers
+ * none.  NULL when out of memory. */
+cJSON *hutch_discover_directory(const struct hutch_catalog *cat,
+                                const struct hutch_policy *p, const char *server);
+
+/* The servers a search names because their tools are missing, from
+ * hutch_upstreams_status(): those that were started and are not ready
+ * (starting, restarting, failed); a disabled or skipped one is the user's
+ * choice, nothing an agent can wait for.  One line each appended to t
+ * (when not NULL), and the list [{server, state, error?}] returned (NULL
+ * when there is none; caller frees). */
+cJSON *hutch_discover_not_ready(const cJSON *status, struct hutch_buf *t);
+
 /* " (did you mean \"fs.read_file\"?)" for an unknown `tool` when an offered
  * tool is close (a couple of typing errors, identifier spelling, or the same
  * tool name on another server), else "". */

@@ -251,6 +251,7 @@ static void on_line(struct run *rn, const char *line, size_t len)
         break;
     case HUTCH_MSG_TOOL_CALL:
     case HUTCH_MSG_SEARCH:
+    case HUTCH_MSG_DESCRIBE:
         if (rn->phase != RUNNING) {
             note(rn, "the sandbox sent a tool call outside a job; execution stopped");
             rn->fail = 1;
@@ -260,10 +261,13 @@ static void on_line(struct run *rn, const char *line, size_t len)
             m.args = NULL;
             hutch_budget_give(rn->budget, cost);
             cost = 0;
-            /* tools.search runs as a call does, answered by req->search. */
+            /* tools.search and describe run as a call does, answered by
+             * req->search. */
             if (hutch_calls_submit(rn->calls, m.id,
-                                   m.tool ? m.tool : HUTCH_CALLS_SEARCH, args,
-                                   rn->deadline) < 0)
+                                   m.tool                         ? m.tool
+                                   : m.type == HUTCH_MSG_DESCRIBE ? HUTCH_CALLS_DESCRIBE
+                                                                  : HUTCH_CALLS_SEARCH,
+                                   args, rn->deadline) < 0)
                 answers_stuck(rn);
         }
         break;

@@ -89,8 +89,9 @@ struct hutch_exec_req {
     /* Called about once a second while the job runs (progress). */
     void (*tick)(void *arg, uint64_t elapsed_ms);
     void *tick_arg;
-    /* Answers tools.search (`tool` is NULL; args are search_tools'); NULL:
-     * the program's searches fail with "internal". */
+    /* Answers tools.search (`tool` is NULL; args are search_tools') and the
+     * runner's describe (`tool` is "describe"; discover.h); NULL: they
+     * fail with "internal". */
     hutch_tool_fn search;
     void *search_arg;
     /* The principal's share of hutch's memory (budget.h), or NULL. */

@@ -326,6 +326,34 @@ static int ask_user(struct hutch_gov_exec *x, const char *tool, const cJSON *arg
     return -EPERM;
 }
 
+/* A tool the catalog lacks: the bridge says why it is unknown, and the
+ * nearest tool the policy offers is named (discover.c). */
+static int unknown(struct hutch_gov_exec *x, const char *tool,
+                   struct hutch_tool_reply *reply)
+{
+    int r = hutch_bridge_unknown(x->bridge, tool, reply);
+
+    if (reply->code && !strcmp(reply->code, "unknown_tool") && reply->message) {
+        void *ref;
+        struct hutch_catalog *cat = hutch_bridge_catalog_get(x->bridge, &ref);
+        char hint[HUTCH_MAX_QUALIFIED_NAME + 64], *m;
+        hutch_discover_suggest(cat, x->policy, tool, hint, sizeof(hint));
+        hutch_bridge_catalog_put(x->bridge, ref);
+        size_t n = strlen(reply->message) + strlen(hint) + 1;
+        if (hint[0] && (m = malloc(n))) {
+            /* Before the parenthesis that says where to look. */
+            char *paren = strstr(reply->message, " (use search_tools");
+            int head =
+                paren ? (int)(paren - reply->message) : (int)strlen(reply->message);
+            snprintf(m, n, "%.*s%s%s", head, reply->message, hint,
+                     reply->message + head);
+            free(reply->message);
+            reply->message = m;
+        }
+    }
+    return r;
+}
+
 int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                    struct hutch_tool_reply *reply)
 {
@@ -341,27 +369,8 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
 
     e = hutch_bridge_find(x->bridge, tool, timeout_ms, &ref);
     if (!e) {
-        /* Nothing to decide: the bridge says why it is unknown, and the
-         * nearest tool the policy offers is named (discover.c). */
-        r = hutch_bridge_unknown(x->bridge, tool, reply);
-        if (reply->code && !strcmp(reply->code, "unknown_tool") && reply->message) {
-            void *ref2;
-            struct hutch_catalog *cat = hutch_bridge_catalog_get(x->bridge, &ref2);
-            char hint[HUTCH_MAX_QUALIFIED_NAME + 64], *m;
-            hutch_discover_suggest(cat, x->policy, tool, hint, sizeof(hint));
-            hutch_bridge_catalog_put(x->bridge, ref2);
-            size_t n = strlen(reply->message) + strlen(hint) + 1;
-            if (hint[0] && (m = malloc(n))) {
-                /* Before the parenthesis that says where to look. */
-                char *paren = strstr(reply->message, " (use search_tools");
-                int head =
-                    paren ? (int)(paren - reply->message) : (int)strlen(reply->message);
-                snprintf(m, n, "%.*s%s%s", head, reply->message, hint,
-                         reply->message + head);
-                free(reply->message);
-                reply->message = m;
-            }
-        }
+        /* Nothing to decide. */
+        r = unknown(x, tool, reply);
         goto out;
     }
     t0 = hutch_now_us(); /* the decision: rate limit, globs, hook */
@@ -408,26 +417,116 @@ out:
     return r;
 }
 
+/* A search from a program waits as search_tools does for the servers
+ * still starting, but never past the call's own time. */
+static void wait_starting(struct hutch_upstreams *u, int timeout_ms)
+{
+    hutch_upstreams_wait_starting(u, HUTCH_SEARCH_START_WAIT_MS,
+                                  hutch_now_ms() + (uint64_t)timeout_ms);
+}
+
+/* The servers that are not ready in out's "servers", as search_tools'
+ * structuredContent names them. */
+static int name_not_ready(struct hutch_upstreams *u, cJSON *out)
+{
+    cJSON *st, *down;
+
+    if (!u)
+        return 0;
+    st = hutch_upstreams_status(u);
+    down = hutch_discover_not_ready(st, NULL);
+    cJSON_Delete(st);
+    if (down && !cJSON_AddItemToObject(out, "servers", down)) {
+        cJSON_Delete(down);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int bad_args(struct hutch_tool_reply *reply, const char *msg)
+{
+    reply->code = "invalid_args";
+    reply->message = strdup(msg);
+    return -EINVAL;
+}
+
+/* The runner's describe (dir(), help(), .signature): args {}, {"server":
+ * S} or {"tool": T} (discover.h says what each gives).  A tool is looked
+ * up as a call would be (waiting for its server if it is still starting),
+ * and one the policy does not offer is as unknown as one that does not
+ * exist. */
+static int describe(struct hutch_gov_exec *x, const cJSON *args, int timeout_ms,
+                    struct hutch_tool_reply *reply)
+{
+    struct hutch_upstreams *u = hutch_bridge_upstreams(x->bridge);
+    const cJSON *server = cJSON_GetObjectItemCaseSensitive(args, "server");
+    const cJSON *tool = cJSON_GetObjectItemCaseSensitive(args, "tool");
+    const struct hutch_catalog_entry *e;
+    struct hutch_catalog *cat;
+    cJSON *out;
+    void *ref;
+    int r = 0;
+
+    if ((server && !cJSON_IsString(server)) || (tool && !cJSON_IsString(tool)) ||
+        (server && tool))
+        return bad_args(reply, "describe takes {}, {\"server\": name} or {\"tool\": "
+                               "\"server.tool\"}");
+    if (tool && !x->bridge) {
+        reply->code = "unknown_tool";
+        reply->message = strdup("no upstream MCP servers are configured");
+        return -ENOENT;
+    }
+    if (tool) {
+        e = hutch_bridge_find(x->bridge, tool->valuestring, timeout_ms, &ref);
+        if (e && !hutch_discover_offered(x->policy, e))
+            e = NULL;
+        if (e && !(reply->result = hutch_catalog_describe(e, HUTCH_DETAIL_SIGNATURES)))
+            r = -ENOMEM;
+        hutch_bridge_catalog_put(x->bridge, ref);
+        return e ? r : unknown(x, tool->valuestring, reply);
+    }
+    if (u)
+        wait_starting(u, timeout_ms);
+    cat = x->bridge ? hutch_bridge_catalog_get(x->bridge, &ref) : NULL;
+    out = hutch_discover_directory(cat, x->policy, server ? server->valuestring : NULL);
+    if (x->bridge)
+        hutch_bridge_catalog_put(x->bridge, ref);
+    if (!out || name_not_ready(u, out) < 0) {
+        cJSON_Delete(out);
+        return -ENOMEM;
+    }
+    reply->result = out;
+    return 0;
+}
+
 int hutch_gov_search(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                      struct hutch_tool_reply *reply)
 {
     struct hutch_gov_exec *x = arg;
     struct hutch_err err = HUTCH_ERR_INIT;
+    struct hutch_upstreams *u = hutch_bridge_upstreams(x->bridge);
     struct hutch_catalog *cat;
     cJSON *out = NULL, *empty = NULL;
     void *ref;
     int r;
 
-    (void)tool;
-    (void)timeout_ms; /* a search never waits for anything */
+    if (tool && !strcmp(tool, "describe"))
+        return describe(x, args, timeout_ms, reply);
     if (!args)
         args = empty = cJSON_CreateObject();
+    /* Only a search that will be answered waits. */
+    if (u && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(args, "query")))
+        wait_starting(u, timeout_ms);
     cat = x->bridge ? hutch_bridge_catalog_get(x->bridge, &ref) : NULL;
     r = hutch_discover_search(cat, x->policy, args, 0, 0, NULL, &out, NULL, &err);
     if (x->bridge)
         hutch_bridge_catalog_put(x->bridge, ref);
     cJSON_Delete(empty);
     reply->tool = strdup("search_tools");
+    if (r == 0 && name_not_ready(u, out) < 0) {
+        cJSON_Delete(out);
+        r = hutch_err_set(&err, -ENOMEM, "out of memory");
+    }
     if (r < 0) {
         reply->code = r == -EINVAL ? "invalid_args" : "internal";
         reply->message = strdup(err.msg);

@@ -471,35 +471,8 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
 static cJSON *not_ready(struct hutch_mcp *m, struct hutch_buf *t)
 {
     cJSON *st = m->o.upstreams ? hutch_upstreams_status(m->o.upstreams) : NULL;
-    cJSON *down = NULL, *it;
+    cJSON *down = hutch_discover_not_ready(st, t);
 
-    cJSON_ArrayForEach(it, st)
-    {
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
-        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-        const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"));
-        cJSON *o;
-        /* Only servers that were started: a disabled or skipped one is the
-         * user's choice, nothing an agent can wait for (README). */
-        if (!name || !state || !strcmp(state, "ready") || !strcmp(state, "disabled") ||
-            !strcmp(state, "skipped"))
-            continue;
-        if (!down) {
-            down = cJSON_CreateArray();
-            hutch_buf_appendf(t, "Servers whose tools are not listed:\n");
-        }
-        hutch_buf_appendf(t, "  %s: %s%s%.300s%s\n", name, state, why ? " (" : "",
-                          why ? why : "", why ? ")" : "");
-        o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "server", name);
-        cJSON_AddStringToObject(o, "state", state);
-        if (why)
-            cJSON_AddStringToObject(o, "error", why);
-        cJSON_AddItemToArray(down, o);
-    }
-    if (down && strstr(hutch_buf_str(t), ": starting"))
-        hutch_buf_appendf(t, "A server still starting joins in a moment: search again "
-                             "(a call to one of its tools waits for it).\n");
     cJSON_Delete(st);
     return down;
 }
@@ -536,8 +509,7 @@ cJSON *mcp_search_tools(struct hutch_mcp *m, const char *principal, const cJSON 
     /* A search in hutch serve's first seconds waits a little for servers
      * still starting, then answers with what is there and names the rest. */
     if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(args, "query")))
-        hutch_upstreams_wait_settled(m->o.upstreams,
-                                     hutch_now_ms() + HUTCH_SEARCH_START_WAIT_MS);
+        hutch_upstreams_wait_starting(m->o.upstreams, HUTCH_SEARCH_START_WAIT_MS, 0);
     hutch_buf_init_cut(&t, HUTCH_MCP_MAX_OUTPUT_TEXT, CUT_MARK);
     hutch_buf_init(&down_text, HUTCH_SEARCH_BRIEF_TEXT);
     down = not_ready(m, &down_text);

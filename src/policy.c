@@ -2377,6 +2377,43 @@ static int check_globs(const struct hutch_policy *p, const char *server,
     return 0;
 }
 
+/* A glob (lower-cased, trimmed) that matches every "server.tool": stars
+ * alone, or stars, a dot, stars. */
+static int matches_all(const char *pat)
+{
+    size_t lead = strspn(pat, "*");
+    if (!lead)
+        return 0;
+    if (!pat[lead])
+        return 1;
+    return pat[lead] == '.' && strspn(pat + lead + 1, "*") > 0 &&
+           !pat[lead + 1 + strspn(pat + lead + 1, "*")];
+}
+
+int hutch_policy_denies_every_tool(const struct hutch_policy *p, char *why, size_t len)
+{
+    if (!p)
+        return 0;
+    for (size_t i = 0; i < p->ndeny; i++) {
+        if (matches_all(p->deny[i].pat)) {
+            snprintf(why, len,
+                     "every tool call is denied: tools.deny rule \"%s\" matches every "
+                     "tool",
+                     p->deny[i].orig);
+            return 1;
+        }
+    }
+    if (!p->allow_all && p->nallow == 0) {
+        snprintf(
+            why, len,
+            "every tool call is denied: the policy has no tools.allow glob (with a "
+            "policy file, a tool is allowed only when a tools.allow glob names it; "
+            "tools = { allow = { \"*\" } } allows every tool)");
+        return 1;
+    }
+    return 0;
+}
+
 int hutch_policy_tool_listed(const struct hutch_policy *p, const char *server,
                              const char *tool)
 {

@@ -156,6 +156,15 @@ int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
 int hutch_policy_tool_listed(const struct hutch_policy *p, const char *server,
                              const char *tool);
 
+/* 1 when the globs deny every tool call whatever the upstream servers
+ * offer, why (at most len bytes) saying which: a policy file without a
+ * tools.allow glob (the default of a policy file: a tool is allowed only
+ * when an allow glob names it; the built-in default allows every tool),
+ * or a tools.deny glob that matches every name ("*", "*.*").  0 otherwise.
+ * What `hutch policy check` warns about: such a policy may be meant (code
+ * without tools), but is more often an allow list forgotten. */
+int hutch_policy_denies_every_tool(const struct hutch_policy *p, char *why, size_t len);
+
 /* hutch.path_allowed(path, mode) from C: normalise `path` (see path.h),
  * resolve symlinks of its existing part, and check it lies inside a `paths`
  * entry whose mode allows `mode` ("ro" or "rw").  1 allowed (*resolved, if

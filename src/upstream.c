@@ -1038,6 +1038,30 @@ void hutch_upstreams_wait_settled(struct hutch_upstreams *u, uint64_t deadline_m
     pthread_mutex_unlock(&u->lock);
 }
 
+void hutch_upstreams_wait_starting(struct hutch_upstreams *u, unsigned grace_ms,
+                                   uint64_t deadline_ms)
+{
+    uint64_t until;
+
+    if (!u)
+        return;
+    pthread_mutex_lock(&u->lock);
+    if (u->settled == u->n) {
+        pthread_mutex_unlock(&u->lock);
+        return;
+    }
+    /* The first search that finds a server starting sets the grace for
+     * every search: they wait together, and none after it. */
+    if (!u->search_until_ms)
+        u->search_until_ms = hutch_now_ms() + grace_ms;
+    until = u->search_until_ms;
+    pthread_mutex_unlock(&u->lock);
+    if (deadline_ms && deadline_ms < until)
+        until = deadline_ms;
+    if (hutch_now_ms() < until)
+        hutch_upstreams_wait_settled(u, until);
+}
+
 int hutch_upstreams_wait_started(struct hutch_upstreams *u, const char *name,
                                  size_t len, uint64_t deadline_ms)
 {
@@ -1139,10 +1163,12 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
         snprintf(s->name, sizeof(s->name), "%s", e->string);
         snprintf(s->who, sizeof(s->who), "upstream %s", e->string);
         r = up_entry_kind("mcpServers", e->string, e, s->error, sizeof(s->error), err);
-        if (r == ENTRY_DISABLED || r == ENTRY_SKIPPED) {
+        if (r == ENTRY_DISABLED || r == ENTRY_SKIPPED || r == ENTRY_BROKEN) {
             /* Listed with their state, never started: settled already. */
             s->state = r == ENTRY_DISABLED ? ST_DISABLED : ST_SKIPPED;
-            s->cfg.tr = get(e, "url") && !get(e, "command") ? TR_HTTP : TR_STDIO;
+            s->cfg.tr = (get(e, "url") || get(e, "serverUrl")) && !get(e, "command")
+                            ? TR_HTTP
+                            : TR_STDIO;
             s->settled = true;
             u->settled++;
             continue;

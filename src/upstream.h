@@ -41,12 +41,21 @@ struct hutch_upstream_opts {
     bool no_wait;            /* return at once: servers join as they come up */
 };
 
-/* Read and validate a servers file.  *config is the "mcpServers" (or VS
- * Code's "servers") object as written, variables unexpanded (caller
- * frees); skipped entries and unknown keys are logged as warnings here,
- * once.  Errors name the file, the server and the field (an unset ${VAR}:
- * the variable too). */
+/* Read and validate a servers file (JSON, or VS Code's JSON with comments
+ * and trailing commas).  *config is the "mcpServers" (or VS Code's
+ * "servers") object as written, variables unexpanded (caller frees).  An
+ * entry hutch cannot run or that is broken stays in it and is skipped
+ * when started; why is logged as a warning here, once, naming the file,
+ * the server and the field (an unset ${VAR}: the variable too), with the
+ * unknown keys.  An entry with an invalid name, or an earlier definition
+ * of a name given twice, is dropped with a warning.  Errors: a file that
+ * is not JSON(C), or has no servers object, or too many servers. */
 int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err);
+/* How many entries of a loaded config are broken: skipped for an error of
+ * their own (a field missing or of the wrong type, a variable unset or
+ * only VS Code's), not for a type hutch does not run.  hutch serve
+ * starts the others; --check-config fails on them. */
+size_t hutch_upstreams_broken(const cJSON *config);
 
 /* Start every server of `config` concurrently and wait (up to the start
  * timeout; not at all with opts->no_wait) until each is ready or failed.  Fails only on
@@ -67,6 +76,13 @@ int hutch_upstreams_wait_started(struct hutch_upstreams *u, const char *name,
 /* Until every server has been ready or failed once, or deadline_ms, or
  * hutch stops. */
 void hutch_upstreams_wait_settled(struct hutch_upstreams *u, uint64_t deadline_ms);
+/* The same, but never past grace_ms after the first search that found a
+ * server still starting (nor past deadline_ms, when not 0): what a search
+ * waits for.  The first search waits for the servers still starting, and
+ * so do those that come while it waits; once its grace is over, a search
+ * answers at once and names them, however long one of them stays stuck. */
+void hutch_upstreams_wait_starting(struct hutch_upstreams *u, unsigned grace_ms,
+                                   uint64_t deadline_ms);
 void hutch_upstreams_free(struct hutch_upstreams *u);
 
 /* The tools of every ready server, as an array of {"server": NAME, "tool":

@@ -152,6 +152,9 @@ struct hutch_upstreams {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     size_t settled; /* servers that left "starting" */
+    /* Until when searches wait for servers still starting: set by the
+     * first search that found one (0: none has); under lock. */
+    uint64_t search_until_ms;
 };
 
 /* How a stdio child ended (up_child_teardown). */
@@ -231,7 +234,9 @@ int up_http_reinit(struct server *s, uint64_t gen, struct hutch_err *err);
 
 /* --- upstream_servers.c --------------------------------------------------- */
 
-enum entry_kind { ENTRY_RUN, ENTRY_DISABLED, ENTRY_SKIPPED };
+/* SKIPPED: a type hutch does not run; BROKEN: an error of the entry's
+ * own.  Neither is started; both are listed as "skipped". */
+enum entry_kind { ENTRY_RUN, ENTRY_DISABLED, ENTRY_SKIPPED, ENTRY_BROKEN };
 int up_check_servers(const char *where, const char *key, const cJSON *servers,
                      bool warn, struct hutch_err *err);
 int up_entry_kind(const char *where, const char *name, const cJSON *e, char *why,

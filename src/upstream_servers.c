@@ -1,8 +1,10 @@
 /* upstream_servers.c — the servers file (Claude Desktop's "mcpServers",
- * VS Code's "servers"): loading it, what an entry is (runs, disabled,
- * skipped), ${VAR} expansion, and each entry's fields checked and read
- * into a struct up_entry.  Nothing here starts or talks to a server
- * (upstream.c).  No threads, no locks: pure functions of the file. */
+ * VS Code's "servers", JSON with comments as VS Code writes it): loading
+ * it, what an entry is (runs, disabled, skipped: a broken entry is skipped
+ * with its reason while the others run), ${VAR} expansion, and each
+ * entry's fields checked and read into a struct up_entry.  Nothing here
+ * starts or talks to a server (upstream.c).  No threads, no locks: pure
+ * functions of the file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,6 +29,7 @@
 #include "buf.h"
 #include "caps.h"
 #include "curl_lib.h"
+#include "jsonc.h"
 #include "log.h"
 #include "upstream.h"
 #include "upstream_int.h"
@@ -125,7 +128,13 @@ __attribute__((format(printf, 4, 5))) static int cfg_err(struct hutch_err *err,
  * empty (as in the shell).  VS Code's ${env:VAR} is read as ${VAR}.  $${
  * is a literal "${"; any other $ is itself.  Expanded in "command",
  * "args", "env" values, "cwd", "url" and "headers" values, never in names.
- * Values come from hutch's own environment when the file is loaded. */
+ * Values come from hutch's own environment when the file is loaded.
+ *
+ * VS Code's other variables mean something only in VS Code: ${input:id}
+ * (a value VS Code asks its user for), ${config:…}, ${command:…}, and its
+ * predefined ones (${workspaceFolder}, ${userHome}, ${file}, …) unless
+ * the environment sets a variable of that name.  They are named as such,
+ * and the entry is skipped (an error of the entry, as any other). */
 
 static bool var_char(char ch, bool first)
 {
@@ -133,8 +142,63 @@ static bool var_char(char ch, bool first)
            (!first && ch >= '0' && ch <= '9');
 }
 
+/* VS Code's predefined variables (code.visualstudio.com/docs/reference/
+ * variables-reference); "/" is ${/}, its path separator. */
+static const char *const vscode_vars[] = {"workspaceFolder",
+                                          "workspaceFolderBasename",
+                                          "userHome",
+                                          "file",
+                                          "fileWorkspaceFolder",
+                                          "relativeFile",
+                                          "relativeFileDirname",
+                                          "fileBasename",
+                                          "fileBasenameNoExtension",
+                                          "fileExtname",
+                                          "fileDirname",
+                                          "fileDirnameBasename",
+                                          "cwd",
+                                          "lineNumber",
+                                          "columnNumber",
+                                          "selectedText",
+                                          "execPath",
+                                          "defaultBuildTask",
+                                          "pathSeparator",
+                                          "/",
+                                          NULL};
+static const char *const vscode_prefixes[] = {"input:", "config:", "command:", NULL};
+
+/* A VS Code-only variable at name (just after "${"): its length up to the
+ * "}", else 0.  A predefined name counts when the environment does not set
+ * it, or when it is followed by ":" (${workspaceFolder:app}, a folder of a
+ * multi-root workspace). */
+static size_t vscode_var(const char *name)
+{
+    const char *close = strchr(name, '}');
+    size_t n;
+
+    if (!close)
+        return 0;
+    n = (size_t)(close - name);
+    for (const char *const *p = vscode_prefixes; *p; p++)
+        if (!strncmp(name, *p, strlen(*p)))
+            return n;
+    for (const char *const *v = vscode_vars; *v; v++) {
+        size_t l = strlen(*v);
+        char env[64];
+        if (strncmp(name, *v, l) || (name[l] != '}' && name[l] != ':'))
+            continue;
+        if (name[l] == ':' && name[l + 1] != '-')
+            return n;
+        snprintf(env, sizeof(env), "%s", *v);
+        if (name[l] == '}' && !getenv(env))
+            return n;
+    }
+    return 0;
+}
+
 /* 0 and *out (caller frees); -ENOENT unset (var names it), -EINVAL
- * malformed (var holds what was written), -E2BIG, -ENOMEM. */
+ * malformed (var holds what was written), -ENOTSUP VS Code's (var holds
+ * it, "${…}" included), -E2BIG, -ENOMEM. */
 static int expand_text(const char *in, char **out, char *var, size_t var_cap)
 {
     struct hutch_buf b;
@@ -164,8 +228,13 @@ static int expand_text(const char *in, char **out, char *var, size_t var_cap)
             continue;
         }
         name = dollar + 2;
-        if (!strncmp(name, "env:", 4))
+        if (!strncmp(name, "env:", 4)) {
             name += 4;
+        } else if ((nlen = vscode_var(name))) {
+            up_clean_text(var, var_cap, dollar, nlen + 3);
+            r = -ENOTSUP;
+            break;
+        }
         for (nlen = 0; var_char(name[nlen], nlen == 0); nlen++)
             ;
         close = strchr(name + nlen, '}');
@@ -204,6 +273,18 @@ static int expand_item(const char *where, const char *name, const char *field,
     if (!cJSON_IsString(item) || !strstr(item->valuestring, "${"))
         return 0; /* the checks that follow name a wrong type */
     r = expand_text(item->valuestring, &v, var, sizeof(var));
+    if (r == -ENOTSUP && !strncmp(var, "${input:", 8))
+        return cfg_err(err, where, name,
+                       "%s: %s is a VS Code input (VS Code asks its user for the "
+                       "value; hutch cannot): put the value in an environment variable "
+                       "and write ${env:NAME}",
+                       field, var);
+    if (r == -ENOTSUP)
+        return cfg_err(err, where, name,
+                       "%s: %s is a VS Code variable, which only VS Code can fill in: "
+                       "write the value itself, or ${env:NAME} with an environment "
+                       "variable",
+                       field, var);
     if (r == -ENOENT)
         return cfg_err(err, where, name,
                        "%s: ${%s} is not set (set it, or give a default: "
@@ -238,6 +319,18 @@ static int expand_entry(const char *where, const char *name, const cJSON *e,
     *out = NULL;
     if (!x)
         return hutch_err_set(err, -ENOMEM, "out of memory");
+    /* Windsurf's name for "url". */
+    if (get(x, "serverUrl")) {
+        cJSON *su = cJSON_DetachItemFromObjectCaseSensitive(x, "serverUrl");
+        if (get(x, "url")) {
+            cJSON_Delete(su);
+            cJSON_Delete(x);
+            return cfg_err(err, where, name,
+                           "both \"url\" and \"serverUrl\" (Windsurf's name for it): "
+                           "keep one");
+        }
+        cJSON_AddItemToObject(x, "url", su);
+    }
     for (size_t k = 0; k < 3 && r == 0; k++) {
         snprintf(field, sizeof(field), "\"%s\"", scalars[k]);
         r = expand_item(where, name, field,
@@ -279,11 +372,11 @@ static int expand_entry(const char *where, const char *name, const cJSON *e,
  * (README, "The servers file"). */
 static const char *const entry_keys[] = {"type", "command", "args", "env", "cwd", "url",
                                          "headers", "timeout_ms", "disabled",
-                                         "transportType",
+                                         "transportType", "serverUrl",
                                          /* ignored: */
                                          "alwaysAllow", "autoApprove", "disabledTools",
                                          "timeout", "watchPaths", "description", NULL};
-#define ENTRY_KEYS_READ 10
+#define ENTRY_KEYS_READ 11
 
 /* The entry's "type" (or Cline's older "transportType"), or NULL. */
 static const cJSON *entry_type(const cJSON *e)
@@ -298,35 +391,66 @@ static bool type_http(const char *t)
            !strcmp(t, "streamableHttp");
 }
 
-/* Whether entry e runs; why: for a skipped entry, the reason. */
+/* Whether entry e runs; why: for a skipped entry, the reason.  An entry
+ * hutch cannot run (an old or unknown "type") or that is broken (not an
+ * object, a field missing or of the wrong type, a variable unset or only
+ * VS Code's, …) is skipped with the reason, as Claude Desktop skips it:
+ * one typo does not stop the other servers.  Negative only when out of
+ * memory. */
 int up_entry_kind(const char *where, const char *name, const cJSON *e, char *why,
                   size_t why_cap, struct hutch_err *err)
 {
+    struct hutch_err perr = HUTCH_ERR_INIT;
     const cJSON *d, *t;
+    char prefix[HUTCH_MAX_SERVER_NAME + 512];
+    size_t pl;
+    int r;
 
     why[0] = '\0';
-    if (!cJSON_IsObject(e))
-        return cfg_err(err, where, name, "must be an object");
+    if (!cJSON_IsObject(e)) {
+        snprintf(why, why_cap, "the entry must be an object, not %s",
+                 cJSON_IsString(e)   ? "a string"
+                 : cJSON_IsArray(e)  ? "an array"
+                 : cJSON_IsNumber(e) ? "a number"
+                 : cJSON_IsNull(e)   ? "null"
+                                     : "a boolean");
+        return ENTRY_BROKEN;
+    }
     d = get(e, "disabled");
-    if (d && !cJSON_IsBool(d))
-        return cfg_err(err, where, name, "\"disabled\" must be true or false");
+    if (d && !cJSON_IsBool(d)) {
+        snprintf(why, why_cap, "\"disabled\" must be true or false");
+        return ENTRY_BROKEN;
+    }
     if (cJSON_IsTrue(d))
         return ENTRY_DISABLED;
     t = entry_type(e);
-    if (!t || !cJSON_IsString(t) || !strcmp(t->valuestring, "stdio") ||
-        type_http(t->valuestring))
-        return ENTRY_RUN; /* a wrong type is parse_entry's error */
-    if (!strcmp(t->valuestring, "sse")) {
+    if (t && cJSON_IsString(t) && !strcmp(t->valuestring, "sse")) {
         snprintf(why, why_cap,
                  "\"type\": \"sse\" (the old HTTP+SSE transport) is not supported; "
                  "if the server also speaks streamable HTTP, use \"type\": \"http\"");
-    } else {
+        return ENTRY_SKIPPED;
+    }
+    if (t && cJSON_IsString(t) && strcmp(t->valuestring, "stdio") &&
+        !type_http(t->valuestring)) {
         char shown[64];
         up_clean_text(shown, sizeof(shown), t->valuestring, strlen(t->valuestring));
         snprintf(why, why_cap,
                  "unknown \"type\" \"%s\" (hutch runs \"stdio\" and \"http\")", shown);
+        return ENTRY_SKIPPED;
     }
-    return ENTRY_SKIPPED;
+    r = up_parse_entry(where, name, e, NULL, &perr);
+    if (r == -ENOMEM)
+        return hutch_err_set(err, r, "out of memory");
+    if (r < 0) {
+        /* The reason without the "where: server "name": " cfg_err put
+         * in front: whoever shows it names the entry. */
+        snprintf(prefix, sizeof(prefix), "%s: server \"%s\": ", where, name);
+        pl = strlen(prefix);
+        snprintf(why, why_cap, "%s",
+                 perr.msg + (strncmp(perr.msg, prefix, pl) ? 0 : pl));
+        return ENTRY_BROKEN;
+    }
+    return ENTRY_RUN;
 }
 
 /* Warn about the keys of e that nobody reads. */
@@ -552,7 +676,7 @@ int up_check_servers(const char *where, const char *key, const cJSON *servers,
                      bool warn, struct hutch_err *err)
 {
     const cJSON *e, *o;
-    char why[256];
+    char why[HUTCH_ERR_MSG];
     int n = 0, r;
 
     if (!cJSON_IsObject(servers))
@@ -578,19 +702,64 @@ int up_check_servers(const char *where, const char *key, const cJSON *servers,
         r = up_entry_kind(where, e->string, e, why, sizeof(why), err);
         if (r < 0)
             return r;
-        if (r == ENTRY_DISABLED && warn)
-            hutch_info("%s: server \"%s\" is disabled: not started", where, e->string);
-        if (r == ENTRY_SKIPPED && warn)
-            hutch_warn("%s: server \"%s\" is skipped: %s", where, e->string, why);
-        if (r != ENTRY_RUN)
+        if (!warn)
             continue;
-        if (warn)
+        /* First the keys (a typo'd "comand" says what was meant), then
+         * why the entry does not run. */
+        if (r != ENTRY_DISABLED && cJSON_IsObject(e))
             warn_keys(where, e->string, e);
-        r = up_parse_entry(where, e->string, e, NULL, err);
-        if (r < 0)
-            return r;
+        if (r == ENTRY_DISABLED)
+            hutch_info("%s: server \"%s\" is disabled: not started", where, e->string);
+        if (r == ENTRY_SKIPPED || r == ENTRY_BROKEN)
+            hutch_warn("%s: server \"%s\" is skipped: %s", where, e->string, why);
     }
     return 0;
+}
+
+size_t hutch_upstreams_broken(const cJSON *config)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    char why[HUTCH_ERR_MSG];
+    const cJSON *e;
+    size_t n = 0;
+
+    cJSON_ArrayForEach(e, config)
+    {
+        n += up_entry_kind("mcpServers", e->string, e, why, sizeof(why), &err) ==
+             ENTRY_BROKEN;
+    }
+    return n;
+}
+
+/* Entries no client would run under that name: an invalid name (hutch's
+ * names become tools.<server>), or a name given again further down, where
+ * the last definition counts, as JSON.parse reads the file in every client
+ * that writes one.  Dropped with a warning, before anything else is
+ * checked. */
+static void drop_names(const char *where, cJSON *servers)
+{
+    cJSON *e, *next, *o;
+
+    for (e = cJSON_IsObject(servers) ? servers->child : NULL; e; e = next) {
+        char shown[80];
+        next = e->next;
+        up_clean_text(shown, sizeof(shown), e->string, strlen(e->string));
+        if (!name_ok(e->string)) {
+            hutch_warn("%s: server name \"%s\" is invalid (use 1-%d characters of "
+                       "A-Z a-z 0-9 _ . -): the entry is skipped",
+                       where, shown, HUTCH_MAX_SERVER_NAME);
+            cJSON_Delete(cJSON_DetachItemViaPointer(servers, e));
+            continue;
+        }
+        for (o = next; o && strcmp(o->string, e->string); o = o->next)
+            ;
+        if (o) {
+            hutch_warn("%s: server \"%s\" is defined twice: the last definition is "
+                       "used, as JSON.parse reads the file",
+                       where, shown);
+            cJSON_Delete(cJSON_DetachItemViaPointer(servers, e));
+        }
+    }
 }
 
 int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err)
@@ -607,6 +776,18 @@ int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err
     r = hutch_read_file(path, HUTCH_UPSTREAM_MAX_CONFIG, &data, &len, err);
     if (r < 0)
         return r;
+    /* VS Code's mcp.json is JSON with comments and trailing commas. */
+    {
+        unsigned line = 0, col = 0;
+        if (hutch_jsonc_strip(data, len, &line, &col) < 0) {
+            r = hutch_err_set(
+                err, -EINVAL,
+                "%s: a comment that starts at line %u, column %u is never "
+                "closed (\"*/\")",
+                path, line, col);
+            goto out;
+        }
+    }
     root = cJSON_ParseWithLengthOpts(data, len, &end, false);
     if (root && end) {
         while (end < data + len && is_space(*end))
@@ -667,6 +848,7 @@ int hutch_upstreams_load(const char *path, cJSON **config, struct hutch_err *err
                           path);
         goto out;
     }
+    drop_names(path, servers);
     r = up_check_servers(path, key, servers, true, err);
     if (r < 0)
         goto out;

@@ -322,11 +322,15 @@ int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
         m->lang = cJSON_IsString(lang) ? lang->valuestring : "";
         m->version = cJSON_IsString(ver) ? ver->valuestring : "";
     } else if (strcmp(t->valuestring, "tool_call") == 0 ||
-               strcmp(t->valuestring, "search") == 0) {
+               strcmp(t->valuestring, "search") == 0 ||
+               strcmp(t->valuestring, "describe") == 0) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->root, "id");
         const cJSON *tool = cJSON_GetObjectItemCaseSensitive(m->root, "tool");
-        int search = t->valuestring[0] == 's';
-        m->type = search ? HUTCH_MSG_SEARCH : HUTCH_MSG_TOOL_CALL;
+        /* search and describe ask hutch itself and name no tool. */
+        int search = t->valuestring[0] != 't';
+        m->type = t->valuestring[0] == 's'   ? HUTCH_MSG_SEARCH
+                  : t->valuestring[0] == 'd' ? HUTCH_MSG_DESCRIBE
+                                             : HUTCH_MSG_TOOL_CALL;
         if (!cJSON_IsNumber(id) || !(id->valuedouble >= 1) ||
             id->valuedouble > 9007199254740991.0 ||
             floor(id->valuedouble) != id->valuedouble) {
@@ -336,7 +340,7 @@ int hutch_wire_parse(const char *line, size_t len, struct hutch_msg *m,
         }
         m->id = (int64_t)id->valuedouble;
         if (search) {
-            m->tool = NULL; /* a search names no tool */
+            m->tool = NULL;
         } else if (!cJSON_IsString(tool) || !printable_name(tool->valuestring)) {
             r = hutch_err_set(err, -EBADMSG,
                               "tool_call tool must be a printable string of 1-%u bytes",

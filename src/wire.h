@@ -29,7 +29,8 @@ enum hutch_msg_type {
     HUTCH_MSG_READY = 1,
     HUTCH_MSG_TOOL_CALL,
     HUTCH_MSG_DONE,
-    HUTCH_MSG_SEARCH, /* tools.search: id and args as a tool_call, tool NULL */
+    HUTCH_MSG_SEARCH,   /* tools.search: id and args as a tool_call, tool NULL */
+    HUTCH_MSG_DESCRIBE, /* dir(), help(), .signature: the same shape */
 };
 
 struct hutch_msg {

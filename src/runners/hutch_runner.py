@@ -264,7 +264,32 @@ def _call(tool, args, kwargs, kind='tool_call'):
     raise (ToolDenied if code == 'denied' else ToolError)(message, code, tool)
 
 
+def _lookup(args):
+    """The core's answer to a describe message (dir(), help(), signatures)."""
+    return _call('describe', args, None, 'describe')
+
+
+def _directory():
+    """{server identifier: [tool identifiers]} of the tools the program may
+    call; {} when the core cannot say (dir() must not raise)."""
+    try:
+        found = _lookup({}).get('tools')
+    except Exception:
+        return {}
+    return found if type(found) is dict else {}
+
+
+def _tool_text(info):
+    """A search result as help() shows it: how to call it, the signature,
+    the description."""
+    text = '%s\n%s\n' % (info.get('call', '?'), info.get('python', ''))
+    desc = (info.get('description') or '').strip()
+    return text + ''.join('    ' + line + '\n' for line in desc.splitlines())
+
+
 class _Tool:
+    # A tool of an upstream server: call it with keyword arguments (or one
+    # dict); help() and __doc__ show its signature and description.
     __slots__ = ('name',)
 
     def __init__(self, name):
@@ -272,6 +297,22 @@ class _Tool:
 
     def __call__(self, args=None, /, **kwargs):
         return _call(self.name, args, kwargs)
+
+    def _info(self):
+        return _lookup({'tool': self.name})
+
+    @property
+    def signature(self):
+        """The Python signature, e.g. 'def read_file(*, path: str) -> Any'
+        (raises ToolError for an unknown tool)."""
+        return self._info().get('python')
+
+    @property
+    def __doc__(self):
+        try:
+            return _tool_text(self._info())
+        except ToolError as e:
+            return str(e) + '\n'
 
     def __repr__(self):
         return '<tool %s>' % self.name
@@ -289,7 +330,19 @@ class _Server:
         return _Tool(self._server + '.' + tool)
 
     def __dir__(self):
-        return []
+        return sorted(_directory().get(self._server) or [])
+
+    @property
+    def __doc__(self):
+        try:
+            found = _lookup({'server': self._server}).get('tools') or []
+        except ToolError as e:
+            return str(e)
+        if not found:
+            return 'server %r offers no tools to this program' % self._server
+        head = 'tools.%s: call a tool as tools.%s.<tool>(**args)\n\n' % (
+            self._server, self._server)
+        return head + '\n'.join(_tool_text(t) for t in found)
 
     def __repr__(self):
         return '<tools of server %r: tools.%s.<tool>(**args)>' % (self._server, self._server)
@@ -298,7 +351,9 @@ class _Server:
 class _Tools:
     """Upstream tools: `tools.<server>.<tool>(**args)` returns the tool's
     result; `tools.call("server.tool-name", {...})` for names that are not
-    identifiers. A failed call raises ToolError (ToolDenied when refused)."""
+    identifiers. A failed call raises ToolError (ToolDenied when refused).
+    dir(tools) lists the servers, dir(tools.<server>) their tools, and
+    help(tools.<server>.<tool>) shows a tool's signature."""
     __slots__ = ()
 
     def __getattr__(self, server):
@@ -313,7 +368,9 @@ class _Tools:
     def search(self, query='', limit=None, detail=None):
         """Search the tools the policy lets this program call, as search_tools
         does: {"tools": [{name, call, description, python, typescript}, ...],
-        "total", "matches"}; detail "names", "signatures" (default) or "full"."""
+        "total", "matches"}, and "servers": [{server, state, error?}] naming
+        the servers whose tools are missing (starting, restarting, failed);
+        detail "names", "signatures" (default) or "full"."""
         if not isinstance(query, str):
             raise TypeError('query must be a str, not %s' % type(query).__name__)
         args = {'query': query}
@@ -324,11 +381,57 @@ class _Tools:
         return _call('search_tools', args, None, 'search')
 
     def __dir__(self):
-        return ['call', 'search']
+        return ['call', 'search'] + sorted(_directory())
+
+    def _help(self):
+        try:
+            found = _lookup({})
+        except ToolError as e:
+            found = {'error': str(e)}
+        lines = ['tools: the upstream tools this program may call',
+                 '  tools.<server>.<tool>(**args)          call one (a failure raises '
+                 'ToolError)',
+                 '  tools.call("server.tool-name", {...})  any tool by its name',
+                 '  tools.search(query, limit=None, detail=None)  search them',
+                 '  dir(tools.<server>), help(tools.<server>.<tool>)  their tools, '
+                 'a signature',
+                 '']
+        servers = found.get('tools') if type(found.get('tools')) is dict else {}
+        for name in sorted(servers):
+            lines.append('tools.%s: %s' % (name, ', '.join(servers[name])))
+        for name in found.get('calls') or []:
+            lines.append('tools.call(%r)' % name)
+        for down in found.get('servers') or []:
+            lines.append('not ready: %s (%s%s)' % (
+                down.get('server'), down.get('state'),
+                ': ' + down['error'] if down.get('error') else ''))
+        if found.get('error'):
+            lines.append(found['error'])
+        if not servers and not found.get('calls'):
+            lines.append('(no tools this program may call)')
+        return '\n'.join(lines) + '\n'
 
     def __repr__(self):
         return ("<tools: tools.<server>.<tool>(**args) or "
-                "tools.call('server.tool', {...})>")
+                "tools.call('server.tool', {...}); dir(tools), help(tools)>")
+
+
+def _help(*args, **kwargs):
+    """help(thing): for tools, their servers and their signatures; for
+    anything else, Python's own help (pydoc)."""
+    if len(args) == 1 and not kwargs:
+        thing = args[0]
+        if isinstance(thing, _Tools):
+            sys.stdout.write(thing._help())
+            return
+        if isinstance(thing, _Tool):
+            sys.stdout.write('Help on tool %s:\n\n%s' % (thing.name, thing.__doc__))
+            return
+        if isinstance(thing, _Server):
+            sys.stdout.write(thing.__doc__ + '\n')
+            return
+    import pydoc  # only when asked: it imports much of the standard library
+    return pydoc.help(*args, **kwargs)
 
 
 tools = _Tools()
@@ -512,6 +615,7 @@ def main():
                  '/usr/lib/%s/dist-packages' % version]
     sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
     builtins.exit = builtins.quit = sys.exit
+    builtins.help = _help  # site's, which -S drops, did not know the tools
     _run(code, cwd)
 
 

@@ -86,7 +86,8 @@ try {
   protocolError(`fd 3 (the channel to the core) is not usable: ${e.message}`);
 }
 let partial = [], partialBytes = 0;
-chan.on('data', (data) => {
+chan.on('data', feed);
+function feed(data) {
   let start = 0, nl;
   while ((nl = data.indexOf(10, start)) !== -1) {
     const tail = data.subarray(start, nl);
@@ -102,7 +103,7 @@ chan.on('data', (data) => {
     partialBytes += data.length - start;
     if (partialBytes >= MAX_LINE) protocolError('message longer than 8 MiB');
   }
-});
+}
 chan.on('end', () => protocolError('the core closed the channel'));
 chan.on('error', (e) => protocolError(`channel error: ${e.message}`));
 
@@ -154,6 +155,10 @@ function invoke(tool, args, above, kind = 'tool_call') {
 }
 
 function deliver(m) {
+  if (asking !== 0 && m.id === asking) {
+    answer = m;
+    return;
+  }
   const call = Number.isSafeInteger(m.id) ? pending.get(m.id) : undefined;
   if (!call) protocolError(`tool_result for unknown id ${JSON.stringify(m.id)}`);
   if (typeof m.ok !== 'boolean') protocolError('tool_result needs a boolean "ok"');
@@ -170,9 +175,128 @@ function deliver(m) {
   call.reject(err);
 }
 
-const HELP = "tools: await tools.<server>.<tool>({...}), await tools.call('server.tool', {...}) or await tools.search('query', limit)";
+// --- questions asked synchronously ---------------------------------------------
+//
+// Object.keys(tools.fs) and tools.fs.read_file.signature must answer at
+// once, so their `describe` message is answered by reading the channel
+// here, synchronously: lines for other ids (the tool calls the program
+// has out) are handed on as the 'data' handler would, the one awaited is
+// kept.  Node reads a socket only from its event loop, which cannot run
+// meanwhile, so nothing is read twice.
+let asking = 0, answer;
+const chunk = Buffer.allocUnsafe(1 << 16);
+function askSync(kind, args) {
+  const id = ++lastId;
+  send(`{"t":"${kind}","id":${id},"args":${JSON.stringify(args)}}`);
+  asking = id;
+  answer = undefined;
+  try {
+    if (chan.readableLength > 0) chan.read(); // what the stream holds: 'data' first
+    for (let idle = 0; answer === undefined;) {
+      let n;
+      try {
+        n = fs.readSync(CHANNEL, chunk, 0, chunk.length, null);
+      } catch (e) {
+        if (e.code !== 'EAGAIN') protocolError(`cannot read the channel: ${e.code}`);
+        Atomics.wait(nap, 0, 0, idle++ < 20 ? 0 : 1);
+        continue;
+      }
+      if (n === 0) protocolError('the core closed the channel');
+      feed(Buffer.from(chunk.subarray(0, n)));
+    }
+  } finally {
+    asking = 0;
+  }
+  return answer;
+}
+
+const TOOL = Symbol('hutch tool name');
+const INSPECT = Symbol.for('nodejs.util.inspect.custom');
+
+// The core's describe: {} lists the servers' tools, {server} gives one
+// server's tools with their signatures, {tool} one tool's.
+function describeTools(args) {
+  const m = askSync('describe', args);
+  if (typeof m.ok !== 'boolean') protocolError('tool_result needs a boolean "ok"');
+  if (m.ok) return m.result;
+  const e = m.error !== null && typeof m.error === 'object' ? m.error : {};
+  const err = new Error(typeof e.message === 'string' ? e.message : 'describe failed');
+  err.name = 'ToolError';
+  err.code = typeof e.code === 'string' ? e.code : 'internal';
+  throw err;
+}
+
+// What the core offers this program, or nothing (keys must not throw).
+function directory() {
+  try {
+    const d = describeTools({});
+    return d && typeof d === 'object' ? d : {};
+  } catch (e) {
+    return {};
+  }
+}
+
+function toolText(info) {
+  const desc = String(info.description || '').trim();
+  return [info.call || info.name, info.typescript || '', ...(desc ? desc.split('\n').map((l) => `    ${l}`) : [])].join('\n');
+}
+
+// Every tools.<server>.<tool> is a function with this prototype: .signature
+// (the TypeScript declaration), .description, and toString() / inspection
+// showing both.  Asked of the core when read, never when called.
+const toolProto = Object.create(Function.prototype, {
+  signature: { get() { return describeTools({ tool: this[TOOL] }).typescript; } },
+  description: { get() { return describeTools({ tool: this[TOOL] }).description; } },
+  toString: {
+    value() {
+      try {
+        return toolText(describeTools({ tool: this[TOOL] }));
+      } catch (e) {
+        return `tools.${this[TOOL]}: ${e.message}`;
+      }
+    },
+  },
+  [INSPECT]: { value() { return this.toString(); } },
+});
+
+function serverText(server) {
+  let found;
+  try {
+    found = describeTools({ server }).tools || [];
+  } catch (e) {
+    return `tools.${server}: ${e.message}`;
+  }
+  if (!found.length) return `server ${JSON.stringify(server)} offers no tools to this program`;
+  return [`tools of server ${server}: await tools.${server}.<tool>({...})`, ...found.map(toolText)].join('\n\n');
+}
+
+function toolsText() {
+  const d = directory();
+  const servers = d.tools && typeof d.tools === 'object' ? d.tools : {};
+  const lines = [
+    'tools: the upstream tools this program may call',
+    '  await tools.<server>.<tool>({...})          call one (a failure rejects with a ToolError)',
+    "  await tools.call('server.tool-name', {...})  any tool by its name",
+    '  await tools.search(query, limit, detail)     search them',
+    '  Object.keys(tools.<server>), tools.<server>.<tool>.signature, console.log(tools.<server>)',
+    '',
+    ...Object.keys(servers).map((s) => `tools.${s}: ${servers[s].join(', ')}`),
+    ...(d.calls || []).map((n) => `tools.call(${JSON.stringify(n)})`),
+    ...(d.servers || []).map((x) => `not ready: ${x.server} (${x.state}${x.error ? `: ${x.error}` : ''})`),
+  ];
+  if (!Object.keys(servers).length && !(d.calls || []).length) lines.push('(no tools this program may call)');
+  return lines.join('\n');
+}
+
 const notTools = new Set(['then', 'toJSON', 'constructor']); // probed by await, JSON, inspect
-const inspectable = (text) => ({ [Symbol.for('nodejs.util.inspect.custom')]: () => text });
+// Keys listed by Object.keys(): enumerable, their value what get() gives.
+const listed = (handler) => ({
+  ...handler,
+  getOwnPropertyDescriptor(target, key) {
+    if (typeof key !== 'string' || notTools.has(key)) return Reflect.getOwnPropertyDescriptor(target, key);
+    return { value: handler.get(target, key), writable: false, enumerable: true, configurable: true };
+  },
+});
 
 function callTool(tool, args) {
   return invoke(tool, args, callTool);
@@ -188,21 +312,31 @@ function searchTools(query = '', limit, detail) {
   return invoke('search_tools', args, searchTools, 'search');
 }
 
-const tools = new Proxy(inspectable(HELP), {
+const tools = new Proxy({ [INSPECT]: toolsText }, listed({
   get(target, server) {
     if (server === 'call') return callTool;
     if (server === 'search') return searchTools;
     if (typeof server !== 'string' || notTools.has(server)) return target[server];
-    return new Proxy(inspectable(`tools of server ${server}: await tools.${server}.<tool>({...})`), {
+    return new Proxy({ [INSPECT]: () => serverText(server) }, listed({
       get(target, tool) {
         if (typeof tool !== 'string' || notTools.has(tool)) return target[tool];
         const name = `${server}.${tool}`;
         const fn = (args) => invoke(name, args, fn);
+        fn[TOOL] = name;
+        Object.setPrototypeOf(fn, toolProto);
         return fn;
       },
-    });
+      ownKeys() {
+        const list = (directory().tools || {})[server];
+        return Array.isArray(list) ? list.filter((k) => typeof k === 'string') : [];
+      },
+    }));
   },
-});
+  ownKeys() {
+    const servers = directory().tools;
+    return servers && typeof servers === 'object' ? Object.keys(servers) : [];
+  },
+}));
 
 // --- running the program -----------------------------------------------------
 

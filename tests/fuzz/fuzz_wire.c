@@ -31,7 +31,8 @@ static void check_msg(const struct hutch_msg *m)
         fuzz_assert(m->id >= 1 && m->tool && m->tool[0]);
         fuzz_assert(!m->args || cJSON_IsObject(m->args));
         break;
-    case HUTCH_MSG_SEARCH: /* tools.search: no tool name */
+    case HUTCH_MSG_SEARCH:   /* tools.search: no tool name */
+    case HUTCH_MSG_DESCRIBE: /* dir(), help(): no tool name */
         fuzz_assert(m->id >= 1 && !m->tool);
         fuzz_assert(!m->args || cJSON_IsObject(m->args));
         break;

@@ -6,6 +6,9 @@
 //   - a tool the policy denies is absent from search_tools and from
 //     tools.search inside a program (Python and JavaScript);
 //   - an unknown tool called from a program gets "did you mean";
+//   - (issue 20) function words match nothing; a server stuck starting
+//     is named at once by search_tools and tools.search; dir(), help(),
+//     Object.keys() and .signature in programs;
 //   - execute_code's description names the policy's host folders;
 //   - --direct-tools (here through serve --config, and the policy field):
 //     the upstream tools as MCP tools only with the switch, a call works, a
@@ -124,6 +127,59 @@ await t.step("tools.search in JavaScript, and the search is recorded with the ca
   assert(JSON.stringify(x.s.tool_calls).includes("search_tools"), JSON.stringify(x.s.tool_calls));
   const d = await ex(h.client, js('const r = await tools.search("sum"); return r.tools.map((t) => t.name)'));
   assert(d.s.exit_code === 0 && !d.s.result.includes("everything.get-sum"), describe(d));
+});
+await t.step('search_tools: function words match nothing ("send email to bob")', async () => {
+  const r = await search({ query: "send email to bob" });
+  assert(r.structuredContent.tools.length === 0 && r.structuredContent.matches === 0, JSON.stringify(r.structuredContent));
+  assert(textOf(r).includes('No tool matches "send email to bob"'), textOf(r));
+  const x = await ex(h.client, py('tools.search("send email to bob")["matches"]'));
+  assert(x.s.exit_code === 0 && x.s.result === 0, describe(x));
+});
+await t.step("a server stuck starting: searches answer at once and name it, in programs too", async () => {
+  // "later" stays stuck until the --direct-tools part below.  Each search
+  // used to wait 5 s for it (a minute for these twelve); now only the
+  // searches of the first seconds after hutch started wait.
+  const t0 = Date.now();
+  for (let i = 0; i < 12; i++) {
+    const r = await search({ query: "echo" });
+    assert(r.structuredContent.servers?.some((x) => x.server === "later" && x.state === "starting"), JSON.stringify(r.structuredContent.servers));
+  }
+  const spent = Date.now() - t0;
+  assert(spent < 30000, `12 searches took ${spent} ms while a server was stuck starting`);
+  const x = await ex(h.client, py(
+    'found = [tools.search("echo") for _ in range(8)]\n' +
+    '[[s["server"] + ": " + s["state"] for s in r.get("servers", [])] for r in found]'));
+  assert(x.s.exit_code === 0 && x.s.result.length === 8 && x.s.result.every((s) => s.includes("later: starting")), describe(x));
+  const j = await ex(h.client, js('const r = await tools.search("echo"); return [r.tools.length, r.servers];'));
+  assert(j.s.exit_code === 0 && j.s.result[0] >= 1 && j.s.result[1].some((s) => s.server === "later" && s.state === "starting"), describe(j));
+});
+await t.step("Python: dir(tools), dir(tools.fs), help() and signatures show what the policy offers", async () => {
+  const x = await ex(h.client, py(
+    'import contextlib, io\nshown = io.StringIO()\n' +
+    'with contextlib.redirect_stdout(shown):\n    help(tools.memory.create_entities)\n    help(tools)\n' +
+    '[dir(tools), dir(tools.fs), shown.getvalue(), tools.fs.write_file.__doc__, tools.everything.echo.signature]'));
+  assert(x.s.exit_code === 0, describe(x));
+  const [top, fsTools, shown, denied, sig] = x.s.result;
+  for (const n of ["call", "search", "everything", "fs", "memory"]) assert(top.includes(n), `dir(tools) lacks ${n}: ${top}`);
+  assert(!top.includes("later"), `dir(tools) lists a server still starting: ${top}`);
+  assert(fsTools.includes("read_text_file") && !fsTools.includes("write_file"), `dir(tools.fs): ${fsTools}`);
+  assert(shown.includes('def create_entities(*, entities: list[{"name": str, "entityType": str, "observations": list[str]}])'), shown);
+  assert(/tools\.fs: read_file, read_text_file/.test(shown) && /not ready: later \(starting/.test(shown), shown);
+  assert(denied.includes('unknown tool "fs.write_file"'), denied);
+  assert(sig === "def echo(*, message: str) -> Any", sig);
+  assert(!JSON.stringify(x.s.tool_calls).includes("describe"), `dir() and help() are no tool calls: ${JSON.stringify(x.s.tool_calls)}`);
+});
+await t.step("JavaScript: Object.keys(tools), Object.keys(tools.fs), .signature and String() of a tool", async () => {
+  const x = await ex(h.client, js(
+    'return [Object.keys(tools), Object.keys(tools.fs), tools.memory.create_entities.signature, ' +
+    'String(tools.everything.echo), await tools.everything.echo({ message: "still callable" })];'));
+  assert(x.s.exit_code === 0, describe(x));
+  const [top, fsTools, sig, text, echoed] = x.s.result;
+  assert(["everything", "fs", "memory"].every((n) => top.includes(n)) && !top.includes("later"), JSON.stringify(top));
+  assert(fsTools.includes("read_text_file") && !fsTools.includes("write_file"), JSON.stringify(fsTools));
+  assert(sig.startsWith("create_entities(args: { entities: { name: string; entityType: string; observations: string[] }[] })"), sig);
+  assert(text.startsWith("tools.everything.echo\necho(args: { message: string }): Promise<any>\n"), text);
+  assert(JSON.stringify(echoed).includes("still callable"), JSON.stringify(echoed));
 });
 await t.step('an unknown tool called from a program gets "did you mean"', async () => {
   const x = await ex(h.client, py(

@@ -170,6 +170,11 @@ EOS
     cat >"$TS/none.json" <<EOS
 {"mcpServers": {"broken": {"command": "nosuchcmd-cli"}}}
 EOS
+    cat >"$TS/typo.json" <<EOS
+{"mcpServers": {
+  "everything": {"command": "/usr/bin/node", "args": ["$EVERYTHING", "stdio"]},
+  "typo": {"comand": "nosuchcmd-cli"}}}
+EOS
     CLI_TEST_JS=$EVERYTHING run_hutch tools --servers "$TS/good.json" --detail names
     is "hutch tools exits 0 when every started server is up" "$RC" 0
     like "hutch tools: \${VAR} in args is expanded" "$OUT" "tools.everything.echo"
@@ -182,10 +187,16 @@ EOS
     like "... and counting" "$ERR" "1 of 2 servers did not start"
     run_hutch tools --servers "$TS/none.json"
     is "hutch tools exits 1 when every server failed" "$RC" 1
+    run_hutch tools --servers "$TS/typo.json" --detail names
+    is "hutch tools exits 1 for a broken entry" "$RC" 1
+    like "... which is skipped while the others start" "$OUT" "tools.everything.echo"
+    like "... pointing at the typo" "$ERR" \
+        'server "typo": unknown key "comand" is ignored (did you mean "command"?)'
+    like "... and saying why it is skipped" "$ERR" 'server "typo" is skipped: "command" is missing'
     run_hutch tools --servers "$TS/good.json"
     is "hutch tools exits 1 for an unset \${VAR}" "$RC" 1
     like "... naming the variable, the server and the field" "$ERR" \
-        'server "everything": "args"[0]: ${CLI_TEST_JS} is not set'
+        'server "everything" is skipped: "args"[0]: ${CLI_TEST_JS} is not set'
     rm -rf "$TS"
 fi
 

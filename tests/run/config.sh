@@ -127,11 +127,12 @@ like "... the servers file's unknown key is warned about as serve would" "$ERR" 
 ok "... no server was started" test ! -e "$T/started"
 ok "... the audit log was not created" test ! -e "$T/audit.log"
 
-printf '{"mcpServers": {"bad": {"command": 5}}}\n' >"$T/bad-servers.json"
+printf '{"mcpServers": {"bad": {"command": 5}, "good": {"command": "/bin/true"}}}\n' \
+    >"$T/bad-servers.json"
 run_hutch serve --check-config --servers "$T/bad-servers.json"
-is "--check-config: a bad servers file exits 1" "$RC" 1
-like "... naming the file and the server" "$ERR" "servers: $T/bad-servers.json"
-like "... and the server" "$ERR" '"bad"'
+is "--check-config: a broken entry exits 1 (serve would skip it)" "$RC" 1
+like "... naming the file" "$ERR" "servers: $T/bad-servers.json: 1 broken entry would be skipped"
+like "... and the server and why" "$ERR" 'server "bad" is skipped: "command" must be a non-empty string'
 printf '{"mcpServers": ' >"$T/broken-servers.json"
 run_hutch serve --check-config --servers "$T/broken-servers.json"
 is "--check-config: a servers file that is not JSON exits 1" "$RC" 1
@@ -147,6 +148,36 @@ is "--check-config: an unset \${VAR} without a default exits 1" "$RC" 1
 like "... naming the variable" "$ERR" "CONFIG_SH_UNSET"
 CONFIG_SH_UNSET=set run_hutch serve --check-config --servers "$T/unset-servers.json"
 is "... and passes once it is set" "$RC" 0
+
+# VS Code's .vscode/mcp.json as it is: JSON with comments and trailing
+# commas; an entry with VS Code's own variables is named and skipped.
+cat >"$T/mcp.json" <<'JSON'
+// .vscode/mcp.json
+{
+  "inputs": [
+    { "type": "promptString", "id": "api-key", "description": "API key", "password": true },
+  ],
+  "servers": {
+    /* a local server */
+    "local": { "type": "stdio", "command": "/bin/true", "args": ["--url=http://h//x"], },
+    "remote": { "type": "http", "url": "http://127.0.0.1:9/mcp",
+                "headers": { "Authorization": "Bearer ${input:api-key}" } },
+  },
+}
+JSON
+run_hutch serve --check-config --servers "$T/mcp.json"
+is "--check-config: VS Code's mcp.json with an \${input:...} entry exits 1" "$RC" 1
+like "... naming the entry and the VS Code input" "$ERR" \
+    'server "remote" is skipped: "headers"."Authorization": ${input:api-key} is a VS Code input'
+unlike "... and nothing about the comments or commas" "$ERR" "invalid JSON"
+grep -v remote "$T/mcp.json" | sed 's/"headers".*//' >"$T/mcp2.json"
+run_hutch serve --check-config --servers "$T/mcp2.json"
+is "--check-config: VS Code's mcp.json (comments, trailing commas) is valid" "$RC" 0
+printf '{"servers": {\n  /* never closed\n}}\n' >"$T/open-comment.json"
+run_hutch serve --check-config --servers "$T/open-comment.json"
+is "--check-config: a comment never closed exits 1" "$RC" 1
+like "... saying where it starts" "$ERR" \
+    "$T/open-comment.json: a comment that starts at line 2, column 3 is never closed"
 
 run_hutch serve --check-config --executor nosuch
 is "--check-config: an unknown executor exits 1" "$RC" 1

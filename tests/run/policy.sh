@@ -38,6 +38,19 @@ EOF
 
 run_hutch policy check "$T/p.lua"
 is "policy check accepts a valid policy" "$RC" 0
+is "... without a warning" "$ERR" ""
+
+# A policy file without tools.allow denies every tool: said, not refused.
+printf 'return {\n  limits = { timeout_ms = 1000 },\n}\n' >"$T/no-tools.lua"
+run_hutch policy check "$T/no-tools.lua"
+is "policy check: a policy that denies every tool is valid" "$RC" 0
+like "... and says ok" "$OUT" "ok: $T/no-tools.lua"
+like "... with a warning that every tool call is denied" "$ERR" \
+    "$T/no-tools.lua: warning: every tool call is denied: the policy has no tools.allow glob"
+printf 'return { tools = { allow = { "*" }, deny = { "*" } } }\n' >"$T/deny-all.lua"
+run_hutch policy check "$T/deny-all.lua"
+like "... or a tools.deny glob that matches every tool" "$ERR" \
+    'warning: every tool call is denied: tools.deny rule "*" matches every tool'
 
 cat >"$T/bad.lua" <<'EOF'
 return {

@@ -43,6 +43,11 @@ unlike "stack hides the runner" "$ERR" "runner.js"
 run_hutch run $L -e 'try { await tools.everything.echo({message: "hi"}) } catch (e) { console.log("caught", e.code) }'
 is "unknown tool is catchable" "$OUT" "caught unknown_tool"
 
+run_hutch run $L --json -e 'console.log(tools); return Object.keys(tools)'
+is "without servers Object.keys(tools) is empty" "$(echo "$OUT" | json result)" '[]'
+like "console.log(tools) says there is nothing to call" "$(echo "$OUT" | json stdout)" \
+    "(no tools this program may call)"
+
 run_hutch run $L --json -e 'const rs = await Promise.allSettled(Array.from({length: 100}, (_, i) => tools.call("s.t", {i})));
 return rs.filter(r => r.status === "rejected" && r.reason.code === "unknown_tool").length'
 is "100 concurrent tool calls all answered" "$(echo "$OUT" | json result)" 100

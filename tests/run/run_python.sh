@@ -76,6 +76,14 @@ except ToolError as e:
     print("caught", e.code)'
 is "unknown tool is catchable" "$OUT" "caught unknown_tool"
 
+run_hutch run $L --json -e 'help(tools)
+help(len)
+dir(tools)'
+is "without servers dir(tools) is call and search" "$(echo "$OUT" | json result)" '["call", "search"]'
+like "help(tools) says there is nothing to call" "$(echo "$OUT" | json stdout)" \
+    "(no tools this program may call)"
+like "help() of anything else is Python's own" "$(echo "$OUT" | json stdout)" "len(obj, /)"
+
 run_hutch run $L --json -e 'tools.call("some-server.do-thing", {"x": 1})'
 is "uncaught tool error exits 1" "$(echo "$OUT" | json exit_code)" 1
 like "the error says what to do" "$(echo "$OUT" | json error.message)" "--servers"

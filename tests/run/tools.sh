@@ -46,6 +46,24 @@ is "javascript: concurrent calls come back as values" "$(echo "$OUT" | json resu
 run_hutch run $S --lang python -e 'print(tools.everything.echo(message="x" * 100000) == "Echo: " + "x" * 100000)'
 is "python: a 100 kB argument and answer cross the channel intact" "$OUT" "True"
 
+# What a program can see of its tools (issue 20): dir(), help(), keys.
+run_hutch run $S --lang python --json -e 'help(tools.everything.get_sum)
+[dir(tools), "echo" in dir(tools.everything), tools.everything.echo.signature]'
+is "python: dir(tools), dir(tools.everything), .signature" "$(echo "$OUT" | json result)" \
+    '[["call", "everything", "search"], true, "def echo(*, message: str) -> Any"]'
+like "python: help() of a tool prints its signature" "$(echo "$OUT" | json stdout)" \
+    'tools.everything.get_sum
+def get_sum(*, a: float, b: float)'
+is "python: dir() and help() are no tool calls" "$(echo "$OUT" | json tool_calls.count)" 0
+run_hutch run $S --lang javascript --json -e 'console.log(tools.everything.get_sum)
+return [Object.keys(tools), Object.keys(tools.everything).includes("echo"), tools.everything.echo.signature]'
+is "javascript: Object.keys(tools), Object.keys(tools.everything), .signature" \
+    "$(echo "$OUT" | json result)" \
+    '[["everything"], true, "echo(args: { message: string }): Promise<any>"]'
+like "javascript: console.log() of a tool prints its signature" "$(echo "$OUT" | json stdout)" \
+    'tools.everything.get_sum
+get_sum(args: { a: number; b: number })'
+
 # Compact results (issue 12): 300 calls are summarised, not listed; the
 # whole trace is in the audit log, and in the result only with --trace.
 PROG='n = 0

@@ -433,6 +433,65 @@ static void test_find_and_search(void)
     }
 }
 
+static int count(struct hutch_catalog *c, const char *q)
+{
+    cJSON *r = hutch_catalog_search(c, q, 100, HUTCH_DETAIL_NAMES);
+    int n = r ? cJSON_GetArraySize(r) : -1;
+    cJSON_Delete(r);
+    return n;
+}
+
+/* Function words match nothing, and a word found in one description does
+ * not make a longer query match. */
+static void test_stop_words(void)
+{
+    struct hutch_catalog *c = build(mini_catalog());
+    cJSON *a, *b;
+    char *ja, *jb;
+
+    ok(count(c, "the") == 0, "\"the\" matches nothing (%d)", count(c, "the"));
+    ok(count(c, "to the of and") == 0, "a query of function words matches nothing");
+    ok(count(c, "in") == 0 && count(c, "for") == 0 && count(c, "a") == 0,
+       "\"in\", \"for\", \"a\" match nothing");
+    a = hutch_catalog_search(c, "read file", 100, HUTCH_DETAIL_NAMES);
+    b = hutch_catalog_search(c, "read the file, please", 100, HUTCH_DETAIL_NAMES);
+    ja = cJSON_PrintUnformatted(a);
+    jb = cJSON_PrintUnformatted(b);
+    ok(ja && jb && !strcmp(ja, jb), "function words leave the ranking as it was");
+    free(ja);
+    free(jb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    search_first(c, "what is in the knowledge graph", "memory.read_graph");
+    hutch_catalog_free(c);
+
+    a = cJSON_CreateArray();
+    cJSON_AddItemToArray(
+        a, tool("everything",
+                "{\"name\":\"simulate-research-query\",\"description\":\"Simulates a "
+                "research operation. If 'ambiguous' is true, sends an elicitation "
+                "request to the client.\"}"));
+    cJSON_AddItemToArray(
+        a, tool("fs", "{\"name\":\"write_file\",\"description\":\"Write text to a "
+                      "file.\"}"));
+    c = build(a);
+    ok(count(c, "send email to bob") == 0,
+       "\"send email to bob\": a description's \"sends\" alone is no match (%d)",
+       count(c, "send email to bob"));
+    ok(count(c, "send") == 1, "\"send\" alone still finds it");
+    ok(count(c, "send research") == 1, "half the words are enough");
+    ok(count(c, "simulate") == 1 && count(c, "simulate email bob zebra") == 1,
+       "a word of the name is enough");
+    ok(count(c, "everything.simulate-research-query") == 1, "the name outright");
+    hutch_catalog_free(c);
+
+    a = cJSON_CreateArray();
+    cJSON_AddItemToArray(a, tool("mail", "{\"name\":\"send_message\"}"));
+    c = build(a);
+    ok(count(c, "send email to bob") == 1, "a tool named for sending is a match");
+    hutch_catalog_free(c);
+}
+
 static const struct hutch_catalog_entry *sigs_of(struct hutch_catalog **c,
                                                  const char *json)
 {
@@ -485,9 +544,10 @@ static void test_signatures(void)
         "\"$defs\":{\"Item\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":"
         "\"integer\"}},\"required\":[\"id\"]},\"Kind\":{\"enum\":[\"x\",\"y\"]}}}}",
         "def open(*, mode: Literal[\"r\", \"w\"], path: str, tags: list[str], "
-        "opts: dict[str, Any] | None = None, size: int | None = None, "
+        "opts: {\"depth\": int, \"follow\": NotRequired[bool]} | None = None, "
+        "size: int | None = None, "
         "value: str | float | None = None, ids: list[int | str] | None = None, "
-        "meta: dict[str, str] | None = None, item: dict[str, Any] | None = None, "
+        "meta: dict[str, str] | None = None, item: {\"id\": int} | None = None, "
         "kind: Literal[\"x\", \"y\"] | None = None, flag: Literal[True] | None = None, "
         "maybe: Literal[\"a\", 2] | None = None, free: Any = None) -> Any",
         "open(args: { mode: \"r\" | \"w\"; path: string; tags: string[]; "
@@ -518,9 +578,21 @@ static void test_signatures(void)
     sig_is("{\"name\":\"class\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
            "\"x\":{\"type\":\"object\",\"properties\":{\"q\\\"uote\":{\"type\":"
            "\"string\"}}}}}}",
-           "def class_(*, x: dict[str, Any] | None = None) -> Any",
+           "def class_(*, x: {\"q\\\"uote\": NotRequired[str]} | None = None) -> Any",
            "class_(args?: { x?: { \"q\\\"uote\"?: string } }): Promise<any>",
            "quoted nested key, keyword tool name");
+    /* server-memory's create_entities: nested shapes spelled out in both. */
+    sig_is("{\"name\":\"create_entities\",\"inputSchema\":{\"type\":\"object\","
+           "\"properties\":{\"entities\":{\"type\":\"array\",\"items\":{\"type\":"
+           "\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"entityType\":"
+           "{\"type\":\"string\"},\"observations\":{\"type\":\"array\",\"items\":{"
+           "\"type\":\"string\"}}},\"required\":[\"name\",\"entityType\","
+           "\"observations\"]}}},\"required\":[\"entities\"]}}",
+           "def create_entities(*, entities: list[{\"name\": str, \"entityType\": str, "
+           "\"observations\": list[str]}]) -> Any",
+           "create_entities(args: { entities: { name: string; entityType: string; "
+           "observations: string[] }[] }): Promise<any>",
+           "a list of objects: the object's fields in Python as in TypeScript");
     sig_is("{\"name\":\"weird\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
            "\"a\":5,\"b\":{\"type\":7},\"c\":{\"type\":\"file\"},\"d\":{\"items\":{"
            "\"type\":\"boolean\"}},\"e\":{\"allOf\":[{\"description\":\"x\"},{\"type\":"
@@ -612,10 +684,18 @@ static void test_signatures(void)
         "\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/A\"},\"b\":{"
         "\"$ref\":\"#/$defs/A\"},\"c\":{\"$ref\":\"#/$defs/A\"},\"d\":{\"$ref\":"
         "\"#/$defs/A\"}}}}}}",
-        "def boom(*, a: dict[str, Any] | None = None, b: dict[str, Any] | None = None, "
-        "c: dict[str, Any] | None = None, d: dict[str, Any] | None = None) -> Any",
-        "boom(args?: Record<string, any>): Promise<any>",
-        "exponential recursive TS type: the generic form");
+        "def boom(*, a: {\"a\": NotRequired[Any], \"b\": NotRequired[Any], \"c\": "
+        "NotRequired[Any], \"d\": NotRequired[Any]} | None = None, b: {\"a\": "
+        "NotRequired[Any], \"b\": NotRequired[Any], \"c\": NotRequired[Any], \"d\": "
+        "NotRequired[Any]} | None = None, c: {\"a\": NotRequired[Any], \"b\": "
+        "NotRequired[Any], \"c\": NotRequired[Any], \"d\": NotRequired[Any]} | None "
+        "= None, d: {\"a\": NotRequired[Any], \"b\": NotRequired[Any], \"c\": "
+        "NotRequired[Any], \"d\": NotRequired[Any]} | None = None) -> Any",
+        "boom(args?: { a?: { a?: any; b?: any; c?: any; d?: any }; b?: { a?: any; b?: "
+        "any; c?: any; d?: any }; c?: { a?: any; b?: any; c?: any; d?: any }; d?: { "
+        "a?: "
+        "any; b?: any; c?: any; d?: any } }): Promise<any>",
+        "exponential recursive type: rendered shallower, at one depth in both");
 }
 
 static void valid(const char *schema, const char *value, const char *desc)
@@ -849,6 +929,7 @@ int main(void)
     test_idents();
     test_collisions();
     test_find_and_search();
+    test_stop_words();
     test_signatures();
     test_schema();
     return tap_done();

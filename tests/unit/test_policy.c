@@ -274,6 +274,45 @@ static void test_default(void)
     hutch_policy_unref(p);
 }
 
+/* A policy whose globs deny every tool (what `hutch policy check` warns
+ * about), and the policies that do not. */
+static void denies_all_is(const char *text, int want, const char *part,
+                          const char *what)
+{
+    struct hutch_policy *p = must_load(text);
+    char why[512] = "";
+    int r = hutch_policy_denies_every_tool(p, why, sizeof(why));
+    ok(r == want && (!part || strstr(why, part)), "denies every tool: %s (%d: %s)",
+       what, r, why);
+    hutch_policy_unref(p);
+}
+
+static void test_denies_every_tool(void)
+{
+    struct hutch_policy *p = NULL;
+    struct hutch_err err = {0};
+    char why[512] = "";
+
+    ok(hutch_policy_default(&p, &err) == 0 &&
+           hutch_policy_denies_every_tool(p, why, sizeof(why)) == 0,
+       "denies every tool: not the built-in default (it allows every tool)");
+    hutch_policy_unref(p);
+    denies_all_is("return { limits = { timeout_ms = 1000 } }", 1,
+                  "the policy has no tools.allow glob", "a policy file without tools");
+    denies_all_is("return { tools = { deny = { \"fs.*\" } } }", 1,
+                  "no tools.allow glob", "tools with a deny list only");
+    denies_all_is("return { tools = { allow = {} } }", 1, "no tools.allow glob",
+                  "an empty allow list");
+    denies_all_is("return { tools = { allow = { \"*\" }, deny = { \"*\" } } }", 1,
+                  "tools.deny rule \"*\" matches every tool", "deny \"*\"");
+    denies_all_is("return { tools = { allow = { \"fs.*\" }, deny = { \" *.** \" } } }",
+                  1, "tools.deny rule \" *.** \"", "deny \"*.**\", spaces around");
+    denies_all_is("return { tools = { allow = { \"*\" } } }", 0, NULL, "allow \"*\"");
+    denies_all_is("return { tools = { allow = { \"fs.*\" }, deny = { \"*.delete_*\", "
+                  "\"*.\", \".*\", \"*x\" } } }",
+                  0, NULL, "deny globs that leave tools");
+}
+
 /* --- validation ----------------------------------------------------------------------
  */
 
@@ -1494,6 +1533,7 @@ int main(void)
     make_tree();
     test_globs();
     test_default();
+    test_denies_every_tool();
     test_validation();
     test_principals();
     test_concurrency_limits();

@@ -40,6 +40,7 @@ class Outcome:
         self.done = None
         self.messages = []     # everything the runner sent, in order
         self.calls = []        # tool_call messages
+        self.asks = []         # describe and search messages
         self.max_outstanding = 0
         self.status = None
         self.stdout = self.stderr = ''
@@ -129,6 +130,16 @@ def execute(lang, code, answer=None, batch=1, total=None, run=None, slow_reader=
                         out.calls.append(message)
                         held.append(message)
                         out.max_outstanding = max(out.max_outstanding, len(held))
+                    elif message.get('t') in ('describe', 'search'):
+                        # Answered at once, after the calls held: a runner
+                        # waiting for it gets their results first.
+                        out.asks.append(message)
+                        for call in held:
+                            chan.send(dict(answer(call), t='tool_result', id=call['id']))
+                        answered += len(held)
+                        held = []
+                        chan.send(dict(answer(message), t='tool_result', id=message['id']))
+                        continue
                 if held and (message is None or len(held) >= batch
                              or (total and answered + len(held) >= total)):
                     random.shuffle(held)
@@ -179,7 +190,7 @@ def expect_error(out, type_, status=1):
 # --- tool answers ---------------------------------------------------------
 
 def fixed_tools(call):
-    tool, args = call['tool'], call['args']
+    tool, args = call.get('tool', call['t']), call.get('args')
     if tool == 'fs.read_file':
         return {'ok': True, 'result': {'text': 'hello from ' + args['path']}}
     if tool == 'my-server.do-it':
@@ -189,6 +200,28 @@ def fixed_tools(call):
     if tool.startswith('fs.delete'):
         return {'ok': False, 'error': {'code': 'denied', 'message': 'deletes are not allowed'}}
     return {'ok': False, 'error': {'code': 'unknown_tool', 'message': 'no tool ' + tool}}
+
+
+DIRECTORY = {'tools': {'fs': ['read_file', 'write_file'], 'mem': ['create_entities']},
+             'calls': ['x.y-z'], 'servers': [{'server': 'slow', 'state': 'starting'}]}
+READ_FILE = {'name': 'fs.read_file', 'call': 'tools.fs.read_file',
+             'description': 'Read a file.\nAll of it.',
+             'python': 'def read_file(*, path: str) -> Any',
+             'typescript': 'read_file(args: { path: string }): Promise<any>'}
+
+
+def catalog_tools(call):
+    """fixed_tools, and a core that answers describe with a small catalog."""
+    if call['t'] != 'describe':
+        return fixed_tools(call)
+    args = call.get('args') or {}
+    if not args:
+        return {'ok': True, 'result': DIRECTORY}
+    if args.get('server') == 'fs':
+        return {'ok': True, 'result': {'tools': [READ_FILE]}}
+    if args.get('tool') == 'fs.read_file':
+        return {'ok': True, 'result': READ_FILE}
+    return {'ok': False, 'error': {'code': 'unknown_tool', 'message': 'no tool %r' % args}}
 
 
 def expect_calls(out, n):
@@ -305,6 +338,45 @@ for t in threads:
           % out.max_outstanding, out)
 
 
+def py_dir():
+    out = execute('python', '[dir(tools), dir(tools.fs), dir(tools.mem), dir(tools.nope)]',
+                  catalog_tools)
+    expect_ok(out, [['call', 'fs', 'mem', 'search'], ['read_file', 'write_file'],
+                    ['create_entities'], []])
+    check(all(a['t'] == 'describe' and a['args'] == {} for a in out.asks),
+          'dir() sends describe {}: %r' % out.asks, out)
+    check(not out.calls, 'dir() is no tool call', out)
+    # A core that cannot answer: dir() still works.
+    out = execute('python', 'dir(tools)', fixed_tools)
+    expect_ok(out, ['call', 'search'])
+
+
+def py_help():
+    out = execute('python', "help(tools.fs.read_file)\nhelp(tools.fs)\nhelp(tools.fs.nope)\n"
+                            "help(tools)\nhelp(len)\n"
+                            "[tools.fs.read_file.signature, tools.fs.read_file.__doc__]",
+                  catalog_tools)
+    expect_ok(out, ['def read_file(*, path: str) -> Any',
+                    'tools.fs.read_file\ndef read_file(*, path: str) -> Any\n'
+                    '    Read a file.\n    All of it.\n'])
+    check('Help on tool fs.read_file:\n\ntools.fs.read_file\n'
+          'def read_file(*, path: str) -> Any\n    Read a file.\n' in out.stdout,
+          'help(tools.fs.read_file) prints the signature and the description', out)
+    check('tools.fs: call a tool as tools.fs.<tool>(**args)' in out.stdout,
+          'help(tools.fs) prints its tools', out)
+    check("no tool {'tool': 'fs.nope'}" in out.stdout, 'help() of an unknown tool says so', out)
+    check('tools.fs: read_file, write_file\ntools.mem: create_entities\n'
+          "tools.call('x.y-z')\nnot ready: slow (starting)" in out.stdout,
+          'help(tools) lists the servers, their tools and those not ready', out)
+    check('len(obj, /)' in out.stdout, 'help() of anything else is pydoc\'s', out)
+    check({json.dumps(a['args'], sort_keys=True) for a in out.asks} ==
+          {'{}', '{"server": "fs"}', '{"tool": "fs.read_file"}', '{"tool": "fs.nope"}'},
+          'describe messages: %r' % out.asks, out)
+    out = execute('python', "try:\n    tools.fs.nope.signature\nexcept ToolError as e:\n"
+                            "    result = [e.code, str(e)]\n", catalog_tools)
+    expect_ok(out, ['unknown_tool', "no tool {'tool': 'fs.nope'}"])
+
+
 def py_fake_message():
     out = execute('python', 'print(\'{"t":"done","ok":true,"result":42}\')\n7')
     expect_ok(out, 7, stdout='{"t":"done","ok":true,"result":42}\n')
@@ -392,6 +464,41 @@ def js_tool_ok():
     check(out.calls[0]['tool'] == 'fs.read_file' and out.calls[0]['args'] == {'path': '/data/a.txt'}
           and out.calls[1]['tool'] == 'my-server.do-it' and out.calls[1]['args'] == {'n': 1},
           'tool_call messages: %r' % out.calls, out)
+
+
+def js_keys():
+    out = execute('javascript', 'return [Object.keys(tools), Object.keys(tools.fs), '
+                                'Object.keys(tools.nope), "read_file" in tools.fs ? 1 : 0];',
+                  catalog_tools)
+    expect_ok(out, [['fs', 'mem'], ['read_file', 'write_file'], [], 0])
+    check(not out.calls and all(a['t'] == 'describe' for a in out.asks),
+          'Object.keys sends describe, no tool call', out)
+
+
+def js_signature():
+    code = ("const util = require('util');\n"
+            "const pending = tools.fs.read_file({path: '/a'});\n"
+            "const sig = tools.fs.read_file.signature;\n"
+            "console.log(String(tools.fs.read_file));\n"
+            "console.log(util.inspect(tools));\n"
+            "console.log(tools.fs);\n"
+            "let bad;\n"
+            "try { tools.fs.nope.signature; } catch (e) { bad = [e.name, e.code, e.message]; }\n"
+            "return [sig, tools.fs.read_file.description, await pending, bad, `${tools.fs.nope}`];")
+    out = execute('javascript', code, catalog_tools)
+    expect_ok(out, ['read_file(args: { path: string }): Promise<any>', 'Read a file.\nAll of it.',
+                    {'text': 'hello from /a'},
+                    ['ToolError', 'unknown_tool', "no tool {'tool': 'fs.nope'}"],
+                    "tools.fs.nope: no tool {'tool': 'fs.nope'}"])
+    check(out.stdout.startswith('tools.fs.read_file\nread_file(args: { path: string }): '
+                                'Promise<any>\n    Read a file.\n    All of it.\n'),
+          'String(tool): the call, the signature, the description', out)
+    check('tools.fs: read_file, write_file\ntools.mem: create_entities\n' in out.stdout
+          and 'not ready: slow (starting)' in out.stdout,
+          'inspecting tools lists the servers and those not ready', out)
+    check('tools of server fs: await tools.fs.<tool>({...})' in out.stdout,
+          'inspecting a server lists its tools', out)
+    expect_calls(out, 1)
 
 
 def js_tool_error():
@@ -495,6 +602,8 @@ TESTS = [
     ('python: unknown_tool raises a catchable ToolError', py_tool_error),
     ('python: denied raises PermissionError', py_tool_denied),
     ('python: 100 calls from 8 threads, answered out of order', py_concurrent),
+    ('python: dir(tools) and dir(tools.fs) list servers and tools', py_dir),
+    ('python: help() and __doc__ show a tool\'s signature', py_help),
     ('python: a protocol-looking line on stdout stays on stdout', py_fake_message),
     ('python: 5 MB of output is complete at exit, slow reader', py_big_output),
     ('python: fd 3 is not inherited by a subprocess', py_fd3_not_inherited),
@@ -506,6 +615,8 @@ TESTS = [
     ('javascript: uncaught exception shows main.js:3, no runner frames', js_exception),
     ('javascript: process.exit(3) exits 3 after done', js_exit),
     ('javascript: tool calls answered ok', js_tool_ok),
+    ('javascript: Object.keys(tools), Object.keys(tools.fs)', js_keys),
+    ('javascript: .signature, String() and inspection, a call out meanwhile', js_signature),
     ('javascript: unknown_tool rejects with e.code', js_tool_error),
     ('javascript: denied rejects with e.code "denied"', js_tool_denied),
     ('javascript: Promise.all of 100 calls, answered out of order', js_concurrent),

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "jsonc.h"
 #include "log.h"
 #include "tap.h"
 #include "upstream.h"
@@ -356,9 +357,58 @@ static pid_t start_http_server(const char *name, int *port)
 
 /* --- the servers file ----------------------------------------------------- */
 
+/* JSONC to JSON: what becomes blank, what stays, where an error points. */
+static void strip_is(const char *in, const char *want, const char *what)
+{
+    char buf[256];
+    size_t n = strlen(in);
+    int r;
+
+    memcpy(buf, in, n + 1);
+    r = hutch_jsonc_strip(buf, n, NULL, NULL);
+    ok(r == 0 && !strcmp(buf, want), "jsonc: %s", what);
+    if (r || strcmp(buf, want))
+        printf("#   got  [%s]\n#   want [%s]\n", buf, want);
+}
+
+static void test_jsonc(void)
+{
+    char buf[64];
+    unsigned line = 0, col = 0;
+    int r;
+
+    strip_is("{\"a\": 1}", "{\"a\": 1}", "JSON is left as it is");
+    strip_is("{\"a\": 1} // c\n", "{\"a\": 1}     \n", "a line comment is blanked");
+    strip_is("{/* x\ny */\"a\": 1}", "{    \n    \"a\": 1}",
+             "a block comment is blanked, its newlines kept");
+    strip_is("[1, 2, ]", "[1, 2  ]", "a trailing comma in an array");
+    strip_is("{\"a\": 1, /* c */ }", "{\"a\": 1          }",
+             "a trailing comma before a comment and }");
+    strip_is("[1,\n// c\n]", "[1 \n    \n]", "a trailing comma before a line comment");
+    strip_is("[\"//\", \"/*\", \"*/\", \",]\"]", "[\"//\", \"/*\", \"*/\", \",]\"]",
+             "comment marks and commas in strings are text");
+    strip_is("[\"a\\\"//b\", 1]", "[\"a\\\"//b\", 1]",
+             "an escaped quote does not end a string");
+    strip_is("[\"a\\\\\"//b\n]", "[\"a\\\\\"   \n]",
+             "an escaped backslash does: what follows is a comment");
+    strip_is("[\"a\n//b\", 1,]", "[\"a\n//b\", 1 ]",
+             "a raw newline does not end a string (cJSON reads on to the quote)");
+    strip_is("/* a /* b */ c */", "             c */", "block comments do not nest");
+    strip_is("\xEF\xBB\xBF{}", "   {}", "a byte order mark is blanked");
+    strip_is("[1,,]", "[1, ]", "only the last of two commas trails");
+    strip_is("/", "/", "a lone slash is the parser's to refuse");
+    snprintf(buf, sizeof(buf), "{\n  \"a\": /* open");
+    r = hutch_jsonc_strip(buf, strlen(buf), &line, &col);
+    ok(r == -EINVAL && line == 2 && col == 8, "an unclosed comment: line %u, column %u",
+       line, col);
+    snprintf(buf, sizeof(buf), "[1] /*");
+    r = hutch_jsonc_strip(buf, strlen(buf), &line, &col);
+    ok(r == -EINVAL && line == 1 && col == 5, "a comment opened at the very end");
+}
+
 static void test_load(void)
 {
-    char big[300], path[PATH_MAX + 16], want[PATH_MAX + 100];
+    char path[PATH_MAX + 16];
     cJSON *config = NULL;
     struct hutch_err err;
     int r;
@@ -378,82 +428,6 @@ static void test_load(void)
     ok(load_fails("{\"other\": {}}", "no \"mcpServers\""), "missing mcpServers");
     ok(load_fails("{\"mcpServers\": []}", "\"mcpServers\" must be an object"),
        "mcpServers that is not an object");
-    ok(load_fails("{\"mcpServers\": {\"fs\": {\"args\": []}}}",
-                  "server \"fs\": \"command\" is missing"),
-       "missing command");
-    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": 7}}}",
-                  "\"command\" must be a non-empty string"),
-       "command that is not a string");
-
-    /* The exact message, file name first. */
-    snprintf(path, sizeof(path), "%s/servers.json", tmpdir);
-    snprintf(want, sizeof(want),
-             "%s: server \"fs\": \"args\" must be an array of strings", path);
-    r = load_text(
-        "{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"args\": [\"a\", 1]}}}",
-        &config, &err);
-    ok(r == -EINVAL && !strcmp(err.msg, want), "args with a number: %s", err.msg);
-
-    ok(load_fails("{\"mcpServers\": {\"bad name!\": {\"command\": \"x\"}}}",
-                  "server name \"bad name!\" is invalid"),
-       "bad server name");
-    ok(load_fails("{\"mcpServers\": {\"\": {\"command\": \"x\"}}}", "server name \"\""),
-       "empty server name");
-    memset(big, 'a', 65);
-    snprintf(big + 65, sizeof(big) - 65, "\": {\"command\": \"x\"}}}");
-    {
-        char text[400];
-        snprintf(text, sizeof(text), "{\"mcpServers\": {\"%s", big);
-        ok(load_fails(text, "is invalid"), "65-character server name");
-    }
-    ok(load_fails("{\"mcpServers\": {\"a\": {\"command\": \"x\"}, \"a\": {\"command\": "
-                  "\"y\"}}}",
-                  "defined twice"),
-       "duplicate server name");
-    ok(load_fails(
-           "{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"env\": {\"A\": 1}}}}",
-           "\"env\" must be an object of strings"),
-       "env with a number");
-    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"env\": {\"A=B\": "
-                  "\"1\"}}}}",
-                  "invalid variable name"),
-       "env name with '='");
-    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"timeout_ms\": 0}}}",
-                  "\"timeout_ms\" must be a whole number of milliseconds"),
-       "timeout_ms 0");
-    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"timeout_ms\": "
-                  "\"5000\"}}}",
-                  "\"timeout_ms\" must be"),
-       "timeout_ms as a string");
-    ok(load_fails("{\"mcpServers\": {\"w\": {\"url\": \"http://h/\", \"timeout_ms\": "
-                  "1.5}}}",
-                  "\"timeout_ms\" must be"),
-       "timeout_ms with a fraction");
-    ok(load_fails("{\"mcpServers\": {\"fs\": {\"command\": \"x\", \"timeout_ms\": "
-                  "1e12}}}",
-                  "\"timeout_ms\" must be"),
-       "timeout_ms past the maximum");
-    ok(load_fails(
-           "{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": \"ftp://x/\"}}}",
-           "server \"w\": \"url\" must be an http:// or https:// URL"),
-       "ftp url");
-    ok(load_fails(
-           "{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": \"http://\"}}}",
-           "\"url\" must be"),
-       "url without a host");
-    ok(load_fails("{\"mcpServers\": {\"w\": {\"type\": \"http\"}}}",
-                  "\"url\" is missing"),
-       "http without url");
-    ok(load_fails("{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": "
-                  "\"http://127.0.0.1/\", \"headers\": {\"X\": \"a\\r\\nEvil: 1\"}}}}",
-                  "control characters"),
-       "header value with CRLF");
-    ok(load_fails("{\"mcpServers\": {\"w\": {\"type\": \"http\", \"url\": "
-                  "\"http://127.0.0.1/\", \"headers\": {\"Mcp-Session-Id\": \"x\"}}}}",
-                  "is set by hutch"),
-       "a header hutch sets itself");
-    ok(load_fails("{\"mcpServers\": {\"w\": 3}}", "must be an object"),
-       "entry that is not an object");
     {
         size_t cap = 65 * 40 + 64, len;
         char *text = malloc(cap);
@@ -1227,6 +1201,73 @@ static void test_slowstart(void)
     ok(count_children(0) == 0, "no child process left");
 }
 
+/* A search waits for the servers still starting, but only within the grace
+ * the first such search set: once that is over, it answers at once,
+ * however long a server stays stuck (search_tools took 5 s per call). */
+static struct hutch_upstreams *start_slow(const char *name, const char *env,
+                                          const char *value, cJSON **config)
+{
+    struct hutch_upstream_opts opts = {.no_wait = true};
+    struct hutch_upstreams *u = NULL;
+    struct hutch_err err;
+    char *cfg = NULL;
+
+    *config = NULL;
+    if (asprintf(&cfg,
+                 "{\"%s\": {\"command\": \"%s\", \"args\": [\"%s/slowstart.mjs\"],"
+                 " \"env\": {\"%s\": \"%s\"}}}",
+                 name, node, servers_dir, env, value) < 0)
+        return NULL;
+    *config = cJSON_Parse(cfg);
+    free(cfg);
+    if (hutch_upstreams_start(*config, &opts, &u, &err) < 0)
+        printf("#   start: %s\n", err.msg);
+    return u;
+}
+
+static void test_search_wait(void)
+{
+    char gate[PATH_MAX + 16];
+    cJSON *config;
+    struct hutch_upstreams *u;
+    uint64_t t0, first, second;
+    int fd;
+
+    snprintf(gate, sizeof(gate), "%s/gate", tmpdir);
+    u = start_slow("soon", "SLOWSTART_FILE", gate, &config);
+    ok(u && state_is(u, "soon", "starting", NULL), "a server starts in the background");
+    fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    close(fd);
+    /* Within its grace (a minute here), a search waits for it. */
+    hutch_upstreams_wait_starting(u, 60000, 0);
+    ok(state_is(u, "soon", "ready", NULL), "a search within the grace waits for it");
+    hutch_upstreams_free(u);
+    cJSON_Delete(config);
+    unlink(gate);
+
+    u = start_slow("stuck", "SLOWSTART_MS", "600000", &config);
+    /* The first search comes later than the grace after the start: it
+     * still gets its grace (a client that connects late still sees the
+     * servers that are merely slow)... */
+    sleep_ms(4500);
+    t0 = hutch_now_ms();
+    hutch_upstreams_wait_starting(u, 4000, 0);
+    first = hutch_now_ms() - t0;
+    t0 = hutch_now_ms();
+    hutch_upstreams_wait_starting(u, 4000, 0);
+    second = hutch_now_ms() - t0;
+    ok(first >= 4000, "the first search waits its grace out (%llu ms)",
+       (unsigned long long)first);
+    /* ...and the second, like every later one, has nothing left to wait
+     * for (the old rule, 4 s from each call, waited 4 s again). */
+    ok(state_is(u, "stuck", "starting", NULL) && second < 4000,
+       "once the grace is over a search answers at once (%llu ms)",
+       (unsigned long long)second);
+    hutch_upstreams_free(u);
+    cJSON_Delete(config);
+    ok(count_children(0) == 0, "no child process left");
+}
+
 /* --- servers files as other clients write them ---------------------------- */
 
 /* load_text with hutch's warnings captured: *log is what went to stderr
@@ -1265,27 +1306,105 @@ static bool has(const char *hay, const char *needle)
     return false;
 }
 
+/* `text` loads, and `server` in it is skipped with a warning giving
+ * `why`; started, it is listed as skipped with that reason. */
+static bool load_skips(const char *text, const char *server, const char *why)
+{
+    struct hutch_upstream_opts opts = {.no_wait = true};
+    struct hutch_upstreams *u = NULL;
+    cJSON *config = NULL;
+    struct hutch_err err;
+    char *log = NULL, want[1024];
+    bool okay;
+    int r = load_logged(text, &config, &err, &log);
+
+    /* The warning's line names the server and gives the reason. */
+    snprintf(want, sizeof(want), "server \"%s\" is skipped: ", server);
+    okay = r == 0 && cJSON_GetObjectItemCaseSensitive(config, server) && has(log, want);
+    if (okay) {
+        const char *line = strstr(log, want), *end = strchr(line, '\n');
+        char *shown = strndup(line, end ? (size_t)(end - line) : strlen(line));
+        okay = has(shown, why);
+        free(shown);
+    }
+    if (r < 0)
+        printf("#   load: %s\n", err.msg);
+    free(log);
+    if (okay) {
+        r = hutch_upstreams_start(config, &opts, &u, &err);
+        okay = r == 0 && state_is(u, server, "skipped", why);
+        hutch_upstreams_free(u);
+    }
+    cJSON_Delete(config);
+    return okay;
+}
+
+/* The servers file's names: an invalid one, or one given twice, is
+ * dropped with a warning (the last definition counts). */
+static void test_names(void)
+{
+    char big[300], text[400], *log = NULL;
+    cJSON *config = NULL;
+    struct hutch_err err;
+    int r;
+
+    r = load_logged("{\"mcpServers\": {\"bad name!\": {\"command\": \"x\"}, \"ok\": "
+                    "{\"command\": \"x\"}}}",
+                    &config, &err, &log);
+    ok(r == 0 && cJSON_GetArraySize(config) == 1 && cJSON_GetObjectItem(config, "ok") &&
+           has(log, "server name \"bad name!\" is invalid (use 1-64 characters of A-Z "
+                    "a-z 0-9 _ . -): the entry is skipped"),
+       "an invalid server name: that entry is dropped with a warning, the other loads");
+    free(log);
+    cJSON_Delete(config);
+    r = load_logged("{\"mcpServers\": {\"\": {\"command\": \"x\"}}}", &config, &err,
+                    &log);
+    ok(r == 0 && cJSON_GetArraySize(config) == 0 &&
+           has(log, "server name \"\" is invalid"),
+       "an empty server name is dropped");
+    free(log);
+    cJSON_Delete(config);
+    memset(big, 'a', 65);
+    snprintf(big + 65, sizeof(big) - 65, "\": {\"command\": \"x\"}}}");
+    snprintf(text, sizeof(text), "{\"mcpServers\": {\"%s", big);
+    r = load_logged(text, &config, &err, &log);
+    ok(r == 0 && cJSON_GetArraySize(config) == 0 && has(log, "is invalid"),
+       "a 65-character server name is dropped");
+    free(log);
+    cJSON_Delete(config);
+    r = load_logged("{\"mcpServers\": {\"a\": {\"command\": \"first\"}, \"b\": "
+                    "{\"command\": \"x\"}, \"a\": {\"command\": \"last\"}}}",
+                    &config, &err, &log);
+    ok(r == 0 && cJSON_GetArraySize(config) == 2 &&
+           !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(
+                       cJSON_GetObjectItem(config, "a"), "command")),
+                   "last") &&
+           has(log, "server \"a\" is defined twice: the last definition is used"),
+       "a name defined twice: the last definition is used, with a warning");
+    free(log);
+    cJSON_Delete(config);
+}
+
 static void test_expand_errors(void)
 {
     static const struct {
         const char *entry, *want, *what;
     } bad[] = {
         {"{\"command\": \"${CFG_UNSET_A}\"}",
-         "server \"s\": \"command\": ${CFG_UNSET_A} is not set (set it, or give a "
+         "\"command\": ${CFG_UNSET_A} is not set (set it, or give a "
          "default: ${CFG_UNSET_A:-value})",
          "command"},
         {"{\"command\": \"x\", \"args\": [\"a\", \"--k=${CFG_UNSET_A}\"]}",
-         "server \"s\": \"args\"[1]: ${CFG_UNSET_A} is not set", "args"},
+         "\"args\"[1]: ${CFG_UNSET_A} is not set", "args"},
         {"{\"command\": \"x\", \"env\": {\"K\": \"${CFG_UNSET_A}\"}}",
-         "server \"s\": \"env\".\"K\": ${CFG_UNSET_A} is not set", "env value"},
+         "\"env\".\"K\": ${CFG_UNSET_A} is not set", "env value"},
         {"{\"command\": \"x\", \"cwd\": \"${CFG_UNSET_A}/w\"}",
-         "server \"s\": \"cwd\": ${CFG_UNSET_A} is not set", "cwd"},
+         "\"cwd\": ${CFG_UNSET_A} is not set", "cwd"},
         {"{\"url\": \"http://${CFG_UNSET_A}/mcp\"}",
-         "server \"s\": \"url\": ${CFG_UNSET_A} is not set", "url"},
+         "\"url\": ${CFG_UNSET_A} is not set", "url"},
         {"{\"url\": \"http://h/\", \"headers\": {\"Authorization\": \"Bearer "
          "${CFG_UNSET_A}\"}}",
-         "server \"s\": \"headers\".\"Authorization\": ${CFG_UNSET_A} is not set",
-         "headers value"},
+         "\"headers\".\"Authorization\": ${CFG_UNSET_A} is not set", "headers value"},
         {"{\"command\": \"${env:CFG_UNSET_A}\"}", "${CFG_UNSET_A} is not set",
          "VS Code's ${env:VAR}"},
         {"{\"command\": \"${1X}\"}", "\"${1X}\" is not a variable", "a bad name"},
@@ -1299,13 +1418,91 @@ static void test_expand_errors(void)
          "url checked once expanded"},
         {"{\"command\": \"x\", \"disabled\": \"yes\"}",
          "\"disabled\" must be true or false", "disabled that is not a boolean"},
+        /* VS Code's own variables: named as such. */
+        {"{\"url\": \"http://h/\", \"headers\": {\"Authorization\": \"Bearer "
+         "${input:api-key}\"}}",
+         "\"headers\".\"Authorization\": ${input:api-key} is a VS Code input (VS Code "
+         "asks its user for the value; hutch cannot): put the value in an environment "
+         "variable and write ${env:NAME}",
+         "VS Code's ${input:...}"},
+        {"{\"command\": \"x\", \"args\": [\"${workspaceFolder}/src\"]}",
+         "\"args\"[0]: ${workspaceFolder} is a VS Code variable, which only VS Code "
+         "can "
+         "fill in",
+         "VS Code's ${workspaceFolder}"},
+        {"{\"command\": \"x\", \"cwd\": \"${workspaceFolder:app}\"}",
+         "\"cwd\": ${workspaceFolder:app} is a VS Code variable",
+         "VS Code's ${workspaceFolder:name}"},
+        {"{\"command\": \"${userHome}/bin/x\"}",
+         "\"command\": ${userHome} is a VS Code variable", "VS Code's ${userHome}"},
+        {"{\"command\": \"x\", \"env\": {\"S\": \"a${/}b\"}}",
+         "\"env\".\"S\": ${/} is a VS Code variable", "VS Code's ${/}"},
+        {"{\"command\": \"${config:python.path}\"}",
+         "\"command\": ${config:python.path} is a VS Code variable",
+         "VS Code's ${config:...}"},
+        /* Any other broken field. */
+        {"{\"args\": []}",
+         "\"command\" is missing (or use \"type\": \"http\" with \"url\")",
+         "missing command"},
+        {"{\"command\": 7}", "\"command\" must be a non-empty string",
+         "command that is not a string"},
+        {"{\"command\": \"x\", \"args\": [\"a\", 1]}",
+         "\"args\" must be an array of strings", "args with a number"},
+        {"{\"command\": \"x\", \"env\": {\"A\": 1}}",
+         "\"env\" must be an object of strings", "env with a number"},
+        {"{\"command\": \"x\", \"env\": {\"A=B\": \"1\"}}", "invalid variable name",
+         "env name with '='"},
+        {"{\"command\": \"x\", \"timeout_ms\": 0}",
+         "\"timeout_ms\" must be a whole number of milliseconds", "timeout_ms 0"},
+        {"{\"command\": \"x\", \"timeout_ms\": \"5000\"}", "\"timeout_ms\" must be",
+         "timeout_ms as a string"},
+        {"{\"url\": \"http://h/\", \"timeout_ms\": 1.5}", "\"timeout_ms\" must be",
+         "timeout_ms with a fraction"},
+        {"{\"command\": \"x\", \"timeout_ms\": 1e12}", "\"timeout_ms\" must be",
+         "timeout_ms past the maximum"},
+        {"{\"type\": \"http\", \"url\": \"ftp://x/\"}",
+         "\"url\" must be an http:// or https:// URL", "ftp url"},
+        {"{\"type\": \"http\", \"url\": \"http://\"}", "\"url\" must be",
+         "url without a host"},
+        {"{\"type\": \"http\"}", "\"url\" is missing", "http without url"},
+        {"{\"type\": \"http\", \"url\": \"http://127.0.0.1/\", \"headers\": {\"X\": "
+         "\"a\\r\\nEvil: 1\"}}",
+         "control characters", "header value with CRLF"},
+        {"{\"type\": \"http\", \"url\": \"http://127.0.0.1/\", \"headers\": "
+         "{\"Mcp-Session-Id\": \"x\"}}",
+         "is set by hutch", "a header hutch sets itself"},
+        {"3", "the entry must be an object, not a number", "an entry that is a number"},
+        {"\"npx x\"", "the entry must be an object, not a string",
+         "an entry that is a string"},
+        {"{\"url\": \"http://h/\", \"serverUrl\": \"http://h/\"}",
+         "both \"url\" and \"serverUrl\" (Windsurf's name for it): keep one",
+         "url and Windsurf's serverUrl"},
     };
     char text[1024];
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         snprintf(text, sizeof(text), "{\"mcpServers\": {\"s\": %s}}", bad[i].entry);
-        ok(load_fails(text, bad[i].want), "${VAR}: %s", bad[i].what);
+        ok(load_skips(text, "s", bad[i].want), "a broken entry is skipped: %s",
+           bad[i].what);
     }
+    /* A predefined name the environment sets is that variable. */
+    setenv("workspaceFolder", "/srv/ws", 1);
+    {
+        struct hutch_upstream_opts opts = {.start_timeout_ms = 60000};
+        struct hutch_upstreams *u = NULL;
+        cJSON *config = NULL;
+        struct hutch_err err;
+        int r = load_text("{\"mcpServers\": {\"s\": {\"command\": "
+                          "\"${workspaceFolder}/nosuchcmd-ws\"}}}",
+                          &config, &err);
+        r = r ? r : hutch_upstreams_start(config, &opts, &u, &err);
+        ok(r == 0 && state_is(u, "s", "failed", "/srv/ws/nosuchcmd-ws"),
+           "${workspaceFolder} set in the environment is expanded (%s)",
+           r ? err.msg : "ok");
+        hutch_upstreams_free(u);
+        cJSON_Delete(config);
+    }
+    unsetenv("workspaceFolder");
     ok(load_fails("{\"mcpServers\": {}, \"servers\": {}}", "keep one"),
        "mcpServers and VS Code's servers together are refused");
 }
@@ -1326,7 +1523,10 @@ static void test_clients(void)
     setenv("CFG_NL", "a\r\nX-Evil: 1", 1);
     unsetenv("CFG_UNSET_A");
     unsetenv("CFG_UNSET_B");
+    unsetenv("workspaceFolder");
+    unsetenv("userHome");
     test_expand_errors();
+    test_names();
 
     /* A Claude Desktop file with every kind of entry. */
     if (asprintf(
@@ -1345,12 +1545,14 @@ static void test_clients(void)
             " \"on\": {\"command\": \"${CFG_MISSING:-nosuchcmd-cfg}\", \"disabled\": "
             "false,"
             "   \"comand\": \"typo\", \"cwd\": \"${CFG_UNSET_B:-/}\"},\n"
-            " \"ws\": {\"type\": \"websocket\", \"url\": \"ws://127.0.0.1/\"}\n"
+            " \"ws\": {\"type\": \"websocket\", \"url\": \"ws://127.0.0.1/\"},\n"
+            " \"typo\": {\"comand\": \"npx\", \"args\": [\"server\"]},\n"
+            " \"surf\": {\"serverUrl\": \"http://127.0.0.1:${CFG_PORT_U:-1}/surf\"}\n"
             "}}\n") < 0)
         return;
     r = load_logged(text, &config, &err, &log);
     free(text);
-    ok(r == 0 && cJSON_GetArraySize(config) == 6,
+    ok(r == 0 && cJSON_GetArraySize(config) == 8,
        "a Claude Desktop file with sse, disabled and unknown types loads (%s)",
        r ? err.msg : "ok");
     ok(has(log, "server \"legacy\" is skipped: \"type\": \"sse\" (the old HTTP+SSE "
@@ -1361,6 +1563,15 @@ static void test_clients(void)
     ok(has(log, "server \"on\": unknown key \"comand\" is ignored (did you mean "
                 "\"command\"?)"),
        "an unknown key is reported with a suggestion");
+    ok(has(log, "server \"typo\": unknown key \"comand\" is ignored (did you mean "
+                "\"command\"?)") &&
+           has(log, "server \"typo\" is skipped: \"command\" is missing"),
+       "an entry broken by a typo is skipped, after the typo is pointed out");
+    ok(log && !strstr(log, "\"serverUrl\""),
+       "Windsurf's serverUrl is a key hutch reads");
+    ok(hutch_upstreams_broken(config) == 1,
+       "one entry is broken (typo); sse and websocket are only not supported (%zu)",
+       hutch_upstreams_broken(config));
     ok(log && !strstr(log, "alwaysAllow") && !strstr(log, "autoApprove") &&
            !strstr(log, "\"off\"") && !strstr(log, "\"timeout\""),
        "other clients' keys and disabled entries raise no warning");
@@ -1381,6 +1592,14 @@ static void test_clients(void)
     ok(state_is(u, "on", "failed", "nosuchcmd-cfg"),
        "a default in command is used: \"disabled\": false starts");
     ok(state_is(u, "web", "failed", "127.0.0.1:1"), "a default in url is used");
+    ok(state_is(u, "typo", "skipped", "\"command\" is missing"),
+       "the broken entry is listed as skipped, while fs runs");
+    ok(state_is(u, "surf", "failed", "127.0.0.1:1/surf"),
+       "Windsurf's serverUrl is read as url (an http server, tried)");
+    s = status_of(u, "surf");
+    ok(s && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(s, "transport")), "http"),
+       "serverUrl makes an http entry");
+    cJSON_Delete(s);
     s = status_of(u, "legacy");
     ok(s && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(s, "transport")), "none"),
        "a skipped entry has no transport");
@@ -1408,9 +1627,58 @@ static void test_clients(void)
     ok(r == 0 && cJSON_GetArraySize(config) == 3,
        "VS Code's \"servers\" form loads (%s)", r ? err.msg : "ok");
     cJSON_Delete(config);
-    ok(load_fails("{\"servers\": {\"a\": {\"type\": \"stdio\"}}}",
-                  "server \"a\": \"command\" is missing"),
+    ok(load_skips("{\"servers\": {\"a\": {\"type\": \"stdio\"}}}", "a",
+                  "\"command\" is missing"),
        "VS Code's form is checked like mcpServers");
+
+    /* VS Code's mcp.json is JSONC: comments, trailing commas. */
+    r = load_logged(
+        "\xEF\xBB\xBF// .vscode/mcp.json\r\n"
+        "{\r\n"
+        "  \"inputs\": [ { \"type\": \"promptString\", \"id\": \"api-key\", "
+        "\"password\": true }, ],\r\n"
+        "  \"servers\": {\r\n"
+        "    /* a stdio server, /* not nested */\r\n"
+        "    \"a\": { \"type\": \"stdio\", \"command\": \"x\",\r\n"
+        "           \"args\": [\"http://h//x\", \"/* kept */\", \"a\\\"//b\", ], },\r\n"
+        "    \"b\": { \"type\": \"http\", \"url\": \"http://127.0.0.1:9/mcp\",\r\n"
+        "           \"headers\": { \"Authorization\": \"Bearer ${input:api-key}\" } "
+        "},\r\n"
+        "    \"c\": { \"command\": \"x\", \"cwd\": \"${workspaceFolder}\" }, // "
+        "last\r\n"
+        "  },\r\n"
+        "}\r\n",
+        &config, &err, &log);
+    s = cJSON_GetObjectItem(cJSON_GetObjectItem(config, "a"), "args");
+    got = s ? cJSON_PrintUnformatted(s) : NULL;
+    ok(r == 0 && cJSON_GetArraySize(config) == 3 && got &&
+           !strcmp(got, "[\"http://h//x\",\"/* kept */\",\"a\\\"//b\"]"),
+       "a JSONC file loads; comment marks in strings are text (%s)",
+       r     ? err.msg
+       : got ? got
+             : "?");
+    free(got);
+    ok(has(log, "server \"b\" is skipped: \"headers\".\"Authorization\": "
+                "${input:api-key} is a VS Code input") &&
+           has(log, "server \"c\" is skipped: \"cwd\": ${workspaceFolder} is a VS Code "
+                    "variable"),
+       "entries with VS Code's variables are skipped, naming them; the file loads");
+    free(log);
+    cJSON_Delete(config);
+    ok(load_fails("{\"servers\": {\n  /* never closed\n  \"a\": {}}}",
+                  "servers.json: a comment that starts at line 2, column 3 is never "
+                  "closed (\"*/\")"),
+       "an unclosed comment fails the file, saying where it starts");
+    ok(load_fails("{\"servers\": {\n /* a /* b */ c */ \"a\": {}}}",
+                  "invalid JSON at line 2, column 16"),
+       "comments do not nest: the rest is the parser's error, at its place");
+    ok(load_fails("// only a comment\n", "invalid JSON at line 1"),
+       "a file of comments alone is not a servers file");
+    ok(load_fails("{\"servers\": {\"a\": {\"command\": \"x\",,}}}",
+                  "invalid JSON at line 1"),
+       "two trailing commas are not JSONC");
+    ok(load_fails("not json at all", "invalid JSON at line 1, column 1"),
+       "a file that is not JSON(C) at all fails whole");
 }
 
 int main(void)
@@ -1452,11 +1720,13 @@ int main(void)
 
     test_xheader();
     test_sse_cursor();
+    test_jsonc();
     test_load();
     test_clients();
     test_live();
     test_http_quirks();
     test_slowstart();
+    test_search_wait();
 
     {
         char cmd[PATH_MAX + 16];

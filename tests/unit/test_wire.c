@@ -88,6 +88,21 @@ int main(void)
            m.type == HUTCH_MSG_SEARCH && m.id == 8 && !m.tool && cJSON_IsObject(m.args),
        "search (tools.search) parses, naming no tool");
     hutch_msg_free(&m);
+    ok(parse("{\"t\":\"describe\",\"id\":9,\"tool\":\"ignored\",\"args\":{"
+             "\"tool\":\"fs.read_file\"}}",
+             &m, &e) == 0 &&
+           m.type == HUTCH_MSG_DESCRIBE && m.id == 9 && !m.tool &&
+           cJSON_IsObject(m.args),
+       "describe (dir(), help()) parses, naming no tool");
+    hutch_msg_free(&m);
+    ok(parse("{\"t\":\"describe\",\"id\":0}", &m, &e) < 0 &&
+           strstr(e.msg, "describe id must be a positive integer"),
+       "describe: a bad id is refused (%s)", e.msg);
+    hutch_msg_free(&m);
+    ok(parse("{\"t\":\"describe\",\"id\":3,\"args\":[]}", &m, &e) < 0 &&
+           strstr(e.msg, "describe args must be an object"),
+       "describe: args must be an object (%s)", e.msg);
+    hutch_msg_free(&m);
     ok(parse("{\"t\":\"done\",\"ok\":true,\"result\":[1,2]}", &m, &e) == 0 && m.ok &&
            cJSON_IsArray(m.result),
        "done parses");
