@@ -316,6 +316,34 @@ static void sweep(struct dk_state *st, int mine_only)
     }
 }
 
+/* sweep() of the ABI, without open(): what gone hutch processes left on
+ * every engine of the environment that answers, and their state
+ * directories below `parent`.  (open() does the same for the engines it
+ * is given.) */
+static void docker_sweep(const struct hutch_host *host, const char *parent)
+{
+    struct dk_state *st = calloc(1, sizeof(*st));
+    struct hutch_err err = HUTCH_ERR_INIT;
+
+    if (!st)
+        return;
+    st->host = host;
+    snprintf(st->parent, sizeof(st->parent), "%s", parent);
+    if (dk_engines_init(&st->engines, &err) == 0) {
+        /* With no engine up, the state directories stay too: they are
+         * what tells the next hutch that there is something to sweep. */
+        if (dk_engines_probe(&st->engines, &err) < 0)
+            host->log(HUTCH_LOG_INFO, "docker",
+                      "no engine answers (%s): what gone hutch processes left "
+                      "there stays until one does",
+                      err.msg);
+        else
+            sweep(st, 0);
+        dk_engines_free(&st->engines);
+    }
+    free(st);
+}
+
 /* --- /run/hutch: hutch-init and the runners ---------------------------- */
 
 #define DK_BOOT_MAX (64u << 20) /* init and the runners, with room to spare */
@@ -1471,6 +1499,7 @@ static const struct hutch_executor docker_executor = {
     .doctor = docker_doctor,
     .runtime = docker_runtime,
     .packages = docker_packages,
+    .sweep = docker_sweep,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -399,58 +399,84 @@ static int gv_probe(const struct hutch_host *host, struct hutch_err *err)
     return box_find_init(init, sizeof(init), err);
 }
 
-static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg,
-                   void **state, struct hutch_err *err)
+/* What open() and sweep() both need: runsc, its platform and the
+ * operator's flags (every runsc call repeats them).  On error, st holds
+ * nothing to free but flags_buf. */
+static int gv_setup(struct gv_state *st, const struct hutch_host *host,
+                    struct hutch_err *err)
 {
-    struct gv_state *st = calloc(1, sizeof(*st));
     const char *env_runsc = getenv("HUTCH_RUNSC"), *flags = getenv("HUTCH_RUNSC_FLAGS"),
                *plat = getenv("HUTCH_GVISOR_PLATFORM");
-    int r;
-
-    if (!st)
-        return hutch_err_set(err, -ENOMEM, "out of memory");
     st->host = host;
     if (find_exec(env_runsc && *env_runsc ? env_runsc : "runsc", st->runsc,
                   sizeof(st->runsc)) < 0) {
-        r = hutch_err_set(err, -ENOENT,
-                          "runsc is not installed: 'apt-get install -y "
-                          "runsc', or set HUTCH_RUNSC");
-        goto fail;
+        return hutch_err_set(err, -ENOENT,
+                             "runsc is not installed: 'apt-get install -y "
+                             "runsc', or set HUTCH_RUNSC");
     }
     snprintf(st->platform, sizeof(st->platform), "%s", plat && *plat ? plat : "ptrace");
     if (strcmp(st->platform, "ptrace") != 0 && strcmp(st->platform, "kvm") != 0) {
-        r = hutch_err_set(
+        return hutch_err_set(
             err, -EINVAL,
             "HUTCH_GVISOR_PLATFORM=%s: choose ptrace (the default) or kvm",
             st->platform);
-        goto fail;
     }
     if (strcmp(st->platform, "kvm") == 0 && access("/dev/kvm", R_OK | W_OK) < 0) {
-        r = hutch_err_set(err, -ENODEV,
-                          "HUTCH_GVISOR_PLATFORM=kvm but /dev/kvm is not usable (%s): "
-                          "use ptrace",
-                          strerror(errno));
-        goto fail;
+        return hutch_err_set(err, -ENODEV,
+                             "HUTCH_GVISOR_PLATFORM=kvm but /dev/kvm is not usable "
+                             "(%s): use ptrace",
+                             strerror(errno));
     }
     if (flags && *flags) {
         size_t n = 0;
         st->flags_buf = strdup(flags);
-        if (!st->flags_buf) {
-            r = hutch_err_set(err, -ENOMEM, "out of memory");
-            goto fail;
-        }
+        if (!st->flags_buf)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
         for (char *save = NULL, *w = strtok_r(st->flags_buf, " \t", &save); w;
              w = strtok_r(NULL, " \t", &save)) {
-            if (n == GV_MAX_FLAGS || w[0] != '-') {
-                r = hutch_err_set(err, -EINVAL,
-                                  "HUTCH_RUNSC_FLAGS: at most %d flags, each starting "
-                                  "with '-' (\"%s\")",
-                                  GV_MAX_FLAGS, w);
-                goto fail;
-            }
+            if (n == GV_MAX_FLAGS || w[0] != '-')
+                return hutch_err_set(err, -EINVAL,
+                                     "HUTCH_RUNSC_FLAGS: at most %d flags, each "
+                                     "starting with '-' (\"%s\")",
+                                     GV_MAX_FLAGS, w);
             st->flags[n++] = w;
         }
     }
+    return 0;
+}
+
+/* sweep() of the ABI, without open(): what the gone hutch processes left
+ * in their state directories below `parent` (see clean_dir). */
+static void gv_sweep(const struct hutch_host *host, const char *parent)
+{
+    struct gv_state *st = calloc(1, sizeof(*st));
+    struct hutch_err err = HUTCH_ERR_INIT;
+
+    if (!st)
+        return;
+    if (gv_setup(st, host, &err) == 0) {
+        snprintf(st->parent, sizeof(st->parent), "%s", parent);
+        sweep(st);
+    } else {
+        host->log(HUTCH_LOG_WARN, "gvisor",
+                  "cannot remove what gone hutch processes left in %s: %s", parent,
+                  err.msg);
+    }
+    free(st->flags_buf);
+    free(st);
+}
+
+static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg,
+                   void **state, struct hutch_err *err)
+{
+    struct gv_state *st = calloc(1, sizeof(*st));
+    int r;
+
+    if (!st)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    r = gv_setup(st, host, err);
+    if (r < 0)
+        goto fail;
     if (!realpath(host->runner_dir, st->runner_dir)) {
         r = hutch_err_set(err, -errno, "runner directory %s: %s", host->runner_dir,
                           strerror(errno));
@@ -1211,6 +1237,7 @@ static const struct hutch_executor gvisor_executor = {
     .doctor = gv_doctor,
     .runtime = gv_runtime,
     .packages = gv_packages,
+    .sweep = gv_sweep,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -604,4 +604,77 @@ if [ "$EXECUTOR" != gvisor ]; then
     unlike "leaks: no host socket path in /proc/net/unix" "$U" "/run/hutch/$EXECUTOR/"
 fi
 
+# --- hutch killed with SIGKILL --------------------------------------------
+# A client may end hutch with SIGKILL (Codex does, right after SIGTERM).
+# Its sandboxes stay behind, the warm ones too, and any hutch that starts
+# removes them, whichever executor it uses itself: the next hutch here is
+# a local one.  The victims: a `hutch run` in the middle of its program,
+# started from a cgroup of its own (where a hutch of another cgroup would
+# not look for a local sandbox's cgroups), and a `hutch serve` with its
+# warm pool.  A hutch that lives meanwhile keeps everything: what goes is
+# found by its owner's pid and start time (hutch_resources), and the live
+# one's sandbox must come through the sweep running.
+SLEEPER='import time
+print("up", flush=True)
+time.sleep(3600)'
+# until PID's output FILE says "up", or PID ended
+until_up() {
+    while kill -0 "$1" 2>/dev/null && ! grep -q up "$2" 2>/dev/null; do sleep 0.1; done
+    grep -q up "$2" 2>/dev/null
+}
+# until hutch PID (started at START) has a sandbox (more than its state
+# directory), or PID ended; at most 600 s however busy the machine is
+has_sandbox() { hutch_resources "$1" "$2" | grep -qv '^state '; }
+until_sandbox() {
+    for _ in $(seq 6000); do
+        has_sandbox "$1" "$2" && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+executor_lock -x
+"$HUTCH" run --lang python --timeout 3600000 -e "$SLEEPER" >"$T/live.out" 2>&1 </dev/null &
+LIVE=$!
+(guard_child_enter kill9 && exec "$HUTCH" run --lang python --timeout 3600000 -e "$SLEEPER") \
+    >"$T/victim.out" 2>&1 </dev/null &
+VICTIM=$!
+mkfifo "$T/serve.in"
+"$HUTCH" serve <"$T/serve.in" >"$T/serve.out" 2>&1 &
+SERVE=$!
+exec {SERVE_IN}>"$T/serve.in"
+ok "kill -9: a live hutch's program runs" until_up "$LIVE" "$T/live.out"
+ok "kill -9: the victim's program runs" until_up "$VICTIM" "$T/victim.out"
+L_START=$(proc_start "$LIVE")
+V_START=$(proc_start "$VICTIM")
+S_START=$(proc_start "$SERVE")
+ok "kill -9: the victim serve's pool has a sandbox" until_sandbox "$SERVE" "$S_START"
+V_HAD=$(hutch_resources "$VICTIM" "$V_START")
+ok "kill -9: the run's sandbox is seen by its hutch's pid and start ($(echo $V_HAD))" \
+    has_sandbox "$VICTIM" "$V_START"
+kill -9 "$VICTIM" "$SERVE"
+wait "$VICTIM" "$SERVE" 2>/dev/null
+exec {SERVE_IN}>&-
+# (Another hutch on this machine may have swept them already: what they
+# left is asserted after the next start only.)
+echo "# left by the killed run: $(hutch_resources "$VICTIM" "$V_START" | tr '\n' ' ')"
+echo "# left by the killed serve: $(hutch_resources "$SERVE" "$S_START" | tr '\n' ' ')"
+run_hutch run --executor local --lang python -e 'print("next")'
+is "kill -9: the next hutch (local) runs" "$OUT" "next"
+is "kill -9: nothing of the killed run outlives the next hutch's start" \
+    "$(hutch_resources "$VICTIM" "$V_START" | tr '\n' ' ')" ""
+is "kill -9: nothing of the killed serve and its pool either" \
+    "$(hutch_resources "$SERVE" "$S_START" | tr '\n' ' ')" ""
+ok "kill -9: the live hutch's sandbox came through the sweep" has_sandbox "$LIVE" "$L_START"
+ok "kill -9: ... its hutch still runs" kill -0 "$LIVE"
+kill -TERM "$LIVE"
+wait "$LIVE"
+L_RC=$?
+unlike "kill -9: ... and its run never lost its sandbox" "$(cat "$T/live.out")" "ended under"
+is "kill -9: ... ended by SIGTERM, it leaves nothing" \
+    "$(hutch_resources "$LIVE" "$L_START" | tr '\n' ' ')" ""
+echo "# the live run's end: $L_RC $(tail -c 300 "$T/live.out" | tr '\n' ' ')"
+executor_lock -s
+assert_clean "kill -9"
+
 done_testing
