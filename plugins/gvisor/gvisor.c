@@ -559,7 +559,10 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     user = cJSON_AddObjectToObject(proc, "user");
     cJSON_AddNumberToObject(user, "uid", 0);
     cJSON_AddNumberToObject(user, "gid", 0);
-    cJSON_AddItemToObject(proc, "args", box_command(cls, BOX_UID, BOX_GID));
+    /* --hide-init: gVisor shows /proc/1 to any uid (plugins/init/init.c). */
+    cJSON_AddItemToObject(
+        proc, "args",
+        box_command(cls, BOX_UID, BOX_GID, (const char *const[]){"--hide-init", NULL}));
     cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");

@@ -546,8 +546,11 @@ assert_clean "per-user quotas"
 
 # What of the host a sandbox sees: nothing of hutch's command line (the
 # local executor's init is a fork of hutch), not the host kernel's command
-# line, build configuration or boot id; on local, no host path in its
-# mounts or cgroups.
+# line, build configuration, boot id or build information (/sys/kernel's
+# BTF, notes, vmcoreinfo), nor which CPU vulnerabilities it mitigates; no
+# host path in its mounts (on Docker and Podman, hutch-init's view: not the
+# engine's data root, its overlay's directories, nor a volume's or a bound
+# file's host path) or cgroups.
 run_hutch run $PYH --out "$T/hutch-leak-marker" -e '
 import os
 res = {}
@@ -561,6 +564,15 @@ for f in ["cmdline", "sys/kernel/random/boot_id", "config.gz", "keys", "timer_li
         res[f] = len(open("/proc/" + f, "rb").read())
     except OSError as e:
         res[f] = "denied"
+for f in ["/sys/kernel/btf/vmlinux", "/sys/kernel/notes", "/sys/kernel/vmcoreinfo"]:
+    try:
+        res[f] = len(open(f, "rb").read())
+    except OSError as e:
+        res[f] = "denied"
+try:
+    res["vulnerabilities"] = sorted(os.listdir("/sys/devices/system/cpu/vulnerabilities"))
+except OSError:
+    res["vulnerabilities"] = "denied"
 for f in ["self/mountinfo", "self/cgroup"]:
     res[f] = open("/proc/" + f).read()
 print(sorted(res.items()))
@@ -584,13 +596,27 @@ if [ "$EXECUTOR" != gvisor ]; then
         ok "leaks: /proc/$f is empty or absent" empty_or_absent "$f"
     done
 fi
-# mountinfo: on docker it shows the host paths of the bind mounts (the
-# runners, hutch-init, the socket directory /run/hutch/docker/PID.START/N)
-# and the overlay's directories, as Docker shows them (README, "What a
-# container still shows of the host"): not checked there.
-if [ "$EXECUTOR" != docker ]; then
-    unlike "leaks: no host path in mountinfo" "$S" "$HUTCH_RUNNER_DIR"
-    unlike "leaks: no socket directory in mountinfo" "$S" "/run/hutch/$EXECUTOR/"
+# The host has them (root reads them), so empty in the sandbox is masked.
+for f in /sys/kernel/btf/vmlinux /sys/kernel/notes /sys/kernel/vmcoreinfo; do
+    [ -s "$f" ] || [ -n "$(head -c 1 "$f" 2>/dev/null)" ] ||
+        echo "# the host has no $f to hide"
+    ok "leaks: $f is empty or absent" empty_or_absent "$f"
+done
+[ -n "$(ls /sys/devices/system/cpu/vulnerabilities 2>/dev/null)" ] ||
+    echo "# the host lists no CPU vulnerabilities to hide"
+ok "leaks: /sys/devices/system/cpu/vulnerabilities lists nothing" \
+    grep -qE "\('vulnerabilities', (\[\]|'denied')\)" <<<"$S"
+unlike "leaks: no host path in mountinfo" "$S" "$HUTCH_RUNNER_DIR"
+unlike "leaks: no socket directory in mountinfo" "$S" "/run/hutch/$EXECUTOR/"
+if [ "$EXECUTOR" = docker ]; then
+    # The engine's data root (/var/lib/docker, or Podman's storage), where
+    # its overlay's layers, its volumes and its containers' files live.
+    ROOTDIR=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null)
+    like "leaks: the engine says where its data root is" "$ROOTDIR" "/"
+    unlike "leaks: mountinfo names no path of the engine's data root ($ROOTDIR)" "$S" \
+        "${ROOTDIR:-/var/lib/docker}"
+    unlike "leaks: mountinfo names no /var/lib/docker" "$S" "/var/lib/docker"
+    unlike "leaks: mountinfo shows no overlay upper layer of the engine's" "$S" "upperdir="
 fi
 unlike "leaks: no host cgroup path" "$S" "hutch-guard-"
 if [ "$EXECUTOR" = docker ]; then

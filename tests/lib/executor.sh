@@ -24,12 +24,11 @@ DOCKER_LOCK=/tmp/hutch-docker-tests${HUTCH_TEST_ENGINE:+-$HUTCH_TEST_ENGINE}.loc
 is_local() { [ "$EXECUTOR" = local ]; }
 
 # What a program sees of the executor it runs on: gVisor's kernel reports
-# its own made-up version; a Docker container has /.dockerenv, and one of
-# Podman's (which has none) hutch-init at /run/hutch/init (the local
-# executor's /run/hutch holds the runners only).
+# its own made-up version; a container of Docker's or Podman's has sysfs at
+# /sys (and Docker's /.dockerenv), where the local executor mounts no /sys.
 SANDBOX_PROBE='import os
 v = open("/proc/version").read()
-"gvisor" if "#1 SMP Sun Jan 10 15:06:54 PST 2016" in v else "docker" if os.path.exists("/.dockerenv") or os.path.exists("/run/hutch/init") else "local"'
+"gvisor" if "#1 SMP Sun Jan 10 15:06:54 PST 2016" in v else "docker" if os.path.exists("/.dockerenv") or os.path.isdir("/sys/kernel") else "local"'
 
 # The suite runs on $EXECUTOR: the result says so, and so does the sandbox.
 executor_assert() {
