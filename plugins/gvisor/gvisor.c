@@ -310,9 +310,77 @@ static void clean_dir(const struct gv_state *st, const char *dir)
     rm_tree(dir);
 }
 
+/* The cgroup parent of the sandboxes (runsc's cgroupsPath is PARENT/ID):
+ * HUTCH_CGROUP_PARENT, else /hutch-gvisor. */
+static const char *cg_parent(void)
+{
+    const char *parent = getenv("HUTCH_CGROUP_PARENT");
+    return parent && *parent ? parent : "/hutch-gvisor";
+}
+
+/* Calls fn(dir) for `rel` (a cgroup path) in every hierarchy: v2's one, or
+ * each v1 controller's. */
+static void cg_each(const char *rel,
+                    void (*fn)(const struct gv_state *st, const char *dir),
+                    const struct gv_state *st)
+{
+    const char *slash = rel[0] == '/' ? "" : "/";
+    char path[PATH_MAX * 2];
+    DIR *d;
+
+    if (strstr(rel, ".."))
+        return; /* not a path hutch would have given runsc */
+    if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+        snprintf(path, sizeof(path), "/sys/fs/cgroup%s%s", slash, rel);
+        fn(st, path);
+        return;
+    }
+    d = opendir("/sys/fs/cgroup");
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.' || de->d_type != DT_DIR)
+            continue; /* cpu,cpuacct's links lead to a directory seen anyway */
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s%s", de->d_name, slash, rel);
+        fn(st, path);
+    }
+    if (d)
+        closedir(d);
+}
+
+static void cg_rmdir(const struct gv_state *st, const char *dir)
+{
+    (void)st;
+    (void)rmdir(dir); /* gone already, or still busy: left as it is */
+}
+
+/* runsc removes a sandbox's cgroups when it deletes the sandbox, but not
+ * when it was killed first (a hutch whose processes were all killed, a
+ * `runsc run` killed for not ending in time): the empty cgroups of
+ * sandboxes (hutch-PID.START.N) whose hutch is gone are removed here. */
+static void cg_sweep_dir(const struct gv_state *st, const char *dir)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char path[PATH_MAX * 3];
+        unsigned long long start;
+        unsigned long n;
+        int pid;
+        if (sscanf(de->d_name, "hutch-%d.%llu.%lu", &pid, &start, &n) != 3 ||
+            !box_process_gone(pid, start))
+            continue; /* not a sandbox's, or its hutch still runs */
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (rmdir(path) == 0)
+            st->host->log(HUTCH_LOG_INFO, "gvisor", "removed leftover cgroup %s", path);
+    }
+    if (d)
+        closedir(d);
+}
+
 static void sweep(struct gv_state *st)
 {
-    DIR *d = opendir(st->parent);
+    DIR *d;
+
+    cg_each(cg_parent(), cg_sweep_dir, st);
+    d = opendir(st->parent);
     if (!d)
         return;
     for (struct dirent *de; (de = readdir(d));) {
@@ -728,6 +796,9 @@ static void sandbox_free(struct gv_sandbox *sb)
         const char *tail[] = {"delete", "--force", sb->id, NULL};
         runsc_cmd(st, NULL, sb->platform, tail, GV_CMD_MS);
     }
+    /* What runsc left of its cgroups, were it killed (empty by now). */
+    if (sb->cgroup[0])
+        cg_each(sb->cgroup, cg_rmdir, st);
     if (sb->work_mounted)
         umount2(sb->work, MNT_DETACH);
     if (sb->log_mounted)
@@ -816,9 +887,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     snprintf(sb->id, sizeof(sb->id), "hutch-%s.%lu", strrchr(st->dir, '/') + 1, n);
     snprintf(sb->bundle, sizeof(sb->bundle), "%s/%lu", st->dir, n);
     {
-        const char *parent = getenv("HUTCH_CGROUP_PARENT");
-        snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/%s",
-                 parent && *parent ? parent : "/hutch-gvisor", sb->id);
+        snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/%s", cg_parent(), sb->id);
     }
     if (mkdir(sb->bundle, 0711) < 0) {
         r = hutch_err_set(err, -errno, "creating %s: %s", sb->bundle, strerror(errno));
