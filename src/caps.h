@@ -92,6 +92,11 @@
 /* Signals queued at once in one sandbox (RLIMIT_SIGPENDING of the runner
  * on every executor: timers and sigqueue() take kernel memory each). */
 #define HUTCH_SANDBOX_SIGPENDING 1024
+/* hutch-init's view for the program in a container (plugins/init/init.c):
+ * the tmpfs holding the runners' copy and /etc's three engine-written
+ * files, and the most it copies of each of those files. */
+#define HUTCH_SANDBOX_VIEW_BYTES (16u << 20)
+#define HUTCH_SANDBOX_ETC_BYTES  (64u << 10)
 
 /* MCP, both directions. */
 #define HUTCH_MCP_MAX_MESSAGE         (16u << 20)  /* one JSON-RPC message */

@@ -20,7 +20,7 @@
  * takes a cancellation callback; assign() is new; hutch_err, hutch_exit and
  * hutch_archive_limits start with struct_size; doctor's report callback gets
  * a context pointer; hutch_executor has a `version`.  Grown since, at the
- * end (check HUTCH_HAS_MEMBER): hutch_executor's runtime().
+ * end (check HUTCH_HAS_MEMBER): hutch_executor's runtime(), then sweep().
  *
  * Life of a sandbox (a sandbox is single use):
  *   start()        the sandbox of a class exists, its runner started and will
@@ -288,6 +288,18 @@ struct hutch_executor {
      * known (an unknown language or flavour is refused). */
     int (*packages)(void *state, const char *language, const char *flavour, char *buf,
                     size_t len, struct hutch_err *err);
+    /* Optional (NULL allowed; check HUTCH_HAS_MEMBER), without open():
+     * remove what hutch processes that are gone left behind (sandboxes,
+     * their processes, cgroups, mounts, containers, volumes).  `state_parent`
+     * is the directory holding this executor's state directories (see
+     * struct hutch_config); the core calls sweep() at the start of every
+     * hutch, whichever executor it uses, when a directory there names a
+     * process that is gone.  A process is gone when its pid no longer runs
+     * with the start time its directory (or label) names: what a live hutch
+     * made is never touched.  The state directory of a gone process is
+     * removed here once nothing of it is left (the core removes it when it
+     * is empty). */
+    void (*sweep)(const struct hutch_host *host, const char *state_parent);
 };
 
 typedef const struct hutch_executor *(*hutch_executor_entry_fn)(void);

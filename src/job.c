@@ -290,6 +290,9 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto fail;
     }
+    /* A hutch killed with SIGKILL (a client ending it so) left its
+     * sandboxes: any hutch that starts removes them, on every executor. */
+    hutch_plugins_sweep(j->ps, &j->host);
     p = hutch_gov_policy(opts->gov);
     r = default_executor(j, p, &name, err);
     if (r < 0)

@@ -321,21 +321,28 @@ static void remove_tree(const char *dir)
         hutch_warn("could not remove all of %s", dir);
 }
 
+/* BASE (see plugin.h): /run/hutch as root, else $XDG_RUNTIME_DIR/hutch,
+ * else /tmp/hutch-UID. */
+static void state_base(char *base, size_t len)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (geteuid() == 0)
+        snprintf(base, len, "/run/hutch");
+    else if (xdg && xdg[0] == '/' && strlen(xdg) + 8 < len)
+        snprintf(base, len, "%s/hutch", xdg);
+    else
+        snprintf(base, len, "/tmp/hutch-%u", (unsigned)geteuid());
+}
+
 /* BASE/EXECUTOR/PID.START (see plugin.h), or PID.START.N when the same
  * executor is opened twice in one process. */
 static int make_state_dir(struct hutch_plugin *p, struct hutch_err *err)
 {
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
     char base[PATH_MAX], exdir[PATH_MAX + 80], path[PATH_MAX + 160];
     unsigned long long start = box_proc_start(getpid());
     int r;
 
-    if (geteuid() == 0)
-        snprintf(base, sizeof(base), "/run/hutch");
-    else if (xdg && xdg[0] == '/' && strlen(xdg) < sizeof(base) - 8)
-        snprintf(base, sizeof(base), "%s/hutch", xdg);
-    else
-        snprintf(base, sizeof(base), "/tmp/hutch-%u", (unsigned)geteuid());
+    state_base(base, sizeof(base));
     snprintf(exdir, sizeof(exdir), "%s/%s", base, p->ex->name);
     r = own_dir(base, 0711, err);
     if (r == 0)
@@ -360,6 +367,50 @@ static int make_state_dir(struct hutch_plugin *p, struct hutch_err *err)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     }
     return 0;
+}
+
+/* 1 when `dir` is a directory only this user (or root) can write, holding
+ * the state directory of a hutch process that is gone. */
+static int holds_gone(const char *dir)
+{
+    struct stat st;
+    DIR *d;
+    struct dirent *de;
+    int gone = 0;
+
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+        (st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022))
+        return 0;
+    d = opendir(dir);
+    while (d && !gone && (de = readdir(d))) {
+        unsigned long long start;
+        int pid;
+        gone = sscanf(de->d_name, "%d.%llu", &pid, &start) == 2 && pid > 0 &&
+               box_process_gone(pid, start);
+    }
+    if (d)
+        closedir(d);
+    return gone;
+}
+
+void hutch_plugins_sweep(struct hutch_plugins *ps, const struct hutch_host *host)
+{
+    char base[PATH_MAX], exdir[PATH_MAX + 80];
+
+    state_base(base, sizeof(base));
+    for (size_t i = 0; ps && i < ps->n; i++) {
+        const struct hutch_plugin *p = &ps->v[i];
+        if (!p->usable || !HUTCH_HAS_MEMBER(p->ex, struct hutch_executor, sweep) ||
+            !p->ex->sweep)
+            continue;
+        snprintf(exdir, sizeof(exdir), "%s/%s", base, p->ex->name);
+        if (!holds_gone(exdir))
+            continue;
+        hutch_debug("executor %s: removing what gone hutch processes left (%s)",
+                    p->ex->name, exdir);
+        p->ex->sweep(host, exdir);
+        remove_empty_leftovers(exdir);
+    }
 }
 
 int hutch_plugin_open(struct hutch_plugin *p, const struct hutch_host *host,

@@ -163,7 +163,8 @@ unsigned long long box_tmp_bytes(const struct hutch_sandbox_class *cls)
     return cls->tmp_bytes ? cls->tmp_bytes : 64ull << 20;
 }
 
-cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid)
+cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid,
+                   const char *const *flags)
 {
     unsigned long long work = box_work_bytes(cls), tmp = box_tmp_bytes(cls);
     char user[32], nofile[24], fsize[32];
@@ -183,7 +184,16 @@ cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned
     snprintf(nofile, sizeof(nofile), "%u", cls->open_files ? cls->open_files : 256);
     /* Above the tmpfs sizes, so a full /work says ENOSPC, not EFBIG. */
     snprintf(fsize, sizeof(fsize), "%llu", (work > tmp ? work : tmp) + (1u << 20));
-    return box_str_array(strcmp(cls->language, "python") == 0 ? py : js);
+    const char *const *v = strcmp(cls->language, "python") == 0 ? py : js;
+    cJSON *cmd = cJSON_CreateArray();
+
+    /* The flags go right after hutch-init's path. */
+    for (size_t i = 0; cmd && v[i]; i++) {
+        cJSON_AddItemToArray(cmd, cJSON_CreateString(v[i]));
+        for (size_t j = 0; i == 0 && flags && flags[j]; j++)
+            cJSON_AddItemToArray(cmd, cJSON_CreateString(flags[j]));
+    }
+    return cmd;
 }
 
 cJSON *box_environment(void)

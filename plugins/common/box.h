@@ -21,8 +21,12 @@
 #define BOX_GID    1000
 /* What hutch-init needs as root: to become the sandbox user (SETUID,
  * SETGID), to empty the program's bounding set (SETPCAP), to end the
- * program's processes (KILL).  Their names, for OCI and Docker alike. */
-#define BOX_INIT_CAPS "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_KILL"
+ * program's processes (KILL), to give the runner a mount namespace of its
+ * own where pid 1 is hidden (SYS_ADMIN).  Their names, for OCI and Docker
+ * alike.  BOX_VIEW_CAPS: what --view takes on top (a chroot into it). */
+#define BOX_INIT_CAPS                                                                  \
+    "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_KILL", "CAP_SYS_ADMIN"
+#define BOX_VIEW_CAPS "CAP_SYS_CHROOT"
 
 /* hutch-init sits next to the plugin directory: lib/hutch/hutch-init for
  * lib/hutch/plugins/X.so, build/plugins/hutch-init for
@@ -46,11 +50,13 @@ int box_runtime_line(const char *raw, char *out, size_t len);
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t box_now_ms(void);
 
-/* The sandbox's command (hutch-init, the user it runs the program as, its
- * limits, the runner) and environment, as JSON string arrays (caller
- * frees).  The command runs as root with the capabilities BOX_INIT_CAPS,
- * and nothing else; hutch-init drops them all for the program. */
-cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid);
+/* The sandbox's command (hutch-init, its `flags` (NULL-terminated, may be
+ * NULL), the user it runs the program as, its limits, the runner) and
+ * environment, as JSON string arrays (caller frees).  The command runs as
+ * root with the capabilities BOX_INIT_CAPS, and nothing else; hutch-init
+ * drops them all for the program. */
+cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid,
+                   const char *const *flags);
 cJSON *box_environment(void);
 
 /* A JSON array of the NULL-terminated strings v (caller frees). */

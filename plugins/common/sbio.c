@@ -231,6 +231,8 @@ static void read_ctl(struct sbio *io)
             *nl = '\0';
             if (strcmp(io->line, "hello") == 0) {
                 io->hello = 1;
+            } else if (strncmp(io->line, "noview ", 7) == 0) {
+                snprintf(io->noview, sizeof(io->noview), "%s", io->line + 7);
             } else if (!io->exited &&
                        sscanf(io->line, "exit %d %d", &status, &oom) == 2) {
                 io->exited = 1;

@@ -30,6 +30,9 @@ struct sbio {
     char out[16];            /* what init said of /work/out with "stopped" */
     int ctl_eof;
     int hello; /* init said "hello" (attach mode) */
+    /* init said "noview STEP ERRNO" (before hello): the engine refused the
+     * program's view (plugins/init/init.c); "STEP ERRNO", else "". */
+    char noview[56];
 };
 
 /* Create `dir` (mode 0755; its parent must exist) and listen on its four

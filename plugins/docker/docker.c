@@ -49,6 +49,7 @@
 #include "box.h"
 #include "caps.h"
 #include "engines.h"
+#include "masked.h"
 #include "sbio.h"
 
 #define DK_READY_MS    60000 /* container start until init connected (loaded machines) */
@@ -84,6 +85,7 @@ struct dk_state {
     /* Live containers per uid slot (see uid_take()), updated atomically:
      * sandboxes start and end on several threads. */
     unsigned uid_users[DK_UID_SLOTS];
+    int noview_said; /* atomic: a refused view is logged once */
 };
 
 struct dk_boot {
@@ -314,6 +316,34 @@ static void sweep(struct dk_state *st, int mine_only)
         }
         closedir(d);
     }
+}
+
+/* sweep() of the ABI, without open(): what gone hutch processes left on
+ * every engine of the environment that answers, and their state
+ * directories below `parent`.  (open() does the same for the engines it
+ * is given.) */
+static void docker_sweep(const struct hutch_host *host, const char *parent)
+{
+    struct dk_state *st = calloc(1, sizeof(*st));
+    struct hutch_err err = HUTCH_ERR_INIT;
+
+    if (!st)
+        return;
+    st->host = host;
+    snprintf(st->parent, sizeof(st->parent), "%s", parent);
+    if (dk_engines_init(&st->engines, &err) == 0) {
+        /* With no engine up, the state directories stay too: they are
+         * what tells the next hutch that there is something to sweep. */
+        if (dk_engines_probe(&st->engines, &err) < 0)
+            host->log(HUTCH_LOG_INFO, "docker",
+                      "no engine answers (%s): what gone hutch processes left "
+                      "there stays until one does",
+                      err.msg);
+        else
+            sweep(st, 0);
+        dk_engines_free(&st->engines);
+    }
+    free(st);
 }
 
 /* --- /run/hutch: hutch-init and the runners ---------------------------- */
@@ -588,22 +618,14 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     cJSON_AddStringToObject(c, "Image", sb->image);
     cJSON_AddItemToObject(c, "Entrypoint", cJSON_CreateArray());
-    {
-        /* hutch's own filter in the runner, over Docker's profile (which,
-         * depending on the version, lets vsock and other families through). */
-        cJSON *cmd = box_command(cls, sb->uid, sb->uid), *with = cJSON_CreateArray(),
-              *it;
-        cJSON_ArrayForEach(it, cmd)
-        {
-            cJSON_AddItemToArray(with, cJSON_CreateString(it->valuestring));
-            if (it == cmd->child) { /* after hutch-init's path */
-                cJSON_AddItemToArray(with, cJSON_CreateString("--seccomp"));
-                cJSON_AddItemToArray(with, cJSON_CreateString("--attach"));
-            }
-        }
-        cJSON_Delete(cmd);
-        cJSON_AddItemToObject(c, "Cmd", with);
-    }
+    /* hutch's own filter in the runner, over Docker's profile (which,
+     * depending on the version, lets vsock and other families through);
+     * init's frames over the attach stream; the program's view, where
+     * nothing names the engine's host (plugins/init/init.c). */
+    cJSON_AddItemToObject(
+        c, "Cmd",
+        box_command(cls, sb->uid, sb->uid,
+                    (const char *const[]){"--seccomp", "--attach", "--view", NULL}));
     cJSON_AddItemToObject(c, "Env", box_environment());
     /* hutch-init runs as root with the few capabilities it needs (CapAdd
      * below), and runs the program as the sandbox user with none (see
@@ -632,19 +654,14 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
         cJSON_AddStringToObject(hc, "Runtime", sb->runtime);
     cJSON_AddBoolToObject(hc, "ReadonlyRootfs", 1);
     /* Docker's default masked paths (which this list replaces), plus what
-     * they leave readable of the host: its kernel's command line and build
-     * configuration, and its boot id.  API 1.38 and later. */
-    cJSON_AddItemToObject(
-        hc, "MaskedPaths",
-        box_str_array((const char *[]){
-            "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys",
-            "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
-            "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
-            "/sys/devices/virtual/powercap", "/proc/cmdline", "/proc/config.gz",
-            "/proc/sys/kernel/random/boot_id", NULL}));
+     * they leave readable of the host kernel (masked.h).  API 1.38 and
+     * later; hutch-init masks the same in the program's view. */
+    cJSON_AddItemToObject(hc, "MaskedPaths",
+                          box_str_array((const char *[]){BOX_MASKED_PATHS, NULL}));
     cJSON_AddItemToObject(hc, "CapDrop", box_str_array((const char *[]){"ALL", NULL}));
-    cJSON_AddItemToObject(hc, "CapAdd",
-                          box_str_array((const char *[]){BOX_INIT_CAPS, NULL}));
+    cJSON_AddItemToObject(
+        hc, "CapAdd",
+        box_str_array((const char *[]){BOX_INIT_CAPS, BOX_VIEW_CAPS, NULL}));
     cJSON_AddItemToObject(hc, "SecurityOpt",
                           box_str_array((const char *[]){"no-new-privileges", NULL}));
     cJSON_AddNumberToObject(hc, "PidsLimit", cls->pids_max ? cls->pids_max : 128);
@@ -925,6 +942,18 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
     if (r < 0)
         goto out;
     r = sbio_wait_hello(&sb->io, DK_READY_MS, still_running, sb, how, err);
+    if (r == 0 && sb->io.noview[0] &&
+        !__atomic_exchange_n(&st->noview_said, 1, __ATOMIC_RELAXED)) {
+        char step[48] = "?";
+        int e = 0;
+        sscanf(sb->io.noview, "%47s %d", step, &e);
+        st->host->log(HUTCH_LOG_WARN, "docker",
+                      "the engine %s refused the program's view (%s: %s; a security "
+                      "profile that forbids mounts, such as AppArmor's "
+                      "docker-default?): its programs see the engine's paths in "
+                      "/proc/self/mountinfo",
+                      sb->eng->name, step, e > 0 ? strerror(e) : "unknown error");
+    }
     goto out;
 cancelled:
     r = hutch_err_set(err, -ECANCELED, "%s: sandbox start cancelled", sb->label);
@@ -1474,6 +1503,7 @@ static const struct hutch_executor docker_executor = {
     .doctor = docker_doctor,
     .runtime = docker_runtime,
     .packages = docker_packages,
+    .sweep = docker_sweep,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -310,9 +310,77 @@ static void clean_dir(const struct gv_state *st, const char *dir)
     rm_tree(dir);
 }
 
+/* The cgroup parent of the sandboxes (runsc's cgroupsPath is PARENT/ID):
+ * HUTCH_CGROUP_PARENT, else /hutch-gvisor. */
+static const char *cg_parent(void)
+{
+    const char *parent = getenv("HUTCH_CGROUP_PARENT");
+    return parent && *parent ? parent : "/hutch-gvisor";
+}
+
+/* Calls fn(dir) for `rel` (a cgroup path) in every hierarchy: v2's one, or
+ * each v1 controller's. */
+static void cg_each(const char *rel,
+                    void (*fn)(const struct gv_state *st, const char *dir),
+                    const struct gv_state *st)
+{
+    const char *slash = rel[0] == '/' ? "" : "/";
+    char path[PATH_MAX * 2];
+    DIR *d;
+
+    if (strstr(rel, ".."))
+        return; /* not a path hutch would have given runsc */
+    if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+        snprintf(path, sizeof(path), "/sys/fs/cgroup%s%s", slash, rel);
+        fn(st, path);
+        return;
+    }
+    d = opendir("/sys/fs/cgroup");
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.' || de->d_type != DT_DIR)
+            continue; /* cpu,cpuacct's links lead to a directory seen anyway */
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s%s", de->d_name, slash, rel);
+        fn(st, path);
+    }
+    if (d)
+        closedir(d);
+}
+
+static void cg_rmdir(const struct gv_state *st, const char *dir)
+{
+    (void)st;
+    (void)rmdir(dir); /* gone already, or still busy: left as it is */
+}
+
+/* runsc removes a sandbox's cgroups when it deletes the sandbox, but not
+ * when it was killed first (a hutch whose processes were all killed, a
+ * `runsc run` killed for not ending in time): the empty cgroups of
+ * sandboxes (hutch-PID.START.N) whose hutch is gone are removed here. */
+static void cg_sweep_dir(const struct gv_state *st, const char *dir)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char path[PATH_MAX * 3];
+        unsigned long long start;
+        unsigned long n;
+        int pid;
+        if (sscanf(de->d_name, "hutch-%d.%llu.%lu", &pid, &start, &n) != 3 ||
+            !box_process_gone(pid, start))
+            continue; /* not a sandbox's, or its hutch still runs */
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (rmdir(path) == 0)
+            st->host->log(HUTCH_LOG_INFO, "gvisor", "removed leftover cgroup %s", path);
+    }
+    if (d)
+        closedir(d);
+}
+
 static void sweep(struct gv_state *st)
 {
-    DIR *d = opendir(st->parent);
+    DIR *d;
+
+    cg_each(cg_parent(), cg_sweep_dir, st);
+    d = opendir(st->parent);
     if (!d)
         return;
     for (struct dirent *de; (de = readdir(d));) {
@@ -399,58 +467,84 @@ static int gv_probe(const struct hutch_host *host, struct hutch_err *err)
     return box_find_init(init, sizeof(init), err);
 }
 
-static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg,
-                   void **state, struct hutch_err *err)
+/* What open() and sweep() both need: runsc, its platform and the
+ * operator's flags (every runsc call repeats them).  On error, st holds
+ * nothing to free but flags_buf. */
+static int gv_setup(struct gv_state *st, const struct hutch_host *host,
+                    struct hutch_err *err)
 {
-    struct gv_state *st = calloc(1, sizeof(*st));
     const char *env_runsc = getenv("HUTCH_RUNSC"), *flags = getenv("HUTCH_RUNSC_FLAGS"),
                *plat = getenv("HUTCH_GVISOR_PLATFORM");
-    int r;
-
-    if (!st)
-        return hutch_err_set(err, -ENOMEM, "out of memory");
     st->host = host;
     if (find_exec(env_runsc && *env_runsc ? env_runsc : "runsc", st->runsc,
                   sizeof(st->runsc)) < 0) {
-        r = hutch_err_set(err, -ENOENT,
-                          "runsc is not installed: 'apt-get install -y "
-                          "runsc', or set HUTCH_RUNSC");
-        goto fail;
+        return hutch_err_set(err, -ENOENT,
+                             "runsc is not installed: 'apt-get install -y "
+                             "runsc', or set HUTCH_RUNSC");
     }
     snprintf(st->platform, sizeof(st->platform), "%s", plat && *plat ? plat : "ptrace");
     if (strcmp(st->platform, "ptrace") != 0 && strcmp(st->platform, "kvm") != 0) {
-        r = hutch_err_set(
+        return hutch_err_set(
             err, -EINVAL,
             "HUTCH_GVISOR_PLATFORM=%s: choose ptrace (the default) or kvm",
             st->platform);
-        goto fail;
     }
     if (strcmp(st->platform, "kvm") == 0 && access("/dev/kvm", R_OK | W_OK) < 0) {
-        r = hutch_err_set(err, -ENODEV,
-                          "HUTCH_GVISOR_PLATFORM=kvm but /dev/kvm is not usable (%s): "
-                          "use ptrace",
-                          strerror(errno));
-        goto fail;
+        return hutch_err_set(err, -ENODEV,
+                             "HUTCH_GVISOR_PLATFORM=kvm but /dev/kvm is not usable "
+                             "(%s): use ptrace",
+                             strerror(errno));
     }
     if (flags && *flags) {
         size_t n = 0;
         st->flags_buf = strdup(flags);
-        if (!st->flags_buf) {
-            r = hutch_err_set(err, -ENOMEM, "out of memory");
-            goto fail;
-        }
+        if (!st->flags_buf)
+            return hutch_err_set(err, -ENOMEM, "out of memory");
         for (char *save = NULL, *w = strtok_r(st->flags_buf, " \t", &save); w;
              w = strtok_r(NULL, " \t", &save)) {
-            if (n == GV_MAX_FLAGS || w[0] != '-') {
-                r = hutch_err_set(err, -EINVAL,
-                                  "HUTCH_RUNSC_FLAGS: at most %d flags, each starting "
-                                  "with '-' (\"%s\")",
-                                  GV_MAX_FLAGS, w);
-                goto fail;
-            }
+            if (n == GV_MAX_FLAGS || w[0] != '-')
+                return hutch_err_set(err, -EINVAL,
+                                     "HUTCH_RUNSC_FLAGS: at most %d flags, each "
+                                     "starting with '-' (\"%s\")",
+                                     GV_MAX_FLAGS, w);
             st->flags[n++] = w;
         }
     }
+    return 0;
+}
+
+/* sweep() of the ABI, without open(): what the gone hutch processes left
+ * in their state directories below `parent` (see clean_dir). */
+static void gv_sweep(const struct hutch_host *host, const char *parent)
+{
+    struct gv_state *st = calloc(1, sizeof(*st));
+    struct hutch_err err = HUTCH_ERR_INIT;
+
+    if (!st)
+        return;
+    if (gv_setup(st, host, &err) == 0) {
+        snprintf(st->parent, sizeof(st->parent), "%s", parent);
+        sweep(st);
+    } else {
+        host->log(HUTCH_LOG_WARN, "gvisor",
+                  "cannot remove what gone hutch processes left in %s: %s", parent,
+                  err.msg);
+    }
+    free(st->flags_buf);
+    free(st);
+}
+
+static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg,
+                   void **state, struct hutch_err *err)
+{
+    struct gv_state *st = calloc(1, sizeof(*st));
+    int r;
+
+    if (!st)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    r = gv_setup(st, host, err);
+    if (r < 0)
+        goto fail;
     if (!realpath(host->runner_dir, st->runner_dir)) {
         r = hutch_err_set(err, -errno, "runner directory %s: %s", host->runner_dir,
                           strerror(errno));
@@ -533,7 +627,10 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     user = cJSON_AddObjectToObject(proc, "user");
     cJSON_AddNumberToObject(user, "uid", 0);
     cJSON_AddNumberToObject(user, "gid", 0);
-    cJSON_AddItemToObject(proc, "args", box_command(cls, BOX_UID, BOX_GID));
+    /* --hide-init: gVisor shows /proc/1 to any uid (plugins/init/init.c). */
+    cJSON_AddItemToObject(
+        proc, "args",
+        box_command(cls, BOX_UID, BOX_GID, (const char *const[]){"--hide-init", NULL}));
     cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");
@@ -699,6 +796,9 @@ static void sandbox_free(struct gv_sandbox *sb)
         const char *tail[] = {"delete", "--force", sb->id, NULL};
         runsc_cmd(st, NULL, sb->platform, tail, GV_CMD_MS);
     }
+    /* What runsc left of its cgroups, were it killed (empty by now). */
+    if (sb->cgroup[0])
+        cg_each(sb->cgroup, cg_rmdir, st);
     if (sb->work_mounted)
         umount2(sb->work, MNT_DETACH);
     if (sb->log_mounted)
@@ -787,9 +887,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     snprintf(sb->id, sizeof(sb->id), "hutch-%s.%lu", strrchr(st->dir, '/') + 1, n);
     snprintf(sb->bundle, sizeof(sb->bundle), "%s/%lu", st->dir, n);
     {
-        const char *parent = getenv("HUTCH_CGROUP_PARENT");
-        snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/%s",
-                 parent && *parent ? parent : "/hutch-gvisor", sb->id);
+        snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/%s", cg_parent(), sb->id);
     }
     if (mkdir(sb->bundle, 0711) < 0) {
         r = hutch_err_set(err, -errno, "creating %s: %s", sb->bundle, strerror(errno));
@@ -1211,6 +1309,7 @@ static const struct hutch_executor gvisor_executor = {
     .doctor = gv_doctor,
     .runtime = gv_runtime,
     .packages = gv_packages,
+    .sweep = gv_sweep,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

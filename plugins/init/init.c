@@ -12,29 +12,27 @@
  *         "stop\n" asks init to kill every other process, answered with
  *         "stopped OUT\n", OUT saying what /work/out is now that nothing
  *         can change it any more (ok, absent, symlink, notdir, owner, or
- *         errno=N: see sbio_out_check); end of file (the plugin closed it)
- *         ends init and so the sandbox.
+ *         errno=N: see sbio_out_check); "noview STEP ERRNO\n" (before
+ *         hello, with --view) when the program runs without its view;
+ *         end of file (the plugin closed it) ends init and so the
+ *         sandbox.
  *   chan  the runner's fd 3 (wire protocol, see src/runners/PROTOCOL.md)
  *   out   the runner's fd 1
  *   err   the runner's fd 2
  *
  * Init is started as root with CAP_SETUID, CAP_SETGID, CAP_SETPCAP and
- * CAP_KILL only (the executor's spec gives it no other).  The runner drops
- * to UID:GID with an empty bounding set and no capabilities before it
- * execs; init then keeps CAP_KILL alone, to end the program's processes.
- * So the program, another uid without capabilities, can neither signal
- * init nor ptrace it nor open its /proc/1 files, whatever the executor's
- * kernel does about non-dumpable processes (gVisor ignores it).  Init's
- * own stdio (the container's log, runsc's stderr: files on the host) is
- * /dev/null once the sockets are connected, so nothing in the sandbox
- * holds an fd that writes to the host's disk.  gVisor (release 20221219)
- * lets every process read /proc/1/environ, maps, auxv and cmdline, and
- * open what /proc/1/fd links to, whatever the uid: init erases its
- * environment strings, and its fds are /dev/null, sockets (which cannot
- * be opened by path) and a signalfd (likewise); its memory layout stays
- * readable there (a static binary: nothing secret), never writable
- * (/proc/1/mem is root's, ptrace is refused, process_vm_writev does not
- * exist in gVisor).
+ * CAP_KILL, plus what the runner's view takes (CAP_SYS_ADMIN, and
+ * CAP_SYS_CHROOT with --view; see "the program's view" below); the
+ * executor's spec gives it no other.  The runner builds its view, then
+ * drops to UID:GID with an empty bounding set and no capabilities before
+ * it execs; init then keeps CAP_KILL alone, to end the program's
+ * processes.  So the program, another uid without capabilities, can
+ * neither signal init nor ptrace it, and /proc/1 is an empty directory in
+ * its view (gVisor ignores non-dumpable: there any uid could read
+ * /proc/1/environ, maps and fd otherwise).  Init's own stdio (the
+ * container's log, runsc's stderr: files on the host) is /dev/null once
+ * the sockets are connected, so nothing in the sandbox holds an fd that
+ * writes to the host's disk; init erases its environment strings too.
  *
  * The runner gets the fixed environment of plugins/common/env.h, whatever
  * init itself was given: the plugin asks for the same one, but a container
@@ -49,7 +47,8 @@
  * of its stdin (the plugin let go of the container) ends init, as the end
  * of ctl does with the sockets.
  *
- * usage: hutch-init [--seccomp] [--attach] UID:GID NOFILE FSIZE INTERP [ARG]...
+ * usage: hutch-init [--seccomp] [--attach] [--view | --hide-init]
+ *                   UID:GID NOFILE FSIZE INTERP [ARG]...
  *        (the sandbox user, its limits, the runner's command)
  *
  * --seccomp installs hutch's system call filter (plugins/common/filter.c,
@@ -57,22 +56,26 @@
  * own profile: Docker's default allows socket families (vsock) hutch
  * refuses.  The gVisor executor does not ask for it: its kernel is gVisor's
  * own. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,6 +83,7 @@
 #include "../../src/caps.h"
 #include "../common/env.h"
 #include "filter.h"
+#include "masked.h"
 #include "mux.h"
 
 #define IO_DIR "/run/hutch/io"
@@ -212,6 +216,306 @@ static int drop_to_user(void)
     return 0;
 }
 
+/* --- the program's view of the file system ------------------------------ */
+
+/* With --view (the docker executor) the runner gets a mount namespace of
+ * its own where nothing names the engine's host: a container's mountinfo
+ * shows the overlay's directories under the engine's data root (its
+ * lowerdir, upperdir and workdir), and the host paths of the files and
+ * volumes bind-mounted into it (/etc/hostname, /etc/hosts,
+ * /etc/resolv.conf, /run/hutch).  In the view:
+ *   /            a new read-only overlay whose only layers are the
+ *                container's root and an empty directory (its options name
+ *                those two, paths of the container), so the image's files,
+ *                never the engine's directories;
+ *   /proc /dev /sys /tmp /work   the container's own, bound (a bind keeps
+ *                the engine's masks and read-only flags);
+ *   /run         a tmpfs with a copy of the runners at /run/hutch/runner;
+ *   /etc/hostname, hosts, resolv.conf   copies of what the engine wrote;
+ *   BOX_MASKED_PATHS masked again (Podman ignores MaskedPaths), and /proc/1
+ *                hidden under an empty directory;
+ * and a cgroup namespace of its own (Podman ignores CgroupnsMode).
+ * The runner chroots into it (the engine's seccomp profile refuses
+ * pivot_root): the mounts outside its root are not shown in its mountinfo,
+ * and the program, without CAP_SYS_CHROOT, cannot leave it.  Building it
+ * takes CAP_SYS_ADMIN and CAP_SYS_CHROOT, which init has until the runner
+ * is forked (then only CAP_KILL) and the runner until it becomes the
+ * sandbox user.  Where the engine's security profile refuses mounts (an
+ * AppArmor profile such as docker-default), the runner runs in the
+ * container's own namespace, as before, and init says "noview STEP ERRNO"
+ * on ctl (the plugin logs it): the masks of MaskedPaths still hold there.
+ *
+ * With --hide-init (the gVisor executor) the runner's mount namespace only
+ * hides /proc/1: gVisor's kernel lets any process read /proc/1/environ,
+ * maps and fd whatever its uid (it does not honour non-dumpable), so pid 1
+ * is an empty directory there.  gVisor's mountinfo, /proc and /sys are its
+ * own kernel's: nothing of the host to hide.  There a failure stops the
+ * sandbox: nothing between it and the host can refuse. */
+#define VIEW_DIR "/run/hutch/view" /* in /run/hutch's volume: init's own */
+
+static int view_mode; /* --view */
+static int hide_init; /* --hide-init, or --view */
+
+static const char *const view_etc[] = {"hostname", "hosts", "resolv.conf"};
+struct view_etc_copy {
+    char data[HUTCH_SANDBOX_ETC_BYTES];
+    ssize_t len; /* -1: not there */
+};
+static struct view_etc_copy etc_copy[3];
+
+/* Copies regular files (and `depth` levels of directories) from `from` to
+ * `to`, never following a link.  0 or -errno. */
+static int copy_tree(const char *from, const char *to, int depth)
+{
+    char src[PATH_MAX], dst[PATH_MAX], buf[16384];
+    DIR *d = opendir(from);
+    struct dirent *de;
+    int r = 0;
+
+    if (!d)
+        return -errno;
+    while (r == 0 && (de = readdir(d))) {
+        struct stat st;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (snprintf(src, sizeof(src), "%s/%s", from, de->d_name) >= (int)sizeof(src) ||
+            snprintf(dst, sizeof(dst), "%s/%s", to, de->d_name) >= (int)sizeof(dst)) {
+            r = -ENAMETOOLONG;
+            break;
+        }
+        if (lstat(src, &st) < 0) {
+            r = -errno;
+        } else if (S_ISDIR(st.st_mode) && depth > 0) {
+            if (mkdir(dst, 0755) < 0)
+                r = -errno;
+            else
+                r = copy_tree(src, dst, depth - 1);
+        } else if (S_ISREG(st.st_mode)) {
+            int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+            ssize_t n = 0;
+            while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+                if (write(out, buf, (size_t)n) != n) {
+                    n = -1;
+                    break;
+                }
+            if (in < 0 || out < 0 || n < 0)
+                r = errno ? -errno : -EIO;
+            if (in >= 0)
+                close(in);
+            if (out >= 0)
+                close(out);
+        }
+    }
+    closedir(d);
+    return r;
+}
+
+static int write_small(const char *path, const char *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int r = 0;
+    if (fd < 0)
+        return -errno;
+    if (len && write(fd, data, len) != (ssize_t)len)
+        r = errno ? -errno : -EIO;
+    close(fd);
+    return r;
+}
+
+/* 1 when the directory `path` holds nothing (an engine's mask already). */
+static int dir_empty(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *de;
+    int empty = 1;
+    while (d && empty && (de = readdir(d)))
+        empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+    if (d)
+        closedir(d);
+    return d && empty;
+}
+
+/* Mounts an empty read-only directory (a directory) or /dev/null (a file)
+ * over `path` of the view's root `root`; 0 when there is no such path, or
+ * when the engine masked it already. */
+static int mask_one(const char *root, const char *path)
+{
+    char at[PATH_MAX], null[PATH_MAX];
+    struct stat st;
+    snprintf(at, sizeof(at), "%s%s", root, path);
+    if (lstat(at, &st) < 0)
+        return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+    if ((S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) ||
+        (S_ISDIR(st.st_mode) && dir_empty(at)))
+        return 0;
+    if (S_ISDIR(st.st_mode))
+        return mount("hutch", at, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "size=4k,mode=0555") < 0
+                   ? -errno
+                   : 0;
+    snprintf(null, sizeof(null), "%s/dev/null", root);
+    return mount(null, at, NULL, MS_BIND, NULL) < 0 ? -errno : 0;
+}
+
+/* /proc/1 (init) as an empty read-only directory, below `root`. */
+static int hide_pid1(const char *root)
+{
+    char at[PATH_MAX];
+    snprintf(at, sizeof(at), "%s/proc/1", root);
+    return mount("hutch", at, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                 "size=4k,mode=0555") < 0
+               ? -errno
+               : 0;
+}
+
+/* Reads what the engine wrote in /etc before the view hides it. */
+static void view_read_etc(void)
+{
+    for (size_t i = 0; i < sizeof(view_etc) / sizeof(view_etc[0]); i++) {
+        char path[64];
+        int fd;
+        snprintf(path, sizeof(path), "/etc/%s", view_etc[i]);
+        etc_copy[i].len = -1;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        etc_copy[i].len = read(fd, etc_copy[i].data, sizeof(etc_copy[i].data));
+        close(fd);
+    }
+}
+
+/* Builds the --view (see above) in a mount namespace of this process's
+ * own, and chroots into it.  0, or -errno with *step naming what failed;
+ * then nothing of it is left and the process sees the container as it
+ * is. */
+static int view_build(const char **step)
+{
+    static const char *const binds[] = {"/proc", "/dev", "/sys", "/tmp", "/work"};
+    static const char *const masks[] = {BOX_MASKED_PATHS};
+    const char *root = VIEW_DIR "/root";
+    char path[PATH_MAX], opts[128];
+    int r;
+
+#define STEP(name, call)                                                               \
+    do {                                                                               \
+        *step = (name);                                                                \
+        if ((call) < 0) {                                                              \
+            r = -errno;                                                                \
+            goto undo;                                                                 \
+        }                                                                              \
+    } while (0)
+    view_read_etc();
+    /* A cgroup namespace of its own too: Podman ignores CgroupnsMode, and
+     * the runner's /proc/self/cgroup and cgroup mounts would name the
+     * engine's cgroup path of the container (its root is its own cgroup
+     * then, as with Docker's private cgroup namespace). */
+    *step = "unshare";
+    if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) < 0)
+        return -errno;
+    *step = "private";
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return -errno;
+    *step = "mkdir";
+    if (mkdir(VIEW_DIR, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    snprintf(opts, sizeof(opts), "size=%u,mode=0755", HUTCH_SANDBOX_VIEW_BYTES);
+    *step = "tmpfs";
+    if (mount("hutch", VIEW_DIR, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        return -errno;
+    STEP("mkdir", mkdir(root, 0755));
+    STEP("mkdir", mkdir(VIEW_DIR "/empty", 0755));
+    STEP("mkdir", mkdir(VIEW_DIR "/etc", 0755));
+    STEP("mkdir", mkdir(VIEW_DIR "/run", 0755));
+    STEP("mkdir", mkdir(VIEW_DIR "/run/hutch", 0755));
+    STEP("mkdir", mkdir(VIEW_DIR "/run/hutch/runner", 0755));
+    *step = "runner";
+    r = copy_tree("/run/hutch/runner", VIEW_DIR "/run/hutch/runner", 1);
+    if (r < 0)
+        goto undo;
+    for (size_t i = 0; i < sizeof(view_etc) / sizeof(view_etc[0]); i++) {
+        if (etc_copy[i].len < 0)
+            continue;
+        snprintf(path, sizeof(path), VIEW_DIR "/etc/%s", view_etc[i]);
+        *step = "etc";
+        r = write_small(path, etc_copy[i].data, (size_t)etc_copy[i].len);
+        if (r < 0)
+            goto undo;
+    }
+    STEP("overlay", mount("overlay", root, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                          "lowerdir=/:" VIEW_DIR "/empty"));
+    for (size_t i = 0; i < sizeof(binds) / sizeof(binds[0]); i++) {
+        snprintf(path, sizeof(path), "%s%s", root, binds[i]);
+        STEP(binds[i], mount(binds[i], path, NULL, MS_BIND | MS_REC, NULL));
+    }
+    snprintf(path, sizeof(path), "%s/run", root);
+    STEP("/run", mount(VIEW_DIR "/run", path, NULL, MS_BIND, NULL));
+    STEP("/run",
+         mount(NULL, path, NULL,
+               MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               NULL));
+    for (size_t i = 0; i < sizeof(view_etc) / sizeof(view_etc[0]); i++) {
+        char from[PATH_MAX];
+        struct stat st;
+        snprintf(from, sizeof(from), VIEW_DIR "/etc/%s", view_etc[i]);
+        snprintf(path, sizeof(path), "%s/etc/%s", root, view_etc[i]);
+        if (etc_copy[i].len < 0 || lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+            continue; /* the image has none: nothing to stand in for */
+        STEP("etc", mount(from, path, NULL, MS_BIND, NULL));
+        STEP("etc",
+             mount(NULL, path, NULL,
+                   MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                   NULL));
+    }
+    for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
+        *step = masks[i];
+        r = mask_one(root, masks[i]);
+        if (r < 0)
+            goto undo;
+    }
+    *step = "/proc/1";
+    r = hide_pid1(root);
+    if (r < 0)
+        goto undo;
+    STEP("chroot", chroot(root));
+    if (chdir("/") < 0)
+        _exit(127); /* inside already: there is no way back */
+    return 0;
+#undef STEP
+undo:
+    /* Everything made so far is below VIEW_DIR: it goes as one. */
+    umount2(VIEW_DIR, MNT_DETACH);
+    return r;
+}
+
+/* The runner's view (before it becomes the sandbox user): --view, or
+ * --hide-init's hidden /proc/1.  With --view, what happened is written on
+ * `report` ("ok\n", or "STEP ERRNO\n"); --hide-init fails the runner. */
+static void runner_view(int report)
+{
+    char line[128];
+    const char *step = "";
+    int r;
+
+    if (view_mode) {
+        r = view_build(&step);
+        if (r == 0)
+            snprintf(line, sizeof(line), "ok\n");
+        else
+            snprintf(line, sizeof(line), "%.40s %d\n", step, -r);
+        write_all(report, line);
+        close(report);
+        return;
+    }
+    if (!hide_init)
+        return;
+    if (unshare(CLONE_NEWNS) < 0 || hide_pid1("") < 0) {
+        dprintf(2, "hutch sandbox: hiding pid 1 from the program: %s\n",
+                strerror(errno));
+        _exit(127);
+    }
+}
+
 static const void *filter_bpf; /* set by --seccomp */
 static size_t filter_len;
 
@@ -224,7 +528,8 @@ static int give_fd(int fd, int to)
     return dup2(fd, to);
 }
 
-__attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
+__attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv,
+                                                  int report)
 {
     sigset_t none;
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -234,6 +539,7 @@ __attribute__((noreturn)) static void exec_runner(int fds[NSOCK], char **argv)
     if (devnull < 0 || dup2(devnull, 0) < 0 || give_fd(fds[OUT], 1) < 0 ||
         give_fd(fds[ERR], 2) < 0 || give_fd(fds[CHAN], 3) < 0)
         _exit(127);
+    runner_view(report);
     syscall(SYS_close_range, 4, ~0U, 0);
     setsid();
     /* While still root: once the uid changed, /proc/self belongs to root
@@ -618,7 +924,7 @@ static int attach_loop(int sfd)
 
 int main(int argc, char **argv)
 {
-    int fds[NSOCK], sfd, devnull;
+    int fds[NSOCK], sfd, devnull, report[2] = {-1, -1};
     sigset_t mask;
 
     for (;;) {
@@ -632,6 +938,10 @@ int main(int argc, char **argv)
             filter_bpf = bpf;
         } else if (argc > 1 && strcmp(argv[1], "--attach") == 0) {
             attach_mode = 1;
+        } else if (argc > 1 && strcmp(argv[1], "--view") == 0) {
+            view_mode = hide_init = 1;
+        } else if (argc > 1 && strcmp(argv[1], "--hide-init") == 0) {
+            hide_init = 1;
         } else {
             break;
         }
@@ -640,8 +950,9 @@ int main(int argc, char **argv)
         argc--;
     }
     if (argc < 5 || parse_user(argv[1]) < 0) {
-        fprintf(stderr, "usage: hutch-init [--seccomp] [--attach] UID:GID NOFILE FSIZE "
-                        "INTERP [ARG]...\n");
+        fprintf(stderr,
+                "usage: hutch-init [--seccomp] [--attach] [--view | --hide-init] "
+                "UID:GID NOFILE FSIZE INTERP [ARG]...\n");
         return 2;
     }
     if (take_environment() < 0)
@@ -689,14 +1000,49 @@ int main(int argc, char **argv)
     if (sfd < 0)
         die("signalfd");
     oom_before = oom_kills();
-    if (attach_mode)
-        ctl_say("hello\n");
+    if (view_mode) {
+        /* Above the four stream fds the runner places at 0 to 3. */
+        if (pipe2(report, O_CLOEXEC) < 0)
+            die("pipe");
+        for (int i = 0; i < 2; i++)
+            if (report[i] < 4) {
+                int fd = fcntl(report[i], F_DUPFD_CLOEXEC, 4);
+                if (fd < 0)
+                    die("pipe");
+                close(report[i]);
+                report[i] = fd;
+            }
+    }
 
     runner = fork();
     if (runner < 0)
         die("fork");
-    if (runner == 0)
-        exec_runner(fds, argv);
+    if (runner == 0) {
+        if (report[0] >= 0)
+            close(report[0]);
+        exec_runner(fds, argv, report[1]);
+    }
+    if (view_mode) {
+        /* The runner's view is built (or refused) before it becomes the
+         * program: say so before hello, so the plugin knows it first. */
+        char line[128];
+        ssize_t n = 0, got;
+        close(report[1]);
+        while (n < (ssize_t)sizeof(line) - 1 &&
+               ((got = read(report[0], line + n, sizeof(line) - 1 - (size_t)n)) > 0 ||
+                (got < 0 && errno == EINTR)))
+            n += got > 0 ? got : 0;
+        close(report[0]);
+        line[n] = '\0';
+        if (strcmp(line, "ok\n") != 0 && n > 0) {
+            char say[80];
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(say, sizeof(say), "noview %.50s\n", line); /* < sbio's 64 */
+            ctl_say(say);
+        }
+    }
+    if (attach_mode)
+        ctl_say("hello\n");
     close(fds[CHAN]);
     close(fds[OUT]);
     close(fds[ERR]);

@@ -6,7 +6,14 @@
  * Needs no daemon and no privilege: user namespaces give the sandbox its own
  * root to build mounts with.  When hutch runs as root, or the host delegates
  * a cgroup, memory and pids limits are cgroup limits (v1 or v2); otherwise
- * rlimits stand in for them. */
+ * rlimits stand in for them.
+ *
+ * Leftovers: a hutch killed with SIGKILL takes its sandboxes' processes
+ * with it (PDEATHSIG), but not their cgroups.  Each sandbox cgroup is named
+ * hutch-PID.START-INSTANCE-N, and the cgroups a hutch makes them in are
+ * written in its state directory (CG_RECORD), so that any later hutch of
+ * the same user removes them, whichever cgroup it runs in itself and
+ * whichever executor it uses (local_sweep, called by the core at start). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,8 +48,14 @@ struct cgroup_set {
     char mem_parent[PATH_MAX];
     char pids_parent[PATH_MAX];
     char cpu_parent[PATH_MAX]; /* "" without a usable cpu controller */
+    char self_leaf[PATH_MAX];  /* v2: the leaf hutch moved itself into, or "" */
     char reason[256];          /* why there is none */
 };
+
+/* In a hutch's state directory: where it makes sandbox cgroups ("parent
+ * DIR" lines) and the v2 leaf it moved itself into ("leaf DIR"). */
+#define CG_RECORD     "cgroups"
+#define CG_RECORD_MAX 8192
 
 struct local_state {
     const struct hutch_host *host;
@@ -180,8 +193,14 @@ static void cgroup_detect(struct cgroup_set *cg)
                          getpid());
                 snprintf(procs, sizeof(procs), "%s/cgroup.procs", leaf);
                 snprintf(pid, sizeof(pid), "%d", getpid());
-                if ((mkdir(leaf, 0755) < 0 && errno != EEXIST) ||
-                    write_str(procs, pid) < 0 || write_str(sub, "+memory +pids") < 0) {
+                if (mkdir(leaf, 0755) < 0 && errno != EEXIST) {
+                    snprintf(cg->reason, sizeof(cg->reason),
+                             "cannot enable memory and pids controllers under %s",
+                             cg->mem_parent);
+                    return;
+                }
+                snprintf(cg->self_leaf, sizeof(cg->self_leaf), "%s", leaf);
+                if (write_str(procs, pid) < 0 || write_str(sub, "+memory +pids") < 0) {
                     snprintf(cg->reason, sizeof(cg->reason),
                              "cannot enable memory and pids controllers under %s",
                              cg->mem_parent);
@@ -307,6 +326,131 @@ static void cg_sweep(struct local_state *st, const char *parent)
                           dir);
     }
     closedir(d);
+}
+
+/* A cgroup path a record may name: /sys/fs/cgroup or below it, no
+ * "." or ".." component, nothing but a path. */
+static int cg_path_ok(const char *path)
+{
+    if (strncmp(path, "/sys/fs/cgroup", 14) != 0 || (path[14] && path[14] != '/') ||
+        strlen(path) >= PATH_MAX - 128)
+        return 0;
+    for (const char *c = path; *c; c++)
+        if ((unsigned char)*c < 0x20)
+            return 0;
+    return !strstr(path, "/./") && !strstr(path, "/../") &&
+           strcmp(path + strlen(path) - 2, "/.") &&
+           strcmp(path + strlen(path) - 3, "/..");
+}
+
+/* Removes what the gone hutch whose state directory is `dir` (PID.START
+ * or PID.START.N) recorded: its sandbox cgroups (hutch-PID.START-*, and
+ * what is still running in them) below each parent it names, its v2 leaf;
+ * then the record and the directory, once nothing of it is left. */
+static void sweep_record(const struct hutch_host *host, const char *dir, int pid,
+                         unsigned long long start)
+{
+    char path[PATH_MAX + 16], buf[CG_RECORD_MAX], prefix[64], self[48];
+    int left = 0, fd;
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "%s/" CG_RECORD, dir);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        (void)rmdir(dir); /* nothing recorded: only an empty one goes */
+        return;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    snprintf(prefix, sizeof(prefix), "hutch-%d.%llu-", pid, start);
+    snprintf(self, sizeof(self), "/hutch-self-%d", pid);
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "parent ", 7) == 0 && cg_path_ok(line + 7)) {
+            DIR *d = opendir(line + 7);
+            for (struct dirent *de; d && (de = readdir(d));) {
+                char cg[PATH_MAX + 300];
+                if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+                    continue;
+                snprintf(cg, sizeof(cg), "%s/%s", line + 7, de->d_name);
+                host->log(HUTCH_LOG_INFO, "local", "removing leftover cgroup %s", cg);
+                cg_remove_leftover(cg);
+                if (access(cg, F_OK) == 0) {
+                    host->log(HUTCH_LOG_WARN, "local",
+                              "cannot remove leftover cgroup %s", cg);
+                    left = 1;
+                }
+            }
+            if (d)
+                closedir(d);
+        } else if (strncmp(line, "leaf ", 5) == 0 && cg_path_ok(line + 5) &&
+                   strlen(line + 5) > strlen(self) &&
+                   strcmp(line + 5 + strlen(line + 5) - strlen(self), self) == 0) {
+            /* Empty once its hutch is gone, unless a live process took the
+             * pid since and moved itself in: then rmdir fails (EBUSY). */
+            (void)rmdir(line + 5);
+        }
+    }
+    if (left)
+        return; /* the record stays for the next sweep */
+    unlink(path);
+    if (rmdir(dir) < 0 && errno != ENOENT)
+        host->log(HUTCH_LOG_WARN, "local", "cannot remove %s: %s", dir,
+                  strerror(errno));
+}
+
+/* The sweep of every hutch's start (see the top of this file): what the
+ * hutch processes that are gone recorded in their state directories,
+ * below `parent`. */
+static void local_sweep(const struct hutch_host *host, const char *parent)
+{
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d));) {
+        char dir[PATH_MAX + 300];
+        unsigned long long start;
+        int pid;
+        if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2 || pid <= 0 ||
+            !box_process_gone(pid, start))
+            continue; /* not a state directory, or its hutch still runs */
+        if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >=
+            sizeof(dir))
+            continue;
+        sweep_record(host, dir, pid, start);
+    }
+    closedir(d);
+}
+
+/* Writes this hutch's record (CG_RECORD) into its state directory. */
+static void cg_record(struct local_state *st, const char *state_dir)
+{
+    const char *parents[] = {st->cg.mem_parent, st->cg.pids_parent, st->cg.cpu_parent};
+    char path[PATH_MAX + 16], buf[CG_RECORD_MAX];
+    size_t n = 0;
+    int fd;
+
+    for (size_t i = 0; i < 3 && st->cg.version; i++) {
+        int dup = 0;
+        for (size_t j = 0; j < i; j++)
+            dup |= strcmp(parents[i], parents[j]) == 0;
+        if (parents[i][0] && !dup && n < sizeof(buf))
+            n += (size_t)snprintf(buf + n, sizeof(buf) - n, "parent %s\n", parents[i]);
+    }
+    if (st->cg.self_leaf[0] && n < sizeof(buf))
+        n += (size_t)snprintf(buf + n, sizeof(buf) - n, "leaf %s\n", st->cg.self_leaf);
+    if (!n || n >= sizeof(buf))
+        return;
+    snprintf(path, sizeof(path), "%s/" CG_RECORD, state_dir);
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || write(fd, buf, n) != (ssize_t)n)
+        st->host->log(HUTCH_LOG_WARN, "local",
+                      "cannot record this hutch's cgroups in %s: %s (a kill -9 "
+                      "would leave them to the next hutch of this cgroup only)",
+                      path, strerror(errno ? errno : EIO));
+    if (fd >= 0)
+        close(fd);
 }
 
 static void cg_sweep_all(struct local_state *st)
@@ -704,6 +848,15 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
              box_proc_start(getpid()));
     cgroup_detect(&st->cg);
     cg_sweep_all(st);
+    if (cfg && HUTCH_HAS_MEMBER(cfg, struct hutch_config, state_dir) &&
+        cfg->state_dir && cfg->state_dir[0] == '/' &&
+        strlen(cfg->state_dir) < PATH_MAX) {
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof(parent), "%s", cfg->state_dir);
+        *strrchr(parent, '/') = '\0';
+        local_sweep(host, parent);
+        cg_record(st, cfg->state_dir);
+    }
     st->landlock = lsb_landlock_abi() >= 6;
     st->id_base = LSB_HOST_ID_BASE;
     {
@@ -1225,6 +1378,7 @@ static const struct hutch_executor local_executor = {
     .close = local_close,
     .runtime = local_runtime,
     .packages = local_packages,
+    .sweep = local_sweep,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

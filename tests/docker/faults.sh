@@ -10,7 +10,10 @@
 # was started (its command line, environment and log file, or systemctl),
 # and whatever happens, leaves it running.  Against the second daemon
 # (tests/remote/faults.sh, HUTCH_TEST_ENGINE=dockerd2) it stops and starts
-# that one (tests/lib/dockerd2.sh).
+# that one (tests/lib/dockerd2.sh); against podman's service
+# (tests/podman/faults.sh, HUTCH_TEST_ENGINE=podman) that one, with its
+# namespace: Podman has no daemon that outlives its containers here, so
+# its containers stop with it (tests/lib/podman.sh).
 export HUTCH_EXECUTOR=docker
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 . "$HUTCH_SRCDIR/tests/lib/executor.sh"
@@ -22,10 +25,15 @@ BG=""
 PIDFILE=/var/run/docker.pid
 SYSTEMD=0
 REMOTE=0
+PODMAN=0
 [ "${HUTCH_TEST_ENGINE:-}" = dockerd2 ] && REMOTE=1 && . "$HUTCH_SRCDIR/tests/lib/dockerd2.sh"
-[ "$REMOTE" = 0 ] && systemctl is-active --quiet docker 2>/dev/null && SYSTEMD=1
+[ "${HUTCH_TEST_ENGINE:-}" = podman ] && PODMAN=1 && . "$HUTCH_SRCDIR/tests/lib/podman.sh"
+DAEMON=dockerd
+[ "$PODMAN" = 1 ] && DAEMON="podman's service"
+[ "$REMOTE" = 0 ] && [ "$PODMAN" = 0 ] && systemctl is-active --quiet docker 2>/dev/null &&
+    SYSTEMD=1
 DPID=$(cat "$PIDFILE" 2>/dev/null)
-if [ "$SYSTEMD" = 0 ] && [ "$REMOTE" = 0 ]; then
+if [ "$SYSTEMD" = 0 ] && [ "$REMOTE" = 0 ] && [ "$PODMAN" = 0 ]; then
     [ -n "$DPID" ] && [ -r "/proc/$DPID/cmdline" ] ||
         skip_all "dockerd runs, but not from $PIDFILE or systemd: cannot restart it"
     mapfile -d '' DARGV <"/proc/$DPID/cmdline"
@@ -40,6 +48,10 @@ docker_up() { docker version >/dev/null 2>&1; }
 dockerd_stop() {
     if [ "$REMOTE" = 1 ]; then
         dockerd2_pause 2
+        return
+    fi
+    if [ "$PODMAN" = 1 ]; then
+        engines_kill "$PODMAN_DIR" 10
         return
     fi
     if [ "$SYSTEMD" = 1 ]; then
@@ -59,6 +71,10 @@ dockerd_stop() {
 dockerd_start() {
     if [ "$REMOTE" = 1 ]; then
         dockerd2_start 2 >/dev/null
+        return
+    fi
+    if [ "$PODMAN" = 1 ]; then
+        podman_start >/dev/null
         return
     fi
     if [ "$SYSTEMD" = 1 ]; then
@@ -133,21 +149,22 @@ not_ok "kill -9: the next run removed the dead hutch's container" exists "$CID"
 is "kill -9: ... and its socket directory" "$(sockdir_of "$HP")" ""
 
 # --- dockerd stopped before a run ----------------------------------------
-ok "dockerd stops" dockerd_stop
+ok "$DAEMON stops" dockerd_stop
 run_hutch run --lang python -e 'print(1)'
-is "no dockerd: exit 125" "$RC" 125
-like "no dockerd: the message says to start dockerd" "$ERR" "dockerd"
-ok "dockerd starts again" dockerd_start
+is "no $DAEMON: exit 125" "$RC" 125
+# (hutch cannot tell a stopped Podman service from a stopped dockerd)
+like "no $DAEMON: the message says to start dockerd" "$ERR" "dockerd"
+ok "$DAEMON starts again" dockerd_start
 run_hutch run --lang python -e 'print("back")'
-is "dockerd back: runs work" "$OUT" "back"
+is "$DAEMON back: runs work" "$OUT" "back"
 
 # --- dockerd restarted during a run --------------------------------------
 "$HUTCH" run --lang python --timeout 120000 -e "$SLEEPER" >"$T/r.out" 2>"$T/r.err" </dev/null &
 HP=$!
 BG="$BG $HP"
 ok "restart: the run started" wait_for "$T/r.out" started 30
-ok "restart: dockerd stops" dockerd_stop
-ok "restart: dockerd starts again" dockerd_start
+ok "restart: $DAEMON stops" dockerd_stop
+ok "restart: $DAEMON starts again" dockerd_start
 ok "restart: the run ends, no hang" ends_within "$HP" 30
 wait "$HP" 2>/dev/null
 RC=$?

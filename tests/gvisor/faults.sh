@@ -72,6 +72,37 @@ is "kill -9: the next run works" "$OUT" "2"
 ok "kill -9: and the state directory" test ! -e "$left_dir"
 is "kill -9: and its mounts" "$(grep -cF " $left_dir/" /proc/self/mountinfo)" 0
 
+# The cgroups runsc makes for a sandbox (PARENT/hutch-PID.START.N) stay
+# when runsc itself was killed before it could delete the sandbox (all of a
+# hutch's processes killed at once, a `runsc run` killed for not ending):
+# a start removes those of a hutch that is gone, even with nothing else of
+# it left, and never a live hutch's.  Made here as runsc leaves them:
+# empty, in every hierarchy.
+CGP=${HUTCH_CGROUP_PARENT:-/hutch-gvisor}
+sleep 600 &
+gone_pid=$!
+gone=hutch-$gone_pid.$(proc_start "$gone_pid").1
+kill "$gone_pid"
+wait "$gone_pid" 2>/dev/null
+live=hutch-$$.$(proc_start $$).1
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    CGROOTS="/sys/fs/cgroup$CGP"
+else
+    CGROOTS="/sys/fs/cgroup/memory$CGP /sys/fs/cgroup/pids$CGP"
+fi
+made=0
+for r in $CGROOTS; do
+    mkdir -p "$r/$gone" "$r/$live" && made=$((made + 1))
+done
+ok "left cgroups: made for a gone and a live hutch" test "$made" -gt 0
+run_hutch run --lang python -e 'print(3)'
+is "left cgroups: the next run works" "$OUT" "3"
+for r in $CGROOTS; do
+    ok "left cgroups: the gone hutch's is removed ($r)" test ! -e "$r/$gone"
+    ok "left cgroups: the live hutch's stays ($r)" test -d "$r/$live"
+    rmdir "$r/$live"
+done
+
 # Timeout and cancellation leave nothing either.
 run_hutch run --lang python --timeout 800 -e 'while True: pass'
 is "timeout: exit 124" "$RC" 124

@@ -546,8 +546,11 @@ assert_clean "per-user quotas"
 
 # What of the host a sandbox sees: nothing of hutch's command line (the
 # local executor's init is a fork of hutch), not the host kernel's command
-# line, build configuration or boot id; on local, no host path in its
-# mounts or cgroups.
+# line, build configuration, boot id or build information (/sys/kernel's
+# BTF, notes, vmcoreinfo), nor which CPU vulnerabilities it mitigates; no
+# host path in its mounts (on Docker and Podman, hutch-init's view: not the
+# engine's data root, its overlay's directories, nor a volume's or a bound
+# file's host path) or cgroups.
 run_hutch run $PYH --out "$T/hutch-leak-marker" -e '
 import os
 res = {}
@@ -561,6 +564,15 @@ for f in ["cmdline", "sys/kernel/random/boot_id", "config.gz", "keys", "timer_li
         res[f] = len(open("/proc/" + f, "rb").read())
     except OSError as e:
         res[f] = "denied"
+for f in ["/sys/kernel/btf/vmlinux", "/sys/kernel/notes", "/sys/kernel/vmcoreinfo"]:
+    try:
+        res[f] = len(open(f, "rb").read())
+    except OSError as e:
+        res[f] = "denied"
+try:
+    res["vulnerabilities"] = sorted(os.listdir("/sys/devices/system/cpu/vulnerabilities"))
+except OSError:
+    res["vulnerabilities"] = "denied"
 for f in ["self/mountinfo", "self/cgroup"]:
     res[f] = open("/proc/" + f).read()
 print(sorted(res.items()))
@@ -584,13 +596,27 @@ if [ "$EXECUTOR" != gvisor ]; then
         ok "leaks: /proc/$f is empty or absent" empty_or_absent "$f"
     done
 fi
-# mountinfo: on docker it shows the host paths of the bind mounts (the
-# runners, hutch-init, the socket directory /run/hutch/docker/PID.START/N)
-# and the overlay's directories, as Docker shows them (README, "What a
-# container still shows of the host"): not checked there.
-if [ "$EXECUTOR" != docker ]; then
-    unlike "leaks: no host path in mountinfo" "$S" "$HUTCH_RUNNER_DIR"
-    unlike "leaks: no socket directory in mountinfo" "$S" "/run/hutch/$EXECUTOR/"
+# The host has them (root reads them), so empty in the sandbox is masked.
+for f in /sys/kernel/btf/vmlinux /sys/kernel/notes /sys/kernel/vmcoreinfo; do
+    [ -s "$f" ] || [ -n "$(head -c 1 "$f" 2>/dev/null)" ] ||
+        echo "# the host has no $f to hide"
+    ok "leaks: $f is empty or absent" empty_or_absent "$f"
+done
+[ -n "$(ls /sys/devices/system/cpu/vulnerabilities 2>/dev/null)" ] ||
+    echo "# the host lists no CPU vulnerabilities to hide"
+ok "leaks: /sys/devices/system/cpu/vulnerabilities lists nothing" \
+    grep -qE "\('vulnerabilities', (\[\]|'denied')\)" <<<"$S"
+unlike "leaks: no host path in mountinfo" "$S" "$HUTCH_RUNNER_DIR"
+unlike "leaks: no socket directory in mountinfo" "$S" "/run/hutch/$EXECUTOR/"
+if [ "$EXECUTOR" = docker ]; then
+    # The engine's data root (/var/lib/docker, or Podman's storage), where
+    # its overlay's layers, its volumes and its containers' files live.
+    ROOTDIR=$(docker info -f '{{.DockerRootDir}}' 2>/dev/null)
+    like "leaks: the engine says where its data root is" "$ROOTDIR" "/"
+    unlike "leaks: mountinfo names no path of the engine's data root ($ROOTDIR)" "$S" \
+        "${ROOTDIR:-/var/lib/docker}"
+    unlike "leaks: mountinfo names no /var/lib/docker" "$S" "/var/lib/docker"
+    unlike "leaks: mountinfo shows no overlay upper layer of the engine's" "$S" "upperdir="
 fi
 unlike "leaks: no host cgroup path" "$S" "hutch-guard-"
 if [ "$EXECUTOR" = docker ]; then
@@ -603,5 +629,78 @@ if [ "$EXECUTOR" != gvisor ]; then
     like "leaks: /proc/net/unix read" "$U" "UNIX ["
     unlike "leaks: no host socket path in /proc/net/unix" "$U" "/run/hutch/$EXECUTOR/"
 fi
+
+# --- hutch killed with SIGKILL --------------------------------------------
+# A client may end hutch with SIGKILL (Codex does, right after SIGTERM).
+# Its sandboxes stay behind, the warm ones too, and any hutch that starts
+# removes them, whichever executor it uses itself: the next hutch here is
+# a local one.  The victims: a `hutch run` in the middle of its program,
+# started from a cgroup of its own (where a hutch of another cgroup would
+# not look for a local sandbox's cgroups), and a `hutch serve` with its
+# warm pool.  A hutch that lives meanwhile keeps everything: what goes is
+# found by its owner's pid and start time (hutch_resources), and the live
+# one's sandbox must come through the sweep running.
+SLEEPER='import time
+print("up", flush=True)
+time.sleep(3600)'
+# until PID's output FILE says "up", or PID ended
+until_up() {
+    while kill -0 "$1" 2>/dev/null && ! grep -q up "$2" 2>/dev/null; do sleep 0.1; done
+    grep -q up "$2" 2>/dev/null
+}
+# until hutch PID (started at START) has a sandbox (more than its state
+# directory), or PID ended; at most 600 s however busy the machine is
+has_sandbox() { hutch_resources "$1" "$2" | grep -qv '^state '; }
+until_sandbox() {
+    for _ in $(seq 6000); do
+        has_sandbox "$1" "$2" && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+executor_lock -x
+"$HUTCH" run --lang python --timeout 3600000 -e "$SLEEPER" >"$T/live.out" 2>&1 </dev/null &
+LIVE=$!
+(guard_child_enter kill9 && exec "$HUTCH" run --lang python --timeout 3600000 -e "$SLEEPER") \
+    >"$T/victim.out" 2>&1 </dev/null &
+VICTIM=$!
+mkfifo "$T/serve.in"
+"$HUTCH" serve <"$T/serve.in" >"$T/serve.out" 2>&1 &
+SERVE=$!
+exec {SERVE_IN}>"$T/serve.in"
+ok "kill -9: a live hutch's program runs" until_up "$LIVE" "$T/live.out"
+ok "kill -9: the victim's program runs" until_up "$VICTIM" "$T/victim.out"
+L_START=$(proc_start "$LIVE")
+V_START=$(proc_start "$VICTIM")
+S_START=$(proc_start "$SERVE")
+ok "kill -9: the victim serve's pool has a sandbox" until_sandbox "$SERVE" "$S_START"
+V_HAD=$(hutch_resources "$VICTIM" "$V_START")
+ok "kill -9: the run's sandbox is seen by its hutch's pid and start ($(echo $V_HAD))" \
+    has_sandbox "$VICTIM" "$V_START"
+kill -9 "$VICTIM" "$SERVE"
+wait "$VICTIM" "$SERVE" 2>/dev/null
+exec {SERVE_IN}>&-
+# (Another hutch on this machine may have swept them already: what they
+# left is asserted after the next start only.)
+echo "# left by the killed run: $(hutch_resources "$VICTIM" "$V_START" | tr '\n' ' ')"
+echo "# left by the killed serve: $(hutch_resources "$SERVE" "$S_START" | tr '\n' ' ')"
+run_hutch run --executor local --lang python -e 'print("next")'
+is "kill -9: the next hutch (local) runs" "$OUT" "next"
+is "kill -9: nothing of the killed run outlives the next hutch's start" \
+    "$(hutch_resources "$VICTIM" "$V_START" | tr '\n' ' ')" ""
+is "kill -9: nothing of the killed serve and its pool either" \
+    "$(hutch_resources "$SERVE" "$S_START" | tr '\n' ' ')" ""
+ok "kill -9: the live hutch's sandbox came through the sweep" has_sandbox "$LIVE" "$L_START"
+ok "kill -9: ... its hutch still runs" kill -0 "$LIVE"
+kill -TERM "$LIVE"
+wait "$LIVE"
+L_RC=$?
+unlike "kill -9: ... and its run never lost its sandbox" "$(cat "$T/live.out")" "ended under"
+is "kill -9: ... ended by SIGTERM, it leaves nothing" \
+    "$(hutch_resources "$LIVE" "$L_START" | tr '\n' ' ')" ""
+echo "# the live run's end: $L_RC $(tail -c 300 "$T/live.out" | tr '\n' ' ')"
+executor_lock -s
+assert_clean "kill -9"
 
 done_testing

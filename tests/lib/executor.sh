@@ -24,12 +24,11 @@ DOCKER_LOCK=/tmp/hutch-docker-tests${HUTCH_TEST_ENGINE:+-$HUTCH_TEST_ENGINE}.loc
 is_local() { [ "$EXECUTOR" = local ]; }
 
 # What a program sees of the executor it runs on: gVisor's kernel reports
-# its own made-up version; a Docker container has /.dockerenv, and one of
-# Podman's (which has none) hutch-init at /run/hutch/init (the local
-# executor's /run/hutch holds the runners only).
+# its own made-up version; a container of Docker's or Podman's has sysfs at
+# /sys (and Docker's /.dockerenv), where the local executor mounts no /sys.
 SANDBOX_PROBE='import os
 v = open("/proc/version").read()
-"gvisor" if "#1 SMP Sun Jan 10 15:06:54 PST 2016" in v else "docker" if os.path.exists("/.dockerenv") or os.path.exists("/run/hutch/init") else "local"'
+"gvisor" if "#1 SMP Sun Jan 10 15:06:54 PST 2016" in v else "docker" if os.path.exists("/.dockerenv") or os.path.isdir("/sys/kernel") else "local"'
 
 # The suite runs on $EXECUTOR: the result says so, and so does the sandbox.
 executor_assert() {
@@ -136,6 +135,58 @@ executor_require() { # [--exec]: another TAP program follows; it asserts itself
     [ "$EXECUTOR" = gvisor ] && T_AT_END="$T_AT_END gvisor_assert_clean"
     [ "$assert_here" = 1 ] && executor_assert
     return 0
+}
+
+# executor_lock -x|-s: turns the executor's test lock (executor_require
+# took it shared) exclusive, or back: a test that kills a hutch holds it
+# exclusive until the next start has swept, so that no other test of the
+# executor counts the killed hutch's things as leftovers of its own.
+executor_lock() {
+    case "$EXECUTOR" in
+    docker) flock "$1" 9 ;;
+    gvisor) flock "$1" 8 ;;
+    esac
+}
+
+# --- what one hutch process has, whatever its executor ---------------------
+
+# proc_start PID: the start time of process PID (field 22 of its stat), as
+# hutch names its things; nothing when it is gone.
+proc_start() {
+    sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $20 }'
+}
+
+# hutch_resources PID START: what the hutch process PID, started at START
+# (proc_start), made, or left once gone, on this host, whatever its
+# executor: its state directories (every executor), the local executor's
+# sandbox cgroups (hutch-PID.START-…, wherever they are) and gVisor's
+# (hutch-gvisor/hutch-PID.START.N), the runsc processes and mounts of its
+# gVisor state root, and the containers and volumes labelled with it on
+# $DOCKER_HOST's engine.  One "KIND WHAT" line each; nothing once there is
+# nothing.  By pid and start time, never by a pattern another hutch's
+# things could match: the leftovers of one killed hutch, told apart from
+# what live hutches of other tests (or other users of this machine) have.
+hutch_resources() {
+    local p=$1.$2 d
+    for d in /run/hutch/*/"$p" /run/hutch/*/"$p".* \
+        "${XDG_RUNTIME_DIR:-/nonexistent}"/hutch/*/"$p" "${XDG_RUNTIME_DIR:-/nonexistent}"/hutch/*/"$p".* \
+        "/tmp/hutch-$(id -u)"/*/"$p" "/tmp/hutch-$(id -u)"/*/"$p".*; do
+        [ -e "$d" ] && echo "state $d"
+    done
+    find /sys/fs/cgroup -maxdepth 8 -type d \( -name "hutch-$p-*" -o -name "hutch-$p.*" \) \
+        2>/dev/null | sed 's/^/cgroup /'
+    pgrep -f -- "--root=$GVISOR_DIR/$p(\.[0-9]+)?/" | sed 's/^/runsc /'
+    awk -v d="$GVISOR_DIR/$p" 'index($5, d "/") == 1 || index($5, d ".") == 1 { print "mount " $5 }' \
+        /proc/self/mountinfo
+    if command -v docker >/dev/null 2>&1 && docker version >/dev/null 2>&1; then
+        docker ps -a --filter label=hutch.owner --format '{{.ID}} {{.Label "hutch.owner"}}' |
+            awk -v o=":$1:$2" 'substr($2, length($2) - length(o) + 1) == o { print "container " $1 }'
+        docker volume ls -q --filter label=hutch.owner | while read -r d; do
+            case "$(docker volume inspect -f '{{index .Labels "hutch.owner"}}' "$d" 2>/dev/null)" in
+            *":$1:$2") echo "volume $d" ;;
+            esac
+        done
+    fi
 }
 
 # --- gvisor ---------------------------------------------------------------

@@ -75,6 +75,22 @@ guard_enter() {
     return 0
 }
 
+# guard_child_enter NAME: moves the calling (sub)shell into a cgroup NAME
+# of its own below the guard, in every hierarchy that limits it (a hutch
+# started there makes its sandbox cgroups there, not beside the guard's).
+guard_child_enter() {
+    local d c
+    if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        d="$GUARD_ALL/$1" # beside "run": v2's processes live in leaves
+        mkdir -p "$d" && echo "$BASHPID" >"$d/cgroup.procs"
+        return
+    fi
+    for d in $GUARD_DIRS; do
+        c="$d/$1"
+        mkdir -p "$c" && echo "$BASHPID" >"$c/cgroup.procs" || return 1
+    done
+}
+
 # Sandbox cgroups left under the guard (there must be none): the local
 # executor's hutch-*, Docker's container ids.
 guard_leftovers() {

@@ -39,9 +39,11 @@
 #   . Mounts[].VolumeOptions (DriverConfig.Options and Labels): /work is a
 #     plain directory of podman's storage, no tmpfs, no size cap, and no
 #     hutch.owner label (a label filter does not find it);
-#   . MaskedPaths: podman's own list; /proc/cmdline and boot_id readable;
+#   . MaskedPaths: podman's own list; /proc/cmdline and boot_id readable
+#     (hutch-init's view for the program masks them again);
 #   . CgroupnsMode "private": the host's cgroup namespace
-#     (/proc/self/cgroup says /libpod_parent/libpod-ID);
+#     (/proc/self/cgroup says /libpod_parent/libpod-ID; the program's view
+#     has a cgroup namespace of its own);
 #   . LogConfig.Config (max-size).
 #   Added: with ReadonlyRootfs, tmpfs on /run and /var/tmp (no size).
 # - What works on both for /work: POST /volumes/create {"Driver": "local",

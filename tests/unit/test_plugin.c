@@ -1,14 +1,17 @@
 /* test_plugin.c — the plugin loader against broken plugins: wrong ABI,
  * missing entry symbol, failing probe, a file that is not ELF, a duplicate
  * name, a directory named like a plugin.  None may crash the core; each is
- * listed with its reason. */
+ * listed with its reason.  And the start's sweep: when it asks a plugin to
+ * remove what gone processes left. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "../plugins/common/proc.h"
 #include "plugin.h"
 #include "tap.h"
 
@@ -127,6 +130,68 @@ int main(void)
         ok(access(state_dir, F_OK) < 0,
            "closing the plugin removed its state directory and what was left in it");
         /* The executor's directory (…/good) is shared by processes: left. */
+    }
+
+    /* The sweep of every hutch's start: an executor's sweep() is called,
+     * with the directory of its state directories, when one of them names
+     * a process that is gone, and never for a live process's; the core
+     * then removes the gone one if the sweep left it empty. */
+    if (state_dir[0]) {
+        char log[] = "/tmp/hutch-test-sweep-XXXXXX", exdir[PATH_MAX],
+             live[PATH_MAX + 32], gone[PATH_MAX + 64], line[PATH_MAX] = "";
+        int fd = mkstemp(log), pfd[2];
+        pid_t child = -1;
+        unsigned long long start = 0;
+
+        snprintf(exdir, sizeof(exdir), "%s", state_dir);
+        *strrchr(exdir, '/') = '\0';
+        setenv("HUTCH_TEST_SWEEP_LOG", log, 1);
+        memset(&err, 0, sizeof(err));
+        ps = NULL;
+        r = hutch_plugins_load(dir, &host, &ps, &err);
+        ok(r == 0 && fd >= 0, "the plugins load again (%s)", err.msg);
+        if (r == 0 && fd >= 0) {
+            hutch_plugins_sweep(ps, &host); /* what earlier runs left */
+            if (ftruncate(fd, 0) < 0)
+                perror(log);
+            snprintf(live, sizeof(live), "%s/%d.%llu.7", exdir, (int)getpid(),
+                     box_proc_start(getpid()));
+            mkdir(live, 0700);
+            hutch_plugins_sweep(ps, &host);
+            ok(lseek(fd, 0, SEEK_END) == 0,
+               "a live process's state directory starts no sweep");
+            /* A process that is gone: a child, seen alive, then reaped. */
+            child = pipe(pfd) == 0 ? fork() : -1;
+            if (child == 0) {
+                char c;
+                close(pfd[1]);
+                _exit(read(pfd[0], &c, 1) < 0);
+            }
+            if (child > 0) {
+                close(pfd[0]);
+                start = box_proc_start(child);
+                close(pfd[1]);
+                waitpid(child, NULL, 0);
+            }
+            snprintf(gone, sizeof(gone), "%s/%d.%llu", exdir, (int)child, start);
+            ok(start && mkdir(gone, 0700) == 0, "a gone process's state directory: %s",
+               gone);
+            hutch_plugins_sweep(ps, &host);
+            if (pread(fd, line, sizeof(line) - 1, 0) < 0)
+                line[0] = '\0';
+            line[strcspn(line, "\n")] = '\0';
+            ok(!strcmp(line, exdir),
+               "it starts the executor's sweep, given %s (\"%s\")", exdir, line);
+            ok(access(gone, F_OK) < 0, "and goes once the sweep left it empty");
+            ok(access(live, F_OK) == 0, "the live one stays");
+            rmdir(live);
+            rmdir(gone);
+            hutch_plugins_free(ps);
+        }
+        if (fd >= 0)
+            close(fd);
+        unlink(log);
+        unsetenv("HUTCH_TEST_SWEEP_LOG");
     }
 
     memset(&err, 0, sizeof(err));
