@@ -96,8 +96,10 @@ static void render(struct hutch_buf *t, const cJSON *o, int sigs, int full)
     }
 }
 
+/* *asked: a limit above HUTCH_SEARCH_MAX_RESULTS, clamped to it (the answer
+ * says so, as execute_code does for its ceilings); 0 when none was. */
 static int parse_args(const cJSON *args, const char **query, size_t *limit, int *detail,
-                      struct hutch_err *err)
+                      double *asked, struct hutch_err *err)
 {
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(args, "query");
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(args, "limit");
@@ -108,14 +110,18 @@ static int parse_args(const cJSON *args, const char **query, size_t *limit, int 
     *query = q->valuestring;
     *limit = HUTCH_SEARCH_DEFAULT_RESULTS;
     *detail = -1;
+    *asked = 0;
     if (lim && !cJSON_IsNull(lim)) {
-        if (!cJSON_IsNumber(lim) || lim->valuedouble < 1 ||
-            lim->valuedouble > HUTCH_SEARCH_MAX_RESULTS ||
-            lim->valuedouble != (double)(int)lim->valuedouble)
+        double v = cJSON_IsNumber(lim) ? lim->valuedouble : 0;
+        if (!cJSON_IsNumber(lim) || v < 1 || (v < 1e15 && v != (double)(long long)v))
             return hutch_err_set(err, -EINVAL,
                                  "\"limit\" must be an integer from 1 to %d",
                                  HUTCH_SEARCH_MAX_RESULTS);
-        *limit = (size_t)lim->valuedouble;
+        if (v > HUTCH_SEARCH_MAX_RESULTS) {
+            *asked = v;
+            v = HUTCH_SEARCH_MAX_RESULTS;
+        }
+        *limit = (size_t)v;
     }
     if (det && !cJSON_IsNull(det)) {
         if (cJSON_IsString(det) && !strcmp(det->valuestring, "names"))
@@ -206,9 +212,10 @@ int hutch_discover_search(const struct hutch_catalog *cat, const struct hutch_po
     const char *query = "";
     size_t limit = HUTCH_SEARCH_DEFAULT_RESULTS, matches = 0, total = 0;
     int detail = -1, r;
+    double asked = 0;
     cJSON *found, *o, *it;
 
-    r = parse_args(args, &query, &limit, &detail, err);
+    r = parse_args(args, &query, &limit, &detail, &asked, err);
     if (r < 0)
         return r;
     for (size_t i = 0; cat && i < hutch_catalog_count(cat); i++)
@@ -229,6 +236,16 @@ int hutch_discover_search(const struct hutch_catalog *cat, const struct hutch_po
     if (!o) {
         cJSON_Delete(found);
         return hutch_err_set(err, -ENOMEM, "out of memory");
+    }
+    if (asked > 0) {
+        char note[128];
+        snprintf(note, sizeof(note),
+                 "hutch: limit: asked for %.0f; this server gives at most %d", asked,
+                 HUTCH_SEARCH_MAX_RESULTS);
+        if (text)
+            hutch_buf_appendf(text, "%s\n", note);
+        cJSON_AddItemToObject(o, "notes",
+                              cJSON_CreateStringArray((const char *[]){note}, 1));
     }
     if (text && cJSON_GetArraySize(found) == 0 && cat && hutch_catalog_count(cat))
         hutch_buf_appendf(text,

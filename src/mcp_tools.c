@@ -86,6 +86,10 @@ static void search_output_schema(cJSON *t)
              "upstream servers whose tools are missing: starting, restarting or "
              "failed, with the reason");
     cJSON_AddObjectToObject(p, "items");
+    p = prop(oprops, "notes", "array",
+             "what hutch changed in the request (a clamped limit)");
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(p, "items"), "type",
+                          cJSON_CreateString("string"));
     req = cJSON_AddArrayToObject(out, "required");
     cJSON_AddItemToArray(req, cJSON_CreateString("tools"));
 }

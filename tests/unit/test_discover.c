@@ -168,6 +168,16 @@ static void test_search(void)
        "detail full: the schema is in the text");
     cJSON_Delete(o);
 
+    hutch_buf_reset(&t);
+    o = search(c, p, "{\"query\":\"\",\"limit\":500,\"detail\":\"names\"}", 1, &t);
+    ok(o && cJSON_GetArraySize(cJSON_GetObjectItem(o, "tools")) == 40 &&
+           !strncmp(hutch_buf_str(&t),
+                    "hutch: limit: asked for 500; this server gives at most 100\n",
+                    59) &&
+           cJSON_IsArray(cJSON_GetObjectItem(o, "notes")),
+       "a limit above the maximum is clamped, and the answer says so");
+    cJSON_Delete(o);
+
     o = search(c, p, "{\"query\":\"read file\"}", 0, NULL);
     ok(o &&
            cJSON_GetArraySize(cJSON_GetObjectItem(o, "tools")) ==
