@@ -61,6 +61,11 @@ await t.step("an engine killed mid-run: its execution fails saying so, the other
   // A long run; once its container is up, a short one (on the other engine:
   // fewest in flight); then the first one's engine dies (SIGKILL of its
   // daemon, its containerd and its containers: a crash).
+  // The first step's containers gone first (docker ps lists them while
+  // they are being removed): the one container seen next is the long run's.
+  const none = () => containersOn(A, h.pid).length + containersOn(B, h.pid).length === 0;
+  await waitFor(none, 240000, 200);
+  if (!none()) throw new Error("the first step's containers are still there");
   const long = execute(h.client, SLEEP(600), { executor: "docker" });
   await waitFor(() => containersOn(A, h.pid).length + containersOn(B, h.pid).length === 1, 240000, 200);
   DOWN = containersOn(A, h.pid).length === 1 ? A : B;
@@ -71,7 +76,10 @@ await t.step("an engine killed mid-run: its execution fails saying so, the other
   const [id] = containersOn(DOWN, h.pid);
   const running = () => /python/.test(d2("dockerd2_docker", DOWN, "top", id).out);
   await waitFor(running, 240000, 200);
-  if (!running()) throw new Error(`the long run never started its program on engine ${DOWN}`);
+  if (!running()) {
+    const top = d2("dockerd2_docker", DOWN, "top", id);
+    throw new Error(`the long run never started its program on engine ${DOWN}: ${id}: ${top.out} ${top.err}`);
+  }
   const short = execute(h.client, SLEEP(20), { executor: "docker" });
   await waitFor(() => containersOn(UP, h.pid).length === 1, 240000, 200);
   if (containersOn(UP, h.pid).length !== 1) throw new Error(`the second run is not on engine ${UP}`);
