@@ -49,8 +49,9 @@ const srv = await spawnHttp({
 });
 const TASKS = { "io.modelcontextprotocol/tasks": {} };
 // Memory past the budget that hutch may hold in a burst (threads, line
-// buffers, texts on their way out), and what may stay resident after it.
-const BASE_KB = 64 << 10, RETURNED_KB = 48 << 10;
+// buffers, texts on their way out), and what may stay resident after it
+// (step 3 says why).
+const BASE_KB = 64 << 10, RETURNED_KB = 16 << 10;
 const post = (who, method, params = {}, { tasks = false } = {}) =>
   postModern(srv.url, tok[who], method, params, {
     capabilities: tasks ? { extensions: TASKS } : {},
@@ -128,10 +129,25 @@ await step(3, "hutch's real memory: a burst peaks within 1.25x the budget, and i
   // meanwhile is measured by the kernel (VmHWM, reset before the burst),
   // never by time.  Before the shares step, whose calls stay in flight
   // upstream after their tasks are cancelled.
+  //
+  // After it, hutch keeps nothing of the burst's: its results went out
+  // inline (no files, no links), its calls were not tasks (no records),
+  // what stays is recorder.slow's result shape and audit lines of about a
+  // line each.  What the process may keep besides is its allocator's and
+  // threads' state: the stacks glibc keeps for reuse after their threads
+  // exit (their pages given back but the last frames), the pages of each
+  // arena that hold live chunks or the edges of free ones, thread caches:
+  // 1 to 4 MiB measured.  Hence at most 16 MiB of anonymous memory (the
+  // heap, arenas, stacks: RssAnon; the binary's and libraries' pages are
+  // code the burst ran first, and the kernel's to drop) may stay: a third
+  // of one call's 46 MiB, so one call or result held, or freed but not
+  // given back to the system, fails.  The wait is a budget for the trims
+  // (budget.c) on a loaded machine, not a measured time.
   const status = () => fs.readFileSync(`/proc/${srv.pid}/status`, "utf8");
   const kb = (k) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(status())?.[1]);
+  const threads = () => fs.readdirSync(`/proc/${srv.pid}/task`).length;
   for (const p of ["alice", "bob", "carol"]) await run(p, "1");
-  const base = kb("VmRSS");
+  const base = kb("VmRSS"), baseAnon = kb("RssAnon"), baseThreads = threads();
   fs.writeFileSync(`/proc/${srv.pid}/clear_refs`, "5"); // VmHWM := VmRSS
   const prog = `K = 600000
 try:
@@ -143,11 +159,12 @@ except Exception as e:
   const rs = await Promise.all(["alice", "alice", "bob", "bob", "carol", "carol"].map((p) => run(p, prog)));
   const peak = kb("VmHWM");
   const ran = rs.filter((r) => Array.isArray(r.result?.structuredContent?.result)).length;
-  let after = kb("VmRSS");
-  await waitFor(() => (after = kb("VmRSS")) - base <= RETURNED_KB, 60000, 500);
+  let after = kb("RssAnon");
+  await waitFor(() => (after = kb("RssAnon")) - baseAnon <= RETURNED_KB, 60000, 500);
   const budgetKb = 256 * 1024, limit = 1.25 * budgetKb + BASE_KB;
   t.diag(`baseline ${base >> 10} MiB; burst: peak +${(peak - base) >> 10} MiB (limit ${limit >> 10} MiB = 1.25 x 256 + ${BASE_KB >> 10}), ` +
-    `${ran} of 6 returned their 46 MiB result; after: +${(after - base) >> 10} MiB`);
+    `${ran} of 6 returned their 46 MiB result; after: anonymous +${(after - baseAnon) >> 10} MiB, ` +
+    `${baseThreads} threads before, ${threads()} after`);
   if (ran < 2) throw new Error(`too few ran to measure anything: ${JSON.stringify(rs.map((r) => text(r.result).slice(0, 200)))}`);
   // Under AddressSanitizer, freed memory waits in its quarantine and every
   // byte has shadow: the figures are the sanitizer's, not hutch's.
@@ -156,7 +173,10 @@ except Exception as e:
     return;
   }
   if (peak - base > limit) throw new Error(`peak RSS +${(peak - base) >> 10} MiB over the baseline, past ${limit >> 10} MiB`);
-  if (after - base > RETURNED_KB) throw new Error(`${(after - base) >> 10} MiB stayed resident after the burst (at most ${RETURNED_KB >> 10})`);
+  if (after - baseAnon > RETURNED_KB) {
+    t.diag(fs.readFileSync(`/proc/${srv.pid}/smaps_rollup`, "utf8"));
+    throw new Error(`${(after - baseAnon) >> 10} MiB stayed resident after the burst (at most ${RETURNED_KB >> 10})`);
+  }
 }, 600);
 
 await step(4, "hutch's memory: alice's second 76 MiB call is past her share, bob's 37 MiB call fits", async () => {
