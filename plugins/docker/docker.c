@@ -1179,11 +1179,10 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
             }
             cJSON_Delete(j);
         } else {
-            r = hutch_err_set(
-                err, -EIO,
-                "the container %.12s ended under the program and the "
-                "Docker daemon%s%s no longer answers (%s)",
-                sb->id, sp, eng, ierr.msg);
+            r = hutch_err_set(err, -EIO,
+                              "the container %.12s ended under the program and the "
+                              "Docker daemon%s%s no longer answers (%s)",
+                              sb->id, sp, eng, ierr.msg);
             if (dk_engine_failure(ierr.code))
                 dk_engine_down(&sb->st->engines, sb->eng, ierr.msg);
         }
