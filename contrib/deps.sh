@@ -68,7 +68,8 @@ build() {
 }
 
 # The docker executor's tests need a running dockerd that knows runsc
-# (registered without a network, see DESIGN.md) and the sandbox images.
+# (registered without a network, see doc/executors.md, "The gVisor
+# executor") and the sandbox images.
 # Idempotent: a configured, running daemon and built images are left as
 # they are.
 docker_up() { docker version >/dev/null 2>&1; }

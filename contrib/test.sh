@@ -30,7 +30,7 @@ if [ -n "${CI:-}" ] || [ "${HUTCH_CHECK_FORMAT:-1}" = 1 ]; then
         failed_steps=$((failed_steps + 1))
     fi
     rm -f format.out
-    # Banned functions (STYLE.md habit 12).
+    # Banned functions (ARCHITECTURE.md, "Conventions").
     if grep -nE '\b(sprintf|vsprintf|strcpy|strcat|gets|system)\(' \
         src/*.c plugins/*/*.c tests/unit/*.c tests/fuzz/*.c | grep -v snprintf; then
         echo "banned function used"

@@ -4,8 +4,8 @@
  * and render the struct hutch_exec_result they get back; everything in
  * between happens here, in this order:
  *   1. the policy gate and the rate limit (govern.c), audited;
- *   2. the executor (one rule, see hutch_jobs_new and README "Which
- *      executor runs the code");
+ *   2. the executor (one rule, see hutch_jobs_new and doc/executors.md,
+ *      "Which executor runs a program");
  *   3. the host paths the job reads and writes, checked against the policy;
  *   4. the limits (one rule: every source is a ceiling, the lowest wins);
  *   4b. the workspace, when the request names one: locked, and its files

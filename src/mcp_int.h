@@ -39,7 +39,7 @@ struct task;
 #define E_CANCELLED       -32800
 
 /* The experimental client capability that asks for structuredContent and
- * the tools' outputSchema (README "What the model reads").  Without it a
+ * the tools' outputSchema (doc/code-mode.md, "What the model reads").  Without it a
  * result is its content blocks alone: several agent clients hand the model
  * JSON.stringify(structuredContent) instead of the content when both are
  * there, and drop the images, so by default there is only content. */

@@ -245,7 +245,8 @@ void mcp_send_error(struct hutch_mcp_session *s, void *stream, const cJSON *id,
 
 /* The direct tools' list changed (mcp_direct.c's watch thread): every
  * initialized session hears it.  A notification tied to no request: the
- * HTTP transport has no stream for it (README). */
+ * HTTP transport has no stream for it (doc/code-mode.md, "Direct
+ * tools"). */
 static void list_changed(void *arg)
 {
     struct hutch_mcp *m = arg;
@@ -308,7 +309,7 @@ static void add_server_info(cJSON *obj, const char *key)
  * any request to ask.  No logging (the revision moved the log level into
  * _meta; hutch sends no log messages) and no listChanged: the revision
  * delivers list changes on subscriptions/listen, which hutch does not
- * offer (README). */
+ * offer (doc/operating.md, "Protocol versions"). */
 static cJSON *discover_result(void)
 {
     cJSON *r = cJSON_CreateObject(), *caps;

@@ -208,7 +208,7 @@ cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured)
     {
         /* The runtimes and packages the default executor offers: an image
          * may carry another Node.js than the host's, and numpy is there
-         * only in the data flavour (README "One runtime per language?"). */
+         * only in the data flavour (doc/executors.md, "One runtime per language?"). */
         char rt[HUTCH_RUNTIME_DESC_MAX];
         struct hutch_buf desc;
         rt[0] = '\0';

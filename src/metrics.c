@@ -1,6 +1,6 @@
 /* metrics.c — the counters behind `GET /metrics` and the body of
- * `GET /readyz` (see metrics.h; README "Health and metrics" lists the
- * names).
+ * `GET /readyz` (see metrics.h; doc/operating.md, "Health and
+ * metrics", lists the names).
  *
  * One mutex guards every counter: an increment is a few instructions next
  * to an execution or an upstream round trip, and a scrape reads a

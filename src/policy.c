@@ -9,13 +9,14 @@
  *
  * Lua states.  A policy owns a small pool of Lua states, all built from the
  * same source: a decision borrows one, so hooks of concurrent decisions run
- * in parallel without a global lock.  Each state is restricted (STYLE habit
- * 8): base without dofile/loadfile/rawset/warn, `load` of text only, string
- * without dump, table, math, utf8 and the `hutch` helpers; a capped
- * allocator; an instruction-count hook checking a deadline; a traceback
- * message handler; globals and library tables read-only once the file has
- * been loaded.  A state that ran out of memory or time is closed and
- * rebuilt from the source rather than trusted again.  Any error denies. */
+ * in parallel without a global lock.  Each state is restricted
+ * (ARCHITECTURE.md, "Conventions"): base without
+ * dofile/loadfile/rawset/warn, `load` of text only, string without dump,
+ * table, math, utf8 and the `hutch` helpers; a capped allocator; an
+ * instruction-count hook checking a deadline; a traceback message handler;
+ * globals and library tables read-only once the file has been loaded.  A
+ * state that ran out of memory or time is closed and rebuilt from the
+ * source rather than trusted again.  Any error denies. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>

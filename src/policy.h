@@ -1,4 +1,4 @@
-/* policy.h — the deployment's policy: one Lua 5.4 file (DESIGN §6, the
+/* policy.h — the deployment's policy: one Lua 5.4 file (doc/policy.md, the
  * hutch-policy(5) manual page).
  *
  * A loaded policy is immutable and reference-counted: a reload (SIGHUP)

@@ -1,4 +1,4 @@
-/* pool.h — warm pools of single-use sandboxes (DESIGN §7).
+/* pool.h — warm pools of single-use sandboxes (doc/operating.md, "Warm pools").
  *
  * For each class in use (executor, language, limits, options) a bounded
  * queue of boxes: sandboxes started ahead of any job whose runner has said

@@ -202,8 +202,8 @@ cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
     cJSON_DeleteItemFromObjectCaseSensitive(meta, META_CAPABILITIES);
     cJSON_DeleteItemFromObjectCaseSensitive(meta, META_CLIENT_INFO);
     /* hutch asks nothing of an upstream: no sampling, no elicitation, no
-     * roots (a question from an upstream is refused, README "Upstream
-     * servers in the 2026 era"). */
+     * roots (a question from an upstream is refused, doc/servers.md,
+     * "Upstream servers of either MCP era"). */
     ci = cJSON_AddObjectToObject(meta, META_CLIENT_INFO);
     caps = cJSON_AddObjectToObject(meta, META_CAPABILITIES);
     /* Elicitation only where someone can answer (an upstream's question

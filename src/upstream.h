@@ -11,7 +11,7 @@
  * entries and unsupported ones ("type": "sse", unknown types) are kept,
  * never started, and listed as "disabled" / "skipped"; ${VAR} and
  * ${VAR:-default} are expanded in command, args, cwd, url and the env and
- * headers values (README, "The servers file").
+ * headers values (doc/servers.md, "The servers file").
  *
  * stdio entries are spawned as children (NDJSON on their stdin/stdout,
  * stderr logged line by line); http entries use libcurl (POST, JSON or SSE

@@ -369,7 +369,7 @@ static int expand_entry(const char *where, const char *name, const cJSON *e,
 /* --- what an entry is --------------------------------------------------- */
 
 /* Keys hutch reads, then keys other clients write that hutch leaves alone
- * (README, "The servers file"). */
+ * (doc/servers.md, "The servers file"). */
 static const char *const entry_keys[] = {"type", "command", "args", "env", "cwd", "url",
                                          "headers", "timeout_ms", "disabled",
                                          "transportType", "serverUrl",
@@ -492,7 +492,7 @@ static int parse_fields(const char *where, const char *name, const cJSON *e,
 
     if (!cJSON_IsObject(e))
         return cfg_err(err, where, name, "must be an object");
-    /* The time one tools/call may take (README, "Tool calls that hang").
+    /* The time one tools/call may take (doc/servers.md, "Tool calls that hang").
      * Not "timeout": Cline reads it in seconds, Gemini CLI in ms. */
     tmo = get(e, "timeout_ms");
     if (tmo && (!cJSON_IsNumber(tmo) || tmo->valuedouble < 1 ||

@@ -1,5 +1,5 @@
 /* upstream_stdio.c — stdio upstreams: spawning a child (its environment
- * from an allowlist, README "What a server's process gets"), the I/O
+ * from an allowlist, doc/executors.md, "Environments"), the I/O
  * thread that is the only reader of its stdout and stderr, requests
  * written from the caller's thread, and a child's teardown.  The thread
  * and lock rules are at the top of upstream.c; the lifecycle that drives
@@ -566,7 +566,7 @@ static int resolve_command(const char *cmd, const char *path, char **out)
  * reference SDK passes on POSIX (getDefaultEnvironment), nothing else.
  * hutch's own settings (HUTCH_TOKEN, the principals' tokens a wrapper put
  * in the environment, cloud credentials…) never reach an upstream, which
- * a program can ask to print its environment.  README, "Environments". */
+ * a program can ask to print its environment.  doc/executors.md, "Environments". */
 static const char *const inherited_env[] = {"HOME",  "LOGNAME", "PATH",
                                             "SHELL", "TERM",    "USER"};
 

@@ -3,8 +3,9 @@
  * local executor execve()s the runner with it; docker and gvisor put it in
  * the container's config and hutch-init execve()s the runner with it again,
  * dropping what the engine added (Docker's HOSTNAME, an image's ENV).  The
- * README lists it ("Environments"); tests/run/run_*.sh check it exactly.  An
- * inherited NODE_EXTRA_CA_CERTS alone triples Node's start-up. */
+ * list is in doc/executors.md ("Environments"); tests/run/run_*.sh check
+ * it exactly.  An inherited NODE_EXTRA_CA_CERTS alone triples Node's
+ * start-up. */
 #ifndef HUTCH_SANDBOX_ENV_H
 #define HUTCH_SANDBOX_ENV_H
 

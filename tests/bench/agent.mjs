@@ -227,7 +227,7 @@ const h = await startStdio({
   hutch,
   servers,
   name: "bench-agent",
-  // What a model-facing client gets (README "What the model reads"): the
+  // What a model-facing client gets (doc/code-mode.md, "What the model reads"): the
   // content blocks, no structuredContent; the answer is read off the text.
   structured: false,
   env: process.env.HUTCH_IMAGES_DIR ? { HUTCH_IMAGES_DIR: process.env.HUTCH_IMAGES_DIR } : {},

@@ -1,5 +1,5 @@
 #!/bin/sh
-# pool.sh — benchmark of the warm pools (DESIGN §7), one command, one run:
+# pool.sh — benchmark of the warm pools (doc/operating.md, "Warm pools"), one command, one run:
 #
 #   make bench-pool                     (from a configured build directory)
 #   sh tests/bench/pool.sh [ROUNDS] [BURST] [N]

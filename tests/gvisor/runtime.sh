@@ -2,7 +2,7 @@
 # runtime.sh — `hutch doctor` says which runtime each gVisor rootfs carries
 # (its /etc/hutch-runtime, written by images/build.sh), next to the host's
 # that the local executor runs: Debian 12's images carry Node.js 18 while a
-# host may run another (README: "One runtime per language?").  The rootfs
+# host may run another (doc/executors.md: "One runtime per language?").  The rootfs
 # directories are the built ones seen through an overlay whose upper layer
 # holds a made-up version, so the line shown can only come from the file.
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"

@@ -225,7 +225,7 @@ export async function loadSdk(which = process.env.HUTCH_SDK || "1") {
 export const MODERN_PROTOCOL = "2026-07-28";
 
 // Every hutch the tests start has this in its environment: nothing it
-// starts (an upstream, a sandbox) may ever see it (README, "Environments").
+// starts (an upstream, a sandbox) may ever see it (doc/executors.md, "Environments").
 export const HOST_SECRET = "host-secret-" + Math.random().toString(36).slice(2);
 
 export function hutchEnv(extra = {}) {
@@ -343,7 +343,7 @@ export async function untilServersUp(client, budgetMs = 120000) {
 }
 
 // The client capability that asks hutch for structuredContent and the
-// tools' outputSchema (README "What the model reads").  The tests read the
+// tools' outputSchema (doc/code-mode.md, "What the model reads").  The tests read the
 // typed result, so their clients declare it unless told not to
 // (structured: false); a client for a model declares nothing and gets the
 // content blocks alone (tests/clients, the "no structuredContent" steps).

@@ -1,5 +1,5 @@
 // model_view.mjs — what a client that hands results to a model gets from
-// hutch (README "What the model reads"): a client that does not ask for
+// hutch (doc/code-mode.md, "What the model reads"): a client that does not ask for
 // structuredContent (as Claude Code, Codex and Gemini CLI do not) gets the
 // content blocks alone, so every client puts the same thing in front of
 // the model: the program's output inside the untrusted-data envelope,

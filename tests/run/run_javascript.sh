@@ -70,7 +70,7 @@ run_hutch run $L --json -e 'console.log("a\0b\0c"); return ["x\0y", "tail"]'
 is "NUL: --json stdout keeps what follows a NUL" "$(echo "$OUT" | json stdout)" "a"$'\xef\xbf\xbd'"b"$'\xef\xbf\xbd'"c"
 is "NUL: --json result keeps what follows a NUL" "$(echo "$OUT" | json result)" '["x\ufffdy", "tail"]'
 
-# Exactly the fixed list of plugins/common/env.h (README, "Environments").
+# Exactly the fixed list of plugins/common/env.h (doc/executors.md, "Environments").
 HUTCH_TOKEN=hutch-token-0123456789 SECRET=$RANDOM$RANDOM run_hutch run $L -e 'return Object.keys(process.env).sort().join(" ")'
 is "the program's environment is exactly the allowlist" "$OUT" \
     "HOME LANG LC_ALL NODE_OPTIONS PATH PYTHONDONTWRITEBYTECODE PYTHONIOENCODING TMPDIR USER"

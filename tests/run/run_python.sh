@@ -106,7 +106,7 @@ run_hutch run $L --json -e 'print("a\0b\0c"); ["x\0y", "tail"]'
 is "NUL: --json stdout keeps what follows a NUL" "$(echo "$OUT" | json stdout)" "a"$'\xef\xbf\xbd'"b"$'\xef\xbf\xbd'"c"
 is "NUL: --json result keeps what follows a NUL" "$(echo "$OUT" | json result)" '["x\ufffdy", "tail"]'
 
-# Exactly the fixed list of plugins/common/env.h (README, "Environments"):
+# Exactly the fixed list of plugins/common/env.h (doc/executors.md, "Environments"):
 # nothing of hutch's, nothing a container engine adds (Docker's HOSTNAME).
 SANDBOX_ENV="HOME LANG LC_ALL NODE_OPTIONS PATH PYTHONDONTWRITEBYTECODE PYTHONIOENCODING TMPDIR USER"
 HUTCH_TOKEN=hutch-token-0123456789 SECRET=$RANDOM$RANDOM run_hutch run $L -e 'import os; print(" ".join(sorted(os.environ)))'

@@ -577,7 +577,7 @@ static void test_live(void)
     if (r < 0)
         return;
 
-    /* What hutch has and a child must never see (README, "Environments").
+    /* What hutch has and a child must never see (doc/executors.md, "Environments").
      * Set before any thread exists and left set: restarts read it too. */
     setenv("HUTCH_TOKEN", "hutch-token-must-not-leak", 1);
     setenv("HUTCH_TEST_SECRET", "secret-must-not-leak", 1);
