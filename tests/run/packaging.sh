@@ -1,9 +1,10 @@
 #!/bin/bash
 # packaging.sh — `make install DESTDIR=…` puts hutch(1), hutch-policy(5),
 # the systemd unit (with the configured bindir), the bash completion, the
-# example policies and README/NEWS/LICENSE where they belong, and the
-# installed unit passes `systemd-analyze verify`; `make uninstall` removes
-# it all (the plugins too, whose .la files install drops).
+# example policies, README/ARCHITECTURE/NEWS/LICENSE and the pages of doc/
+# where they belong, and the installed unit passes `systemd-analyze
+# verify`; `make uninstall` removes it all (the plugins too, whose .la files
+# install drops).
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 
 T=$(mktemp -d)
@@ -35,8 +36,13 @@ for p in "$HUTCH_SRCDIR"/contrib/policies/*.lua; do
     ok "example policy $(basename "$p") installed" \
         cmp -s "$p" "$D$pkgdatadir/policies/$(basename "$p")"
 done
-for f in README.md NEWS LICENSE; do
+for f in README.md ARCHITECTURE.md NEWS LICENSE; do
     ok "$f installed in docdir" test -s "$D$docdir/$f"
+done
+# Every page of doc/, where the README's links (doc/NAME.md) find it.
+for p in "$HUTCH_SRCDIR"/doc/*.md; do
+    ok "doc/$(basename "$p") installed in docdir/doc" \
+        cmp -s "$p" "$D$docdir/doc/$(basename "$p")"
 done
 
 unit="$D$unitdir/hutch.service"
