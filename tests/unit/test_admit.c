@@ -101,8 +101,13 @@ static void limits(void)
     struct hutch_admit *a = hutch_admit_new(4, "a test");
     struct waiter al[5], bob;
 
-    /* alice: 2 at once, 2 waiting; the total, 4, is not what stops her. */
-    for (int i = 0; i < 4; i++)
+    /* alice: 2 at once, 2 waiting; the total, 4, is not what stops her.
+     * Her first two run before the next two are started: threads start in
+     * any order, and the two cancelled below must be the waiting ones. */
+    for (int i = 0; i < 2; i++)
+        start(&al[i], a, "alice", 2, 2);
+    until(a, "alice", 2, 0);
+    for (int i = 2; i < 4; i++)
         start(&al[i], a, "alice", 2, 2);
     ok(until(a, "alice", 2, 2), "alice: 2 running (her limit), 2 waiting");
     start(&al[4], a, "alice", 2, 2);
