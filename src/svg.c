@@ -300,6 +300,7 @@ static enum hutch_svg_verdict attributes(struct judge *j, int *empty)
 static enum hutch_svg_verdict stylesheet(struct judge *j)
 {
     const char *end = memmem(j->s + j->i, j->len - j->i, "</", 2);
+    const char *lt;
     size_t at = j->i, n;
     enum hutch_svg_verdict r;
 
@@ -308,9 +309,8 @@ static enum hutch_svg_verdict stylesheet(struct judge *j)
     n = (size_t)(end - (j->s + j->i));
     /* XML has no raw-text elements: a '<' in here starts a child element
      * (<style><script/></style> would be a script). */
-    if (memchr(j->s + j->i, '<', n))
-        return refuse(j, (size_t)((const char *)memchr(j->s + j->i, '<', n) - j->s),
-                      "a <style> holding markup");
+    if ((lt = memchr(j->s + j->i, '<', n)))
+        return refuse(j, (size_t)(lt - j->s), "a <style> holding markup");
     r = check_text(j, at, "a <style>", j->s + j->i, n, 0);
     j->i += n;
     /* Markup inside a stylesheet would let what follows it escape this
