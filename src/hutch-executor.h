@@ -20,7 +20,15 @@
  * takes a cancellation callback; assign() is new; hutch_err, hutch_exit and
  * hutch_archive_limits start with struct_size; doctor's report callback gets
  * a context pointer; hutch_executor has a `version`.  Grown since, at the
- * end (check HUTCH_HAS_MEMBER): hutch_executor's runtime(), then sweep().
+ * end (check HUTCH_HAS_MEMBER): hutch_executor's runtime(), then sweep(),
+ * then helper(); hutch_host's helper_exe.
+ *
+ * Processes.  hutch is multi-threaded: in a child fork()ed from hutch's
+ * process a plugin makes only async-signal-safe calls (POSIX; no malloc, no
+ * stdio, no hutch_host callback) and then execs.  Work a child must do with
+ * hutch's code (unpacking a tar into a sandbox) runs in a helper process:
+ * a fresh, single-threaded hutch that the plugin execs (helper_exe) and
+ * that runs its helper(), where fork() is free again.
  *
  * Life of a sandbox (a sandbox is single use):
  *   start()        the sandbox of a class exists, its runner started and will
@@ -150,7 +158,15 @@ struct hutch_host {
     int (*archive_filter)(const void *tar, size_t len, hutch_write_fn write, void *arg,
                           const struct hutch_archive_limits *lim, uint32_t uid,
                           uint32_t gid, struct hutch_err *err);
+    /* Grown (check HUTCH_HAS_MEMBER).  The program that runs a plugin's
+     * helper(): `helper_exe HUTCH_HELPER_VERB PLUGIN_PATH ARG...` loads the
+     * plugin at PLUGIN_PATH (a fresh process: no thread of hutch's, no
+     * state of it), calls its helper() with its own host and the ARGs, and
+     * exits with what it returns.  Exec it (posix_spawn); its environment
+     * and descriptors are the caller's to set. */
+    const char *helper_exe;
 };
+#define HUTCH_HELPER_VERB "__plugin-helper"
 
 /* Per-deployment configuration handed to open().  Its strings stay valid
  * until close() returns. */
@@ -300,6 +316,11 @@ struct hutch_executor {
      * removed here once nothing of it is left (the core removes it when it
      * is empty). */
     void (*sweep)(const struct hutch_host *host, const char *state_parent);
+    /* Optional (NULL allowed; check HUTCH_HAS_MEMBER), without open(): the
+     * main of this plugin's helper process (see "Processes" at the top and
+     * hutch_host's helper_exe), single-threaded and fresh; `argv` are the
+     * ARGs the plugin passed.  Returns the process's exit status. */
+    int (*helper)(const struct hutch_host *host, int argc, char **argv);
 };
 
 typedef const struct hutch_executor *(*hutch_executor_entry_fn)(void);

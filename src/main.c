@@ -8,6 +8,7 @@
 #include "caps.h"
 #include "cli.h"
 #include "log.h"
+#include "plugin.h"
 
 static void usage(FILE *f)
 {
@@ -31,6 +32,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* An executor's helper process (hutch-executor.h, "Processes"):
+     * before anything of hutch's starts. */
+    if (argc >= 2 && !strcmp(argv[1], HUTCH_HELPER_VERB))
+        return hutch_plugin_helper_main(argc, argv);
     /* A runner that goes away mid-write must not take hutch with it. */
     signal(SIGPIPE, SIG_IGN);
     /* Large buffers (messages, results, tars) are mapped and unmapped

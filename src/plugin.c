@@ -37,6 +37,9 @@ void hutch_host_init(struct hutch_host *host, const char *runner_dir)
     host->archive_extract = hutch_archive_extract;
     host->archive_pack_dir = hutch_archive_pack_dir;
     host->archive_filter = hutch_archive_filter;
+    /* This process's own binary, even when the file was replaced or
+     * removed since (an upgrade): a helper runs the same code as hutch. */
+    host->helper_exe = "/proc/self/exe";
 }
 
 const char *hutch_plugin_dir(const char *flag)
@@ -432,15 +435,9 @@ int hutch_plugin_open(struct hutch_plugin *p, const struct hutch_host *host,
     }
     cfg.instance_id = hutch_instance_id();
     cfg.state_dir = p->state_dir;
-    /* libarchive is loaded before the first sandbox can exist.  An
-     * executor's sandbox may be a fork of hutch that packs and unpacks with
-     * the host's archive functions (the local executor's init does), and a
-     * fork must never run dlopen(): a fork taken while another thread was
-     * inside one (http.c loading libmicrohttpd, which brings libnettle) left
-     * the child a half-loaded library, and its own dlopen of libarchive then
-     * failed ("undefined symbol: nettle_sha256_update").  Loaded here, every
-     * fork inherits it whole.  A failure is kept and reported, the same, at
-     * the first use. */
+    /* libarchive is loaded before the first sandbox can exist, not by the
+     * first result on whichever thread gets there.  A failure is kept and
+     * reported, the same, at the first use. */
     {
         struct hutch_err lerr = HUTCH_ERR_INIT;
         (void)hutch_libarchive_load(&lerr);
@@ -478,4 +475,43 @@ void hutch_plugins_free(struct hutch_plugins *ps)
     free(ps->v);
     free(ps->dir);
     free(ps);
+}
+
+int hutch_plugin_helper_main(int argc, char **argv)
+{
+    hutch_executor_entry_fn entry = NULL;
+    const struct hutch_executor *ex = NULL;
+    struct hutch_host host;
+    struct hutch_err lerr = HUTCH_ERR_INIT;
+    char reason[HUTCH_ERR_MSG] = "";
+    void *dl;
+
+    if (argc < 3 || argv[2][0] != '/') {
+        fprintf(stderr,
+                "hutch: %s wants an absolute plugin path (executor plugins "
+                "run it, not people)\n",
+                HUTCH_HELPER_VERB);
+        return 2;
+    }
+    dl = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (dl)
+        *(void **)&entry = dlsym(dl, HUTCH_EXECUTOR_ENTRY);
+    if (entry)
+        ex = entry();
+    if (!ex || check_executor(ex, reason, sizeof(reason)) < 0) {
+        fprintf(stderr, "hutch: %s %s: %s\n", HUTCH_HELPER_VERB, argv[2],
+                reason[0] ? reason
+                : !dl     ? dlerror()
+                          : "not a hutch executor");
+        return 2;
+    }
+    if (!HUTCH_HAS_MEMBER(ex, struct hutch_executor, helper) || !ex->helper) {
+        fprintf(stderr, "hutch: %s %s: the executor has no helper()\n",
+                HUTCH_HELPER_VERB, argv[2]);
+        return 2;
+    }
+    hutch_host_init(&host, hutch_runner_dir());
+    /* Loaded once here, so that the helper's children find it loaded. */
+    (void)hutch_libarchive_load(&lerr);
+    return ex->helper(&host, argc - 3, argv + 3);
 }

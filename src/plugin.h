@@ -55,6 +55,11 @@ const char *hutch_instance_id(void);
 /* close() what was opened, remove its state directory, free. */
 void hutch_plugins_free(struct hutch_plugins *ps);
 
+/* `hutch __plugin-helper PLUGIN_PATH ARG...` (HUTCH_HELPER_VERB): load
+ * the plugin and run its helper() in this fresh process; main() calls it
+ * before anything else, so no thread exists.  Exit status. */
+int hutch_plugin_helper_main(int argc, char **argv);
+
 /* Directory from --plugins, else $HUTCH_PLUGIN_DIR, else the install dir. */
 const char *hutch_plugin_dir(const char *flag);
 /* Same for runners: $HUTCH_RUNNER_DIR, else the install dir. */

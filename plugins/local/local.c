@@ -36,6 +36,7 @@
 #include "abi.h"
 #include "box.h"
 #include "caps.h"
+#include "factory.h"
 #include "filter.h"
 #include "hutch-executor.h"
 #include "proc.h"
@@ -68,12 +69,14 @@ struct local_state {
     int late_attach;   /* /proc/PID/task/TID/children is there */
     void *bpf;         /* the runner's seccomp filter, compiled once */
     size_t bpf_len;
-    atomic_int data_ok; /* local_has_data's answer: 0 not asked, 1 yes, 2 no */
+    atomic_int data_ok;         /* local_has_data's answer: 0 not asked, 1 yes, 2 no */
+    struct lsb_factory factory; /* forks every sandbox (factory.c) */
 };
 
 struct local_sandbox {
     struct hutch_sandbox pub; /* first: the core sees only this */
-    pid_t c1;                 /* our child; init's parent */
+    pid_t c1;                 /* the factory's child; init's parent */
+    int c1_pidfd;             /* how we wait for C1 and kill it */
     pid_t init_pid;           /* as seen from the host */
     int init_pidfd;
     int ctrl_fd;
@@ -883,6 +886,15 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
         snprintf(path, sizeof(path), "/proc/%d/task/%d/children", getpid(), getpid());
         st->late_attach = access(path, R_OK) == 0;
     }
+    {
+        int r = lsb_factory_init(&st->factory, host, err);
+        if (r < 0) {
+            lsb_factory_fini(&st->factory);
+            free(st->bpf);
+            free(st);
+            return r;
+        }
+    }
     if (st->cg.version == 0)
         host->log(HUTCH_LOG_INFO, "local", "no cgroup limits: %s", st->cg.reason);
     *state = st;
@@ -892,9 +904,16 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
 static void local_close(void *state)
 {
     struct local_state *st = state;
-    if (st)
+    if (st) {
+        lsb_factory_fini(&st->factory);
         free(st->bpf);
+    }
     free(st);
+}
+
+static int local_helper(const struct hutch_host *host, int argc, char **argv)
+{
+    return lsb_factory_main(host, argc, argv);
 }
 
 static void close_fd(int *fd)
@@ -912,6 +931,7 @@ static void sandbox_free(struct local_sandbox *sb)
     close_fd(&sb->pub.stderr_fd);
     close_fd(&sb->ctrl_fd);
     close_fd(&sb->init_pidfd);
+    close_fd(&sb->c1_pidfd);
     cg_remove(sb->cg_mem);
     cg_remove(sb->cg_pids);
     cg_remove(sb->cg_cpu);
@@ -953,28 +973,24 @@ static void local_kill(void *state, struct hutch_sandbox *pub)
     /* Killing pid 1 of the namespace kills every process in it. */
     if (sb->init_pidfd >= 0)
         syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0);
-    if (sb->c1 > 0)
-        kill(sb->c1, SIGKILL);
+    if (sb->c1_pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, sb->c1_pidfd, SIGKILL, NULL, 0);
     sb->killed = 1;
 }
 
 static void local_destroy(void *state, struct hutch_sandbox *pub)
 {
     struct local_sandbox *sb = (struct local_sandbox *)pub;
-    int status;
     if (!sb)
         return;
     if (sb->init_pidfd >= 0)
         syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0);
-    if (sb->c1 > 0) {
-        /* C1 exits once init and with it the whole namespace is gone. */
-        for (int i = 0; i < 2000; i++) {
-            pid_t r = waitpid(sb->c1, &status, WNOHANG);
-            if (r == sb->c1 || (r < 0 && errno != EINTR))
-                break;
-            if (i == 1000)
-                kill(sb->c1, SIGKILL);
-            usleep(i < 50 ? 100 : 1000);
+    if (sb->c1_pidfd >= 0) {
+        /* C1 exits once init and with it the whole namespace is gone (the
+         * factory reaps it; its pidfd says when it exited). */
+        if (wait_readable(sb->c1_pidfd, 1000) == 0) {
+            syscall(SYS_pidfd_send_signal, sb->c1_pidfd, SIGKILL, NULL, 0);
+            wait_readable(sb->c1_pidfd, 1000);
         }
         sb->c1 = 0;
     }
@@ -1021,16 +1037,15 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
         return hutch_err_set(err, -ENOMEM, "out of memory");
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
-    sb->ctrl_fd = sb->init_pidfd = -1;
+    sb->ctrl_fd = sb->init_pidfd = sb->c1_pidfd = -1;
     snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, "-"));
 
     p.host = st->host;
     r = find_interp(cls->language, p.interp, sizeof(p.interp), err);
     if (r < 0)
         goto fail;
-    /* Not cls->language itself: it may point into hutch's argv, which the
-     * sandbox overwrites (see hide_argv in sandbox.c). */
-    p.language = strcmp(cls->language, "python") == 0 ? "python" : "javascript";
+    snprintf(p.language, sizeof(p.language), "%s",
+             strcmp(cls->language, "python") == 0 ? "python" : "javascript");
     snprintf(p.runner, sizeof(p.runner), "%s",
              strcmp(cls->language, "python") == 0 ? "runner.py" : "runner.js");
     if (!realpath(st->host->runner_dir, p.runner_dir)) {
@@ -1065,38 +1080,42 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     p.have_memcg = p.have_pidscg = sb->cg_mem[0] != '\0';
     t_cg = mono_us();
 
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctrl) < 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0 ||
-        pipe2(opipe, O_CLOEXEC) < 0 || pipe2(epipe, O_CLOEXEC) < 0) {
-        r = hutch_err_set(err, -errno, "creating sandbox channels: %s",
-                          strerror(errno));
-        goto fail;
-    }
-    p.landlock = st->landlock;
-    p.bpf = st->bpf;
-    p.bpf_len = st->bpf_len;
-    p.ctrl_fd = ctrl[1];
-    p.sync_fd = sync[1];
-    p.chan_fd = chan[1];
-    p.out_fd = opipe[1];
-    p.err_fd = epipe[1];
+    /* Twice at most: a factory that died while it had the request (it may
+     * have forked a C1 that used these channels before it died with it)
+     * is started again, with new channels. */
+    for (int attempt = 0;; attempt++) {
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctrl) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0 ||
+            pipe2(opipe, O_CLOEXEC) < 0 || pipe2(epipe, O_CLOEXEC) < 0) {
+            r = hutch_err_set(err, -errno, "creating sandbox channels: %s",
+                              strerror(errno));
+            goto fail;
+        }
+        p.landlock = st->landlock;
+        p.bpf = st->bpf;
+        p.bpf_len = st->bpf_len;
+        p.ctrl_fd = ctrl[1];
+        p.sync_fd = sync[1];
+        p.chan_fd = chan[1];
+        p.out_fd = opipe[1];
+        p.err_fd = epipe[1];
 
-    if (plugin_start_cancelled(how))
-        goto cancelled;
-    sb->c1 = fork();
-    if (sb->c1 < 0) {
-        r = hutch_err_set(err, -errno, "fork: %s", strerror(errno));
+        if (plugin_start_cancelled(how))
+            goto cancelled;
+        r = lsb_factory_spawn(&st->factory, &p, &sb->c1, &sb->c1_pidfd, err);
+        if (r != -EAGAIN || attempt > 0)
+            break;
+        for (int i = 0; i < 2; i++) {
+            close_fd(&ctrl[i]);
+            close_fd(&sync[i]);
+            close_fd(&chan[i]);
+            close_fd(&opipe[i]);
+            close_fd(&epipe[i]);
+        }
+    }
+    if (r < 0)
         goto fail;
-    }
-    if (sb->c1 == 0) {
-        close(ctrl[0]);
-        close(sync[0]);
-        close(chan[0]);
-        close(opipe[0]);
-        close(epipe[0]);
-        lsb_child_main(&p);
-    }
     t_fork = mono_us();
     close_fd(&ctrl[1]);
     close_fd(&sync[1]);
@@ -1379,6 +1398,7 @@ static const struct hutch_executor local_executor = {
     .runtime = local_runtime,
     .packages = local_packages,
     .sweep = local_sweep,
+    .helper = local_helper,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

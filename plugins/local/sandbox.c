@@ -1,7 +1,7 @@
 /* sandbox.c — the local executor's sandbox side: everything that runs after
  * fork() in the child processes.
  *
- *   hutch ── fork ──> C1: hides hutch's argv, opens the runners, becomes
+ *   factory ── fork ──> C1: hides its argv, opens the runners, becomes
  *                         the sandbox's host uid (as root), then
  *                         unshare(user, mount, pid, net, ipc, uts, cgroup);
  *                         waits for the host to write its uid/gid maps and
@@ -12,8 +12,10 @@
  *                                 exit status, files out) and reaps orphans
  *                                 ── fork/exec ──> runner (seccomp, rlimits)
  *
- * C1 stays behind only to tie the sandbox's life to hutch's: it dies with
- * hutch (PDEATHSIG) and init dies with C1, and when init dies the kernel
+ * The factory (factory.c) is a fresh, single-threaded hutch: forks from it
+ * may run hutch's code.  C1 stays behind only to tie the sandbox's life to
+ * hutch's: the factory exits when hutch does, C1 dies with the factory
+ * (PDEATHSIG) and init dies with C1, and when init dies the kernel
  * kills every process of the pid namespace.  Nothing here returns: errors
  * are reported on the control socket (init) or the sync socket (C1), then
  * the process _exit()s, so no atexit handler or sanitizer runs in a child.
@@ -811,10 +813,10 @@ static void close_others(int *keep, size_t n)
     }
 }
 
-/* init is a fork of hutch that never execs (it unpacks and packs files with
- * hutch's code): its /proc/PID/cmdline, which every process of the sandbox
- * may read, would be hutch's own argv (--out, --servers, --policy paths,
- * serve's flags).  Those strings live in this process's private copy of
+/* init is a fork of hutch (the factory) that never execs (it unpacks and
+ * packs files with hutch's code): its /proc/PID/cmdline, which every
+ * process of the sandbox may read, would be the factory's argv (paths of
+ * the plugin and of hutch).  Those strings live in this process's private copy of
  * hutch's stack, between the arg_start and arg_end of /proc/self/stat:
  * overwrite them here, in C1, before init is forked.  Overwriting is what
  * works unprivileged too (PR_SET_MM needs CAP_SYS_RESOURCE), and an exec
@@ -882,6 +884,8 @@ void lsb_child_main(struct lsb_params *p)
         close_others(keep, sizeof(keep) / sizeof(keep[0]));
     }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != p->parent)
+        _exit(126); /* the factory died before the line above */
     hide_argv();
     /* The runner directory may live under NEWROOT on the host (a build tree
      * in /tmp) or under a directory the sandbox user cannot search (/root):
@@ -898,6 +902,8 @@ void lsb_child_main(struct lsb_params *p)
                 (unsigned)id, strerror(errno));
         /* A change of uid clears the parent-death signal. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != p->parent)
+            _exit(126);
     }
     if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
                 CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP) < 0)

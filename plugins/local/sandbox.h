@@ -49,21 +49,23 @@ struct lsb_hdr {
 #define LSB_FRAME_MAX  (HUTCH_TAR_IN_MAX_BYTES + 4096u)
 #define LSB_DATA_CHUNK (256u * 1024u)
 
-/* Everything the sandbox side needs, prepared by the host before fork() so
- * the child does no path lookups of its own on the host. */
+/* Everything the sandbox side needs, prepared by the host so the child
+ * does no path lookups of its own on the host; sent to the factory
+ * (factory.c), which forks C1 with it (the pointers are the factory's). */
 struct lsb_params {
     const struct hutch_host *host;
     char interp[PATH_MAX];     /* real interpreter binary, under /usr */
     char runner[64];           /* runner file name inside /run/hutch */
     char runner_dir[PATH_MAX]; /* host dir bound at /run/hutch */
-    const char *language;
-    int is_root;        /* hutch runs as host root */
-    uint32_t id_base;   /* with is_root: see LSB_HOST_ID_BASE */
-    int runner_fd;      /* C1 opens runner_dir (O_PATH) for init */
-    int ctrl_fd;        /* child end of the control socket */
-    int sync_fd;        /* child end of the start-up sync socket */
-    int chan_fd;        /* runner end of the wire channel */
-    int out_fd, err_fd; /* write ends of stdout/stderr pipes */
+    char language[16];         /* "python" | "javascript" */
+    pid_t parent;              /* the factory: C1's parent */
+    int is_root;               /* hutch runs as host root */
+    uint32_t id_base;          /* with is_root: see LSB_HOST_ID_BASE */
+    int runner_fd;             /* C1 opens runner_dir (O_PATH) for init */
+    int ctrl_fd;               /* child end of the control socket */
+    int sync_fd;               /* child end of the start-up sync socket */
+    int chan_fd;               /* runner end of the wire channel */
+    int out_fd, err_fd;        /* write ends of stdout/stderr pipes */
     uint64_t memory_bytes;
     uint64_t work_bytes;
     uint64_t tmp_bytes;

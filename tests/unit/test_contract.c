@@ -331,43 +331,72 @@ static void list_dir(const char *dir, char *out, size_t len)
     free(v);
 }
 
-/* Processes whose parent is this process, or whose command line contains
- * `needle` (when not NULL): a space-separated list of pids. */
+/* The parent of `pid` and its command line (NULs as spaces) into cmd. */
+static int proc_info(int pid, int *ppid, char *cmd, size_t len)
+{
+    char path[64], buf[8192];
+    int fd;
+    ssize_t n;
+    *ppid = 0;
+    cmd[0] = '\0';
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n > 0) {
+        char *p;
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        if (!p || sscanf(p + 2, "%*c %d", ppid) != 1)
+            *ppid = 0;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, cmd, len - 1);
+        close(fd);
+        for (ssize_t i = 0; i < n; i++)
+            if (!cmd[i])
+                cmd[i] = ' ';
+        cmd[n > 0 ? n : 0] = '\0';
+    }
+    return 0;
+}
+
+/* Processes whose parent is this process or an executor's helper process
+ * of this process (the local executor's sandbox factory: its children are
+ * sandboxes; the helper itself lives as long as the plugin is open), or
+ * whose command line contains `needle` (when not NULL): a space-separated
+ * list of pids. */
 static void processes_of(const char *needle, char *out, size_t len)
 {
     DIR *d = opendir("/proc");
+    int helpers[16], nh = 0;
     size_t o = 0;
+    char cmd[8192];
     out[0] = '\0';
     for (struct dirent *de; d && (de = readdir(d));) {
-        char path[300], buf[8192];
-        int pid = atoi(de->d_name), ppid = 0, fd, hit = 0;
-        ssize_t n;
-        if (pid <= 0 || pid == getpid())
+        int pid = atoi(de->d_name), ppid;
+        if (pid > 0 && nh < 16 && proc_info(pid, &ppid, cmd, sizeof(cmd)) == 0 &&
+            ppid == getpid() && strstr(cmd, " " HUTCH_HELPER_VERB " "))
+            helpers[nh++] = pid;
+    }
+    if (d)
+        rewinddir(d);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        int pid = atoi(de->d_name), ppid, hit = 0, helper = 0;
+        if (pid <= 0 || pid == getpid() || proc_info(pid, &ppid, cmd, sizeof(cmd)) < 0)
             continue;
-        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            n = read(fd, buf, sizeof(buf) - 1);
-            close(fd);
-            if (n > 0) {
-                char *p;
-                buf[n] = '\0';
-                p = strrchr(buf, ')');
-                if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == getpid())
-                    hit = 1;
-            }
+        for (int i = 0; i < nh; i++) {
+            helper |= pid == helpers[i];
+            hit |= ppid == helpers[i];
         }
-        snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-        fd = needle ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-        if (fd >= 0) {
-            n = read(fd, buf, sizeof(buf) - 1);
-            close(fd);
-            for (ssize_t i = 0; i < n; i++)
-                if (!buf[i])
-                    buf[i] = ' ';
-            if (n > 0 && (buf[n] = '\0', strstr(buf, needle)))
-                hit = 1;
-        }
+        if (helper)
+            continue;
+        if (ppid == getpid() || (needle && strstr(cmd, needle)))
+            hit = 1;
         if (hit && o < len)
             o += (size_t)snprintf(out + o, len - o, "%d ", pid);
     }
@@ -498,6 +527,29 @@ static void whole_life(struct hutch_plugin *p, const char *lang, const char *lab
     c.ex->kill(c.state, c.sb);
 out:
     conv_free(&c);
+}
+
+/* An executor's helper processes (children of this process running
+ * HUTCH_HELPER_VERB), killed with SIGKILL: the next sandbox still starts,
+ * runs and gives its files back (the plugin starts its helper again). */
+static void helper_killed(struct hutch_plugin *p, const char *label)
+{
+    DIR *d = opendir("/proc");
+    char cmd[8192];
+    int killed = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        int pid = atoi(de->d_name), ppid;
+        if (pid > 0 && proc_info(pid, &ppid, cmd, sizeof(cmd)) == 0 &&
+            ppid == getpid() && strstr(cmd, " " HUTCH_HELPER_VERB " ") &&
+            kill(pid, SIGKILL) == 0)
+            killed++;
+    }
+    if (d)
+        closedir(d);
+    if (!killed)
+        return; /* this executor has no helper */
+    ok(1, "%s: its helper process killed (%d)", who, killed);
+    whole_life(p, "python", label);
 }
 
 /* kill() of a running job: a program that sleeps long, killed once it has
@@ -890,6 +942,13 @@ int main(void)
     }
     signal(SIGPIPE, SIG_IGN);
     hutch_host_init(&host, runners);
+    /* This test is not hutch: an executor's helper process is the hutch
+     * binary of this build (hutch-executor.h, "Processes"). */
+    if (getenv("HUTCH_BUILDDIR")) {
+        static char exe[4096];
+        snprintf(exe, sizeof(exe), "%s/hutch", getenv("HUTCH_BUILDDIR"));
+        host.helper_exe = exe;
+    }
     if (hutch_plugins_load(dir, &host, &ps, &err) < 0) {
         printf("not ok 1 - loading the plugins of %s: %s\n1..1\n", dir, err.msg);
         return 1;
@@ -946,6 +1005,8 @@ int main(void)
         }
         snprintf(label, sizeof(label), "contract-%d-%s-thr", (int)getpid(), who);
         concurrent(p, label);
+        snprintf(label, sizeof(label), "contract-%d-%s-helper", (int)getpid(), who);
+        helper_killed(p, label);
         {
             char procs[1024];
             processes_of(NULL, procs, sizeof(procs));
