@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caps.h"
 #include "http_guard.h"
 
 struct hutch_http_conn {
@@ -102,8 +103,23 @@ static void shut(struct hutch_http_conn *c)
     c->closing = 1;
 }
 
+/* A complete request head waits in the socket's receive buffer: the client
+ * sent it at once, and the connection's thread has not read it yet (a
+ * burst of new connections, a busy machine).  Not a slow client: it is
+ * about to be served, and is never closed to make room.  (A head its
+ * thread has read but not yet handed over is not seen here: that window
+ * is the time to parse it.) */
+static int head_arrived(const struct hutch_http_conn *c)
+{
+    char b[HUTCH_HTTP_HEAD_PEEK];
+    ssize_t n = recv(c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+
+    return n >= 4 && memmem(b, (size_t)n, "\r\n\r\n", 4) != NULL;
+}
+
 /* Under g->mu: the oldest unauthenticated connection waiting for a head,
- * other than `keep`, from `like`'s address when `like` is set. */
+ * other than `keep`, from `like`'s address when `like` is set, whose head
+ * has not arrived whole. */
 static struct hutch_http_conn *oldest_unauth(struct hutch_http_guard *g,
                                              const struct hutch_http_conn *keep,
                                              const struct hutch_http_conn *like)
@@ -112,7 +128,7 @@ static struct hutch_http_conn *oldest_unauth(struct hutch_http_guard *g,
 
     for (struct hutch_http_conn *c = g->head; c; c = c->next)
         if (c != keep && unauth_waiting(c) && (!like || same_address(c, like)) &&
-            (!best || c->since < best->since))
+            (!best || c->since < best->since) && !head_arrived(c))
             best = c;
     return best;
 }
@@ -131,14 +147,16 @@ static void make_room(struct hutch_http_guard *g, struct hutch_http_conn *c)
                 here += same_address(i, c);
             }
         }
+        /* Past a share with nobody of it to close (their heads have
+         * arrived), the next rule decides. */
         if (here > g->o.per_address)
             victim = oldest_unauth(g, c, c);
-        else if (unauth > g->o.max_unauth)
+        if (!victim && unauth > g->o.max_unauth)
             victim = oldest_unauth(g, c, NULL);
         /* The transport refuses a connection past its limit: keep one place
          * free for the next one as long as an unauthenticated connection
          * can give it up. */
-        else if (live >= g->o.max_conns)
+        if (!victim && live >= g->o.max_conns)
             victim = oldest_unauth(g, c, NULL);
         if (!victim)
             return;

@@ -9,7 +9,10 @@
  * them from one client address (an IPv4 address, an IPv6 /64), and the
  * oldest of them is closed to make room for a newer one: so a client that
  * sends its head at once always gets in, and the rest of the limit stays
- * for authenticated clients.  An authenticated connection may wait for its
+ * for authenticated clients.  One whose complete head already waits in its
+ * socket's receive buffer is not closed for room: it sent its head at
+ * once (a burst of connections from one client, faster than their threads
+ * start), and is about to be served.  An authenticated connection may wait for its
  * next head up to trusted_ms (a deadline, not an idle timer that each byte
  * restarts).  A connection whose request is being handled is never touched
  * here: a long execution is not an idle connection.

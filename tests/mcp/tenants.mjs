@@ -6,6 +6,8 @@
 //              full table takes from the principal holding the most; a
 //              2026-07-28 request needs no session slot; idle sessions
 //              expire ($HUTCH_HTTP_SESSION_IDLE_MS).
+//   bursts     40 requests at once on new connections from one address are
+//              each answered: a whole head waiting to be read is not slow;
 //   slowloris  140 connections from 14 loopback addresses that never finish
 //              their request head lock out neither another client's
 //              authenticated request nor /healthz, and are closed after the
@@ -228,6 +230,26 @@ async function attack(port, closed) {
   return Promise.all(recs);
 }
 const stopAttack = (recs) => recs.forEach((r) => r.socket.destroy());
+
+// A burst from one client: 40 requests at once, each on a connection of
+// its own from one address (as a platform's backend, or a proxy, sends
+// them).  More than that address's share of unauthenticated connections
+// (16) are open before their threads have read their heads; none is a
+// slow client, and each is answered (they used to be closed to make room
+// for one another: "socket hang up").
+{
+  const srv = await spawnHttp({ hutch, args: ["--policy", policy] });
+  onExit(() => srv.proc.kill("SIGKILL"));
+  const statuses = {};
+  for (const s of await Promise.all(Array.from({ length: 40 }, () => once(srv.port, "127.0.0.30", "/mcp", h26, body26))))
+    statuses[s] = (statuses[s] || 0) + 1;
+  t.is(statuses, { 200: 40 }, "40 requests at once on 40 new connections from one address: each answered");
+  const metrics = await (await fetch(`http://127.0.0.1:${srv.port}/metrics`, { headers: { Authorization: `Bearer ${tok("alice")}` } })).text();
+  const room = /^hutch_http_connections_closed_total\{reason="room"\} (\d+)$/m.exec(metrics);
+  t.is(room && room[1], "0", "… none of them closed to make room (hutch_http_connections_closed_total)");
+  const exited = await srv.stop();
+  t.ok(exited && exited.code === 0, "hutch serve stops cleanly", JSON.stringify(exited));
+}
 
 // Room for others: with a head deadline of a minute, only the cap on
 // unauthenticated connections can let another client in.

@@ -94,6 +94,37 @@ int main(void)
             close_end(g, &s[i]);
         hutch_http_guard_free(g);
     }
+    /* A burst from one client: connections whose complete head already
+     * waits to be read are not slow, and are never closed for room. */
+    {
+        static const char full[] = "POST /mcp HTTP/1.1\r\nHost: h\r\n\r\n{}";
+        static const char part[] = "POST /mcp HTTP/1.1\r\nHost: h\r\nX-Slow: 1\r\n";
+        struct hutch_http_guard *g = hutch_http_guard_new(&opts);
+        struct end s[5];
+        open_end(g, &s[0], (struct sockaddr *)&a, 100);
+        ok(write(s[0].peer, full, sizeof(full) - 1) == (ssize_t)sizeof(full) - 1,
+           "a client sends its whole head at once");
+        open_end(g, &s[1], (struct sockaddr *)&a, 101);
+        ok(write(s[1].peer, part, sizeof(part) - 1) == (ssize_t)sizeof(part) - 1,
+           "another trickles a partial head");
+        open_end(g, &s[2], (struct sockaddr *)&a, 102);
+        ok(!closed(&s[0]) && closed(&s[1]) && !closed(&s[2]),
+           "a third from that address closes the oldest without a whole head, not "
+           "the oldest");
+        ok(write(s[2].peer, full, sizeof(full) - 1) == (ssize_t)sizeof(full) - 1,
+           "the third sends its whole head");
+        open_end(g, &s[3], (struct sockaddr *)&a, 103);
+        ok(!closed(&s[0]) && !closed(&s[2]) && !closed(&s[3]),
+           "past the share with every head arrived: nobody closed (they are "
+           "about to be served)");
+        hutch_http_guard_head(g, s[0].c); /* their threads read them */
+        hutch_http_guard_head(g, s[2].c);
+        open_end(g, &s[4], (struct sockaddr *)&a, 104);
+        ok(!closed(&s[3]) && !closed(&s[4]), "then the share is back: two waiting");
+        for (int i = 0; i < 5; i++)
+            close_end(g, &s[i]);
+        hutch_http_guard_free(g);
+    }
     /* The same address as IPv4 and as an IPv4-mapped IPv6 address; IPv6
      * by its /64. */
     {
