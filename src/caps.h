@@ -191,7 +191,7 @@
  * such connections take at most 1/UNAUTH_SHARE of the limit, at most
  * UNAUTH_PER_ADDRESS from one address (an IPv6 /64), the oldest closed to
  * make room for a newer one (never one whose whole head waits to be read,
- * HEAD_PEEK); the rest of the limit is room for authenticated clients.
+ * HEAD_PEEK, nor one younger than ROOM_GRACE_MS: the tick closes it later); the rest of the limit is room for authenticated clients.
  * One that authenticated may wait for its next head up to CONN_TIMEOUT_S
  * (the timer does not restart on each byte). */
 #define HUTCH_HTTP_HEAD_TIMEOUT_MS     5000u
@@ -200,6 +200,7 @@
 #define HUTCH_HTTP_UNAUTH_SHARE        2u
 #define HUTCH_HTTP_UNAUTH_PER_ADDRESS  16u
 #define HUTCH_HTTP_HEAD_PEEK           4096u /* a whole head there: not closed for room */
+#define HUTCH_HTTP_ROOM_GRACE_MS       1000u /* nor one younger than this */
 #define HUTCH_HTTP_GUARD_LOG_MS        10000u /* says what it closed, at most this often */
 #define HUTCH_HTTP_CONN_TIMEOUT_S      60u    /* idle keep-alive, stalled upload */
 #define HUTCH_HTTP_CONN_MEMORY         (64u << 10) /* MHD's pool per connection */

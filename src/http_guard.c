@@ -46,6 +46,8 @@ struct hutch_http_guard *hutch_http_guard_new(const struct hutch_http_guard_opts
         g->o.max_unauth = 1;
     if (!g->o.per_address)
         g->o.per_address = 1;
+    if (!g->o.grace_ms)
+        g->o.grace_ms = HUTCH_HTTP_ROOM_GRACE_MS;
     return g;
 }
 
@@ -118,23 +120,30 @@ static int head_arrived(const struct hutch_http_conn *c)
 }
 
 /* Under g->mu: the oldest unauthenticated connection waiting for a head,
- * other than `keep`, from `like`'s address when `like` is set, whose head
- * has not arrived whole. */
+ * other than `keep`, from `like`'s address when `like` is set, that has
+ * had grace_ms to send its head and has not sent it whole.  A client that
+ * opens many connections at once connects them all before it writes on
+ * any: at the accept of its 17th, the first may hold nothing yet. */
 static struct hutch_http_conn *oldest_unauth(struct hutch_http_guard *g,
                                              const struct hutch_http_conn *keep,
-                                             const struct hutch_http_conn *like)
+                                             const struct hutch_http_conn *like,
+                                             uint64_t now)
 {
     struct hutch_http_conn *best = NULL;
 
     for (struct hutch_http_conn *c = g->head; c; c = c->next)
         if (c != keep && unauth_waiting(c) && (!like || same_address(c, like)) &&
-            (!best || c->since < best->since) && !head_arrived(c))
+            (!best || c->since < best->since) && now - c->since >= g->o.grace_ms &&
+            !head_arrived(c))
             best = c;
     return best;
 }
 
-/* Under g->mu: make room, as http_guard.h says, for `c` that just came. */
-static void make_room(struct hutch_http_guard *g, struct hutch_http_conn *c)
+/* Under g->mu: make room, as http_guard.h says, for `c` that just came
+ * (keep == c: it is not the one closed), or, from the tick, around `c`
+ * that is waiting (keep NULL: the oldest may be c itself). */
+static void make_room(struct hutch_http_guard *g, struct hutch_http_conn *c,
+                      const struct hutch_http_conn *keep, uint64_t now)
 {
     for (;;) {
         unsigned live = 0, unauth = 0, here = 0;
@@ -150,14 +159,14 @@ static void make_room(struct hutch_http_guard *g, struct hutch_http_conn *c)
         /* Past a share with nobody of it to close (their heads have
          * arrived), the next rule decides. */
         if (here > g->o.per_address)
-            victim = oldest_unauth(g, c, c);
+            victim = oldest_unauth(g, keep, c, now);
         if (!victim && unauth > g->o.max_unauth)
-            victim = oldest_unauth(g, c, NULL);
+            victim = oldest_unauth(g, keep, NULL, now);
         /* The transport refuses a connection past its limit: keep one place
          * free for the next one as long as an unauthenticated connection
          * can give it up. */
         if (!victim && live >= g->o.max_conns)
-            victim = oldest_unauth(g, c, NULL);
+            victim = oldest_unauth(g, keep, NULL, now);
         if (!victim)
             return;
         shut(victim);
@@ -184,7 +193,7 @@ struct hutch_http_conn *hutch_http_guard_open(struct hutch_http_guard *g, int fd
     else
         g->head = c;
     g->tail = c;
-    make_room(g, c);
+    make_room(g, c, c, now_ms);
     pthread_mutex_unlock(&g->mu);
     return c;
 }
@@ -211,7 +220,7 @@ void hutch_http_guard_idle(struct hutch_http_guard *g, struct hutch_http_conn *c
     c->deadline = now_ms + (c->trusted ? g->o.trusted_ms : g->o.head_ms);
     /* A connection that comes back to waiting counts as a newcomer. */
     if (!c->trusted && !c->closing)
-        make_room(g, c);
+        make_room(g, c, c, now_ms);
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -243,6 +252,11 @@ unsigned hutch_http_guard_tick(struct hutch_http_guard *g, uint64_t now_ms)
             n++;
         }
     g->stats.head_timeouts += n;
+    /* What a share could not close yet (too young, or its head was on its
+     * way) is closed once it may be. */
+    for (struct hutch_http_conn *c = g->head; c; c = c->next)
+        if (unauth_waiting(c))
+            make_room(g, c, NULL, now_ms);
     pthread_mutex_unlock(&g->mu);
     return n;
 }

@@ -9,10 +9,12 @@
  * them from one client address (an IPv4 address, an IPv6 /64), and the
  * oldest of them is closed to make room for a newer one: so a client that
  * sends its head at once always gets in, and the rest of the limit stays
- * for authenticated clients.  One whose complete head already waits in its
- * socket's receive buffer is not closed for room: it sent its head at
- * once (a burst of connections from one client, faster than their threads
- * start), and is about to be served.  An authenticated connection may wait for its
+ * for authenticated clients.  Not closed for room: one younger than
+ * grace_ms (a client that opens many connections at once connects them all
+ * before it writes on any), and one whose complete head already waits in
+ * its socket's receive buffer (it sent its head at once and is about to be
+ * served); hutch_http_guard_tick closes, once they may be, what the shares
+ * could not close yet.  An authenticated connection may wait for its
  * next head up to trusted_ms (a deadline, not an idle timer that each byte
  * restarts).  A connection whose request is being handled is never touched
  * here: a long execution is not an idle connection.
@@ -42,6 +44,7 @@ struct hutch_http_guard_opts {
     unsigned per_address; /* … of them from one client address */
     unsigned head_ms;     /* to complete a request head, unauthenticated */
     unsigned trusted_ms;  /* to complete the next head, authenticated */
+    unsigned grace_ms;    /* never closed for room younger; 0: the default */
 };
 
 /* What the guard closed since it was made. */

@@ -62,7 +62,8 @@ static const struct hutch_http_guard_opts opts = {.max_conns = 10,
                                                   .max_unauth = 4,
                                                   .per_address = 2,
                                                   .head_ms = 1000,
-                                                  .trusted_ms = 60000};
+                                                  .trusted_ms = 60000,
+                                                  .grace_ms = 1};
 
 int main(void)
 {
@@ -90,6 +91,32 @@ int main(void)
            "a third connection from one address closes that address's oldest");
         hutch_http_guard_stats(g, &st);
         ok(st.evicted == 1 && st.head_timeouts == 0, "counted as closed for room");
+        for (int i = 0; i < 3; i++)
+            close_end(g, &s[i]);
+        hutch_http_guard_free(g);
+    }
+    /* Grace: a client connects many at once before it writes on any, so
+     * none younger than grace_ms is closed for room; the tick closes the
+     * oldest once it may be (and not before its head deadline would). */
+    {
+        struct hutch_http_guard_opts o = opts;
+        struct hutch_http_guard *g;
+        struct end s[3];
+        o.grace_ms = 500;
+        o.head_ms = 5000;
+        g = hutch_http_guard_new(&o);
+        for (int i = 0; i < 3; i++)
+            open_end(g, &s[i], (struct sockaddr *)&a, 100 + i);
+        ok(!closed(&s[0]) && !closed(&s[1]) && !closed(&s[2]),
+           "past the share, connections younger than the grace are all kept");
+        ok(hutch_http_guard_tick(g, 599) == 0 && !closed(&s[0]),
+           "the tick keeps the oldest before its grace ends");
+        hutch_http_guard_tick(g, 600);
+        ok(closed(&s[0]) && !closed(&s[1]) && !closed(&s[2]),
+           "once its grace ended the tick closes the oldest, and only it");
+        hutch_http_guard_stats(g, &st);
+        ok(st.evicted == 1 && st.head_timeouts == 0,
+           "counted as closed for room, not as a head timeout");
         for (int i = 0; i < 3; i++)
             close_end(g, &s[i]);
         hutch_http_guard_free(g);
@@ -218,7 +245,8 @@ int main(void)
                                                 .max_unauth = 4,
                                                 .per_address = 4,
                                                 .head_ms = 1000,
-                                                .trusted_ms = 60000};
+                                                .trusted_ms = 60000,
+                                                .grace_ms = 1};
         struct hutch_http_guard *g = hutch_http_guard_new(&o);
         struct end s[5];
         for (int i = 0; i < 2; i++) {
