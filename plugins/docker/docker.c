@@ -20,8 +20,13 @@
  * volume) alive until then.
  *
  * Every container carries hutch.instance, hutch.execution and hutch.owner
- * (hostname:pid:start time).  open() removes containers whose owner process
- * is gone (a crashed hutch), close() those of this instance.
+ * (hostname:pid:start time), and is named hutch-INSTANCE-N (N: the
+ * sandbox's number).  open() removes containers whose owner process is
+ * gone (a crashed hutch), close() those of this instance, and an engine
+ * that answers again after it was down (a daemon killed and restarted)
+ * loses the containers and volumes of this instance that no live sandbox
+ * holds (lost_sweep: a removal that failed while it was down, a container
+ * created as it died).
  *
  * Each container's program runs as a host uid of its own (uid_take()):
  * without user-namespace remapping the kernel charges per-user quotas
@@ -86,6 +91,10 @@ struct dk_state {
      * sandboxes start and end on several threads. */
     unsigned uid_users[DK_UID_SLOTS];
     int noview_said; /* atomic: a refused view is logged once */
+    /* The sandboxes alive or being started, by number: what an engine's
+     * comeback must not sweep. */
+    pthread_mutex_t live_mu;
+    struct dk_sandbox *live;
 };
 
 struct dk_boot {
@@ -111,6 +120,8 @@ struct dk_sandbox {
     int killed;
     char label[64];       /* how->label, then the job's: for log lines */
     uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */
+    unsigned long n;      /* its number (container hutch-INSTANCE-N), 0: none */
+    struct dk_sandbox *live_next, *live_prev; /* st->live, under live_mu */
 };
 
 /* --- where things are -------------------------------------------------- */
@@ -160,8 +171,10 @@ static int owner_dead(const char *owner)
     return box_process_gone(pid, start);
 }
 
-static void remove_container(struct dk_state *st, const struct dk_api *api,
-                             const char *id)
+/* 0, or the last error's code (dk_engine_failure() tells the engine's
+ * absence). */
+static int remove_container(struct dk_state *st, const struct dk_api *api,
+                            const char *id)
 {
     struct hutch_err err = {0};
     char path[160];
@@ -177,13 +190,142 @@ static void remove_container(struct dk_state *st, const struct dk_api *api,
         status = 0;
         if (dk_json(api, "DELETE", path, NULL, &status, NULL, &err) == 0 ||
             status == 404 || status == 409)
-            return;
+            return 0;
         if (status != 500)
             break;
         usleep(100000);
     }
     st->host->log(HUTCH_LOG_WARN, "docker", "removing container %.12s: %s", id,
                   err.msg);
+    /* An answer (a status) is not the engine's absence. */
+    return status ? -EPROTO : err.code ? err.code : -EIO;
+}
+
+/* The registry of live sandboxes (st->live): a sandbox is in it from
+ * before its container is asked for until after its container is gone. */
+static void live_set(struct dk_state *st, struct dk_sandbox *sb, unsigned long n)
+{
+    pthread_mutex_lock(&st->live_mu);
+    if (!sb->n) {
+        sb->live_prev = NULL;
+        sb->live_next = st->live;
+        if (st->live)
+            st->live->live_prev = sb;
+        st->live = sb;
+    }
+    sb->n = n;
+    pthread_mutex_unlock(&st->live_mu);
+}
+
+static void live_del(struct dk_state *st, struct dk_sandbox *sb)
+{
+    pthread_mutex_lock(&st->live_mu);
+    if (sb->n) {
+        if (sb->live_prev)
+            sb->live_prev->live_next = sb->live_next;
+        else
+            st->live = sb->live_next;
+        if (sb->live_next)
+            sb->live_next->live_prev = sb->live_prev;
+        sb->n = 0;
+    }
+    pthread_mutex_unlock(&st->live_mu);
+}
+
+static int live_has(struct dk_state *st, unsigned long n)
+{
+    int r = 0;
+    pthread_mutex_lock(&st->live_mu);
+    for (struct dk_sandbox *i = st->live; i && !r; i = i->live_next)
+        r = i->n == n;
+    pthread_mutex_unlock(&st->live_mu);
+    return r;
+}
+
+/* The N of "hutch-INSTANCE-N" + `suffix` (a leading '/' allowed), or 0. */
+static unsigned long number_of(const struct dk_state *st, const char *name,
+                               const char *suffix)
+{
+    size_t li = strlen(st->instance), ls = strlen(suffix), len;
+    unsigned long n = 0;
+    if (!name)
+        return 0;
+    name += name[0] == '/';
+    len = strlen(name);
+    if (len <= 6 + li + 1 + ls || strncmp(name, "hutch-", 6) != 0 ||
+        strncmp(name + 6, st->instance, li) != 0 || name[6 + li] != '-' ||
+        strcmp(name + len - ls, suffix) != 0)
+        return 0;
+    for (const char *c = name + 7 + li; c < name + len - ls; c++) {
+        if (*c < '0' || *c > '9' || n > 1000000000000ul)
+            return 0;
+        n = n * 10 + (unsigned long)(*c - '0');
+    }
+    return n;
+}
+
+/* e answers again after it was down: remove the containers and volumes of
+ * this instance on it that no live sandbox holds (their removal failed
+ * while it was down, or they were created as it died). */
+static void lost_sweep(struct dk_state *st, struct dk_engine *e)
+{
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
+    struct hutch_err err = {0};
+    char path[512];
+    cJSON *list, *c;
+    unsigned removed = 0;
+
+    snprintf(path, sizeof(path),
+             "/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22"
+             "hutch.instance%%3D%s%%22%%5D%%7D",
+             st->instance);
+    if (dk_json(&e->api, "GET", path, NULL, NULL, &b, &err) < 0) {
+        st->host->log(HUTCH_LOG_WARN, "docker",
+                      "endpoint %s: listing lost containers: %s", e->name, err.msg);
+        hutch_buf_free(&b);
+        return;
+    }
+    list = cJSON_ParseWithLength(b.data, b.len);
+    cJSON_ArrayForEach(c, list)
+    {
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Id"));
+        unsigned long n = number_of(st,
+                                    cJSON_GetStringValue(cJSON_GetArrayItem(
+                                        cJSON_GetObjectItem(c, "Names"), 0)),
+                                    "");
+        if (!id || strlen(id) > 64 || !n || live_has(st, n))
+            continue;
+        if (remove_container(st, &e->api, id) == 0)
+            removed++;
+    }
+    cJSON_Delete(list);
+    hutch_buf_reset(&b);
+    snprintf(path, sizeof(path),
+             "/volumes?filters=%%7B%%22label%%22%%3A%%5B%%22hutch.instance%%3D%s%%22%%"
+             "5D%%7D",
+             st->instance);
+    if (dk_json(&e->api, "GET", path, NULL, NULL, &b, &err) == 0) {
+        list = cJSON_ParseWithLength(b.data, b.len);
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(list, "Volumes"))
+        {
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Name"));
+            unsigned long n = number_of(st, name, "-work");
+            char vpath[300];
+            long status = 0;
+            if (!n || strlen(name) > 200 || live_has(st, n))
+                continue;
+            snprintf(vpath, sizeof(vpath), "/volumes/%s?force=1", name);
+            if (dk_json(&e->api, "DELETE", vpath, NULL, &status, NULL, &err) == 0)
+                removed++;
+        }
+        cJSON_Delete(list);
+    }
+    hutch_buf_free(&b);
+    if (removed)
+        st->host->log(HUTCH_LOG_INFO, "docker",
+                      "endpoint %s answers again: removed %u containers and volumes "
+                      "of this hutch it had lost",
+                      e->name, removed);
 }
 
 /* Remove what dead hutch processes left on one engine (mine_only: this
@@ -572,6 +714,7 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
     *strrchr(st->parent, '/') = '\0';
     r = box_find_init(st->init_path, sizeof(st->init_path), err);
     pthread_mutex_init(&st->boot_mu, NULL);
+    pthread_mutex_init(&st->live_mu, NULL);
     if (r == 0)
         r = make_boot(st, boot_stamp(st), &st->boot, err);
     if (r == 0) {
@@ -598,6 +741,7 @@ static void docker_close(void *state)
     sweep(st, 1);
     dk_engines_free(&st->engines);
     boot_put(st->boot);
+    pthread_mutex_destroy(&st->live_mu);
     free(st);
 }
 
@@ -845,12 +989,17 @@ static void sandbox_free(struct dk_sandbox *sb)
         return;
     /* The container first, the attach stream after: closing it ends init
      * (StdinOnce), which would race the removal's kill. */
-    if (sb->id[0])
-        remove_container(sb->st, &sb->eng->api, sb->id);
+    if (sb->id[0]) {
+        int r = remove_container(sb->st, &sb->eng->api, sb->id);
+        /* The engine is gone: its comeback sweeps what is left of this. */
+        if (r < 0 && dk_engine_failure(r))
+            dk_engine_down(&sb->st->engines, sb->eng, "a container's removal failed");
+    }
     dk_attach_close(sb->att);
     sbio_close(&sb->io);
     if (sb->eng)
         work_volume_remove(sb);
+    live_del(sb->st, sb);
     dk_engine_release(sb->eng);
     /* After the removal: the container's processes, charged to the uid,
      * are gone. */
@@ -874,6 +1023,13 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
     cJSON *j;
     int r;
 
+    /* Registered before anything of it exists on the engine (a sweep of
+     * lost containers must not take it); a second attempt's number
+     * replaces the first's, whose leftovers the failed engine's comeback
+     * sweeps. */
+    live_set(st, sb, n);
+    if (dk_engine_came_back(&st->engines, sb->eng))
+        lost_sweep(st, sb->eng);
     /* Between API calls: has the core given up on this start? */
     if (plugin_start_cancelled(how))
         goto cancelled;
@@ -1045,7 +1201,8 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
                       "%s: endpoint %s is down (%s): trying another", sb->label,
                       sb->eng->name, err->msg);
         failed = sb->eng;
-        /* What the failed start left goes with the engine's next sweep. */
+        /* What the failed start left goes with the engine's comeback
+         * (lost_sweep). */
         dk_attach_close(sb->att);
         sb->att = NULL;
         sbio_close(&sb->io);

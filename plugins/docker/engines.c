@@ -176,6 +176,8 @@ static int probe_one(struct dk_engines *es, struct dk_engine *e, struct hutch_er
             e->api.podman = podman;
         }
         snprintf(e->version, sizeof(e->version), "%s", version);
+        if (e->ever_up && !e->up)
+            e->comebacks++;
         e->up = e->ever_up = 1;
         e->why[0] = '\0';
     } else {
@@ -332,6 +334,16 @@ int dk_engine_check(struct dk_engines *es, struct dk_engine *e)
 {
     struct hutch_err perr = HUTCH_ERR_INIT;
     return probe_one(es, e, &perr);
+}
+
+int dk_engine_came_back(struct dk_engines *es, struct dk_engine *e)
+{
+    int r;
+    pthread_mutex_lock(&es->mu);
+    r = e->up && e->swept != e->comebacks;
+    e->swept = e->comebacks;
+    pthread_mutex_unlock(&es->mu);
+    return r;
 }
 
 void dk_engine_down(struct dk_engines *es, struct dk_engine *e, const char *why)

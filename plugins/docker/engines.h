@@ -40,6 +40,8 @@ struct dk_engine {
     uint64_t next_probe_ms;
     char why[HUTCH_ERR_MSG]; /* why it is down */
     unsigned live;           /* containers of this hutch on it (atomic) */
+    unsigned comebacks;      /* times it answered again after it was down */
+    unsigned swept;          /* … of which dk_engine_came_back said so */
 };
 
 struct dk_engines {
@@ -69,6 +71,12 @@ void dk_engine_release(struct dk_engine *e);
 /* Asks e now whether it is up (GET /version), and records the answer:
  * 0 when it answered. */
 int dk_engine_check(struct dk_engines *es, struct dk_engine *e);
+
+/* 1 once for each time e came back up after it was down (a daemon that
+ * was killed and restarted): what this hutch lost on it meanwhile (a
+ * container whose removal failed, one created as the daemon died) is to
+ * be swept.  0 otherwise. */
+int dk_engine_came_back(struct dk_engines *es, struct dk_engine *e);
 
 /* A call to e failed as a connection failure (why): e is down. */
 void dk_engine_down(struct dk_engines *es, struct dk_engine *e, const char *why);

@@ -371,7 +371,8 @@ await t.step(`hutch A and B serve on the ${E} executor; A warmed up`, async () =
   const s = await settle(A);
   if (!s.ok) throw new Error(`A's pools never filled: ${JSON.stringify(s)}`);
   await sleep(2000);
-  base = { fds: fdCount(A.pid), threads: threadCount(A.pid), rss: kb(A.pid, "VmRSS"), sandboxes: s.sandboxes,
+  base = { fds: fdCount(A.pid), threads: threadCount(A.pid), rss: kb(A.pid, "VmRSS"), anon: kb(A.pid, "RssAnon"),
+    file: kb(A.pid, "RssFile"), sandboxes: s.sandboxes,
     held: kinds(await resources(A.pid, aStart)) };
   t.diag(`A (pid ${A.pid}) after the warm-up: ${base.fds} fds, ${base.threads} threads, RSS ${(base.rss / 1024).toFixed(1)} MiB, ` +
     `${base.sandboxes} sandboxes alive, holds ${JSON.stringify(base.held)}`);
@@ -509,7 +510,10 @@ else await t.step("A, after the same warm-up, holds what it held at the start (f
     held = kinds(await resources(A.pid, aStart));
     return s.ok && JSON.stringify(held) === JSON.stringify(base.held);
   }, 240000, 1000);
-  end = { fds: fdCount(A.pid), threads: threadCount(A.pid), rss: kb(A.pid, "VmRSS"), sandboxes: s.sandboxes, held };
+  end = { fds: fdCount(A.pid), threads: threadCount(A.pid), rss: kb(A.pid, "VmRSS"), anon: kb(A.pid, "RssAnon"),
+    file: kb(A.pid, "RssFile"), sandboxes: s.sandboxes, held };
+  t.diag(`A's RSS: anonymous ${(end.anon / 1024).toFixed(1)} MiB (${(base.anon / 1024).toFixed(1)} at the start), ` +
+    `file-backed ${(end.file / 1024).toFixed(1)} MiB (${(base.file / 1024).toFixed(1)})`);
   t.diag(`A at the end: ${end.fds} fds (${base.fds} at the start), ${end.threads} threads (${base.threads}), ` +
     `RSS ${(end.rss / 1024).toFixed(1)} MiB (${(base.rss / 1024).toFixed(1)}), ${end.sandboxes} sandboxes (${base.sandboxes}), ` +
     `holds ${JSON.stringify(end.held)} (${JSON.stringify(base.held)})`);
