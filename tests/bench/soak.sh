@@ -28,6 +28,7 @@ set -- $run
 secs=$(( ${SOAK_MINUTES:-20} * 60 / $# ))
 echo "soak: ${SOAK_MINUTES:-20} minutes in all: $secs s on each of$run"
 rc=0
+export SOAK_FULL=1 # every check asserted (see tests/mcp/soak.mjs)
 for e in "$@"; do
     echo "=== soak on $e ($secs s) ==="
     if [ "$e" = docker ]; then
