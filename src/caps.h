@@ -351,7 +351,7 @@
 /* Symlinks followed in one resolution, as the kernel (MAXSYMLINKS). */
 #define HUTCH_PATH_MAX_LINKS 40
 
-/* The policy engine (policy.c). */
+/* The policy engine (policy.c, policy_lua.c, policy_table.c). */
 #define HUTCH_POLICY_MAX_SOURCE (1u << 20)  /* bytes of policy source */
 #define HUTCH_POLICY_MEM_CAP    (16u << 20) /* per Lua state */
 #define HUTCH_POLICY_HOOK_MS    50 /* CPU time of one on_execute / on_tool_call */
