@@ -191,8 +191,9 @@
  * such connections take at most 1/UNAUTH_SHARE of the limit, at most
  * UNAUTH_PER_ADDRESS from one address (an IPv6 /64), the oldest closed to
  * make room for a newer one (never one whose whole head waits to be read,
- * HEAD_PEEK, nor one younger than ROOM_GRACE_MS: the tick closes it later); the rest of the limit is room for authenticated clients.
- * One that authenticated may wait for its next head up to CONN_TIMEOUT_S
+ * HEAD_PEEK, nor one younger than ROOM_GRACE_MS: the tick closes it
+ * later); the rest of the limit is room for authenticated clients.  One
+ * that authenticated may wait for its next head up to CONN_TIMEOUT_S
  * (the timer does not restart on each byte). */
 #define HUTCH_HTTP_HEAD_TIMEOUT_MS     5000u
 #define HUTCH_HTTP_HEAD_TIMEOUT_MIN_MS 100u
