@@ -331,10 +331,28 @@ async function sandboxesOf(pids) {
 // The processes below hutch PID: { pid, start, cmd }.
 const kidsOf = (pid) => descendants(pid).filter((p) => p.state !== "Z").map((p) => ({ pid: p.pid, start: startOf(p.pid), cmd: p.cmd }));
 // Which of them still run (a zombie has ended: its reaping is not hutch's).
+// Each read from its own /proc/PID/stat: procTable() leaves out a process
+// whose command line cannot be read, and a CI run once reported such a
+// process (mid-exit when listed, its cmdline empty) as running, with no
+// state at all.
 function stillRunning(kids) {
-  const table = procTable();
-  return kids.filter((k) => startOf(k.pid) === k.start && table.get(k.pid)?.state !== "Z")
-    .map((k) => `${k.pid} ${table.get(k.pid)?.state} ppid ${table.get(k.pid)?.ppid} ${k.cmd.slice(0, 100)}`);
+  const out = [];
+  for (const k of kids) {
+    let stat;
+    try {
+      stat = fs.readFileSync(`/proc/${k.pid}/stat`, "utf8");
+    } catch {
+      continue; // gone
+    }
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (rest[19] !== k.start || rest[0] === "Z" || rest[0] === "X") continue;
+    let wchan = "?";
+    try {
+      wchan = fs.readFileSync(`/proc/${k.pid}/wchan`, "utf8");
+    } catch {}
+    out.push(`${k.pid} ${rest[0]} ppid ${rest[1]} wchan ${wchan} ${stat.slice(0, stat.lastIndexOf(")") + 1)} ${k.cmd.slice(0, 100)}`);
+  }
+  return out;
 }
 
 // --- run ------------------------------------------------------------------------------
