@@ -334,7 +334,7 @@ const kidsOf = (pid) => descendants(pid).filter((p) => p.state !== "Z").map((p) 
 // Each read from its own /proc/PID/stat: procTable() leaves out a process
 // whose command line cannot be read, and a CI run once reported such a
 // process (mid-exit when listed, its cmdline empty) as running, with no
-// state at all.
+// state at all.  A process that is exiting (no memory left) has ended.
 function stillRunning(kids) {
   const out = [];
   for (const k of kids) {
@@ -346,6 +346,14 @@ function stillRunning(kids) {
     }
     const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     if (rest[19] !== k.start || rest[0] === "Z" || rest[0] === "X") continue;
+    // Its memory already gone, it is exiting: no code of it runs again
+    // (a sandbox's init exiting waits in the kernel for the rest of its pid
+    // namespace, which is listed here on its own when it still runs).
+    let status = "";
+    try {
+      status = fs.readFileSync(`/proc/${k.pid}/status`, "utf8");
+    } catch {}
+    if (!/^VmRSS:/m.test(status)) continue;
     let wchan = "?";
     try {
       wchan = fs.readFileSync(`/proc/${k.pid}/wchan`, "utf8");
