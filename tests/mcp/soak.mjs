@@ -335,6 +335,7 @@ const kidsOf = (pid) => descendants(pid).filter((p) => p.state !== "Z").map((p) 
 // whose command line cannot be read, and a CI run once reported such a
 // process (mid-exit when listed, its cmdline empty) as running, with no
 // state at all.  A process that is exiting (no memory left) has ended.
+const exiting = new Set(); // seen exiting, for the diagnostics
 function stillRunning(kids) {
   const out = [];
   for (const k of kids) {
@@ -353,7 +354,10 @@ function stillRunning(kids) {
     try {
       status = fs.readFileSync(`/proc/${k.pid}/status`, "utf8");
     } catch {}
-    if (!/^VmRSS:/m.test(status)) continue;
+    if (!/^VmRSS:/m.test(status)) {
+      exiting.add(`${k.pid} ${rest[0]}`);
+      continue;
+    }
     let wchan = "?";
     try {
       wchan = fs.readFileSync(`/proc/${k.pid}/wchan`, "utf8");
@@ -525,6 +529,7 @@ await t.step(`nothing is left of the ${killedB.length - 1} killed B's (nor of th
 {
   let alive = [];
   await waitFor(() => (alive = killedB.flatMap((b) => stillRunning(b.kids))).length === 0, 60000, 500);
+  if (exiting.size) t.diag(`seen exiting (memory gone) after their B was killed: ${[...exiting].join(", ")}`);
   t.is(alive, [], "no process of a killed B outlives it (its upstreams, its sandboxes)");
 }
 
