@@ -264,10 +264,16 @@ static unsigned long number_of(const struct dk_state *st, const char *name,
     return n;
 }
 
-/* e answers again after it was down: remove the containers and volumes of
- * this instance on it that no live sandbox holds (their removal failed
- * while it was down, or they were created as it died). */
-static void lost_sweep(struct dk_state *st, struct dk_engine *e)
+/* What sweep_engine() removes on one engine. */
+enum sweep_what {
+    SWEEP_GONE, /* what hutch processes that are gone left */
+    SWEEP_MINE, /* everything of this instance (at close) */
+    SWEEP_LOST, /* what of this instance no live sandbox holds (a comeback) */
+};
+
+/* Remove `what` on one engine: the containers and volumes removed. */
+static unsigned sweep_engine(struct dk_state *st, const struct dk_api *api,
+                             enum sweep_what what)
 {
     struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     struct hutch_err err = {0};
@@ -275,69 +281,7 @@ static void lost_sweep(struct dk_state *st, struct dk_engine *e)
     cJSON *list, *c;
     unsigned removed = 0;
 
-    snprintf(path, sizeof(path),
-             "/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22"
-             "hutch.instance%%3D%s%%22%%5D%%7D",
-             st->instance);
-    if (dk_json(&e->api, "GET", path, NULL, NULL, &b, &err) < 0) {
-        st->host->log(HUTCH_LOG_WARN, "docker",
-                      "endpoint %s: listing lost containers: %s", e->name, err.msg);
-        hutch_buf_free(&b);
-        return;
-    }
-    list = cJSON_ParseWithLength(b.data, b.len);
-    cJSON_ArrayForEach(c, list)
-    {
-        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Id"));
-        unsigned long n = number_of(st,
-                                    cJSON_GetStringValue(cJSON_GetArrayItem(
-                                        cJSON_GetObjectItem(c, "Names"), 0)),
-                                    "");
-        if (!id || strlen(id) > 64 || !n || live_has(st, n))
-            continue;
-        if (remove_container(st, &e->api, id) == 0)
-            removed++;
-    }
-    cJSON_Delete(list);
-    hutch_buf_reset(&b);
-    snprintf(path, sizeof(path),
-             "/volumes?filters=%%7B%%22label%%22%%3A%%5B%%22hutch.instance%%3D%s%%22%%"
-             "5D%%7D",
-             st->instance);
-    if (dk_json(&e->api, "GET", path, NULL, NULL, &b, &err) == 0) {
-        list = cJSON_ParseWithLength(b.data, b.len);
-        cJSON_ArrayForEach(c, cJSON_GetObjectItem(list, "Volumes"))
-        {
-            const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Name"));
-            unsigned long n = number_of(st, name, "-work");
-            char vpath[300];
-            long status = 0;
-            if (!n || strlen(name) > 200 || live_has(st, n))
-                continue;
-            snprintf(vpath, sizeof(vpath), "/volumes/%s?force=1", name);
-            if (dk_json(&e->api, "DELETE", vpath, NULL, &status, NULL, &err) == 0)
-                removed++;
-        }
-        cJSON_Delete(list);
-    }
-    hutch_buf_free(&b);
-    if (removed)
-        st->host->log(HUTCH_LOG_INFO, "docker",
-                      "endpoint %s answers again: removed %u containers and volumes "
-                      "of this hutch it had lost",
-                      e->name, removed);
-}
-
-/* Remove what dead hutch processes left on one engine (mine_only: this
- * instance's). */
-static void sweep_engine(struct dk_state *st, const struct dk_api *api, int mine_only)
-{
-    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
-    struct hutch_err err = {0};
-    char path[512];
-    cJSON *list, *c;
-
-    if (mine_only)
+    if (what != SWEEP_GONE)
         snprintf(path, sizeof(path),
                  "/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22"
                  "hutch.instance%%3D%s%%22%%5D%%7D",
@@ -350,7 +294,7 @@ static void sweep_engine(struct dk_state *st, const struct dk_api *api, int mine
         st->host->log(HUTCH_LOG_WARN, "docker", "listing leftover containers: %s",
                       err.msg);
         hutch_buf_free(&b);
-        return;
+        return 0;
     }
     list = cJSON_ParseWithLength(b.data, b.len);
     cJSON_ArrayForEach(c, list)
@@ -359,26 +303,32 @@ static void sweep_engine(struct dk_state *st, const struct dk_api *api, int mine
         cJSON *labels = cJSON_GetObjectItem(c, "Labels");
         const char *owner =
             cJSON_GetStringValue(cJSON_GetObjectItem(labels, DK_OWNER_LABEL));
+        unsigned long n = number_of(st,
+                                    cJSON_GetStringValue(cJSON_GetArrayItem(
+                                        cJSON_GetObjectItem(c, "Names"), 0)),
+                                    "");
         if (!id || strlen(id) > 64)
             continue;
-        if (mine_only || (owner && owner_dead(owner))) {
+        if (what == SWEEP_GONE   ? !(owner && owner_dead(owner))
+            : what == SWEEP_LOST ? !n || live_has(st, n)
+                                 : 0)
+            continue;
+        if (what != SWEEP_LOST)
             st->host->log(HUTCH_LOG_INFO, "docker", "removing leftover container %.12s",
                           id);
-            remove_container(st, api, id);
-        }
+        removed += remove_container(st, api, id) == 0;
     }
     cJSON_Delete(list);
-    hutch_buf_free(&b);
 
     /* Volumes labelled by a hutch that is gone (Podman's /work volumes are
      * named, and outlive a container removed without them), or by this
-     * instance at its close. */
+     * instance at its close or its engine's comeback. */
     hutch_buf_reset(&b);
     if (dk_json(api, "GET",
                 "/volumes?filters=%7B%22label%22%3A%5B%22" DK_OWNER_LABEL "%22%5D%7D",
                 NULL, NULL, &b, &err) < 0) {
         hutch_buf_free(&b);
-        return;
+        return removed;
     }
     list = cJSON_ParseWithLength(b.data, b.len);
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(list, "Volumes"))
@@ -389,22 +339,39 @@ static void sweep_engine(struct dk_state *st, const struct dk_api *api, int mine
             cJSON_GetStringValue(cJSON_GetObjectItem(labels, DK_OWNER_LABEL));
         const char *inst =
             cJSON_GetStringValue(cJSON_GetObjectItem(labels, "hutch.instance"));
+        unsigned long n = number_of(st, name, "-work");
         char vpath[300];
         long status = 0;
         if (!name || strlen(name) > 200 ||
             strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(name))
             continue;
-        if (mine_only ? !(inst && strcmp(inst, st->instance) == 0)
-                      : !(owner && owner_dead(owner)))
+        if (what == SWEEP_GONE ? !(owner && owner_dead(owner))
+                               : !(inst && strcmp(inst, st->instance) == 0) ||
+                                     (what == SWEEP_LOST && (!n || live_has(st, n))))
             continue;
         snprintf(vpath, sizeof(vpath), "/volumes/%s?force=1", name);
-        if (dk_json(api, "DELETE", vpath, NULL, &status, NULL, &err) < 0 &&
-            status != 404 && status != 409)
+        if (dk_json(api, "DELETE", vpath, NULL, &status, NULL, &err) == 0)
+            removed++;
+        else if (status != 404 && status != 409)
             st->host->log(HUTCH_LOG_WARN, "docker", "removing leftover volume %s: %s",
                           name, err.msg);
     }
     cJSON_Delete(list);
     hutch_buf_free(&b);
+    return removed;
+}
+
+/* e answers again after it was down: remove the containers and volumes of
+ * this instance on it that no live sandbox holds (their removal failed
+ * while it was down, or they were created as it died). */
+static void lost_sweep(struct dk_state *st, struct dk_engine *e)
+{
+    unsigned removed = sweep_engine(st, &e->api, SWEEP_LOST);
+    if (removed)
+        st->host->log(HUTCH_LOG_INFO, "docker",
+                      "endpoint %s answers again: removed %u containers and volumes "
+                      "of this hutch it had lost",
+                      e->name, removed);
 }
 
 struct sweep_arg {
@@ -416,7 +383,7 @@ static void sweep_one(void *arg, struct dk_engine *e)
 {
     struct sweep_arg *a = arg;
     if (e->up)
-        sweep_engine(a->st, &e->api, a->mine_only);
+        sweep_engine(a->st, &e->api, a->mine_only ? SWEEP_MINE : SWEEP_GONE);
 }
 
 /* Remove what dead hutch processes left (mine_only: this instance's), on
