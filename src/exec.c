@@ -553,6 +553,19 @@ fail:
     return r;
 }
 
+void hutch_box_cpu_weight(void *box, uint32_t weight)
+{
+    struct hutch_box *b = box;
+    const struct hutch_executor *ex = b->plugin->ex;
+    struct hutch_err err = {0};
+
+    if (!HUTCH_HAS_MEMBER(ex, struct hutch_executor, cpu_weight) || !ex->cpu_weight)
+        return;
+    if (ex->cpu_weight(b->plugin->state, b->sb, weight, &err) < 0)
+        hutch_log(HUTCH_LOG_WARN, "exec", "%s: setting the CPU weight to %u: %s",
+                  b->plugin->name, weight, err.msg);
+}
+
 int hutch_box_idle_ok(struct hutch_box *b)
 {
     struct pollfd fds[4] = {

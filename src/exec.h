@@ -65,6 +65,10 @@ void hutch_box_destroy(struct hutch_box *b);
 /* 1 when an idle box is still as it was made: nothing arrived on its
  * channel, stdout or stderr and its runner has not ended.  Doesn't block. */
 int hutch_box_idle_ok(struct hutch_box *b);
+/* Sets the box's share of contended CPU (the executor's cpu_weight(), see
+ * fair.h): a setter for hutch_fair_join.  An executor without it, or one
+ * that fails, leaves the weight as it is (a failure is logged). */
+void hutch_box_cpu_weight(void *box, uint32_t weight);
 /* Two classes are the same class (every limit and the options). */
 int hutch_class_equal(const struct hutch_sandbox_class *a,
                       const struct hutch_sandbox_class *b);

@@ -321,7 +321,21 @@ struct hutch_executor {
      * hutch_host's helper_exe), single-threaded and fresh; `argv` are the
      * ARGs the plugin passed.  Returns the process's exit status. */
     int (*helper)(const struct hutch_host *host, int argc, char **argv);
+    /* Optional (NULL allowed; check HUTCH_HAS_MEMBER), between start() and
+     * destroy(), from any thread, while the job runs: the sandbox's share
+     * of the CPU when CPUs are contended, relative to other sandboxes and
+     * to hutch's own threads, on cgroup v2's cpu.weight scale
+     * (HUTCH_CPU_WEIGHT_MIN..HUTCH_CPU_WEIGHT_MAX; a sandbox starts at
+     * HUTCH_CPU_WEIGHT_DEFAULT).  The core lowers it so that each principal's
+     * running sandboxes weigh one sandbox together.  Quick (a cgroup file
+     * write, not a round trip): it may be called under a lock.  0, or why
+     * not (the core logs it and goes on). */
+    int (*cpu_weight)(void *state, struct hutch_sandbox *sb, uint32_t weight,
+                      struct hutch_err *err);
 };
+#define HUTCH_CPU_WEIGHT_MIN     1
+#define HUTCH_CPU_WEIGHT_DEFAULT 100
+#define HUTCH_CPU_WEIGHT_MAX     10000
 
 typedef const struct hutch_executor *(*hutch_executor_entry_fn)(void);
 

@@ -34,6 +34,7 @@
 #include "audit.h"
 #include "bridge.h"
 #include "caps.h"
+#include "fair.h"
 #include "govern.h"
 #include "job.h"
 #include "log.h"
@@ -744,6 +745,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     struct hutch_ws *ws = NULL;
     struct hutch_admit_slot *slot = NULL;
     struct hutch_budget_share *share = NULL;
+    struct hutch_fair_seat *seat = NULL;
     char reason[600], out_dir[PATH_MAX] = "";
     const char *executor;
     /* TypeScript runs as JavaScript everywhere but in the runner (the run
@@ -814,6 +816,11 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
             goto fail;
     }
     gx.warm = box->pooled;
+    /* Contended CPU is shared between principals, not between sandboxes
+     * (fair.h), where the policy lists principals; the box lives until
+     * hutch_job_release, past the seat. */
+    if (hutch_policy_has_principals(gx.policy))
+        seat = hutch_fair_join(gx.principal, hutch_box_cpu_weight, box);
 
     req.language = job->language;
     req.code = job->code;
@@ -852,6 +859,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     req.share = share;
     r = hutch_exec_run(box, &req, res, err);
     job->spent = hutch_steal(&box);
+    hutch_fair_leave(hutch_steal(&seat));
     if (r < 0)
         goto fail;
     if (ws)
@@ -865,6 +873,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     hutch_tar_free(own);
     return 0;
 fail:
+    hutch_fair_leave(seat);
     if (box) /* a box that never ran (exec_run's was handed over above) */
         job->spent = hutch_steal(&box);
     hutch_metrics_execution(gx.executor, failed_outcome(job, r),

@@ -1071,6 +1071,41 @@ static int gv_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_f
     return sb->st->host->archive_pack_dir(out, write_fn, arg, &lim, err);
 }
 
+/* runsc made the sandbox's cgroup in every hierarchy (cgroupsPath): its
+ * weight is v2's cpu.weight there, or v1's cpu.shares (1024 for the
+ * default 100). */
+static int gv_cpu_weight(void *state, struct hutch_sandbox *pub, uint32_t weight,
+                         struct hutch_err *err)
+{
+    struct gv_sandbox *sb = (struct gv_sandbox *)pub;
+    char path[PATH_MAX + 64], val[32];
+    uint32_t shares = weight * 1024u / 100u;
+    int fd, r = 0;
+
+    (void)state;
+    if (weight < HUTCH_CPU_WEIGHT_MIN || weight > HUTCH_CPU_WEIGHT_MAX)
+        return hutch_err_set(err, -EINVAL, "CPU weight %u out of range", weight);
+    if (!sb->cgroup[0])
+        return hutch_err_set(err, -ENOTSUP, "the sandbox has no cgroup");
+    if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+        snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.weight", sb->cgroup);
+        snprintf(val, sizeof(val), "%u", weight);
+    } else {
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.shares", sb->cgroup);
+        snprintf(val, sizeof(val), "%u", shares < 2 ? 2 : shares); /* v1's minimum */
+    }
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, val, strlen(val)) != (ssize_t)strlen(val))
+        r = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (r == -ENOENT)
+        return hutch_err_set(err, -ENOTSUP, "no cpu controller for %s", sb->cgroup);
+    if (r < 0)
+        return hutch_err_set(err, r, "writing %s: %s", path, strerror(-r));
+    return 0;
+}
+
 static void gv_kill(void *state, struct hutch_sandbox *pub)
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
@@ -1310,6 +1345,7 @@ static const struct hutch_executor gvisor_executor = {
     .runtime = gv_runtime,
     .packages = gv_packages,
     .sweep = gv_sweep,
+    .cpu_weight = gv_cpu_weight,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -522,22 +522,27 @@ static int cg_create(struct local_state *st, struct local_sandbox *sb,
     return cg_cpu_limit(st, sb, name, cls->cpu_millis, err);
 }
 
-/* CPU time as a CFS quota over a 100 ms period; 1000 millis = one CPU. */
+/* The sandbox's place in the cpu controller: its weight among sandboxes
+ * (local_cpu_weight) and, when the class has one, its CPU time as a CFS
+ * quota over a 100 ms period (1000 millis = one CPU).  v1: a cgroup of its
+ * own in the cpu hierarchy, made even without a quota so that its weight
+ * can be set; v2: cg_mem.  Without a usable cpu controller, neither. */
 static int cg_cpu_limit(struct local_state *st, struct local_sandbox *sb,
                         const char *name, uint32_t millis, struct hutch_err *err)
 {
     char val[64];
-    int r;
-    if (!millis)
-        return 0;
+    int r = 0;
     if (!st->cg.cpu_parent[0]) {
-        st->host->log(HUTCH_LOG_WARN, "local",
-                      "no usable cpu cgroup controller: the CPU limit is not applied");
+        if (millis)
+            st->host->log(
+                HUTCH_LOG_WARN, "local",
+                "no usable cpu cgroup controller: the CPU limit is not applied");
         return 0;
     }
     if (st->cg.version == 2) {
         snprintf(val, sizeof(val), "%u 100000", millis * 100u);
-        r = cg_write(sb->cg_mem, "cpu.max", val);
+        if (millis)
+            r = cg_write(sb->cg_mem, "cpu.max", val);
     } else {
         snprintf(sb->cg_cpu, sizeof(sb->cg_cpu), "%s/%s", st->cg.cpu_parent, name);
         if (mkdir(sb->cg_cpu, 0755) < 0) {
@@ -547,12 +552,40 @@ static int cg_cpu_limit(struct local_state *st, struct local_sandbox *sb,
                                  strerror(-r));
         }
         snprintf(val, sizeof(val), "%u", millis * 100u);
-        r = cg_write(sb->cg_cpu, "cpu.cfs_period_us", "100000");
-        if (r == 0)
+        if (millis)
+            r = cg_write(sb->cg_cpu, "cpu.cfs_period_us", "100000");
+        if (millis && r == 0)
             r = cg_write(sb->cg_cpu, "cpu.cfs_quota_us", val);
     }
     if (r < 0)
         return hutch_err_set(err, r, "setting the CPU limit: %s", strerror(-r));
+    return 0;
+}
+
+/* cgroup v2's cpu.weight, or v1's cpu.shares (1024 for the default 100). */
+static int local_cpu_weight(void *state, struct hutch_sandbox *hsb, uint32_t weight,
+                            struct hutch_err *err)
+{
+    struct local_state *st = state;
+    struct local_sandbox *sb = (struct local_sandbox *)hsb;
+    char val[32];
+    int r;
+
+    if (weight < HUTCH_CPU_WEIGHT_MIN || weight > HUTCH_CPU_WEIGHT_MAX)
+        return hutch_err_set(err, -EINVAL, "CPU weight %u out of range", weight);
+    if (st->cg.version == 2 && st->cg.cpu_parent[0] && sb->cg_mem[0]) {
+        snprintf(val, sizeof(val), "%u", weight);
+        r = cg_write(sb->cg_mem, "cpu.weight", val);
+    } else if (st->cg.version == 1 && sb->cg_cpu[0]) {
+        /* v1's minimum is 2. */
+        snprintf(val, sizeof(val), "%u",
+                 weight * 1024u / 100u < 2 ? 2 : weight * 1024u / 100u);
+        r = cg_write(sb->cg_cpu, "cpu.shares", val);
+    } else {
+        return hutch_err_set(err, -ENOTSUP, "no usable cpu cgroup controller");
+    }
+    if (r < 0)
+        return hutch_err_set(err, r, "setting the CPU weight: %s", strerror(-r));
     return 0;
 }
 
@@ -1399,6 +1432,7 @@ static const struct hutch_executor local_executor = {
     .packages = local_packages,
     .sweep = local_sweep,
     .helper = local_helper,
+    .cpu_weight = local_cpu_weight,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

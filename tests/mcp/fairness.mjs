@@ -6,7 +6,8 @@
 //   - executions at once: alice's six tasks against concurrency = 2 running
 //     and 3 queued: at most two of hers ever run together, the sixth is
 //     refused at once ("hutch is busy"), and bob's execution runs while
-//     her queue waits, not after it;
+//     her queue waits, not after it; her two running sandboxes weigh
+//     one sandbox's share of contended CPU together (50 each);
 //   - hutch's real memory: a burst of six large executions peaks within
 //     1.25 times the budget (and a fixed base) over hutch's baseline, and
 //     goes back down after it;
@@ -70,6 +71,32 @@ async function until(who, taskId, pred = (r) => ["completed", "failed", "cancell
   return last;
 }
 
+// The CPU weights (cgroup v2's scale; v1's cpu.shares / 10.24) of the
+// live sandbox cgroups this hutch made: named hutch-PID.… (local) or
+// …/hutch-PID.N (gvisor), below the cpu hierarchy.
+function sandboxWeights(pid) {
+  const v2 = fs.existsSync("/sys/fs/cgroup/cgroup.controllers");
+  const root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu";
+  const out = [];
+  const walk = (dir, depth) => {
+    let ents = [];
+    try { ents = fs.readdirSync(dir, { withFileTypes: true }); } catch { return; }
+    for (const e of ents) {
+      if (!e.isDirectory()) continue;
+      const d = path.join(dir, e.name);
+      if (e.name.startsWith(`hutch-${pid}.`)) {
+        try {
+          if (!fs.readFileSync(path.join(d, "cgroup.procs"), "utf8").trim()) continue;
+          const w = Number(fs.readFileSync(path.join(d, v2 ? "cpu.weight" : "cpu.shares"), "utf8"));
+          out.push(v2 ? w : Math.floor((w * 100) / 1024));
+        } catch { /* gone meanwhile, or no cpu controller there */ }
+      } else if (depth < 4) walk(d, depth + 1);
+    }
+  };
+  walk(root, 0);
+  return out;
+}
+
 const only = process.env.FAIRNESS_STEP; // one step alone, when debugging
 const step = (n, name, f, budget) => (!only || only.split(",").includes(String(n)) ? t.step(name, f, budget) : null);
 await step(1, "the link store: alice's 1100 links drop her own oldest, not bob's live link", async () => {
@@ -106,6 +133,14 @@ await step(2, "executions at once: alice runs 2, waits 3, is refused the sixth; 
   const bob = await run("bob", "import time\ntime.time()");
   const bobStart = bob.result?.structuredContent?.result;
   if (typeof bobStart !== "number") throw new Error(`bob: ${JSON.stringify(bob).slice(0, 400)}`);
+  // CPU shared between principals (src/fair.h): while two of alice's run,
+  // her two sandboxes weigh one together (50 each).  The docker executor
+  // has no cpu_weight() yet.
+  if (E !== "docker") {
+    let seen = [];
+    const halves = await waitFor(() => (seen = sandboxWeights(srv.pid)).filter((w) => w === 50).length === 2, 60000, 100);
+    if (!halves) throw new Error(`alice's two running sandboxes weigh 50 each: weights seen ${JSON.stringify(seen)}`);
+  }
   const ended = [];
   for (const id of ids) ended.push(await until("alice", id));
   const refused = ended.filter((r) => /hutch is busy: principal "alice" has 2 executions running/.test(text(r.result)));

@@ -666,6 +666,94 @@ out:
     conv_free(&c);
 }
 
+/* The weight, on cgroup v2's scale (v1's cpu.shares / 10.24), of the cpu
+ * cgroup of a process whose cpu cgroup is named for this test's process
+ * (the local executor's hutch-PID.START-…, gVisor's …/hutch-PID.START.N):
+ * one of this test's sandboxes.  0 when none is found. */
+static unsigned sandbox_weight(char *where, size_t len)
+{
+    char marker[32], line[512], file[1200];
+    unsigned w = 0;
+    DIR *d = opendir("/proc");
+
+    snprintf(marker, sizeof(marker), "/hutch-%d.", (int)getpid());
+    where[0] = '\0';
+    for (struct dirent *de; d && (de = readdir(d)) && !where[0];) {
+        char path[300];
+        FILE *f;
+        if (atoi(de->d_name) <= 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cgroup", de->d_name);
+        if (!(f = fopen(path, "re")))
+            continue;
+        while (fgets(line, sizeof(line), f) && !where[0]) {
+            char *c = strchr(line, ':'), *g = c ? strchr(c + 1, ':') : NULL;
+            int v2 = c && !strncmp(c, "::", 2);
+            if (!g || !strstr(g, marker))
+                continue;
+            g[strcspn(g, "\n")] = '\0';
+            if (v2)
+                snprintf(file, sizeof(file), "/sys/fs/cgroup%s/cpu.weight", g + 1);
+            else if (strstr(c, ":cpu,") || strstr(c, ",cpu:") ||
+                     !strncmp(c, ":cpu:", 5))
+                snprintf(file, sizeof(file), "/sys/fs/cgroup/cpu%s/cpu.shares", g + 1);
+            else
+                continue;
+            snprintf(where, len, "pid %s: %s", de->d_name, file);
+        }
+        fclose(f);
+    }
+    if (d)
+        closedir(d);
+    if (where[0]) {
+        FILE *f = fopen(file, "re");
+        if (f && fscanf(f, "%u", &w) == 1 && strstr(file, "cpu.shares"))
+            w = (unsigned)(w * 100u / 1024u);
+        if (f)
+            fclose(f);
+    }
+    return w;
+}
+
+/* cpu_weight(): a sandbox's processes get the weight it is given (fair.h:
+ * a principal's sandboxes weigh one together), and a weight out of range
+ * is refused. */
+static void cpu_weight_op(struct hutch_plugin *p, const char *label)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct conv c;
+    char where[1400];
+    unsigned seen = 0;
+    int r;
+
+    if (!HUTCH_HAS_MEMBER(p->ex, struct hutch_executor, cpu_weight) ||
+        !p->ex->cpu_weight)
+        return;
+    conv_init(&c, p);
+    r = start_one(&c, "python", label, 0, NULL, NULL, &err);
+    if (r == 0)
+        r = wait_ready(&c);
+    ok(r == 0, "%s: a sandbox to weigh (%s)", who,
+       r ? (err.msg[0] ? err.msg : c.why) : "ok");
+    if (r < 0)
+        goto out;
+    r = p->ex->cpu_weight(c.state, c.sb, 25, &err);
+    if (r == -ENOTSUP) {
+        printf("ok %d - %s: cpu_weight # SKIP %s\n", ++tap_n, who, err.msg);
+        goto out;
+    }
+    ok(r == 0, "%s: cpu_weight(25) (%s)", who, r ? err.msg : "ok");
+    seen = sandbox_weight(where, sizeof(where));
+    /* v1's shares round: 256 reads back as 25. */
+    ok(seen == 25, "%s: the sandbox's cpu cgroup weighs 25 (%u; %s)", who, seen,
+       where[0] ? where : "no process in a cgroup of this test's sandboxes");
+    ok(p->ex->cpu_weight(c.state, c.sb, 0, &err) == -EINVAL &&
+           p->ex->cpu_weight(c.state, c.sb, HUTCH_CPU_WEIGHT_MAX + 1, &err) == -EINVAL,
+       "%s: cpu_weight refuses 0 and %u", who, HUTCH_CPU_WEIGHT_MAX + 1);
+out:
+    conv_free(&c);
+}
+
 struct cancel_at {
     int after; /* say "cancelled" from this call on */
     int calls;
@@ -998,6 +1086,8 @@ int main(void)
         packages_op(p, "data", label);
         snprintf(label, sizeof(label), "contract-%d-%s-pool", (int)getpid(), who);
         pooled(p, label);
+        snprintf(label, sizeof(label), "contract-%d-%s-cpu", (int)getpid(), who);
+        cpu_weight_op(p, label);
         for (int after = 1; after <= 3; after++) {
             snprintf(label, sizeof(label), "contract-%d-%s-cancel%d", (int)getpid(),
                      who, after);
