@@ -161,7 +161,7 @@
  * result: a few lines. */
 #define HUTCH_RESULT_NOTES_MAX 512
 
-/* HTTP transport (http.c).  The caps marked $ are the defaults of the
+/* HTTP transport (http*.c).  The caps marked $ are the defaults of the
  * environment variables of the same name (man/hutch.1), each within
  * [MIN, MAX]. */
 /* 2025-era sessions ($): all principals together, and each principal's

@@ -24,34 +24,17 @@
  *           standalone stream (the spec allows 405).  Messages the core sends
  *           tied to no request (stream == NULL) are therefore dropped.
  * Around that: a bearer token, Host/Origin checks on loopback binds (DNS
- * rebinding), body caps, the session table's caps (in all and per
- * principal: a principal at its share gives up its own oldest idle
- * session, a full table is taken from whoever holds the most; caps.h) and
- * idle session expiry, and the connection guard (http_guard.h: a deadline
- * for each request head, shares of the connection limit for connections
- * that have not authenticated).  The caps can be set from the environment
- * (HUTCH_HTTP_*, read by hutch_http_check).
+ * rebinding; both http_auth.c), body caps, the session table's caps (in
+ * all and per principal: a principal at its share gives up its own oldest
+ * idle session, a full table is taken from whoever holds the most; caps.h,
+ * http_session.c) and idle session expiry, and the connection guard
+ * (http_guard.h: a deadline for each request head, shares of the
+ * connection limit for connections that have not authenticated).  The caps can be set
+ * from the environment (HUTCH_HTTP_*, read by hutch_http_check).
  *
- * OAuth: hutch takes a static bearer token and has no authorization
- * server.  /.well-known/ paths answer 404 without a token, so that a
- * client probing for OAuth metadata (RFC 9728, RFC 8414) learns there is
- * none, instead of a 401 it would take as "start an OAuth flow".  A 401
- * says invalid_token (RFC 6750) when a bearer token came and was wrong.
- *
- * Beside it, GET (and HEAD) only, other methods 405:
- *   /healthz  200 "ok": the process answers.  No token.
- *   /readyz   200 when hutch can run code now (the policy can be served and
- *             its executor's probe passes), else 503; a JSON body with the
- *             executor, the upstreams' and the pools' states.  No token:
- *             load balancers and orchestrators' probes send none.  Without
- *             a valid token the body leaves out free-text error messages
- *             (they may name paths and hosts); states and names stay.
- *   /metrics  Prometheus text format 0.0.4 (metrics.c).  The same bearer
- *             token as /mcp when one is set (the server's or a principal's):
- *             counts say what agents do, and Prometheus sends a bearer token
- *             from its scrape config.  No separate metrics token: one
- *             secret fewer to manage.
- * The Host/Origin checks apply to all of them, as to /mcp.
+ * Beside it: /healthz, /readyz, /metrics (http_ops.c).  Before any of
+ * them, Host/Origin and the bearer token (http_auth.c, which says why
+ * /.well-known/ answers 404).
  *
  * Threading: libmicrohttpd runs one thread per connection, so a request may
  * block until its answer is ready; every wait wakes at least every 100 ms to
@@ -62,17 +45,18 @@
  * the head deadline, so it holds a thread a few seconds at most.)  The
  * thread that calls hutch_http_serve runs the sweeps: idle sessions, and
  * the guard's deadlines every 50 ms.  The core sends from any
- * thread onto the request's stream: a queue with its own lock, reference
- * counted so that the HTTP side (client gone, server stopping) and the core
- * (final response, session freed) can each finish first.
+ * thread onto the request's stream (http_stream.c): a queue with its own
+ * lock, reference counted so that the HTTP side (client gone, server
+ * stopping) and the core (final response, session freed) can each finish
+ * first.  The locks and their rules: http_int.h.
  *
  * Not here: JSON-RPC and MCP semantics (mcp_server.c); the command line and
- * where the token comes from (the serve command). */
+ * where the token comes from (the serve command); the rest of this
+ * transport, in the http_*.c files http_int.h lists. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,11 +68,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "budget.h"
 #include "buf.h"
 #include "caps.h"
 #include "http.h"
 #include "http_guard.h"
+#include "http_int.h"
 #include "log.h"
 #include "mcp_era.h"
 #include "mcp_server.h"
@@ -101,665 +85,12 @@
  * clients that send it explicitly are treated the same. */
 #define HTTP_DEFAULT_VERSION "2025-03-26"
 
-struct http_msg {
-    struct http_msg *next;
-    char *data; /* malloc'd: handed to MHD as it is for JSON replies */
-    size_t len;
-};
-
-struct http_session;
-
-/* Everything the core sends for one request, on its way to the client. */
-struct http_stream {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int refs;      /* atomic: request, core (while pending), SSE response */
-    int sse;       /* keep every message framed as SSE; else the final one only */
-    int done;      /* the final message arrived, or never will */
-    int abandoned; /* the HTTP side is gone: drop whatever arrives */
-    unsigned dropped;
-    struct http_msg *head, *tail;
-    size_t queued;
-    size_t off;        /* bytes of head already given to MHD */
-    uint64_t last_out; /* last time the SSE reader produced bytes */
-    struct http_server *srv;
-    struct MHD_Connection *conn;
-    /* Under srv->mu: listed on sess while the core owes a final message. */
-    struct http_session *sess;
-    struct http_stream *pnext, *pprev;
-    int pending;
-    /* A 2026-07-28 request's own session (see post_modern), held by the
-     * SSE response until it ends: dropping it cancels what still runs. */
-    struct http_session *owner;
-};
-
-struct http_session {
-    struct http_session *next;
-    struct http_server *srv;
-    struct hutch_mcp_session *s;
-    const char *id;
-    /* Who created it; only they may use it. */
-    char principal[HUTCH_MAX_PRINCIPAL_NAME + 1];
-    /* One 2026-07-28 request's, never in the table (post_modern): closed
-     * without waiting, counted in ntransient until the core is done with
-     * it. */
-    int transient;
-    /* Under srv->mu: */
-    int refs;   /* the table while linked, plus each request using it */
-    int linked; /* in the table, counted in its caps */
-    int ready;  /* its initialize succeeded: it can be found */
-    uint64_t last_used;
-    struct http_stream *pending;
-};
-
-/* The caps an operator may set (hutch_http_check reads them). */
-struct http_knobs {
-    unsigned max_sessions, per_principal, idle_ms;
-    unsigned max_conns, per_address, head_ms;
-};
-
-struct http_server {
-    struct hutch_mcp *m;
-    const char *token;
-    size_t token_len;
-    int (*principal)(void *arg, const char *token, char *name, size_t len);
-    void *principal_arg;
-    struct hutch_jobs *jobs;
-    struct hutch_upstreams *upstreams;
-    int loopback;
-    int stopping;        /* atomic */
-    uint64_t buffered;   /* atomic: request body bytes reserved */
-    char start_msg[256]; /* MHD's last word while starting */
-    int started;
-    struct http_knobs k;
-    struct hutch_http_guard *guard;
-    pthread_mutex_t mu;
-    struct http_session *sessions;
-    unsigned nsessions;  /* linked: initialized or being initialized */
-    unsigned ntransient; /* 2026 requests the core is not done with */
-};
-
-/* One HTTP request: MHD's per-request context. */
-struct http_req {
-    char principal[HUTCH_MAX_PRINCIPAL_NAME + 1]; /* authenticated caller */
-    int post;
-    struct hutch_buf body;
-    uint64_t reserved;       /* counted in srv->buffered */
-    struct http_session *hs; /* from Mcp-Session-Id, holding a ref */
-};
-
-static int stopping(const struct http_server *srv)
-{
-    return __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Streams */
-
-static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
-{
-    hutch_cond_wait_until(cv, mu, hutch_now_ms() + ms);
-}
-
-/* The peer closed its side.  HTTP clients do not half-close while waiting
- * for a response, so this means it is gone and nobody will read what we
- * would send. */
-static int client_gone(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    struct pollfd p;
-
-    if (!ci)
-        return 0;
-    p.fd = ci->connect_fd;
-    p.events = POLLRDHUP;
-    p.revents = 0;
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-static void msgs_free(struct http_msg *m)
-{
-    while (m) {
-        struct http_msg *next = m->next;
-        free(m->data);
-        free(m);
-        m = next;
-    }
-}
-
-static struct http_stream *stream_new(struct http_server *srv,
-                                      struct MHD_Connection *conn, int sse)
-{
-    struct http_stream *st = calloc(1, sizeof(*st));
-
-    if (!st)
-        return NULL;
-    pthread_mutex_init(&st->mu, NULL);
-    hutch_cond_init_mono(&st->cv);
-    st->refs = 1;
-    st->sse = sse;
-    st->srv = srv;
-    st->conn = conn;
-    st->last_out = hutch_now_ms();
-    return st;
-}
-
-static void stream_ref(struct http_stream *st)
-{
-    __atomic_add_fetch(&st->refs, 1, __ATOMIC_RELAXED);
-}
-
-static void stream_unref(struct http_stream *st)
-{
-    if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) != 0)
-        return;
-    msgs_free(st->head);
-    pthread_cond_destroy(&st->cv);
-    pthread_mutex_destroy(&st->mu);
-    free(st);
-}
-
-/* The HTTP side will read nothing more: free what waits, drop what comes. */
-static void stream_abandon(struct http_stream *st)
-{
-    struct http_msg *m;
-
-    pthread_mutex_lock(&st->mu);
-    st->abandoned = 1;
-    m = st->head;
-    st->head = st->tail = NULL;
-    st->queued = 0;
-    st->off = 0;
-    pthread_mutex_unlock(&st->mu);
-    msgs_free(m);
-}
-
-static void stream_finish(struct http_stream *st)
-{
-    pthread_mutex_lock(&st->mu);
-    st->done = 1;
-    pthread_cond_broadcast(&st->cv);
-    pthread_mutex_unlock(&st->mu);
-}
-
-/* The core now owes this stream a final message: hold a ref for it. */
-static void pending_add(struct http_session *hs, struct http_stream *st)
-{
-    struct http_server *srv = hs->srv;
-
-    stream_ref(st);
-    pthread_mutex_lock(&srv->mu);
-    st->sess = hs;
-    st->pprev = NULL;
-    st->pnext = hs->pending;
-    if (hs->pending)
-        hs->pending->pprev = st;
-    hs->pending = st;
-    st->pending = 1;
-    pthread_mutex_unlock(&srv->mu);
-}
-
-static void pending_unlink_locked(struct http_stream *st)
-{
-    if (st->pprev)
-        st->pprev->pnext = st->pnext;
-    else
-        st->sess->pending = st->pnext;
-    if (st->pnext)
-        st->pnext->pprev = st->pprev;
-    st->pnext = st->pprev = NULL;
-    st->pending = 0;
-}
-
-/* The core owes the stream nothing more (final message sent, message needed
- * no answer, or session freed): drop its ref.  Safe to call twice. */
-static void pending_release(struct http_stream *st)
-{
-    struct http_server *srv = st->srv;
-    int held = 0;
-
-    pthread_mutex_lock(&srv->mu);
-    if (st->pending) {
-        pending_unlink_locked(st);
-        held = 1;
-    }
-    pthread_mutex_unlock(&srv->mu);
-    if (held) {
-        stream_finish(st);
-        stream_unref(st);
-    }
-}
-
-/* One SSE event.  The core sends JSON on one line; should a line break
- * ever appear (JSON whitespace), each line gets its own "data:" field, which
- * the client joins back with "\n". */
-static struct http_msg *sse_event(const char *json, size_t len)
-{
-    static const char head[] = "event: message\ndata: ", brk[] = "\ndata: ";
-    struct http_msg *m = calloc(1, sizeof(*m));
-    size_t breaks = 0, n = 0;
-    char *p;
-
-    if (!m)
-        return NULL;
-    for (size_t i = 0; i < len; i++)
-        breaks += json[i] == '\n' ||
-                  (json[i] == '\r' && (i + 1 == len || json[i + 1] != '\n'));
-    m->data = malloc(sizeof(head) - 1 + len + breaks * (sizeof(brk) - 1) + 2);
-    if (!m->data) {
-        free(m);
-        return NULL;
-    }
-    p = m->data;
-    memcpy(p, head, sizeof(head) - 1);
-    n = sizeof(head) - 1;
-    for (size_t i = 0; i < len; i++) {
-        if (json[i] == '\r' && i + 1 < len && json[i + 1] == '\n')
-            continue;
-        if (json[i] == '\r' || json[i] == '\n') {
-            memcpy(p + n, brk, sizeof(brk) - 1);
-            n += sizeof(brk) - 1;
-        } else {
-            p[n++] = json[i];
-        }
-    }
-    p[n++] = '\n';
-    p[n++] = '\n';
-    m->len = n;
-    return m;
-}
-
-static struct http_msg *raw_msg(const char *json, size_t len)
-{
-    struct http_msg *m = calloc(1, sizeof(*m));
-
-    if (!m)
-        return NULL;
-    m->data = malloc(len ? len : 1);
-    if (!m->data) {
-        free(m);
-        return NULL;
-    }
-    memcpy(m->data, json, len);
-    m->len = len;
-    return m;
-}
-
-/* hutch_mcp_send_fn: never blocks, so a slow client cannot stall a worker. */
-static void on_send(void *arg, void *stream, const char *json, size_t len, int last)
-{
-    struct http_session *hs = arg;
-    struct http_stream *st = stream;
-
-    if (!st) {
-        /* No GET stream to carry it (see the top of this file). */
-        hutch_debug("session %.8s: dropped a message tied to no request", hs->id);
-        return;
-    }
-    pthread_mutex_lock(&st->mu);
-    if (!st->abandoned && !st->done && (last || st->sse)) {
-        if (!last && st->queued + len > HUTCH_HTTP_SSE_MAX_QUEUED) {
-            if (st->dropped++ == 0)
-                hutch_warn(
-                    "session %.8s: client reads too slowly; dropping progress messages",
-                    hs->id);
-        } else {
-            struct http_msg *m = st->sse ? sse_event(json, len) : raw_msg(json, len);
-            if (m) {
-                if (st->tail)
-                    st->tail->next = m;
-                else
-                    st->head = m;
-                st->tail = m;
-                st->queued += m->len;
-            } else {
-                hutch_error("session %.8s: out of memory queueing a message", hs->id);
-            }
-        }
-    }
-    if (last)
-        st->done = 1;
-    pthread_cond_broadcast(&st->cv);
-    pthread_mutex_unlock(&st->mu);
-    if (last)
-        pending_release(st);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Sessions */
-
-/* The core sends nothing more for the session: whatever it still owed
- * will never come. */
-static void session_forget(struct http_session *hs)
-{
-    struct http_server *srv = hs->srv;
-
-    for (;;) {
-        struct http_stream *st;
-
-        pthread_mutex_lock(&srv->mu);
-        st = hs->pending;
-        if (st)
-            pending_unlink_locked(st);
-        pthread_mutex_unlock(&srv->mu);
-        if (!st)
-            break;
-        stream_finish(st);
-        stream_unref(st);
-    }
-}
-
-/* hutch_mcp_session_close's callback for a transient session: on the
- * thread that last used the core's session (maybe its last worker). */
-static void transient_gone(void *arg)
-{
-    struct http_session *hs = arg;
-    struct http_server *srv = hs->srv;
-
-    session_forget(hs);
-    pthread_mutex_lock(&srv->mu);
-    srv->ntransient--;
-    pthread_mutex_unlock(&srv->mu);
-    free(hs);
-}
-
-static void session_destroy(struct http_session *hs)
-{
-    if (hs->transient) {
-        /* Its response went out (or its client left): what remains is
-         * tearing its sandbox down, which the client must not wait for. */
-        hutch_mcp_session_close(hs->s, transient_gone, hs);
-        return;
-    }
-    /* After this returns the core sends nothing more for the session... */
-    hutch_mcp_session_free(hs->s);
-    session_forget(hs);
-    free(hs);
-}
-
-static void session_unref(struct http_session *hs)
-{
-    struct http_server *srv = hs->srv;
-    int left;
-
-    pthread_mutex_lock(&srv->mu);
-    hs->last_used = hutch_now_ms();
-    left = --hs->refs;
-    pthread_mutex_unlock(&srv->mu);
-    if (left == 0)
-        session_destroy(hs);
-}
-
-/* Session ids are what a client without a token proves itself with: compare
- * in constant time. */
-static int secret_equal(const char *want, size_t wn, const char *got, size_t gn)
-{
-    unsigned char d = wn != gn;
-
-    for (size_t i = 0; i < wn; i++)
-        d |= (unsigned char)want[i] ^ (unsigned char)(i < gn ? got[i] : 0);
-    return d == 0;
-}
-
-static struct http_session *session_lookup(struct http_server *srv, const char *id)
-{
-    struct http_session *hs;
-    size_t n = strlen(id);
-
-    pthread_mutex_lock(&srv->mu);
-    for (hs = srv->sessions; hs; hs = hs->next) {
-        if (hs->ready && secret_equal(hs->id, strlen(hs->id), id, n)) {
-            hs->refs++;
-            hs->last_used = hutch_now_ms();
-            break;
-        }
-    }
-    pthread_mutex_unlock(&srv->mu);
-    return hs;
-}
-
-/* Under srv->mu: nobody uses it but the table, and it owes nothing. */
-static int session_idle(const struct http_session *hs)
-{
-    return hs->ready && hs->refs == 1 && !hs->pending;
-}
-
-/* Under srv->mu: out of the table and its caps.  The references left (0:
- * the caller destroys it, outside the lock). */
-static int session_unlink_locked(struct http_server *srv, struct http_session *hs)
-{
-    struct http_session **pp = &srv->sessions;
-
-    while (*pp != hs)
-        pp = &(*pp)->next;
-    *pp = hs->next;
-    hs->next = NULL;
-    hs->linked = 0;
-    srv->nsessions--;
-    return --hs->refs;
-}
-
-/* Under srv->mu: the table is full and `who`, holding `mine`, asks for a
- * session.  The oldest idle session of the principal holding the most,
- * when that is more than `mine` (ties: the oldest idle session of them);
- * NULL when nobody holds more or they are all busy.  A principal's share
- * may be more than the table divided by the principals in use: this is
- * what brings them back to even. */
-static struct http_session *fullest_idle_locked(struct http_server *srv, unsigned mine)
-{
-    struct holder {
-        const char *name;
-        unsigned n;
-        struct http_session *oldest;
-    } *h = calloc(srv->nsessions ? srv->nsessions : 1, sizeof(*h)), *best = NULL;
-    size_t nh = 0;
-
-    if (!h)
-        return NULL;
-    for (struct http_session *hs = srv->sessions; hs; hs = hs->next) {
-        size_t i;
-        for (i = 0; i < nh && strcmp(h[i].name, hs->principal) != 0; i++)
-            ;
-        if (i == nh) {
-            if (nh == srv->nsessions)
-                break; /* cannot happen: one holder per session at most */
-            h[nh++].name = hs->principal;
-        }
-        h[i].n++;
-        if (session_idle(hs) &&
-            (!h[i].oldest || hs->last_used < h[i].oldest->last_used))
-            h[i].oldest = hs;
-    }
-    for (size_t i = 0; i < nh; i++) {
-        if (h[i].n <= mine || !h[i].oldest)
-            continue;
-        if (!best || h[i].n > best->n ||
-            (h[i].n == best->n && h[i].oldest->last_used < best->oldest->last_used))
-            best = &h[i];
-    }
-    {
-        struct http_session *victim = best ? best->oldest : NULL;
-        free(h);
-        return victim;
-    }
-}
-
-/* A new 2025 session for `principal`, in the table but not findable until
- * its initialize succeeded (session_settle).  Makes room as the top of
- * this file says; the session it ended for that is destroyed here.  NULL
- * with the HTTP status and why. */
-static struct http_session *session_create(struct http_server *srv,
-                                           const char *principal, unsigned *status,
-                                           const char **why)
-{
-    struct http_session *hs, *victim = NULL, *mine_oldest = NULL;
-    const char *reason = NULL;
-    enum hutch_metrics_http event = HUTCH_HTTP_SESSION_SHARE;
-    unsigned mine = 0;
-    int left = -1;
-
-    hs = calloc(1, sizeof(*hs));
-    if (hs) {
-        hs->srv = srv;
-        hs->id = "-"; /* for logs, until the core names it */
-        snprintf(hs->principal, sizeof(hs->principal), "%s", principal);
-        hs->s = hutch_mcp_session_new(srv->m, on_send, hs, principal);
-    }
-    if (!hs || !hs->s) {
-        free(hs);
-        *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        *why = "Internal error: cannot create a session";
-        return NULL;
-    }
-    hs->id = hutch_mcp_session_id(hs->s);
-    hs->refs = 1;
-    hs->last_used = hutch_now_ms();
-
-    pthread_mutex_lock(&srv->mu);
-    for (struct http_session *i = srv->sessions; i; i = i->next) {
-        if (strcmp(i->principal, principal) != 0)
-            continue;
-        mine++;
-        if (session_idle(i) && (!mine_oldest || i->last_used < mine_oldest->last_used))
-            mine_oldest = i;
-    }
-    if (mine >= srv->k.per_principal) {
-        victim = mine_oldest;
-        reason = "its principal's share is full";
-        if (!victim)
-            *why = "Service Unavailable: every session of this principal is busy";
-    } else if (srv->nsessions >= srv->k.max_sessions) {
-        victim = fullest_idle_locked(srv, mine);
-        reason = "the session table is full";
-        event = HUTCH_HTTP_SESSION_FULL;
-        if (!victim)
-            *why = "Service Unavailable: too many sessions";
-    }
-    if (reason && !victim) {
-        pthread_mutex_unlock(&srv->mu);
-        hutch_mcp_session_free(hs->s);
-        free(hs);
-        *status = MHD_HTTP_SERVICE_UNAVAILABLE;
-        return NULL;
-    }
-    if (victim)
-        left = session_unlink_locked(srv, victim);
-    hs->next = srv->sessions;
-    srv->sessions = hs;
-    hs->linked = 1;
-    hs->refs++; /* the table's */
-    srv->nsessions++;
-    pthread_mutex_unlock(&srv->mu);
-    if (victim) {
-        hutch_info("session %.8s of %s ended, idle the longest: %s", victim->id,
-                   victim->principal, reason);
-        hutch_metrics_http(event, 1);
-        if (left == 0)
-            session_destroy(victim);
-    }
-    return hs;
-}
-
-/* A 2026-07-28 request's session: outside the table, it holds no slot
- * (what bounds these is the connections, one request each). */
-static struct http_session *session_transient(struct http_server *srv,
-                                              const char *principal)
-{
-    struct http_session *hs = calloc(1, sizeof(*hs));
-
-    if (!hs)
-        return NULL;
-    hs->srv = srv;
-    hs->transient = 1;
-    snprintf(hs->principal, sizeof(hs->principal), "%s", principal);
-    hs->s = hutch_mcp_session_new(srv->m, on_send, hs, principal);
-    if (!hs->s) {
-        free(hs);
-        return NULL;
-    }
-    hs->id = hutch_mcp_session_id(hs->s);
-    hs->refs = 1;
-    hs->last_used = hutch_now_ms();
-    pthread_mutex_lock(&srv->mu);
-    srv->ntransient++;
-    pthread_mutex_unlock(&srv->mu);
-    return hs;
-}
-
-/* After initialize: make the session findable, or take it out of the
- * table. */
-static void session_settle(struct http_session *hs, int keep)
-{
-    struct http_server *srv = hs->srv;
-    int left = -1;
-
-    pthread_mutex_lock(&srv->mu);
-    if (keep)
-        hs->ready = 1;
-    else if (hs->linked)
-        left = session_unlink_locked(srv, hs);
-    pthread_mutex_unlock(&srv->mu);
-    if (left == 0)
-        session_destroy(hs);
-}
-
-/* Take the session out of the table; it is freed when its last user is
- * done with it. */
-static void session_end(struct http_session *hs)
-{
-    struct http_server *srv = hs->srv;
-    int left = -1;
-
-    pthread_mutex_lock(&srv->mu);
-    if (hs->linked)
-        left = session_unlink_locked(srv, hs);
-    pthread_mutex_unlock(&srv->mu);
-    if (left == 0)
-        session_destroy(hs);
-}
-
-/* End sessions idle for the idle time (or all of them).  A session with a
- * request in flight is not idle, however long the request runs. */
-static void sessions_sweep(struct http_server *srv, int all)
-{
-    struct http_session *dead = NULL, **pp;
-    uint64_t now = hutch_now_ms();
-
-    pthread_mutex_lock(&srv->mu);
-    for (pp = &srv->sessions; *pp;) {
-        struct http_session *hs = *pp;
-        if (all || (session_idle(hs) && now - hs->last_used >= srv->k.idle_ms)) {
-            *pp = hs->next;
-            hs->linked = 0;
-            srv->nsessions--;
-            if (--hs->refs == 0) {
-                hs->next = dead;
-                dead = hs;
-            }
-            continue;
-        }
-        pp = &hs->next;
-    }
-    pthread_mutex_unlock(&srv->mu);
-    while (dead) {
-        struct http_session *next = dead->next;
-        if (!all) {
-            hutch_info("session %.8s of %s expired after %u s idle", dead->id,
-                       dead->principal, srv->k.idle_ms / 1000u);
-            hutch_metrics_http(HUTCH_HTTP_SESSION_IDLE, 1);
-        }
-        session_destroy(dead);
-        dead = next;
-    }
-}
-
 /* ---------------------------------------------------------------------- */
 /* Replies */
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status,
-                             const char *ctype, void *body, size_t len,
-                             enum MHD_ResponseMemoryMode mode, const char *const *hdrs)
+enum MHD_Result http_reply(struct MHD_Connection *conn, unsigned status,
+                           const char *ctype, void *body, size_t len,
+                           enum MHD_ResponseMemoryMode mode, const char *const *hdrs)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
     enum MHD_Result ret;
@@ -792,29 +123,24 @@ static enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
     if (n < 0 || (size_t)n >= sizeof(body))
         n = 0;
     hutch_debug("http %u: %s", status, msg);
-    return reply(conn, status, "application/json", body, (size_t)n,
-                 MHD_RESPMEM_MUST_COPY, hdrs);
+    return http_reply(conn, status, "application/json", body, (size_t)n,
+                      MHD_RESPMEM_MUST_COPY, hdrs);
 }
 
-static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status,
-                                  const char *msg, const char *const *hdrs)
+enum MHD_Result http_reply_text(struct MHD_Connection *conn, unsigned status,
+                                const char *msg, const char *const *hdrs)
 {
-    return reply(conn, status, "text/plain; charset=utf-8", (void *)msg, strlen(msg),
-                 MHD_RESPMEM_PERSISTENT, hdrs);
+    return http_reply(conn, status, "text/plain; charset=utf-8", (void *)msg,
+                      strlen(msg), MHD_RESPMEM_PERSISTENT, hdrs);
 }
 
 static enum MHD_Result reply_empty(struct MHD_Connection *conn, unsigned status)
 {
-    return reply(conn, status, NULL, NULL, 0, MHD_RESPMEM_PERSISTENT, NULL);
+    return http_reply(conn, status, NULL, NULL, 0, MHD_RESPMEM_PERSISTENT, NULL);
 }
 
 /* ---------------------------------------------------------------------- */
-/* Request checks */
-
-static const char *header(struct MHD_Connection *conn, const char *name)
-{
-    return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
-}
+/* Reading a request */
 
 static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key,
                                   const char *value)
@@ -822,189 +148,6 @@ static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char
     if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
         ++*(int *)cls;
     return MHD_YES;
-}
-
-/* localhost, 127.0.0.1 or [::1], with an optional :port. */
-static int host_is_local(const char *h)
-{
-    const char *end;
-    size_t n;
-
-    if (*h == '[') {
-        end = strchr(h, ']');
-        if (!end)
-            return 0;
-        end++;
-    } else {
-        end = h + strcspn(h, ":");
-    }
-    n = (size_t)(end - h);
-    if (*end) {
-        size_t digits = strspn(end + 1, "0123456789");
-        if (*end != ':' || digits == 0 || digits > 5 || end[1 + digits])
-            return 0;
-    }
-    return (n == 9 && strncasecmp(h, "localhost", 9) == 0) ||
-           (n == 9 && memcmp(h, "127.0.0.1", 9) == 0) ||
-           (n == 5 && memcmp(h, "[::1]", 5) == 0);
-}
-
-static int origin_is_local(const char *o)
-{
-    if (strncasecmp(o, "http://", 7) == 0)
-        return host_is_local(o + 7);
-    if (strncasecmp(o, "https://", 8) == 0)
-        return host_is_local(o + 8);
-    return 0; /* includes "null" */
-}
-
-/* A page on evil.example whose name was rebound to 127.0.0.1 reaches us
- * with Host: evil.example, and with its own Origin when it is a browser.
- * Only loopback binds need this: elsewhere the token does the job, and a
- * cross-origin browser cannot send it (we answer no CORS preflight). */
-static const char *rebinding_check(struct MHD_Connection *conn)
-{
-    const char *host = header(conn, MHD_HTTP_HEADER_HOST);
-    const char *origin = header(conn, MHD_HTTP_HEADER_ORIGIN);
-
-    if (!host || !host_is_local(host))
-        return "Forbidden: Host must be localhost, 127.0.0.1 or [::1]";
-    if (origin && !origin_is_local(origin))
-        return "Forbidden: Origin must be http(s)://localhost, 127.0.0.1 or [::1]";
-    return NULL;
-}
-
-/* The guard's record of the connection (NULL when it has none). */
-static struct hutch_http_conn *guard_conn(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-
-    return ci ? ci->socket_context : NULL;
-}
-
-/* Who is asking: the policy's principal whose token this is, or "http" for
- * the server-wide token (or when no token is configured at all).  0 when
- * the request is not authorized; *given then says whether it came with a
- * bearer token (a wrong one) or none.  An authorized request makes its
- * connection authenticated for the guard. */
-static int authorized(const struct http_server *srv, struct MHD_Connection *conn,
-                      char *who, size_t len, int *given)
-{
-    const char *h = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
-    char tok[512];
-    size_t n;
-    int ok = 0;
-
-    snprintf(who, len, "http");
-    *given = 0;
-    if (!srv->token && !srv->principal) {
-        ok = 1;
-        goto out;
-    }
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
-        return 0;
-    h += 7;
-    h += strspn(h, " \t");
-    n = strlen(h);
-    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
-        n--;
-    *given = n > 0;
-    if (srv->token && secret_equal(srv->token, srv->token_len, h, n)) {
-        ok = 1;
-    } else if (srv->principal && n < sizeof(tok)) {
-        memcpy(tok, h, n);
-        tok[n] = '\0';
-        ok = srv->principal(srv->principal_arg, tok, who, len) == 1;
-    }
-out:
-    if (ok) {
-        struct hutch_http_conn *c = guard_conn(conn);
-        if (c)
-            hutch_http_guard_trust(srv->guard, c);
-    }
-    return ok;
-}
-
-/* The challenge of a 401 (RFC 6750 §3): a bare one when no token came, so
- * that a client knows to send one; invalid_token when one came and is not
- * valid. */
-static const char *const *www_authenticate(int given)
-{
-    static const char *const bare[] = {"WWW-Authenticate", "Bearer realm=\"hutch\"",
-                                       NULL};
-    static const char *const invalid[] = {
-        "WWW-Authenticate",
-        "Bearer realm=\"hutch\", error=\"invalid_token\", "
-        "error_description=\"the bearer token is not valid\"",
-        NULL};
-
-    return given ? invalid : bare;
-}
-
-static const char *unauthorized_msg(int given)
-{
-    return given ? "Unauthorized: the bearer token is not valid"
-                 : "Unauthorized: send Authorization: Bearer <token>";
-}
-
-/* ---------------------------------------------------------------------- */
-/* /healthz, /readyz, /metrics */
-
-static enum MHD_Result on_ops(struct http_server *srv, struct MHD_Connection *conn,
-                              const char *url, const char *method)
-{
-    static const char *const allow[] = {"Allow", "GET, HEAD", NULL};
-    static const char *const nocache[] = {"Cache-Control", "no-store", NULL};
-    char who[HUTCH_MAX_PRINCIPAL_NAME + 1];
-    int given = 0, authed = authorized(srv, conn, who, sizeof(who), &given);
-
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
-        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-        return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-                          "Method Not Allowed: use GET\n", allow);
-    if (strcmp(url, "/healthz") == 0)
-        return reply_text(conn, MHD_HTTP_OK, "ok\n", nocache);
-    if (strcmp(url, "/readyz") == 0) {
-        int ready = 0;
-        cJSON *o = hutch_metrics_ready(srv->jobs, srv->upstreams, authed, &ready);
-        char *body = o ? cJSON_PrintUnformatted(o) : NULL;
-        cJSON_Delete(o);
-        if (!body)
-            return MHD_NO;
-        return reply(conn, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
-                     "application/json", body, strlen(body), MHD_RESPMEM_MUST_FREE,
-                     nocache);
-    }
-    /* /metrics */
-    if (!authed) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "%s\n", unauthorized_msg(given));
-        return reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain; charset=utf-8", msg,
-                     strlen(msg), MHD_RESPMEM_MUST_COPY, www_authenticate(given));
-    }
-    {
-        struct hutch_buf b;
-        size_t len = 0;
-        char *body;
-        hutch_buf_init(&b, HUTCH_METRICS_MAX_BYTES);
-        if (hutch_metrics_render(srv->jobs, srv->upstreams, &b) < 0) {
-            hutch_buf_free(&b);
-            return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
-                              "Internal Server Error: the metrics do not fit\n", NULL);
-        }
-        body = hutch_buf_steal(&b, &len);
-        if (!body)
-            return MHD_NO;
-        return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
-                     body, len, MHD_RESPMEM_MUST_FREE, nocache);
-    }
-}
-
-static int is_ops_path(const char *url)
-{
-    return !strcmp(url, "/healthz") || !strcmp(url, "/readyz") ||
-           !strcmp(url, "/metrics");
 }
 
 static int is_json_type(const char *ct)
@@ -1018,7 +161,7 @@ static int is_json_type(const char *ct)
 
 static int accepts_sse(struct MHD_Connection *conn)
 {
-    const char *a = header(conn, MHD_HTTP_HEADER_ACCEPT);
+    const char *a = http_header(conn, MHD_HTTP_HEADER_ACCEPT);
 
     return a && strcasestr(a, "text/event-stream");
 }
@@ -1046,142 +189,12 @@ static void req_free(struct http_server *srv, struct http_req *rq)
     hutch_buf_free(&rq->body);
     __atomic_sub_fetch(&srv->buffered, rq->reserved, __ATOMIC_RELAXED);
     if (rq->hs)
-        session_unref(rq->hs);
+        http_session_unref(rq->hs);
     free(rq);
 }
 
 /* ---------------------------------------------------------------------- */
 /* Handlers */
-
-/* Wait for the final message.  A long tool call is not an idle connection,
- * so MHD's timeout is off meanwhile (setting it again restarts its clock).
- * Returns 0, -ECANCELED when the server stops, -ECONNRESET when the client
- * left. */
-static int stream_wait_done(struct http_stream *st)
-{
-    int rc = 0;
-
-    MHD_set_connection_option(st->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    pthread_mutex_lock(&st->mu);
-    while (!st->done) {
-        if (stopping(st->srv)) {
-            rc = -ECANCELED;
-            break;
-        }
-        if (client_gone(st->conn)) {
-            rc = -ECONNRESET;
-            break;
-        }
-        cond_wait_ms(&st->cv, &st->mu, HUTCH_HTTP_TICK_MS);
-    }
-    pthread_mutex_unlock(&st->mu);
-    MHD_set_connection_option(st->conn, MHD_CONNECTION_OPTION_TIMEOUT,
-                              HUTCH_HTTP_CONN_TIMEOUT_S);
-    return rc;
-}
-
-/* MHD_ContentReaderCallback of an SSE response: blocks (this connection
- * has its own thread) until there is something to send. */
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    static const char keepalive[] = ": keepalive\n\n";
-    struct http_stream *st = cls;
-    ssize_t n;
-
-    pthread_mutex_lock(&st->mu);
-    for (;;) {
-        struct http_msg *m = st->head;
-        uint64_t now;
-
-        if (m) {
-            size_t left = m->len - st->off, k = left < max ? left : max;
-            memcpy(buf, m->data + st->off, k);
-            st->off += k;
-            if (st->off == m->len) {
-                st->head = m->next;
-                if (!st->head)
-                    st->tail = NULL;
-                st->queued -= m->len;
-                st->off = 0;
-                m->next = NULL;
-                msgs_free(m);
-            }
-            n = (ssize_t)k;
-            break;
-        }
-        if (st->done) {
-            n = MHD_CONTENT_READER_END_OF_STREAM;
-            break;
-        }
-        if (stopping(st->srv) || client_gone(st->conn)) {
-            n = MHD_CONTENT_READER_END_WITH_ERROR;
-            break;
-        }
-        /* Comments keep proxies and clients with read timeouts from
-         * giving up on a long execution, and MHD's idle timer fed. */
-        now = hutch_now_ms();
-        if (now - st->last_out >= HUTCH_HTTP_KEEPALIVE_MS &&
-            max >= sizeof(keepalive) - 1) {
-            memcpy(buf, keepalive, sizeof(keepalive) - 1);
-            n = (ssize_t)(sizeof(keepalive) - 1);
-            break;
-        }
-        cond_wait_ms(&st->cv, &st->mu, HUTCH_HTTP_TICK_MS);
-    }
-    if (n > 0)
-        st->last_out = hutch_now_ms();
-    pthread_mutex_unlock(&st->mu);
-    return n;
-}
-
-static void sse_free(void *cls)
-{
-    struct http_stream *st = cls;
-    struct http_session *owner = hutch_steal(&st->owner);
-
-    stream_abandon(st);
-    /* The request's own session ends with its response (session_destroy:
-     * what still runs is cancelled). */
-    if (owner)
-        session_unref(owner);
-    stream_unref(st);
-}
-
-/* The stream is done: everything it holds in one buffer (the final message
- * for JSON, every event for SSE).  NULL when nothing came. */
-static char *stream_take_all(struct http_stream *st, size_t *len)
-{
-    struct http_msg *m;
-    size_t total = 0;
-    char *out, *p;
-
-    pthread_mutex_lock(&st->mu);
-    m = st->head;
-    st->head = st->tail = NULL;
-    st->queued = 0;
-    pthread_mutex_unlock(&st->mu);
-    if (!m)
-        return NULL;
-    if (!m->next) { /* the usual case: hand the buffer over as it is */
-        out = m->data;
-        *len = m->len;
-        free(m);
-        return out;
-    }
-    for (struct http_msg *i = m; i; i = i->next)
-        total += i->len;
-    out = malloc(total ? total : 1);
-    if (out) {
-        p = out;
-        for (struct http_msg *i = m; i; i = i->next) {
-            memcpy(p, i->data, i->len);
-            p += i->len;
-        }
-        *len = total;
-    }
-    msgs_free(m);
-    return out;
-}
 
 /* Answer a request whose stream is done, with Mcp-Session-Id when the
  * request created a session. */
@@ -1190,10 +203,10 @@ static enum MHD_Result reply_done(struct MHD_Connection *conn, struct http_strea
 {
     const char *hdrs[5] = {NULL};
     size_t len = 0, h = 0;
-    char *body = stream_take_all(st, &len);
+    char *body = http_stream_take_all(st, &len);
 
     if (!body) {
-        if (stopping(st->srv))
+        if (http_stopping(st->srv))
             return reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
                                "Service Unavailable: server shutting down", NULL);
         return reply_error(conn, MHD_HTTP_NOT_FOUND, -32001,
@@ -1207,38 +220,9 @@ static enum MHD_Result reply_done(struct MHD_Connection *conn, struct http_strea
         hdrs[h++] = MHD_HTTP_HEADER_CACHE_CONTROL;
         hdrs[h++] = "no-cache";
     }
-    return reply(conn, MHD_HTTP_OK, st->sse ? "text/event-stream" : "application/json",
-                 body, len, MHD_RESPMEM_MUST_FREE, hdrs);
-}
-
-static enum MHD_Result reply_sse_stream(struct MHD_Connection *conn,
-                                        struct http_stream *st)
-{
-    struct MHD_Response *r;
-    enum MHD_Result ret;
-
-    stream_ref(st); /* the response's, dropped by sse_free */
-    r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, sse_read, st,
-                                          sse_free);
-    if (!r) {
-        stream_unref(st);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-static int stream_is_done(struct http_stream *st)
-{
-    int done;
-
-    pthread_mutex_lock(&st->mu);
-    done = st->done;
-    pthread_mutex_unlock(&st->mu);
-    return done;
+    return http_reply(conn, MHD_HTTP_OK,
+                      st->sse ? "text/event-stream" : "application/json", body, len,
+                      MHD_RESPMEM_MUST_FREE, hdrs);
 }
 
 /* POST of a message that creates a session (initialize, no Mcp-Session-Id).
@@ -1249,12 +233,12 @@ static enum MHD_Result post_initialize(struct http_session *hs, struct http_stre
 {
     struct MHD_Connection *conn = st->conn;
     enum MHD_Result ret;
-    int rc = request ? stream_wait_done(st) : 0;
+    int rc = request ? http_stream_wait_done(st) : 0;
     /* No version agreed means initialize failed: forget the session rather
      * than hand out an id nobody can use. */
     int keep = rc == 0 && hutch_mcp_session_protocol(hs->s) != NULL;
 
-    session_settle(hs, keep);
+    http_session_settle(hs, keep);
     if (keep)
         hutch_info("session %.8s started", hs->id);
     if (rc == -ECONNRESET)
@@ -1266,7 +250,7 @@ static enum MHD_Result post_initialize(struct http_session *hs, struct http_stre
         ret = reply_empty(conn, MHD_HTTP_ACCEPTED);
     else
         ret = reply_done(conn, st, keep ? hs->id : NULL);
-    session_unref(hs);
+    http_session_unref(hs);
     return ret;
 }
 
@@ -1281,8 +265,9 @@ static enum MHD_Result reply_refusal(struct MHD_Connection *conn,
         return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
                            "Out of memory", NULL);
     hutch_debug("http %u: %s", m->v.http_status, m->why);
-    return reply(conn, m->v.http_status ? m->v.http_status : MHD_HTTP_BAD_REQUEST,
-                 "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE, NULL);
+    return http_reply(conn, m->v.http_status ? m->v.http_status : MHD_HTTP_BAD_REQUEST,
+                      "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE,
+                      NULL);
 }
 
 /* A 2026-07-28 message: no session to find or make.  A request gets a
@@ -1300,36 +285,36 @@ static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connectio
 
     if (!m->answer)
         return reply_empty(conn, MHD_HTTP_ACCEPTED);
-    hs = session_transient(srv, rq->principal);
+    hs = http_session_transient(srv, rq->principal);
     if (!hs)
         return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
                            "Internal error: cannot serve the request", NULL);
-    st = stream_new(srv, conn, accepts_sse(conn));
+    st = http_stream_new(srv, conn, accepts_sse(conn));
     if (!st) {
-        session_unref(hs);
+        http_session_unref(hs);
         return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
                            "Out of memory", NULL);
     }
-    pending_add(hs, st);
+    http_pending_add(hs, st);
     hutch_mcp_session_deliver(hs->s, m, st);
-    if (st->sse && !stream_is_done(st)) {
-        st->owner = hs; /* sse_free drops it */
-        ret = reply_sse_stream(conn, st);
+    if (st->sse && !http_stream_is_done(st)) {
+        st->owner = hs; /* sse_free (http_stream.c) drops it */
+        ret = http_reply_sse_stream(conn, st);
         if (ret == MHD_NO) {
             /* Unless the response was made and sse_free dropped it. */
             hs = hutch_steal(&st->owner);
-            stream_abandon(st);
+            http_stream_abandon(st);
             if (hs)
-                session_unref(hs);
+                http_session_unref(hs);
         }
-        stream_unref(st);
+        http_stream_unref(st);
         return ret;
     }
-    rc = stream_wait_done(st);
+    rc = http_stream_wait_done(st);
     ret = rc == -ECONNRESET ? MHD_NO : reply_done(conn, st, NULL);
-    stream_abandon(st);
-    session_unref(hs);
-    stream_unref(st);
+    http_stream_abandon(st);
+    http_session_unref(hs);
+    http_stream_unref(st);
     return ret;
 }
 
@@ -1338,9 +323,9 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
 {
     struct http_session *hs = hutch_steal(&rq->hs);
     const char *body = rq->body.data ? rq->body.data : "";
-    const struct hutch_mcp_headers h = {header(conn, "MCP-Protocol-Version"),
-                                        header(conn, "Mcp-Method"),
-                                        header(conn, "Mcp-Name")};
+    const struct hutch_mcp_headers h = {http_header(conn, "MCP-Protocol-Version"),
+                                        http_header(conn, "Mcp-Method"),
+                                        http_header(conn, "Mcp-Name")};
     struct hutch_mcp_msg m;
     struct http_stream *st;
     enum MHD_Result ret;
@@ -1352,7 +337,7 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
     hutch_mcp_msg_parse(body, rq->body.len, &h, &m);
     if (m.v.era == HUTCH_MCP_MODERN || m.protocol_error || (!hs && m.refused)) {
         if (hs)
-            session_unref(hs); /* its session id means nothing here */
+            http_session_unref(hs); /* its session id means nothing here */
         ret = m.refused ? reply_refusal(conn, &m) : post_modern(srv, conn, rq, &m);
         hutch_mcp_msg_clear(&m);
         return ret;
@@ -1366,7 +351,7 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
             return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                                "Bad Request: Mcp-Session-Id header is required", NULL);
         }
-        hs = session_create(srv, rq->principal, &status, &why);
+        hs = http_session_create(srv, rq->principal, &status, &why);
         if (!hs) {
             hutch_mcp_msg_clear(&m);
             return reply_error(conn, status, -32000, why, NULL);
@@ -1374,41 +359,41 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
         init = 1;
     }
 
-    st = stream_new(srv, conn, accepts_sse(conn));
+    st = http_stream_new(srv, conn, accepts_sse(conn));
     if (!st) {
         hutch_mcp_msg_clear(&m);
         if (init)
-            session_settle(hs, 0);
-        session_unref(hs);
+            http_session_settle(hs, 0);
+        http_session_unref(hs);
         return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
                            "Out of memory", NULL);
     }
     /* Listed before delivery: the answer may come before it returns. */
-    pending_add(hs, st);
+    http_pending_add(hs, st);
     r = hutch_mcp_session_deliver(hs->s, &m, st);
     hutch_mcp_msg_clear(&m);
     if (r == 0)
-        pending_release(st); /* nothing will come for it */
+        http_pending_release(st); /* nothing will come for it */
 
     if (init) {
         ret = post_initialize(hs, st, r);
     } else {
-        session_unref(hs);
+        http_session_unref(hs);
         if (r == 0) {
             ret = reply_empty(conn, MHD_HTTP_ACCEPTED);
-        } else if (st->sse && !stream_is_done(st)) {
+        } else if (st->sse && !http_stream_is_done(st)) {
             /* Headers now, events as they come; the response keeps the
              * stream alive from here. */
-            ret = reply_sse_stream(conn, st);
-            stream_unref(st);
+            ret = http_reply_sse_stream(conn, st);
+            http_stream_unref(st);
             return ret;
         } else {
-            int rc = stream_wait_done(st);
+            int rc = http_stream_wait_done(st);
             ret = rc == -ECONNRESET ? MHD_NO : reply_done(conn, st, NULL);
         }
     }
-    stream_abandon(st);
-    stream_unref(st);
+    http_stream_abandon(st);
+    http_stream_unref(st);
     return ret;
 }
 
@@ -1419,8 +404,8 @@ static enum MHD_Result on_delete(struct http_server *srv, struct MHD_Connection 
 
     hutch_info("session %.8s ended by the client", hs->id);
     hutch_metrics_http(HUTCH_HTTP_SESSION_CLIENT, 1);
-    session_end(hs);
-    session_unref(hs);
+    http_session_end(hs);
+    http_session_unref(hs);
     return reply_empty(conn, MHD_HTTP_NO_CONTENT);
 }
 
@@ -1441,22 +426,23 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     if (hosts > 1)
         return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
                            "Bad Request: more than one Host header", NULL);
-    if (srv->loopback && (why = rebinding_check(conn)) != NULL)
+    if (srv->loopback && (why = http_rebinding_check(conn)) != NULL)
         return reply_error(conn, MHD_HTTP_FORBIDDEN, -32000, why, NULL);
-    /* No OAuth metadata here, for anyone (see the top of this file). */
+    /* No OAuth metadata here, for anyone (see the top of http_auth.c). */
     if (strncmp(url, "/.well-known/", 13) == 0)
-        return reply_text(conn, MHD_HTTP_NOT_FOUND,
-                          "Not found: hutch has no OAuth; send its static token as "
-                          "Authorization: Bearer <token>\n",
-                          NULL);
-    if (is_ops_path(url))
-        return on_ops(srv, conn, url, method);
-    if (!authorized(srv, conn, who, sizeof(who), &given))
-        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000, unauthorized_msg(given),
-                           www_authenticate(given));
+        return http_reply_text(
+            conn, MHD_HTTP_NOT_FOUND,
+            "Not found: hutch has no OAuth; send its static token as "
+            "Authorization: Bearer <token>\n",
+            NULL);
+    if (http_is_ops_path(url))
+        return http_on_ops(srv, conn, url, method);
+    if (!http_authorized(srv, conn, who, sizeof(who), &given))
+        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000,
+                           http_unauthorized_msg(given), http_www_authenticate(given));
     if (strcmp(url, HTTP_PATH) != 0)
-        return reply_text(conn, MHD_HTTP_NOT_FOUND,
-                          "Not found: hutch serves MCP at /mcp\n", NULL);
+        return http_reply_text(conn, MHD_HTTP_NOT_FOUND,
+                               "Not found: hutch serves MCP at /mcp\n", NULL);
     if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
         return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
                            "Method Not Allowed: hutch offers no standalone SSE stream",
@@ -1465,13 +451,13 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
         return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
                            "Method Not Allowed", allow);
     if (post) {
-        ctype = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+        ctype = http_header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
         if (!ctype || !is_json_type(ctype))
             return reply_error(
                 conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
                 "Unsupported Media Type: Content-Type must be application/json", NULL);
         /* MHD has checked it is a number: failing here means it overflows. */
-        clen = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        clen = http_header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (clen && (hutch_parse_u64(clen, 0, UINT64_MAX, &len) < 0 ||
                      len > HUTCH_HTTP_MAX_BODY)) {
             char msg[96];
@@ -1480,8 +466,8 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
             return reply_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, -32000, msg, NULL);
         }
     }
-    sid = header(conn, "Mcp-Session-Id");
-    version = header(conn, "MCP-Protocol-Version");
+    sid = http_header(conn, "Mcp-Session-Id");
+    version = http_header(conn, "MCP-Protocol-Version");
     /* Not on a session-less initialize: the version is still to be agreed;
      * nor on a 2026 one, whose body decides (mcp_era.h). */
     if (sid && version && !hutch_mcp_protocol_supported(version) &&
@@ -1505,7 +491,7 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
                            "Service Unavailable: too many uploads at once", NULL);
     }
     if (sid) {
-        rq->hs = session_lookup(srv, sid);
+        rq->hs = http_session_lookup(srv, sid);
         /* A session belongs to the principal that opened it: to anyone
          * else it does not exist. */
         if (!rq->hs || strcmp(rq->hs->principal, rq->principal) != 0) {
@@ -1527,7 +513,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     struct http_req *rq = *con_cls;
 
     if (!rq) {
-        struct hutch_http_conn *c = guard_conn(conn);
+        struct hutch_http_conn *c = http_guard_conn(conn);
         if (c)
             hutch_http_guard_head(srv->guard, c);
         return on_headers(srv, conn, url, method, con_cls);
@@ -1559,7 +545,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
     struct http_server *srv = cls;
-    struct hutch_http_conn *c = guard_conn(conn);
+    struct hutch_http_conn *c = http_guard_conn(conn);
 
     req_free(srv, *con_cls);
     *con_cls = NULL;
@@ -1878,7 +864,7 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
             last_said = now;
         }
         if (now - last_sweep >= sweep_ms) {
-            sessions_sweep(&srv, 0);
+            http_sessions_sweep(&srv, 0);
             last_sweep = now;
         }
     }
@@ -1887,7 +873,7 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
      * (which joins every connection thread) does not hang. */
     __atomic_store_n(&srv.stopping, 1, __ATOMIC_RELEASE);
     MHD_stop_daemon(d);
-    sessions_sweep(&srv, 1);
+    http_sessions_sweep(&srv, 1);
     /* 2026 requests whose sandboxes are still being torn down (their
      * executions were cancelled when their connections ended). */
     for (;;) {

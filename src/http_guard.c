@@ -7,7 +7,7 @@
  * nowhere) until the transport says it ended: its descriptor is not closed
  * before that, so no shutdown can reach a descriptor reused meanwhile.
  *
- * Not here: reading requests, tokens (http.c). */
+ * Not here: reading requests (http.c), tokens (http_auth.c). */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  * sends can grow the exposition.  The sandboxes-alive gauge is one atomic
  * (it is touched from pool threads on every start and destroy).
  *
- * Not here: serving HTTP (http.c), the pools' and upstreams' numbers
+ * Not here: serving HTTP (http_ops.c), the pools' and upstreams' numbers
  * (read from their status at scrape time), the audit log (audit.c). */
 #include <errno.h>
 #include <math.h>
