@@ -1,4 +1,5 @@
-/* hutch_archive.h — tar streams in both directions (archive.c, on top of
+/* hutch_archive.h — tar streams in both directions (archive.c, the judge;
+ * archive_extract.c, the unpacker; archive_pack.c, the writers; on top of
  * libarchive, whose own header is <archive.h>).
  *
  * hutch_archive_extract() is the one safe unpacker: everything that comes
@@ -27,14 +28,14 @@ void hutch_archive_limits_out(struct hutch_archive_limits *lim);
  * symlink.  Does not touch the umask.  Files get 0644 (0755 when any x bit
  * was set), directories 0755.  On error err says which entry and why, and
  * dest_dir holds what it held before. */
-/* More precisely (archive.c): zero bytes of input is refused; a tar with no
- * entries (the 1024-byte end marker alone) is accepted and only creates
- * dest_dir.  Missing parent directories of an entry are created 0755 and
- * count against max_entries.  "./x" means "x"; a directory entry "." or "./"
- * is skipped.  A path may appear only once; a regular file already in
- * dest_dir is replaced, a directory already there is merged into.  dest_dir
- * itself may be reached through symlinks (it is the caller's path).  A NULL
- * `lim` means hutch_archive_limits_out(). */
+/* More precisely (archive_extract.c): zero bytes of input is refused; a tar
+ * with no entries (the 1024-byte end marker alone) is accepted and only
+ * creates dest_dir.  Missing parent directories of an entry are created
+ * 0755 and count against max_entries.  "./x" means "x"; a directory entry
+ * "." or "./" is skipped.  A path may appear only once; a regular file
+ * already in dest_dir is replaced, a directory already there is merged
+ * into.  dest_dir itself may be reached through symlinks (it is the
+ * caller's path).  A NULL `lim` means hutch_archive_limits_out(). */
 int hutch_archive_extract(const void *tar, size_t len, const char *dest_dir,
                           const struct hutch_archive_limits *lim,
                           struct hutch_err *err);
@@ -43,8 +44,8 @@ int hutch_archive_extract(const void *tar, size_t len, const char *dest_dir,
  * special files skipped with a warning through `log` when non-NULL) as an
  * uncompressed ustar/pax stream to `write`, paths relative to dir.  Never
  * follows a symlink, including for `dir` itself' s components below it. */
-/* Note (archive.c): there is no `log` parameter, so skipped entries are
- * skipped silently.  A missing `dir` gives an empty tar; `dir` being a
+/* Note (archive_pack.c): there is no `log` parameter, so skipped entries
+ * are skipped silently.  A missing `dir` gives an empty tar; `dir` being a
  * symlink is refused (-ELOOP).  Entries are sorted by name, without "./".
  * A NULL `lim` means hutch_archive_limits_out(). */
 int hutch_archive_pack_dir(const char *dir, hutch_write_fn write, void *arg,

@@ -1,4 +1,4 @@
-/* fuzz_tar.c — untrusted tars (archive.c): the judge (hutch_archive_list),
+/* fuzz_tar.c — untrusted tars (archive*.c): the judge (hutch_archive_list),
  * the unpacker (hutch_archive_extract, into a fresh directory removed after
  * each input), the re-packer (hutch_archive_filter) and hutch_archive_read_files.
  *

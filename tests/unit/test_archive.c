@@ -1,4 +1,5 @@
-/* test_archive.c — unit tests of src/archive.c, printing TAP.
+/* test_archive.c — unit tests of src/archive*.c (the judge, the unpacker,
+ * the writers), printing TAP.
  *
  * Hostile tars are crafted in memory with libarchive's write API; every
  * rejection is checked for its message and for leaving the destination
