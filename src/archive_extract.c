@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,7 +247,7 @@ static void stage_name(char *buf /* STAGE_NAME_LEN + 1 */)
 {
     static const char cs[] =
         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static unsigned counter;
+    static atomic_uint counter; /* extracts run on many threads */
     unsigned char rnd[10];
     size_t o = sizeof(STAGE_PREFIX) - 1;
 
@@ -257,7 +258,8 @@ static void stage_name(char *buf /* STAGE_NAME_LEN + 1 */)
         uint64_t x;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
-            ((uint64_t)getpid() << 40) ^ (uint64_t)++counter * 0x9e3779b97f4a7c15ull;
+            ((uint64_t)getpid() << 40) ^
+            (uint64_t)(atomic_fetch_add(&counter, 1) + 1) * 0x9e3779b97f4a7c15ull;
         for (size_t i = 0; i < sizeof(rnd); i++, x = x * 6364136223846793005ull + 1)
             rnd[i] = (unsigned char)(x >> 56);
     }
