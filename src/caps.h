@@ -267,7 +267,8 @@
 #define HUTCH_UPSTREAM_HTTP_POOL 8
 
 /* The tool catalog (catalog.c): what upstream tool definitions may hold,
- * and what search shows of them.  SIG_*: Python/TypeScript signatures. */
+ * and what search shows of them.  SIG_*: Python/TypeScript signatures
+ * (catalog_sig.c). */
 #define HUTCH_CATALOG_MAX_TOOLS                                                        \
     ((size_t)HUTCH_UPSTREAM_MAX_TOOLS * HUTCH_UPSTREAM_MAX_SERVERS)
 #define HUTCH_CATALOG_MAX_IDENT     128   /* bytes of a Python/TS identifier */
@@ -301,7 +302,7 @@
  * at for notifications/tools/list_changed (mcp_direct.c). */
 #define HUTCH_DIRECT_WATCH_MS 250
 
-/* A tool's return type in its signatures (catalog.c): a declared
+/* A tool's return type in its signatures (catalog_sig.c): a declared
  * outputSchema or an observed shape, spelled out until it passes this
  * many bytes, then shown shallower, then as dict / Any. */
 #define HUTCH_SIG_MAX_RETURN_BYTES 1024
@@ -332,7 +333,7 @@
 /* Call and object counts stop here (they stay exact below). */
 #define HUTCH_SHAPE_MAX_COUNT 1000000000ULL
 
-/* JSON Schema of tool arguments (schema.c, and catalog.c for $ref). */
+/* JSON Schema of tool arguments (schema.c, and catalog_sig.c for $ref). */
 #define HUTCH_SCHEMA_MAX_DEPTH   32  /* subschemas on one path, $ref included */
 #define HUTCH_SCHEMA_MAX_POINTER 512 /* bytes of a $ref */
 /* Subschema visits per validation: a base for small arguments plus a share

@@ -10,10 +10,11 @@
  * JSON Schemas.  A tool the policy's globs deny is neither shown nor
  * counted, so an agent never plans with a tool it cannot call.
  *
- * Not here: ranking and signatures (catalog.c), the decision on a call
- * (policy.c, govern.c), MCP framing (mcp_tools.c), waiting for the
- * servers still starting (upstream.c).  No state: every function works on
- * a catalog, a policy or a status the caller holds, from any thread. */
+ * Not here: ranking (catalog.c) and signatures (catalog_sig.c), the
+ * decision on a call (policy.c, govern.c), MCP framing (mcp_tools.c),
+ * waiting for the servers still starting (upstream.c).  No state: every
+ * function works on a catalog, a policy or a status the caller holds, from
+ * any thread. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

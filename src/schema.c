@@ -4,7 +4,8 @@
  * trace.  Only the keywords listed in schema.h are enforced; anything else
  * is ignored, because the upstream validates again and refusing a valid call
  * over a keyword we do not understand would be worse than letting the
- * upstream decide.  Generating signatures from schemas lives in catalog.c.
+ * upstream decide.  Generating signatures from schemas lives in
+ * catalog_sig.c.
  *
  * Schemas come from upstream servers and are untrusted too: keywords of the
  * wrong JSON type are ignored, nesting is capped, and a step budget stops

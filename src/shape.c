@@ -3,7 +3,7 @@
  * loading, atomic saving) and putting observed return types into search
  * results.
  *
- * Not here: the type syntax of Python and TypeScript (catalog.c renders the
+ * Not here: the type syntax of Python and TypeScript (catalog_sig.c renders the
  * JSON Schema a shape converts to), policy (search_tools passes may_see).
  *
  * Threads: one mutex (mu) guards the table of entries; a second (save_mu)
@@ -578,7 +578,7 @@ static cJSON *node_json(const struct shape *s)
     return o;
 }
 
-/* The JSON Schema catalog.c renders: integer and number are number. */
+/* The JSON Schema catalog_sig.c renders: integer and number are number. */
 static cJSON *schema_json(const struct shape *s)
 {
     unsigned types = s->types & T_ALL;
@@ -1106,7 +1106,7 @@ void hutch_shapes_annotate(struct hutch_shapes *s, const char *principal,
         pt = hutch_catalog_type(schema, 0);
         tt = hutch_catalog_type(schema, 1);
         /* Both signatures or neither (py and ts end in the generic type:
-         * catalog.c, make_sigs). */
+         * catalog_sig.c, cat_make_sigs). */
         npy = pt ? with_return(py, "Any", pt, "") : NULL;
         nts = tt ? with_return(ts, "any>", tt, ">") : NULL;
         if (npy && nts) {

@@ -22,9 +22,9 @@
  * loaded at start, written atomically (a temporary file renamed over it)
  * at most every HUTCH_SHAPE_SAVE_MS while calls come in, and at exit.
  *
- * Not here: rendering a schema as a Python or TypeScript type (catalog.c,
- * hutch_catalog_type), deciding who may see which tool (the caller passes
- * a predicate). */
+ * Not here: rendering a schema as a Python or TypeScript type
+ * (catalog_sig.c, hutch_catalog_type), deciding who may see which tool
+ * (the caller passes a predicate). */
 #ifndef HUTCH_SHAPE_H
 #define HUTCH_SHAPE_H
 

@@ -1,6 +1,7 @@
 /* fuzz_schema.c — JSON Schema validation (schema.c) and what the catalog
- * makes of a tool's schema (catalog.c: identifiers, collisions, the Python
- * signature and TypeScript declaration, lookup and search).
+ * makes of a tool's schema (catalog.c: collisions, lookup and search;
+ * catalog_sig.c: identifiers, the Python signature and TypeScript
+ * declaration).
  *
  * Input: JSON text.  An array [schema, value, ...] validates value against
  * schema; anything else validates itself (as value) against itself (as
