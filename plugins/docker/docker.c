@@ -25,8 +25,10 @@
  * gone (a crashed hutch), close() those of this instance, and an engine
  * that answers again after it was down (a daemon killed and restarted)
  * loses the containers and volumes of this instance that no live sandbox
- * holds (lost_sweep: a removal that failed while it was down, a container
- * created as it died).
+ * holds (a removal that failed while it was down, a container created as
+ * it died).  Those sweeps, and the registry of live sandboxes they
+ * consult, live in sweep.c; hutch doctor's lines in doctor.c (docker.h
+ * says what the three share).
  *
  * Each container's program runs as a host uid of its own (uid_take()):
  * without user-namespace remapping the kernel charges per-user quotas
@@ -53,49 +55,13 @@
 #include "attach.h"
 #include "box.h"
 #include "caps.h"
+#include "docker.h"
 #include "engines.h"
 #include "masked.h"
 #include "sbio.h"
 
-#define DK_READY_MS    60000 /* container start until init connected (loaded machines) */
-#define DK_STOP_MS     5000  /* init killing the program's processes */
-#define DK_OWNER_LABEL "hutch.owner"
-
-/* The program's host uid (and gid) in a container: DK_UID_BASE + (hutch's
- * pid << 8 | a slot this process holds while the container lives).  pids
- * are below 2^22 (PID_MAX_LIMIT), so the range is 0x10000000 to
- * 0x4fffffff: no distribution allocates it, and it stays below the local
- * executor's 0x70000000 + pid and below 2^31 (hutch-init's maximum).  So a
- * uid is unique among the live containers of every hutch process of the
- * host (one pid namespace), up to DK_UID_SLOTS live containers per
- * process; beyond that two of them share one. */
-#define DK_UID_BASE  0x10000000u
-#define DK_UID_SLOTS 256u
-
-struct dk_state {
-    const struct hutch_host *host;
-    struct dk_engines engines;
-    char instance[64];
-    char owner[320];          /* hostname:pid:starttime */
-    unsigned long long start; /* this process's start time, as in owner */
-    char dir[PATH_MAX];       /* cfg->state_dir: this process's socket dirs */
-    char parent[PATH_MAX];    /* where the state dirs of other hutch processes are */
-    char init_path[PATH_MAX];
-    char runner_dir[PATH_MAX];
-    /* hutch-init and the runners as a tar for /run/hutch (owned by root):
-     * made by open(), made again when they change on disk (boot_get). */
-    pthread_mutex_t boot_mu;
-    struct dk_boot *boot;
-    unsigned long seq;
-    /* Live containers per uid slot (see uid_take()), updated atomically:
-     * sandboxes start and end on several threads. */
-    unsigned uid_users[DK_UID_SLOTS];
-    int noview_said; /* atomic: a refused view is logged once */
-    /* The sandboxes alive or being started, by number: what an engine's
-     * comeback must not sweep. */
-    pthread_mutex_t live_mu;
-    struct dk_sandbox *live;
-};
+#define DK_READY_MS 60000 /* container start until init connected (loaded machines) */
+#define DK_STOP_MS  5000  /* init killing the program's processes */
 
 struct dk_boot {
     unsigned refs; /* atomic; st->boot holds one */
@@ -104,33 +70,13 @@ struct dk_boot {
     char tar[];
 };
 
-struct dk_sandbox {
-    struct hutch_sandbox pub; /* first: the core sees this */
-    struct dk_state *st;
-    struct dk_engine *eng; /* where it runs (its live count is held) */
-    char endpoints[1024];  /* the policy's executor_options.docker.endpoints */
-    int uid_slot;          /* -1 until taken */
-    unsigned uid;          /* the program's host uid and gid, and /work's owner */
-    char id[80];
-    char image[256];
-    char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
-    struct sbio io;
-    struct dk_attach *att;
-    char work_volume[160]; /* Podman: /work's volume, made before the container */
-    int killed;
-    char label[64];       /* how->label, then the job's: for log lines */
-    uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */
-    unsigned long n;      /* its number (container hutch-INSTANCE-N), 0: none */
-    struct dk_sandbox *live_next, *live_prev; /* st->live, under live_mu */
-};
-
 /* --- where things are -------------------------------------------------- */
 
 /* The image of a language: hutch-LANG:VERSION (`version` is hutch's), or
  * the one HUTCH_DOCKER_IMAGE_* names.  `data`: the data flavour, which
  * only Python has (hutch-python-data, HUTCH_DOCKER_IMAGE_PYTHON_DATA). */
-static const char *image_for(const char *version, const char *lang, int data, char *buf,
-                             size_t len)
+const char *dk_image_for(const char *version, const char *lang, int data, char *buf,
+                         size_t len)
 {
     int py = strcmp(lang, "python") == 0;
     const char *env = getenv(
@@ -142,317 +88,6 @@ static const char *image_for(const char *version, const char *lang, int data, ch
         snprintf(buf, len, "hutch-%s:%s",
                  py ? (data ? "python-data" : "python") : "node", version);
     return buf;
-}
-
-/* --- owners: is the hutch that made a container still alive? ----------- */
-
-/* 1 when `owner` names a process of this host that no longer runs. */
-static int owner_dead(const char *owner)
-{
-    char host[256] = "", mine[256] = "";
-    unsigned long long start = 0;
-    int pid = 0;
-    const char *colon = strrchr(owner, ':');
-
-    if (!colon || sscanf(colon + 1, "%llu", &start) != 1)
-        return 0;
-    {
-        const char *c2 = colon - 1;
-        while (c2 > owner && *c2 != ':')
-            c2--;
-        if (c2 <= owner || sscanf(c2 + 1, "%d", &pid) != 1 ||
-            (size_t)(c2 - owner) >= sizeof(host))
-            return 0;
-        memcpy(host, owner, (size_t)(c2 - owner));
-    }
-    gethostname(mine, sizeof(mine) - 1);
-    if (strcmp(host, mine) != 0)
-        return 0; /* another machine's hutch: not ours to judge */
-    return box_process_gone(pid, start);
-}
-
-/* 0, or the last error's code (dk_engine_failure() tells the engine's
- * absence). */
-static int remove_container(struct dk_state *st, const struct dk_api *api,
-                            const char *id)
-{
-    struct hutch_err err = {0};
-    char path[160];
-    long status = 0;
-
-    snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
-    /* A container that stops by itself while the engine kills it (its init
-     * ended) can make the removal fail once (Podman: "could not be
-     * stopped ... state improper"): asked again, a few times.  404: gone;
-     * 409: another removal of it is under way. */
-    for (int i = 0; i < 3; i++) {
-        err = (struct hutch_err){0};
-        status = 0;
-        if (dk_json(api, "DELETE", path, NULL, &status, NULL, &err) == 0 ||
-            status == 404 || status == 409)
-            return 0;
-        if (status != 500)
-            break;
-        usleep(100000);
-    }
-    st->host->log(HUTCH_LOG_WARN, "docker", "removing container %.12s: %s", id,
-                  err.msg);
-    /* An answer (a status) is not the engine's absence. */
-    return status ? -EPROTO : err.code ? err.code : -EIO;
-}
-
-/* The registry of live sandboxes (st->live): a sandbox is in it from
- * before its container is asked for until after its container is gone. */
-static void live_set(struct dk_state *st, struct dk_sandbox *sb, unsigned long n)
-{
-    pthread_mutex_lock(&st->live_mu);
-    if (!sb->n) {
-        sb->live_prev = NULL;
-        sb->live_next = st->live;
-        if (st->live)
-            st->live->live_prev = sb;
-        st->live = sb;
-    }
-    sb->n = n;
-    pthread_mutex_unlock(&st->live_mu);
-}
-
-static void live_del(struct dk_state *st, struct dk_sandbox *sb)
-{
-    pthread_mutex_lock(&st->live_mu);
-    if (sb->n) {
-        if (sb->live_prev)
-            sb->live_prev->live_next = sb->live_next;
-        else
-            st->live = sb->live_next;
-        if (sb->live_next)
-            sb->live_next->live_prev = sb->live_prev;
-        sb->n = 0;
-    }
-    pthread_mutex_unlock(&st->live_mu);
-}
-
-static int live_has(struct dk_state *st, unsigned long n)
-{
-    int r = 0;
-    pthread_mutex_lock(&st->live_mu);
-    for (struct dk_sandbox *i = st->live; i && !r; i = i->live_next)
-        r = i->n == n;
-    pthread_mutex_unlock(&st->live_mu);
-    return r;
-}
-
-/* The N of "hutch-INSTANCE-N" + `suffix` (a leading '/' allowed), or 0. */
-static unsigned long number_of(const struct dk_state *st, const char *name,
-                               const char *suffix)
-{
-    size_t li = strlen(st->instance), ls = strlen(suffix), len;
-    unsigned long n = 0;
-    if (!name)
-        return 0;
-    name += name[0] == '/';
-    len = strlen(name);
-    if (len <= 6 + li + 1 + ls || strncmp(name, "hutch-", 6) != 0 ||
-        strncmp(name + 6, st->instance, li) != 0 || name[6 + li] != '-' ||
-        strcmp(name + len - ls, suffix) != 0)
-        return 0;
-    for (const char *c = name + 7 + li; c < name + len - ls; c++) {
-        if (*c < '0' || *c > '9' || n > 1000000000000ul)
-            return 0;
-        n = n * 10 + (unsigned long)(*c - '0');
-    }
-    return n;
-}
-
-/* What sweep_engine() removes on one engine. */
-enum sweep_what {
-    SWEEP_GONE, /* what hutch processes that are gone left */
-    SWEEP_MINE, /* everything of this instance (at close) */
-    SWEEP_LOST, /* what of this instance no live sandbox holds (a comeback) */
-};
-
-/* Remove `what` on one engine: the containers and volumes removed. */
-static unsigned sweep_engine(struct dk_state *st, const struct dk_api *api,
-                             enum sweep_what what)
-{
-    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
-    struct hutch_err err = {0};
-    char path[512];
-    cJSON *list, *c;
-    unsigned removed = 0;
-
-    if (what != SWEEP_GONE)
-        snprintf(path, sizeof(path),
-                 "/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22"
-                 "hutch.instance%%3D%s%%22%%5D%%7D",
-                 st->instance);
-    else
-        snprintf(path, sizeof(path),
-                 "/containers/json?all=1&filters=%%7B%%22label%%22"
-                 "%%3A%%5B%%22" DK_OWNER_LABEL "%%22%%5D%%7D");
-    if (dk_json(api, "GET", path, NULL, NULL, &b, &err) < 0) {
-        st->host->log(HUTCH_LOG_WARN, "docker", "listing leftover containers: %s",
-                      err.msg);
-        hutch_buf_free(&b);
-        return 0;
-    }
-    list = cJSON_ParseWithLength(b.data, b.len);
-    cJSON_ArrayForEach(c, list)
-    {
-        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Id"));
-        cJSON *labels = cJSON_GetObjectItem(c, "Labels");
-        const char *owner =
-            cJSON_GetStringValue(cJSON_GetObjectItem(labels, DK_OWNER_LABEL));
-        unsigned long n = number_of(st,
-                                    cJSON_GetStringValue(cJSON_GetArrayItem(
-                                        cJSON_GetObjectItem(c, "Names"), 0)),
-                                    "");
-        if (!id || strlen(id) > 64)
-            continue;
-        if (what == SWEEP_GONE   ? !(owner && owner_dead(owner))
-            : what == SWEEP_LOST ? !n || live_has(st, n)
-                                 : 0)
-            continue;
-        if (what != SWEEP_LOST)
-            st->host->log(HUTCH_LOG_INFO, "docker", "removing leftover container %.12s",
-                          id);
-        removed += remove_container(st, api, id) == 0;
-    }
-    cJSON_Delete(list);
-
-    /* Volumes labelled by a hutch that is gone (Podman's /work volumes are
-     * named, and outlive a container removed without them), or by this
-     * instance at its close or its engine's comeback. */
-    hutch_buf_reset(&b);
-    if (dk_json(api, "GET",
-                "/volumes?filters=%7B%22label%22%3A%5B%22" DK_OWNER_LABEL "%22%5D%7D",
-                NULL, NULL, &b, &err) < 0) {
-        hutch_buf_free(&b);
-        return removed;
-    }
-    list = cJSON_ParseWithLength(b.data, b.len);
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(list, "Volumes"))
-    {
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "Name"));
-        cJSON *labels = cJSON_GetObjectItem(c, "Labels");
-        const char *owner =
-            cJSON_GetStringValue(cJSON_GetObjectItem(labels, DK_OWNER_LABEL));
-        const char *inst =
-            cJSON_GetStringValue(cJSON_GetObjectItem(labels, "hutch.instance"));
-        unsigned long n = number_of(st, name, "-work");
-        char vpath[300];
-        long status = 0;
-        if (!name || strlen(name) > 200 ||
-            strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(name))
-            continue;
-        if (what == SWEEP_GONE ? !(owner && owner_dead(owner))
-                               : !(inst && strcmp(inst, st->instance) == 0) ||
-                                     (what == SWEEP_LOST && (!n || live_has(st, n))))
-            continue;
-        snprintf(vpath, sizeof(vpath), "/volumes/%s?force=1", name);
-        if (dk_json(api, "DELETE", vpath, NULL, &status, NULL, &err) == 0)
-            removed++;
-        else if (status != 404 && status != 409)
-            st->host->log(HUTCH_LOG_WARN, "docker", "removing leftover volume %s: %s",
-                          name, err.msg);
-    }
-    cJSON_Delete(list);
-    hutch_buf_free(&b);
-    return removed;
-}
-
-/* e answers again after it was down: remove the containers and volumes of
- * this instance on it that no live sandbox holds (their removal failed
- * while it was down, or they were created as it died). */
-static void lost_sweep(struct dk_state *st, struct dk_engine *e)
-{
-    unsigned removed = sweep_engine(st, &e->api, SWEEP_LOST);
-    if (removed)
-        st->host->log(HUTCH_LOG_INFO, "docker",
-                      "endpoint %s answers again: removed %u containers and volumes "
-                      "of this hutch it had lost",
-                      e->name, removed);
-}
-
-struct sweep_arg {
-    struct dk_state *st;
-    int mine_only;
-};
-
-static void sweep_one(void *arg, struct dk_engine *e)
-{
-    struct sweep_arg *a = arg;
-    if (e->up)
-        sweep_engine(a->st, &e->api, a->mine_only ? SWEEP_MINE : SWEEP_GONE);
-}
-
-/* Remove what dead hutch processes left (mine_only: this instance's), on
- * every engine that answers, and the socket directories older versions
- * kept beside ours. */
-static void sweep(struct dk_state *st, int mine_only)
-{
-    struct sweep_arg a = {st, mine_only};
-    dk_engines_each(&st->engines, sweep_one, &a);
-
-    /* Socket directories of dead hutch processes: the state directory of
-     * each (PID.START, beside ours) holds one per sandbox.  Older hutch
-     * versions put the socket directories there directly (PID.START.N.X):
-     * removed the same way. */
-    if (!mine_only) {
-        DIR *d = opendir(st->parent);
-        if (!d)
-            return;
-        for (struct dirent *de; (de = readdir(d));) {
-            char sub[PATH_MAX * 2];
-            int pid;
-            unsigned long long start;
-            DIR *sd;
-            if (sscanf(de->d_name, "%d.%llu", &pid, &start) != 2 ||
-                !box_process_gone(pid, start))
-                continue;
-            snprintf(sub, sizeof(sub), "%s/%s", st->parent, de->d_name);
-            sd = opendir(sub);
-            for (struct dirent *se; sd && (se = readdir(sd));) {
-                char sock[PATH_MAX * 3];
-                if (se->d_name[0] == '.' || se->d_type != DT_DIR)
-                    continue;
-                snprintf(sock, sizeof(sock), "%s/%s", sub, se->d_name);
-                sbio_remove_leftover(sock);
-            }
-            if (sd)
-                closedir(sd);
-            sbio_remove_leftover(sub);
-        }
-        closedir(d);
-    }
-}
-
-/* sweep() of the ABI, without open(): what gone hutch processes left on
- * every engine of the environment that answers, and their state
- * directories below `parent`.  (open() does the same for the engines it
- * is given.) */
-static void docker_sweep(const struct hutch_host *host, const char *parent)
-{
-    struct dk_state *st = calloc(1, sizeof(*st));
-    struct hutch_err err = HUTCH_ERR_INIT;
-
-    if (!st)
-        return;
-    st->host = host;
-    snprintf(st->parent, sizeof(st->parent), "%s", parent);
-    if (dk_engines_init(&st->engines, &err) == 0) {
-        /* With no engine up, the state directories stay too: they are
-         * what tells the next hutch that there is something to sweep. */
-        if (dk_engines_probe(&st->engines, &err) < 0)
-            host->log(HUTCH_LOG_INFO, "docker",
-                      "no engine answers (%s): what gone hutch processes left "
-                      "there stays until one does",
-                      err.msg);
-        else
-            sweep(st, 0);
-        dk_engines_free(&st->engines);
-    }
-    free(st);
 }
 
 /* --- /run/hutch: hutch-init and the runners ---------------------------- */
@@ -691,7 +326,7 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
     }
     if (r < 0)
         goto fail;
-    sweep(st, 0);
+    dk_sweep(st, 0);
     *state = st;
     return 0;
 fail:
@@ -705,7 +340,7 @@ static void docker_close(void *state)
     struct dk_state *st = state;
     if (!st)
         return;
-    sweep(st, 1);
+    dk_sweep(st, 1);
     dk_engines_free(&st->engines);
     boot_put(st->boot);
     pthread_mutex_destroy(&st->live_mu);
@@ -957,7 +592,7 @@ static void sandbox_free(struct dk_sandbox *sb)
     /* The container first, the attach stream after: closing it ends init
      * (StdinOnce), which would race the removal's kill. */
     if (sb->id[0]) {
-        int r = remove_container(sb->st, &sb->eng->api, sb->id);
+        int r = dk_remove_container(sb->st, &sb->eng->api, sb->id);
         /* The engine is gone: its comeback sweeps what is left of this. */
         if (r < 0 && dk_engine_failure(r))
             dk_engine_down(&sb->st->engines, sb->eng, "a container's removal failed");
@@ -966,7 +601,7 @@ static void sandbox_free(struct dk_sandbox *sb)
     sbio_close(&sb->io);
     if (sb->eng)
         work_volume_remove(sb);
-    live_del(sb->st, sb);
+    dk_live_del(sb->st, sb);
     dk_engine_release(sb->eng);
     /* After the removal: the container's processes, charged to the uid,
      * are gone. */
@@ -994,9 +629,9 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
      * lost containers must not take it); a second attempt's number
      * replaces the first's, whose leftovers the failed engine's comeback
      * sweeps. */
-    live_set(st, sb, n);
+    dk_live_set(st, sb, n);
     if (dk_engine_came_back(&st->engines, sb->eng))
-        lost_sweep(st, sb->eng);
+        dk_lost_sweep(st, sb->eng);
     /* Between API calls: has the core given up on this start? */
     if (plugin_start_cancelled(how))
         goto cancelled;
@@ -1109,7 +744,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
         if (r == 0)
             r = box_flavour(fl, "docker", err);
         if (r >= 0)
-            image_for(st->host->version, cls->language, r, image, sizeof(image));
+            dk_image_for(st->host->version, cls->language, r, image, sizeof(image));
         if (r >= 0)
             r = box_option(cls, "docker", known, "runtime", runtime, sizeof(runtime),
                            err);
@@ -1388,221 +1023,6 @@ static void docker_kill(void *state, struct hutch_sandbox *pub)
 static void docker_destroy(void *state, struct hutch_sandbox *pub)
 {
     sandbox_free((struct dk_sandbox *)pub);
-}
-
-/* --- doctor ------------------------------------------------------------ */
-
-/* The label `key` of `image` (images/build.sh sets org.hutch.runtime and
- * org.hutch.packages), asked of any engine that is up: the environment's
- * engines carry the same images.  A label that is missing or empty is ""
- * with 0 when `may_be_empty`, else -ENOENT. */
-static int image_label(struct dk_state *st, const char *image, const char *key,
-                       int may_be_empty, char *buf, size_t len, struct hutch_err *err)
-{
-    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
-    struct dk_engine *e;
-    char path[320];
-    long status = 0;
-    cJSON *j = NULL;
-    int r;
-
-    snprintf(path, sizeof(path), "/images/%s/json", image);
-    r = dk_engines_pick(&st->engines, NULL, NULL, &e, err);
-    if (r < 0)
-        return r;
-    r = dk_json(&e->api, "GET", path, NULL, &status, &b, err);
-    dk_engine_release(e);
-    if (r == 0) {
-        j = cJSON_ParseWithLength(b.data, b.len);
-        if (box_runtime_line(
-                cJSON_GetStringValue(cJSON_GetObjectItem(
-                    cJSON_GetObjectItem(cJSON_GetObjectItem(j, "Config"), "Labels"),
-                    key)),
-                buf, len) < 0) {
-            if (len)
-                buf[0] = '\0';
-            if (!may_be_empty)
-                r = hutch_err_set(err, -ENOENT,
-                                  "image %s: %s not recorded: run 'make images' again",
-                                  image, key);
-        }
-    } else if (status == 404) {
-        r = hutch_err_set(err, -ENOENT, "image %s is missing: run 'make images'",
-                          image);
-    }
-    cJSON_Delete(j);
-    hutch_buf_free(&b);
-    return r;
-}
-
-/* The org.hutch.runtime label of the image `language` runs in. */
-static int docker_runtime(void *state, const char *language, char *buf, size_t len,
-                          struct hutch_err *err)
-{
-    struct dk_state *st = state;
-    char image[256];
-
-    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
-        return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
-    image_for(st->host->version, language, 0, image, sizeof(image));
-    return image_label(st, image, "org.hutch.runtime", 0, buf, len, err);
-}
-
-/* The org.hutch.packages label of the image `language` runs in under
- * `flavour` (only the data flavour's Python image records any). */
-static int docker_packages(void *state, const char *language, const char *flavour,
-                           char *buf, size_t len, struct hutch_err *err)
-{
-    struct dk_state *st = state;
-    char image[256];
-    int data;
-
-    if (strcmp(language, "python") != 0 && strcmp(language, "javascript") != 0)
-        return hutch_err_set(err, -EINVAL, "unknown language \"%s\"", language);
-    data = box_flavour(flavour, "docker", err);
-    if (data < 0)
-        return data;
-    image_for(st->host->version, language, data, image, sizeof(image));
-    return image_label(st, image, "org.hutch.packages", 1, buf, len, err);
-}
-
-/* A doctor line's subject: `what`, or "what (NAME)" when several engines. */
-static const char *label(char *buf, size_t len, const char *what, const char *name)
-{
-    if (!name)
-        return what;
-    snprintf(buf, len, "%s (%s)", what, name);
-    return buf;
-}
-
-/* What the doctor checks on one engine that answers: its runtimes and the
- * images.  `name` is NULL when it is the only one. */
-static void doctor_engine(const struct hutch_host *host, void *ctx,
-                          void (*report)(void *ctx, const char *status,
-                                         const char *what, const char *detail),
-                          const struct dk_api *api, const char *name)
-{
-    struct hutch_err err = {0};
-    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
-    char detail[1200], lb[128];
-    cJSON *j;
-
-    if (dk_json(api, "GET", "/info", NULL, NULL, &b, &err) == 0) {
-        cJSON *rt, *it;
-        size_t o = 0;
-        j = cJSON_ParseWithLength(b.data, b.len);
-        rt = cJSON_GetObjectItem(j, "Runtimes");
-        detail[0] = '\0';
-        cJSON_ArrayForEach(it, rt)
-        {
-            int n = snprintf(detail + o, sizeof(detail) - o, "%s%s", o ? ", " : "",
-                             it->string);
-            if (n < 0 || (size_t)n >= sizeof(detail) - o)
-                break;
-            o += (size_t)n;
-        }
-        report(ctx, "ok", label(lb, sizeof(lb), "docker runtimes", name), detail);
-        cJSON_Delete(j);
-    }
-    hutch_buf_free(&b);
-
-    for (int i = 0; i < 2; i++) {
-        static const char *const langs[] = {"python", "javascript"};
-        char image[256], path[320];
-        long status = 0;
-        struct hutch_buf ib = HUTCH_BUF_INIT(DK_MAX_REPLY);
-        image_for(host->version, langs[i], 0, image, sizeof(image));
-        snprintf(path, sizeof(path), "/images/%s/json", image);
-        if (dk_json(api, "GET", path, NULL, &status, &ib, &err) == 0) {
-            /* The runtime it carries (images/build.sh's label), which may
-             * not be the host's that the local executor runs. */
-            cJSON *ij = cJSON_ParseWithLength(ib.data, ib.len);
-            char rt[65];
-            int known =
-                box_runtime_line(cJSON_GetStringValue(cJSON_GetObjectItem(
-                                     cJSON_GetObjectItem(
-                                         cJSON_GetObjectItem(ij, "Config"), "Labels"),
-                                     "org.hutch.runtime")),
-                                 rt, sizeof(rt)) == 0;
-            snprintf(detail, sizeof(detail), "%s (%s)", image,
-                     known ? rt
-                           : "runtime version not recorded: run 'make images' again");
-            report(ctx, "ok", label(lb, sizeof(lb), "docker image", name), detail);
-            cJSON_Delete(ij);
-        } else {
-            snprintf(detail, sizeof(detail),
-                     "%s is missing: build it with 'make images' (root, no registry "
-                     "needed) or 'docker build --build-arg RUNTIME=%s -t %s images/'",
-                     image, i == 0 ? "python3" : "nodejs", image);
-            report(ctx, "FAIL", label(lb, sizeof(lb), "docker image", name),
-                   status == 404 ? detail : err.msg);
-        }
-        hutch_buf_free(&ib);
-    }
-    /* The data flavour (executor_options.docker.flavour = "data"): the
-     * Python packages its image's label records.  Optional: warn. */
-    {
-        char image[256], path[320];
-        long status = 0;
-        struct hutch_buf ib = HUTCH_BUF_INIT(DK_MAX_REPLY);
-        image_for(host->version, "python", 1, image, sizeof(image));
-        snprintf(path, sizeof(path), "/images/%s/json", image);
-        if (dk_json(api, "GET", path, NULL, &status, &ib, &err) == 0) {
-            cJSON *ij = cJSON_ParseWithLength(ib.data, ib.len);
-            char pk[160];
-            int known =
-                box_runtime_line(cJSON_GetStringValue(cJSON_GetObjectItem(
-                                     cJSON_GetObjectItem(
-                                         cJSON_GetObjectItem(ij, "Config"), "Labels"),
-                                     "org.hutch.packages")),
-                                 pk, sizeof(pk)) == 0;
-            snprintf(detail, sizeof(detail),
-                     "docker: base image: none of numpy, pandas, matplotlib; flavour "
-                     "\"data\" (%s): %s",
-                     image,
-                     known ? pk : "packages not recorded: run 'make images' again");
-            report(ctx, "ok", label(lb, sizeof(lb), "python packages", name), detail);
-            cJSON_Delete(ij);
-        } else {
-            snprintf(detail, sizeof(detail),
-                     "docker: base image: none of numpy, pandas, matplotlib; flavour "
-                     "\"data\": %s is missing (build it with 'make images')",
-                     image);
-            report(ctx, "warn", label(lb, sizeof(lb), "python packages", name), detail);
-        }
-        hutch_buf_free(&ib);
-    }
-}
-
-static void docker_doctor(const struct hutch_host *host, void *ctx,
-                          void (*report)(void *ctx, const char *status,
-                                         const char *what, const char *detail))
-{
-    struct dk_engines es;
-    struct hutch_err err = {0};
-    char detail[1400], init[PATH_MAX], lb[128];
-    int n = 0;
-
-    if (box_find_init(init, sizeof(init), &err) < 0)
-        report(ctx, "FAIL", "docker init", err.msg);
-    if (dk_engines_init(&es, &err) < 0) {
-        report(ctx, "FAIL", "docker daemon", err.msg);
-        return;
-    }
-    /* Each endpoint: does it answer, and what it has.  One line per
-     * endpoint, named when there are several. */
-    for (struct dk_engine *e = es.list; e; e = e->next, n++) {
-        const char *name = es.n_env > 1 ? e->name : NULL;
-        if (dk_engine_check(&es, e) < 0) {
-            report(ctx, "FAIL", label(lb, sizeof(lb), "docker daemon", name), e->why);
-            continue;
-        }
-        snprintf(detail, sizeof(detail), "%s: Engine %s, API %s", e->api.where,
-                 e->version, e->api.version);
-        report(ctx, "ok", label(lb, sizeof(lb), "docker daemon", name), detail);
-        doctor_engine(host, ctx, report, &e->api, name);
-    }
-    dk_engines_free(&es);
 }
 
 static const struct hutch_executor docker_executor = {
