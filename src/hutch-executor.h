@@ -327,9 +327,10 @@ struct hutch_executor {
      * to hutch's own threads, on cgroup v2's cpu.weight scale
      * (HUTCH_CPU_WEIGHT_MIN..HUTCH_CPU_WEIGHT_MAX; a sandbox starts at
      * HUTCH_CPU_WEIGHT_DEFAULT).  The core lowers it so that each principal's
-     * running sandboxes weigh one sandbox together.  Quick (a cgroup file
-     * write, not a round trip): it may be called under a lock.  0, or why
-     * not (the core logs it and goes on). */
+     * running sandboxes weigh one sandbox together.  Called under that
+     * principal's lock: keep it short (a cgroup file written, or one
+     * request to the engine); of the host's services, only log().  0, or
+     * why not (the core logs it and goes on). */
     int (*cpu_weight)(void *state, struct hutch_sandbox *sb, uint32_t weight,
                       struct hutch_err *err);
 };

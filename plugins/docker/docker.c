@@ -1020,6 +1020,24 @@ static void docker_kill(void *state, struct hutch_sandbox *pub)
                           sb->id, err.msg);
 }
 
+/* The container's CpuShares (the engine writes its cgroup's cpu.shares or
+ * cpu.weight): one update request, 1024 for the default weight of 100. */
+static int docker_cpu_weight(void *state, struct hutch_sandbox *pub, uint32_t weight,
+                             struct hutch_err *err)
+{
+    struct dk_sandbox *sb = (struct dk_sandbox *)pub;
+    char path[160], body[64];
+    uint32_t shares = weight * 1024u / 100u;
+    long status = 0;
+
+    (void)state;
+    if (weight < HUTCH_CPU_WEIGHT_MIN || weight > HUTCH_CPU_WEIGHT_MAX)
+        return hutch_err_set(err, -EINVAL, "CPU weight %u out of range", weight);
+    snprintf(path, sizeof(path), "/containers/%s/update", sb->id);
+    snprintf(body, sizeof(body), "{\"CpuShares\":%u}", shares < 2 ? 2 : shares);
+    return dk_json(&sb->eng->api, "POST", path, body, &status, NULL, err);
+}
+
 static void docker_destroy(void *state, struct hutch_sandbox *pub)
 {
     sandbox_free((struct dk_sandbox *)pub);
@@ -1047,6 +1065,7 @@ static const struct hutch_executor docker_executor = {
     .runtime = docker_runtime,
     .packages = docker_packages,
     .sweep = docker_sweep,
+    .cpu_weight = docker_cpu_weight,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

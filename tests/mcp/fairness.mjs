@@ -134,8 +134,9 @@ await step(2, "executions at once: alice runs 2, waits 3, is refused the sixth; 
   const bobStart = bob.result?.structuredContent?.result;
   if (typeof bobStart !== "number") throw new Error(`bob: ${JSON.stringify(bob).slice(0, 400)}`);
   // CPU shared between principals (src/fair.h): while two of alice's run,
-  // her two sandboxes weigh one together (50 each).  The docker executor
-  // has no cpu_weight() yet.
+  // her two sandboxes weigh one together (50 each).  Read from the
+  // cgroups hutch names (local, gvisor); docker's weights are the
+  // engine's CpuShares (test_contract checks those).
   if (E !== "docker") {
     let seen = [];
     const halves = await waitFor(() => (seen = sandboxWeights(srv.pid)).filter((w) => w === 50).length === 2, 60000, 100);

@@ -404,14 +404,14 @@ static void processes_of(const char *needle, char *out, size_t len)
         closedir(d);
 }
 
-/* Docker's containers labelled hutch.execution=label, as the raw JSON list
- * ("[]" when none), asked over the daemon's socket. */
-static void docker_containers(const char *label, char *out, size_t len)
+/* GET `path` from the Docker daemon over its socket: the body's first line
+ * (out says "(docker did not answer)" when it did not). */
+static void docker_get(const char *path, char *out, size_t len)
 {
     const char *h = getenv("DOCKER_HOST");
     const char *sock = h && !strncmp(h, "unix://", 7) ? h + 7 : "/var/run/docker.sock";
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    char req[512], buf[65536];
+    char req[1024], buf[65536];
     size_t got = 0;
     char *body;
     int fd;
@@ -426,10 +426,7 @@ static void docker_containers(const char *label, char *out, size_t len)
             close(fd);
         return;
     }
-    snprintf(req, sizeof(req),
-             "GET /containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22"
-             "hutch.execution%%3D%s%%22%%5D%%7D HTTP/1.0\r\nHost: docker\r\n\r\n",
-             label);
+    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: docker\r\n\r\n", path);
     if (send_all(fd, req, strlen(req)) == 0)
         for (ssize_t n; got < sizeof(buf) - 1 &&
                         (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0;)
@@ -442,6 +439,18 @@ static void docker_containers(const char *label, char *out, size_t len)
         body[strcspn(body, "\r\n")] = '\0';
         snprintf(out, len, "%s", body);
     }
+}
+
+/* Docker's containers labelled hutch.execution=label, as the raw JSON list
+ * ("[]" when none), asked over the daemon's socket. */
+static void docker_containers(const char *label, char *out, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof(path),
+             "/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22"
+             "hutch.execution%%3D%s%%22%%5D%%7D",
+             label);
+    docker_get(path, out, len);
 }
 
 /* --- the checks ------------------------------------------------------------ */
@@ -715,6 +724,39 @@ static unsigned sandbox_weight(char *where, size_t len)
     return w;
 }
 
+/* The weight Docker holds for the container labelled `label`
+ * (HostConfig.CpuShares / 10.24; the daemon sets its cgroup's cpu.shares
+ * from it). */
+static unsigned docker_weight(const char *label, char *where, size_t len)
+{
+    char list[65536], path[256];
+    cJSON *l, *c;
+    unsigned w = 0;
+
+    docker_containers(label, list, sizeof(list));
+    snprintf(where, len, "containers %.200s", list);
+    l = cJSON_Parse(list);
+    if (cJSON_GetArraySize(l) == 1 &&
+        cJSON_IsString(cJSON_GetObjectItem(cJSON_GetArrayItem(l, 0), "Id"))) {
+        snprintf(path, sizeof(path), "/containers/%s/json",
+                 cJSON_GetObjectItem(cJSON_GetArrayItem(l, 0), "Id")->valuestring);
+        docker_get(path, list, sizeof(list));
+        c = cJSON_Parse(list);
+        {
+            cJSON *shares =
+                cJSON_GetObjectItem(cJSON_GetObjectItem(c, "HostConfig"), "CpuShares");
+            if (cJSON_IsNumber(shares)) {
+                w = (unsigned)(shares->valuedouble * 100 / 1024);
+                snprintf(where, len, "container %s: CpuShares %.0f", path,
+                         shares->valuedouble);
+            }
+        }
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(l);
+    return w;
+}
+
 /* cpu_weight(): a sandbox's processes get the weight it is given (fair.h:
  * a principal's sandboxes weigh one together), and a weight out of range
  * is refused. */
@@ -743,7 +785,10 @@ static void cpu_weight_op(struct hutch_plugin *p, const char *label)
         goto out;
     }
     ok(r == 0, "%s: cpu_weight(25) (%s)", who, r ? err.msg : "ok");
-    seen = sandbox_weight(where, sizeof(where));
+    if (!strcmp(who, "docker"))
+        seen = docker_weight(label, where, sizeof(where));
+    else
+        seen = sandbox_weight(where, sizeof(where));
     /* v1's shares round: 256 reads back as 25. */
     ok(seen == 25, "%s: the sandbox's cpu cgroup weighs 25 (%u; %s)", who, seen,
        where[0] ? where : "no process in a cgroup of this test's sandboxes");
