@@ -25,6 +25,7 @@
 #include "buf.h"
 #include "caps.h"
 #include "http_int.h"
+#include "job.h"
 #include "metrics.h"
 
 enum MHD_Result http_on_ops(struct http_server *srv, struct MHD_Connection *conn,
@@ -34,6 +35,11 @@ enum MHD_Result http_on_ops(struct http_server *srv, struct MHD_Connection *conn
     static const char *const nocache[] = {"Cache-Control", "no-store", NULL};
     char who[HUTCH_MAX_PRINCIPAL_NAME + 1];
     int given = 0, authed = http_authorized(srv, conn, who, sizeof(who), &given);
+    /* What metrics.c reads of the execution layer (it does not call it). */
+    struct hutch_metrics_source jobs = {0};
+
+    if (srv->jobs)
+        jobs = hutch_jobs_metrics_source(srv->jobs);
 
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
@@ -43,7 +49,8 @@ enum MHD_Result http_on_ops(struct http_server *srv, struct MHD_Connection *conn
         return http_reply_text(conn, MHD_HTTP_OK, "ok\n", nocache);
     if (strcmp(url, "/readyz") == 0) {
         int ready = 0;
-        cJSON *o = hutch_metrics_ready(srv->jobs, srv->upstreams, authed, &ready);
+        cJSON *o = hutch_metrics_ready(srv->jobs ? &jobs : NULL, srv->upstreams, authed,
+                                       &ready);
         char *body = o ? cJSON_PrintUnformatted(o) : NULL;
         cJSON_Delete(o);
         if (!body)
@@ -65,7 +72,7 @@ enum MHD_Result http_on_ops(struct http_server *srv, struct MHD_Connection *conn
         size_t len = 0;
         char *body;
         hutch_buf_init(&b, HUTCH_METRICS_MAX_BYTES);
-        if (hutch_metrics_render(srv->jobs, srv->upstreams, &b) < 0) {
+        if (hutch_metrics_render(srv->jobs ? &jobs : NULL, srv->upstreams, &b) < 0) {
             hutch_buf_free(&b);
             return http_reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
                                    "Internal Server Error: the metrics do not fit\n",

@@ -433,6 +433,22 @@ out:
     return ok;
 }
 
+static cJSON *source_pool_status(void *ctx)
+{
+    return hutch_jobs_pool_status(ctx);
+}
+
+static int source_ready(void *ctx, cJSON *out, int detail)
+{
+    return hutch_jobs_ready(ctx, out, detail);
+}
+
+struct hutch_metrics_source hutch_jobs_metrics_source(struct hutch_jobs *j)
+{
+    return (struct hutch_metrics_source){
+        .ctx = j, .pool_status = source_pool_status, .ready = source_ready};
+}
+
 void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len)
 {
     struct hutch_policy *p = hutch_gov_policy(j->o.gov);

@@ -29,6 +29,7 @@
 #include "govern.h"
 #include "hutch-executor.h"
 #include "hutch_archive.h"
+#include "metrics.h"
 
 struct hutch_jobs;
 struct hutch_gov;
@@ -94,6 +95,10 @@ cJSON *hutch_jobs_pool_status(struct hutch_jobs *j);
  * ready, else 0.  A failed reload leaves the policy before it in use, so
  * it does not make hutch unready. */
 int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail);
+
+/* The two above as metrics.c reads them (metrics.h): what /metrics and
+ * /readyz are given, so that metrics.c need not call up into this file. */
+struct hutch_metrics_source hutch_jobs_metrics_source(struct hutch_jobs *j);
 
 /* What the default executor runs, for the execute_code description:
  * "Python 3.11.2, Node.js v18.19.0 (docker executor)", or "the local

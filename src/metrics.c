@@ -11,7 +11,9 @@
  * (it is touched from pool threads on every start and destroy).
  *
  * Not here: serving HTTP (http_ops.c), the pools' and upstreams' numbers
- * (read from their status at scrape time), the audit log (audit.c). */
+ * (read from their status at scrape time: the pools' through the
+ * struct hutch_metrics_source the caller passes, never by calling job.c,
+ * which calls this file), the audit log (audit.c). */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -20,7 +22,6 @@
 #include <time.h>
 
 #include "caps.h"
-#include "job.h"
 #include "metrics.h"
 #include "upstream.h"
 #include "util.h"
@@ -320,11 +321,11 @@ static const char *str(const cJSON *o, const char *key)
     return v ? v : "";
 }
 
-static int render_pools(struct hutch_buf *b, struct hutch_jobs *j)
+static int render_pools(struct hutch_buf *b, const struct hutch_metrics_source *src)
 {
     struct pool_row rows[HUTCH_POOL_MAX_CLASSES];
     size_t n = 0;
-    cJSON *st = j ? hutch_jobs_pool_status(j) : NULL, *it;
+    cJSON *st = src ? src->pool_status(src->ctx) : NULL, *it;
     int r = 0;
 
     cJSON_ArrayForEach(it, st)
@@ -431,8 +432,8 @@ static int render_upstreams(struct hutch_buf *b, struct hutch_upstreams *u)
     return r;
 }
 
-int hutch_metrics_render(struct hutch_jobs *j, struct hutch_upstreams *u,
-                         struct hutch_buf *out)
+int hutch_metrics_render(const struct hutch_metrics_source *src,
+                         struct hutch_upstreams *u, struct hutch_buf *out)
 {
     static struct snapshot s; /* large: not on a connection thread's stack */
     static pthread_mutex_t snap_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -468,7 +469,7 @@ int hutch_metrics_render(struct hutch_jobs *j, struct hutch_upstreams *u,
         r = sample(out, "hutch_sandboxes_alive", NULL,
                    (double)__atomic_load_n(&sandboxes_alive, __ATOMIC_RELAXED));
     if (r == 0)
-        r = render_pools(out, j);
+        r = render_pools(out, src);
     if (r == 0)
         r = render_upstreams(out, u);
     if (r == 0)
@@ -478,17 +479,17 @@ int hutch_metrics_render(struct hutch_jobs *j, struct hutch_upstreams *u,
 
 /* --- readiness ------------------------------------------------------------- */
 
-cJSON *hutch_metrics_ready(struct hutch_jobs *j, struct hutch_upstreams *u, int detail,
-                           int *ready)
+cJSON *hutch_metrics_ready(const struct hutch_metrics_source *src,
+                           struct hutch_upstreams *u, int detail, int *ready)
 {
     cJSON *o = cJSON_CreateObject(), *ups, *pools, *it;
     int ok;
 
     if (!o)
         return NULL;
-    ok = j ? hutch_jobs_ready(j, o, detail) : 0;
+    ok = src ? src->ready(src->ctx, o, detail) : 0;
     ups = u ? hutch_upstreams_status(u) : cJSON_CreateArray();
-    pools = j ? hutch_jobs_pool_status(j) : cJSON_CreateArray();
+    pools = src ? src->pool_status(src->ctx) : cJSON_CreateArray();
     if (!detail) {
         cJSON_ArrayForEach(it, ups) cJSON_DeleteItemFromObject(it, "error");
         cJSON_ArrayForEach(it, pools) cJSON_DeleteItemFromObject(it, "last_error");

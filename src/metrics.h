@@ -3,7 +3,9 @@
  * parts that know an outcome feed it (job.c executions, calls.c tool
  * calls, govern.c policy denials, exec.c sandboxes), the HTTP transport
  * reads it.  Pools and upstreams are not counted here: their own status is
- * read at scrape time. */
+ * read at scrape time, the pools' through a struct hutch_metrics_source the
+ * execution layer hands in (job.h), so that this file, which job.c and the
+ * files under it call, calls nothing above it. */
 #ifndef HUTCH_METRICS_H
 #define HUTCH_METRICS_H
 
@@ -12,7 +14,6 @@
 
 #include "buf.h"
 
-struct hutch_jobs;
 struct hutch_upstreams;
 
 /* How one execution ended (hutch_executions_total's "outcome"). */
@@ -67,16 +68,30 @@ enum hutch_metrics_http {
 };
 void hutch_metrics_http(enum hutch_metrics_http what, uint64_t n);
 
-/* The whole exposition: the counters above, then the pools of `j` and the
- * upstreams of `u` (either may be NULL) as they are now.  0, or -E2BIG /
+/* What a scrape and /readyz read of the execution layer, which this file
+ * does not include: hutch_jobs_metrics_source (job.h) fills it with job.c's
+ * functions.  Called on the scraping thread, with no lock of metrics.c
+ * held. */
+struct hutch_metrics_source {
+    void *ctx;
+    /* The pools' state, an array of objects per class (hutch_pool_status,
+     * pool.h); caller frees; NULL when out of memory. */
+    cJSON *(*pool_status)(void *ctx);
+    /* Adds "policy" and "executor" to `out` (hutch_jobs_ready, job.h);
+     * 1 when hutch can run code now, else 0. */
+    int (*ready)(void *ctx, cJSON *out, int detail);
+};
+
+/* The whole exposition: the counters above, then the pools of `src` and
+ * the upstreams of `u` (either may be NULL) as they are now.  0, or -E2BIG /
  * -ENOMEM (out is then incomplete). */
-int hutch_metrics_render(struct hutch_jobs *j, struct hutch_upstreams *u,
-                         struct hutch_buf *out);
+int hutch_metrics_render(const struct hutch_metrics_source *src,
+                         struct hutch_upstreams *u, struct hutch_buf *out);
 
 /* The body of /readyz: {"ready", "executor": {...}, "upstreams": [...],
  * "pools": [...]}; *ready set.  detail 0 leaves out free-text errors (for
  * a caller that showed no token).  Caller frees; NULL when out of memory. */
-cJSON *hutch_metrics_ready(struct hutch_jobs *j, struct hutch_upstreams *u, int detail,
-                           int *ready);
+cJSON *hutch_metrics_ready(const struct hutch_metrics_source *src,
+                           struct hutch_upstreams *u, int detail, int *ready);
 
 #endif
