@@ -32,7 +32,8 @@
  * connection limit for connections that have not authenticated).  The caps can be set
  * from the environment (HUTCH_HTTP_*, read by hutch_http_check).
  *
- * Beside it: /healthz, /readyz, /metrics (http_ops.c).  Before any of
+ * Beside it: /healthz, /readyz, /metrics (http_ops.c); how a reply is
+ * queued (http_reply.c).  Before any of
  * them, Host/Origin and the bearer token (http_auth.c, which says why
  * /.well-known/ answers 404).
  *
@@ -88,27 +89,6 @@
 /* ---------------------------------------------------------------------- */
 /* Replies */
 
-enum MHD_Result http_reply(struct MHD_Connection *conn, unsigned status,
-                           const char *ctype, void *body, size_t len,
-                           enum MHD_ResponseMemoryMode mode, const char *const *hdrs)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
-    enum MHD_Result ret;
-
-    if (!r) {
-        if (mode == MHD_RESPMEM_MUST_FREE)
-            free(body);
-        return MHD_NO;
-    }
-    if (ctype)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    for (; hdrs && hdrs[0]; hdrs += 2)
-        MHD_add_response_header(r, hdrs[0], hdrs[1]);
-    ret = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 /* Errors on /mcp are JSON-RPC shaped (id null) so that MCP clients can
  * show them; `msg` is always ours, never an echo of the request. */
 static enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
@@ -125,13 +105,6 @@ static enum MHD_Result reply_error(struct MHD_Connection *conn, unsigned status,
     hutch_debug("http %u: %s", status, msg);
     return http_reply(conn, status, "application/json", body, (size_t)n,
                       MHD_RESPMEM_MUST_COPY, hdrs);
-}
-
-enum MHD_Result http_reply_text(struct MHD_Connection *conn, unsigned status,
-                                const char *msg, const char *const *hdrs)
-{
-    return http_reply(conn, status, "text/plain; charset=utf-8", (void *)msg,
-                      strlen(msg), MHD_RESPMEM_PERSISTENT, hdrs);
 }
 
 static enum MHD_Result reply_empty(struct MHD_Connection *conn, unsigned status)

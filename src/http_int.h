@@ -2,8 +2,8 @@
  * nobody else: the server, session, stream and request structures, and
  * each file's functions the others call.  Not an API (that is http.h).
  *
- *   http.c          /mcp: reading a request, POST and DELETE, the replies;
- *                   libmicrohttpd's callbacks; starting, sweeping and
+ *   http.c          /mcp: reading a request, POST and DELETE, its error
+ *                   replies; libmicrohttpd's callbacks; starting, sweeping and
  *                   stopping the server, the HUTCH_HTTP_* knobs
  *   http_stream.c   a request's stream: what the core sends for it, queued
  *                   until the connection's thread writes it (JSON or SSE)
@@ -12,6 +12,8 @@
  *   http_auth.c     who may ask: Host/Origin on loopback, the bearer token,
  *                   the 401 challenge
  *   http_ops.c      /healthz, /readyz, /metrics
+ *   http_reply.c    queueing a reply (the bottom of the http files: http.c
+ *                   and http_ops.c call it, it calls neither)
  *   http_guard.c    connections that have not authenticated (its own
  *                   header, http_guard.h: it knows nothing of HTTP)
  *
@@ -140,7 +142,7 @@ static inline const char *http_header(struct MHD_Connection *conn, const char *n
     return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
 }
 
-/* http.c: replies. */
+/* http_reply.c */
 enum MHD_Result http_reply(struct MHD_Connection *conn, unsigned status,
                            const char *ctype, void *body, size_t len,
                            enum MHD_ResponseMemoryMode mode, const char *const *hdrs);
