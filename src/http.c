@@ -272,6 +272,7 @@ static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connectio
     hutch_mcp_session_deliver(hs->s, m, st);
     if (st->sse && !http_stream_is_done(st)) {
         st->owner = hs; /* sse_free (http_stream.c) drops it */
+        st->owner_unref = http_session_unref;
         ret = http_reply_sse_stream(conn, st);
         if (ret == MHD_NO) {
             /* Unless the response was made and sse_free dropped it. */

@@ -73,8 +73,10 @@ struct http_stream {
     int pending;
     /* A 2026-07-28 request's own session (see post_modern in http.c),
      * held by the SSE response until it ends: dropping it cancels what
-     * still runs. */
+     * still runs.  Dropped through owner_unref, which http.c sets, so
+     * that this file, under http_session.c, never calls up into it. */
     struct http_session *owner;
+    void (*owner_unref)(struct http_session *hs);
 };
 
 struct http_session {

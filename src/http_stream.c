@@ -18,8 +18,9 @@
  * Locks: the stream's mu guards its queue; the list of streams pending on
  * a session is under the server's mu; never both at once (http_int.h).
  *
- * Not here: sessions (http_session.c); reading the request and the JSON
- * answer (http.c). */
+ * Not here: sessions (http_session.c, which calls this file: a stream
+ * holds its 2026-07-28 session only through the unref function http.c
+ * gives it); reading the request and the JSON answer (http.c). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -355,9 +356,9 @@ static void sse_free(void *cls)
 
     http_stream_abandon(st);
     /* The request's own session ends with its response (http_session.c:
-     * what still runs is cancelled). */
+     * what still runs is cancelled), through the function http.c left. */
     if (owner)
-        http_session_unref(owner);
+        st->owner_unref(owner);
     http_stream_unref(st);
 }
 
