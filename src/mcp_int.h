@@ -2,8 +2,10 @@
  * nobody else: the server and session structures, sending, and each
  * file's functions the others call.  Not an API (that is mcp_server.h).
  *
- *   mcp_server.c  sessions, sending, dispatch of both eras, initialize,
- *                 server/discover, resources/read
+ *   mcp_server.c  dispatch of both eras, initialize, server/discover,
+ *                 resources/read, the list of sessions
+ *   mcp_session.c a session's life, sending on it, what its client asked
+ *                 for: under mcp_server.c and mcp_exec.c, calling neither
  *   mcp_tools.c   search_tools, execute_code's definition and how a result
  *                 is rendered for the model
  *   mcp_exec.c    execute_code's executions: a worker per call, the 2026
@@ -22,10 +24,12 @@
 #include <cjson/cJSON.h>
 
 #include "approval.h"
+#include "caps.h"
 #include "mcp_direct.h"
 #include "mcp_server.h"
 #include "resources.h"
 
+struct hutch_exec_result;
 struct parked;
 struct job;
 struct task;
@@ -98,7 +102,7 @@ struct hutch_mcp_session {
     int structured;
 };
 
-/* --- mcp_server.c --------------------------------------------------------- */
+/* --- mcp_session.c -------------------------------------------------------- */
 
 void mcp_send_msg(struct hutch_mcp_session *s, void *stream, cJSON *msg, int last);
 void mcp_send_result(struct hutch_mcp_session *s, void *stream, const cJSON *id,
@@ -106,12 +110,18 @@ void mcp_send_result(struct hutch_mcp_session *s, void *stream, const cJSON *id,
 void mcp_send_error(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                     int code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Whether client capabilities (an initialize's, a 2026 request's) ask for
+ * structuredContent: HUTCH_MCP_CAP_STRUCTURED under "experimental". */
+int mcp_caps_structured(const cJSON *caps);
 /* Whether the client of this request asked for structuredContent: the
  * session's initialize (2025), the request's own capabilities (2026). */
 int mcp_wants_structured(const struct hutch_mcp_session *s, const cJSON *params,
                          int modern);
 /* No worker left: nothing refers to s. */
 void mcp_session_destroy(struct hutch_mcp_session *s);
+
+/* --- mcp_server.c --------------------------------------------------------- */
+
 extern const char mcp_instructions[];
 
 /* --- mcp_tools.c ---------------------------------------------------------- */
