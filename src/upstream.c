@@ -3,8 +3,11 @@
  * transport, the initialize / tools/list lifecycle, restarts with backoff,
  * tools/call multiplexed by JSON-RPC id, and the public API (upstream.h).
  * The servers file, stdio children and streamable HTTP live beside it in
- * upstream_servers.c, upstream_stdio.c and upstream_http.c; what they share
- * is upstream_int.h.  The rules below hold for all four.
+ * upstream_servers.c, upstream_stdio.c and upstream_http.c, the JSON-RPC
+ * they all speak under them in upstream_rpc.c; what they share is
+ * upstream_int.h.  This file calls them; they call it only through the
+ * struct up_events it gives them (u->ev).  The rules below hold for all
+ * of them.
  *
  * Threads.  Every server has a supervisor thread: it spawns or connects,
  * initializes, re-reads tools on list_changed, and restarts with backoff.
@@ -59,176 +62,8 @@
 #include "upstream_parse.h"
 #include "util.h"
 
-/* This thread's answerer of upstream questions (hutch_upstreams_set_elicitor). */
-static _Thread_local const struct hutch_elicitor *elicitor;
-
-void hutch_upstreams_set_elicitor(const struct hutch_elicitor *e)
-{
-    elicitor = e && e->fn ? e : NULL;
-}
-
 static const char *const state_names[] = {"starting",   "ready",    "failed",
                                           "restarting", "disabled", "skipped"};
-
-/* --- small helpers ------------------------------------------------------ */
-
-/* Untrusted text made fit for a log line or an error message: control
- * characters become '?', at most cap - 1 bytes, never a cut UTF-8
- * sequence. */
-void up_clean_text(char *dst, size_t cap, const char *src, size_t len)
-{
-    size_t n = 0;
-
-    if (!cap)
-        return;
-    if (len > cap - 1) {
-        len = cap - 1;
-        while (len > 0 && ((unsigned char)src[len] & 0xC0) == 0x80)
-            len--;
-    }
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)src[i];
-        dst[n++] = (ch < 0x20 && ch != '\t') || ch == 0x7f ? '?' : (char)ch;
-    }
-    dst[n] = '\0';
-}
-void up_strv_free(char **v)
-{
-    if (!v)
-        return;
-    for (char **p = v; *p; p++)
-        free(*p);
-    free(v);
-}
-/* A JSON-RPC id we could have sent: a positive integer. */
-bool up_rpc_id(const cJSON *id, int64_t *out)
-{
-    double d;
-
-    if (!cJSON_IsNumber(id))
-        return false;
-    d = id->valuedouble;
-    if (!(d >= 1 && d <= 9007199254740992.0) || d != (double)(int64_t)d)
-        return false;
-    *out = (int64_t)d;
-    return true;
-}
-/* {"jsonrpc": "2.0", "id"?: id, "method"?: method, "params"?: params}.
- * An object's members are referenced, not copied (a tool call's arguments
- * may be most of an execution's memory budget, and a copy of them would
- * be held outside it): the message is printed and freed while the caller
- * still holds params.  Its _meta is copied, since up_request_msg changes
- * it. */
-cJSON *up_rpc_new(int64_t id, const char *method, const cJSON *params)
-{
-    cJSON *m = cJSON_CreateObject(), *p = NULL;
-    const cJSON *it;
-
-    if (!m || !cJSON_AddStringToObject(m, "jsonrpc", "2.0") ||
-        (id > 0 && !cJSON_AddNumberToObject(m, "id", (double)id)) ||
-        (method && !cJSON_AddStringToObject(m, "method", method)))
-        goto fail;
-    if (params && !cJSON_IsObject(params)) {
-        p = cJSON_Duplicate(params, true);
-        if (!p || !cJSON_AddItemToObject(m, "params", p)) {
-            cJSON_Delete(p);
-            goto fail;
-        }
-    } else if (params) {
-        p = cJSON_AddObjectToObject(m, "params");
-        if (!p)
-            goto fail;
-        cJSON_ArrayForEach(it, params)
-        {
-            bool added;
-            if (!it->string)
-                continue;
-            if (!strcmp(it->string, "_meta")) {
-                cJSON *dup = cJSON_Duplicate(it, true);
-                added = dup && cJSON_AddItemToObject(p, it->string, dup);
-                if (!added)
-                    cJSON_Delete(dup);
-            } else {
-                added = cJSON_AddItemReferenceToObject(p, it->string, (cJSON *)it);
-            }
-            if (!added)
-                goto fail;
-        }
-    }
-    return m;
-fail:
-    cJSON_Delete(m);
-    return NULL;
-}
-
-int up_charge_text(const struct server *s, const char *what, const char *text,
-                   size_t *charged, struct hutch_err *err)
-{
-    struct hutch_budget *b = hutch_budget_current();
-    size_t n = strlen(text) + 1;
-    char why[600];
-    int br;
-
-    *charged = 0;
-    if (!b)
-        return 0;
-    br = hutch_budget_take(b, n);
-    if (br < 0)
-        return hutch_err_set(err, -E2BIG, "%s for upstream %s: its %zu bytes are %s",
-                             what, s->name, n,
-                             hutch_budget_why(b, br, why, sizeof(why)));
-    *charged = n;
-    return 0;
-}
-
-cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
-                      const cJSON *params)
-{
-    cJSON *m = up_rpc_new(id, method, params), *p, *meta, *ci, *caps;
-
-    if (!m || id <= 0 || era_of(s) == ERA_LEGACY)
-        return m;
-    p = cJSON_GetObjectItemCaseSensitive(m, "params");
-    if (!p)
-        p = cJSON_AddObjectToObject(m, "params");
-    if (!cJSON_IsObject(p))
-        goto fail;
-    meta = cJSON_GetObjectItemCaseSensitive(p, "_meta");
-    if (!meta)
-        meta = cJSON_AddObjectToObject(p, "_meta");
-    if (!cJSON_IsObject(meta))
-        goto fail;
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, META_VERSION);
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, META_CAPABILITIES);
-    cJSON_DeleteItemFromObjectCaseSensitive(meta, META_CLIENT_INFO);
-    /* hutch asks nothing of an upstream: no sampling, no elicitation, no
-     * roots (a question from an upstream is refused, doc/servers.md,
-     * "Upstream servers of either MCP era"). */
-    ci = cJSON_AddObjectToObject(meta, META_CLIENT_INFO);
-    caps = cJSON_AddObjectToObject(meta, META_CAPABILITIES);
-    /* Elicitation only where someone can answer (an upstream's question
-     * goes to hutch's own client: hutch_upstreams_set_elicitor). */
-    if (caps && elicitor && !strcmp(method, "tools/call"))
-        cJSON_AddObjectToObject(caps, "elicitation");
-    if (!cJSON_AddStringToObject(meta, META_VERSION, MODERN_VERSION) || !caps || !ci ||
-        !cJSON_AddStringToObject(ci, "name", s->u->client_name) ||
-        !cJSON_AddStringToObject(ci, "version", PACKAGE_VERSION))
-        goto fail;
-    return m;
-fail:
-    cJSON_Delete(m);
-    return NULL;
-}
-
-const char *up_request_name(const char *method, const cJSON *params)
-{
-    const cJSON *v = NULL;
-    if (!strcmp(method, "tools/call") || !strcmp(method, "prompts/get"))
-        v = get(params, "name");
-    else if (!strcmp(method, "resources/read"))
-        v = get(params, "uri");
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 /* --- state -------------------------------------------------------------- */
 
@@ -294,86 +129,6 @@ static void wait_backoff(struct server *s, unsigned ms)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* --- what upstreams send us, whatever the transport --------------------- */
-
-void up_on_notification(struct server *s, const char *method, const cJSON *params)
-{
-    if (!strcmp(method, "notifications/tools/list_changed")) {
-        pthread_mutex_lock(&s->lock);
-        s->list_changed = true;
-        pthread_cond_broadcast(&s->cond);
-        pthread_mutex_unlock(&s->lock);
-    } else if (!strcmp(method, "notifications/message")) {
-        const cJSON *level = get(params, "level"), *logger = get(params, "logger");
-        const cJSON *data = get(params, "data");
-        enum hutch_log_level lv = HUTCH_LOG_WARN;
-        char text[1000], from[64] = "";
-        char *printed = NULL;
-        size_t flen;
-
-        if (cJSON_IsString(level)) {
-            if (!strcmp(level->valuestring, "debug"))
-                lv = HUTCH_LOG_DEBUG;
-            else if (!strcmp(level->valuestring, "info") ||
-                     !strcmp(level->valuestring, "notice"))
-                lv = HUTCH_LOG_INFO;
-        }
-        if (lv > hutch_log_get_level())
-            return;
-        if (cJSON_IsString(logger))
-            up_clean_text(from, sizeof(from) - 2, logger->valuestring,
-                          strlen(logger->valuestring));
-        flen = strlen(from);
-        if (flen)
-            snprintf(from + flen, sizeof(from) - flen, ": ");
-        if (cJSON_IsString(data)) {
-            up_clean_text(text, sizeof(text), data->valuestring,
-                          strlen(data->valuestring));
-        } else {
-            printed = data ? cJSON_PrintUnformatted(data) : NULL;
-            up_clean_text(text, sizeof(text), printed ? printed : "",
-                          printed ? strlen(printed) : 0);
-            free(printed);
-        }
-        hutch_log(lv, s->who, "%s%s", from, text);
-    } else {
-        char m[80];
-        up_clean_text(m, sizeof(m), method, strlen(method));
-        hutch_log(HUTCH_LOG_DEBUG, s->who, "ignoring notification %s", m);
-    }
-}
-
-/* Our answer to a request from the server: ping gets {}, the rest -32601
- * (we declare no client capabilities).  NULL when there is nothing to
- * answer. */
-cJSON *up_answer_request(struct server *s, const char *method, const cJSON *id)
-{
-    cJSON *m, *e;
-    char shown[80];
-
-    if (!cJSON_IsString(id) && !cJSON_IsNumber(id))
-        return NULL;
-    m = cJSON_CreateObject();
-    if (!m || !cJSON_AddStringToObject(m, "jsonrpc", "2.0"))
-        goto fail;
-    cJSON_AddItemToObject(m, "id", cJSON_Duplicate(id, false));
-    if (!strcmp(method, "ping")) {
-        if (!cJSON_AddObjectToObject(m, "result"))
-            goto fail;
-        return m;
-    }
-    up_clean_text(shown, sizeof(shown), method, strlen(method));
-    hutch_log(HUTCH_LOG_DEBUG, s->who, "refusing request %s", shown);
-    e = cJSON_AddObjectToObject(m, "error");
-    if (!e || !cJSON_AddNumberToObject(e, "code", -32601) ||
-        !cJSON_AddStringToObject(e, "message", "Method not found"))
-        goto fail;
-    return m;
-fail:
-    cJSON_Delete(m);
-    return NULL;
-}
-
 /* Turn a response into the result object, or an error. */
 /* 2026-07-28's resultType: absent or "complete" is a result; hutch asks
  * for no input, so "input_required" (a question for the user) is refused
@@ -386,8 +141,8 @@ static int result_type_ok(struct server *s, const char *what, const cJSON *res,
 
     if (!rt || (cJSON_IsString(rt) && !strcmp(rt->valuestring, "complete")))
         return 0;
-    if (cJSON_IsString(rt) && !strcmp(rt->valuestring, "input_required") && elicitor &&
-        !strncmp(what, "tools/call", 10))
+    if (cJSON_IsString(rt) && !strcmp(rt->valuestring, "input_required") &&
+        up_elicitor() && !strncmp(what, "tools/call", 10))
         return 0; /* hutch_upstreams_call asks and calls again */
     if (cJSON_IsString(rt) && !strcmp(rt->valuestring, "input_required"))
         return hutch_err_set(err, -ENOTSUP,
@@ -431,19 +186,6 @@ static int take_result(struct server *s, const char *what, cJSON *reply, cJSON *
     }
     cJSON_Delete(reply);
     return r;
-}
-
-/* Under the server's lock. */
-void up_fail_pending_locked(struct server *s, int code, const char *why)
-{
-    for (struct pending *p = s->pending; p; p = p->next) {
-        if (p->done)
-            continue;
-        p->done = true;
-        p->code = code;
-        snprintf(p->why, sizeof(p->why), "%s", why);
-        pthread_cond_signal(&p->cond);
-    }
 }
 
 /* --- the lifecycle, whatever the transport ------------------------------ */
@@ -831,8 +573,8 @@ static void refresh_tools(struct server *s)
 }
 
 /* Initialize a new HTTP session after the old one expired, unless another
- * thread already did. */
-int up_http_reinit(struct server *s, uint64_t gen, struct hutch_err *err)
+ * thread already did (upstream_http.c calls it through u->ev). */
+static int http_reinit(struct server *s, uint64_t gen, struct hutch_err *err)
 {
     cJSON *tools = NULL;
     bool fresh, changed = false;
@@ -861,6 +603,10 @@ int up_http_reinit(struct server *s, uint64_t gen, struct hutch_err *err)
         gen_bump(s->u);
     return r;
 }
+
+/* What the transports hand up (upstream_int.h): they call nothing of this
+ * file by name. */
+static const struct up_events events = {.http_reinit = http_reinit};
 
 /* Serve a ready server until it dies (stdio), or hutch stops. */
 static void serve(struct server *s, struct child *c)
@@ -1134,6 +880,7 @@ int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts 
     u = calloc(1, sizeof(*u));
     if (!u)
         return hutch_err_set(err, -ENOMEM, "out of memory");
+    u->ev = &events;
     pthread_mutex_init(&u->lock, NULL);
     hutch_cond_init_mono(&u->cond);
     u->call_ms =
@@ -1298,6 +1045,7 @@ static int answer_questions(struct server *s, cJSON *params, const cJSON *res,
                             uint64_t deadline, struct hutch_err *err)
 {
     const cJSON *reqs = get(res, "inputRequests"), *rs = get(res, "requestState"), *q;
+    const struct hutch_elicitor *elicitor = up_elicitor();
     cJSON *answers = cJSON_CreateObject();
     char why[256] = "";
 

@@ -803,8 +803,6 @@ int hutch_upstream_parse_sse_cursor(const char *body, size_t len, char *id,
     return r == -E2BIG ? -EPROTO : r;
 }
 
-int up_http_reinit(struct server *s, uint64_t gen, struct hutch_err *err);
-
 int up_http_request(struct server *s, const char *method, const cJSON *params,
                     uint64_t deadline, unsigned budget, const char *what,
                     bool may_reinit, cJSON **reply, struct hutch_err *err)
@@ -869,7 +867,7 @@ again:
     }
     if (r == -ESTALE && may_reinit && attempt++ == 0) {
         hutch_log(HUTCH_LOG_INFO, s->who, "session expired, initializing again");
-        r = up_http_reinit(s, gen, err);
+        r = s->u->ev->http_reinit(s, gen, err);
         if (r == 0)
             goto again;
         return r;

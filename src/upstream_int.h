@@ -2,13 +2,19 @@
  * the server and child structures, the small helpers, and each file's
  * functions the others call.  Not an API (that is upstream.h).
  *
- *   upstream.c          a server's state, what upstreams send whatever the
- *                       transport, the lifecycle (supervisor, initialize,
- *                       tools/list, restarts) and the public API
+ *   upstream.c          a server's state, the lifecycle (supervisor,
+ *                       initialize, tools/list, restarts) and the public API
  *   upstream_servers.c  the servers file: what an entry is, ${VAR}
  *   upstream_stdio.c    stdio children: spawn, the I/O thread, requests
  *   upstream_http.c     streamable HTTP through libcurl, its SSE parser
  *   upstream_xheader.c  SEP-2243's x-mcp-header: Mcp-Param-* of a tools/call
+ *   upstream_rpc.c      the JSON-RPC they all speak, what upstreams send
+ *                       whatever the transport, the small helpers
+ *
+ * The arrows run one way: upstream.c calls the others, the transports call
+ * upstream_servers.c's and upstream_xheader.c's functions, and every file
+ * calls upstream_rpc.c, which calls none of them.  What a transport hands
+ * up to upstream.c goes through struct up_events (u->ev).
  *
  * The thread and lock rules are at the top of upstream.c. */
 #ifndef HUTCH_UPSTREAM_INT_H
@@ -142,7 +148,16 @@ struct server {
     pthread_mutex_t reinit_lock; /* one (re-)initialize at a time */
 };
 
+/* What a transport hands up to upstream.c, which sets it (u->ev) when it
+ * makes the servers: the transports call nothing of upstream.c by name. */
+struct up_events {
+    /* An HTTP session expired (-ESTALE): initialize a new one unless
+     * another thread already did since generation `gen`. */
+    int (*http_reinit)(struct server *s, uint64_t gen, struct hutch_err *err);
+};
+
 struct hutch_upstreams {
+    const struct up_events *ev;
     struct server *srv;
     size_t n;
     int call_ms, start_ms;
@@ -209,6 +224,10 @@ static inline bool version_ok(const char *v)
            !strcmp(v, "2025-03-26");
 }
 
+/* --- upstream_rpc.c ------------------------------------------------------ */
+
+/* This thread's answerer of upstream questions, or NULL. */
+const struct hutch_elicitor *up_elicitor(void);
 void up_clean_text(char *dst, size_t cap, const char *src, size_t len);
 void up_strv_free(char **v);
 bool up_rpc_id(const cJSON *id, int64_t *out);
@@ -225,12 +244,14 @@ cJSON *up_request_msg(struct server *s, int64_t id, const char *method,
  * prompts/get's "name", resources/read's "uri"; NULL for the rest. */
 const char *up_request_name(const char *method, const cJSON *params);
 
-/* --- upstream.c: state and what upstreams send -------------------------- */
-
+/* Our answer to a request from a server (ping {}, the rest -32601); NULL
+ * when there is nothing to answer. */
 cJSON *up_answer_request(struct server *s, const char *method, const cJSON *id);
+/* Under the server's lock: every call waiting on s ends with code, why. */
 void up_fail_pending_locked(struct server *s, int code, const char *why);
+/* A notification from s: list_changed wakes its supervisor, a log message
+ * is logged, the rest ignored. */
 void up_on_notification(struct server *s, const char *method, const cJSON *params);
-int up_http_reinit(struct server *s, uint64_t gen, struct hutch_err *err);
 
 /* --- upstream_servers.c --------------------------------------------------- */
 
