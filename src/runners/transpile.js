@@ -5,7 +5,8 @@
 //
 // runner.js loads this file only for such programs (its cheap test,
 // mayHaveImports), so plain JavaScript never pays for it; this file loads
-// sucrase.js (sucrase, pinned and bundled by vendor/bundle.sh) on first use.
+// sucrase.js (sucrase, pinned and bundled by third_party/sucrase/bundle.sh,
+// copied in beside this file by the build) on first use.
 // Sucrase strips the types (interfaces, annotations, generics, `as` casts;
 // `enum` becomes an object) without checking them, and its "imports"
 // transform turns `import fs from "node:fs"` into a require() call on the
