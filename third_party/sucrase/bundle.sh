@@ -11,10 +11,10 @@
 #
 # The source tree is only read: package.json, package-lock.json and
 # entry.js are copied to a scratch directory (removed on exit) and
-# node_modules lives there; OUT may be a temporary file to compare with
-# the committed bundle.  The output depends on the lock file and nothing
-# else (no date, no path, no host name): the same inputs give the same
-# bytes.  Run it after changing the pinned versions and
+# node_modules lives there, so `make check` runs this into a temporary OUT
+# and compares (tests/third_party/sucrase.sh).  The output depends on the
+# lock file and nothing else (no date, no path, no host name): the same
+# inputs give the same bytes.  Run it after changing the pinned versions and
 # commit the result (third_party/README.md); the build never runs it (no
 # network, no npm needed to build hutch).
 set -eu
