@@ -1,8 +1,9 @@
 #!/bin/bash
 # packaging.sh — `make install DESTDIR=…` puts hutch(1), hutch-policy(5),
 # the systemd unit (with the configured bindir), the bash completion, the
-# example policies, README/ARCHITECTURE/NEWS/LICENSE and the pages of doc/
-# where they belong, and the installed unit passes `systemd-analyze
+# example policies, README/ARCHITECTURE/NEWS/LICENSE, the pages of doc/,
+# third_party/README.md and the runners (sucrase.js with them) where they
+# belong, and the installed unit passes `systemd-analyze
 # verify`; `make uninstall` removes it all (the plugins too, whose .la files
 # install drops).
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
@@ -43,6 +44,18 @@ done
 for p in "$HUTCH_SRCDIR"/doc/*.md; do
     ok "doc/$(basename "$p") installed in docdir/doc" \
         cmp -s "$p" "$D$docdir/doc/$(basename "$p")"
+done
+ok "third_party/README.md installed in docdir/third_party (doc/ links it)" \
+    cmp -s "$HUTCH_SRCDIR/third_party/README.md" "$D$docdir/third_party/README.md"
+# The runners, in the directory hutch looks in by default (HUTCH_RUNNER_DIR
+# unset), with the vendored sucrase bundle beside transpile.js, which loads
+# it from there.
+runnersdir=$(var runnersdir)
+is "the runner directory is pkgdatadir/runners" "$runnersdir" "$pkgdatadir/runners"
+for f in src/runners/runner.py src/runners/hutch_runner.py src/runners/runner.js \
+    src/runners/transpile.js third_party/sucrase/sucrase.js; do
+    ok "$(basename "$f") installed in the runner directory" \
+        cmp -s "$HUTCH_SRCDIR/$f" "$D$runnersdir/$(basename "$f")"
 done
 
 unit="$D$unitdir/hutch.service"
