@@ -70,26 +70,6 @@ struct dk_boot {
     char tar[];
 };
 
-/* --- where things are -------------------------------------------------- */
-
-/* The image of a language: hutch-LANG:VERSION (`version` is hutch's), or
- * the one HUTCH_DOCKER_IMAGE_* names.  `data`: the data flavour, which
- * only Python has (hutch-python-data, HUTCH_DOCKER_IMAGE_PYTHON_DATA). */
-const char *dk_image_for(const char *version, const char *lang, int data, char *buf,
-                         size_t len)
-{
-    int py = strcmp(lang, "python") == 0;
-    const char *env = getenv(
-        py ? (data ? "HUTCH_DOCKER_IMAGE_PYTHON_DATA" : "HUTCH_DOCKER_IMAGE_PYTHON")
-           : "HUTCH_DOCKER_IMAGE_JAVASCRIPT");
-    if (env && *env)
-        snprintf(buf, len, "%s", env);
-    else
-        snprintf(buf, len, "hutch-%s:%s",
-                 py ? (data ? "python-data" : "python") : "node", version);
-    return buf;
-}
-
 /* --- /run/hutch: hutch-init and the runners ---------------------------- */
 
 #define DK_BOOT_MAX (64u << 20) /* init and the runners, with room to spare */

@@ -85,7 +85,7 @@ struct dk_sandbox {
     struct dk_sandbox *live_next, *live_prev; /* st->live, under live_mu */
 };
 
-/* docker.c: the image of a language (see there). */
+/* doctor.c: the image of a language (see there). */
 const char *dk_image_for(const char *version, const char *lang, int data, char *buf,
                          size_t len);
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -15,6 +16,26 @@
 #include "box.h"
 #include "docker.h"
 #include "engines.h"
+
+/* --- the images ---------------------------------------------------------- */
+
+/* The image of a language: hutch-LANG:VERSION (`version` is hutch's), or
+ * the one HUTCH_DOCKER_IMAGE_* names.  `data`: the data flavour, which
+ * only Python has (hutch-python-data, HUTCH_DOCKER_IMAGE_PYTHON_DATA). */
+const char *dk_image_for(const char *version, const char *lang, int data, char *buf,
+                         size_t len)
+{
+    int py = strcmp(lang, "python") == 0;
+    const char *env = getenv(
+        py ? (data ? "HUTCH_DOCKER_IMAGE_PYTHON_DATA" : "HUTCH_DOCKER_IMAGE_PYTHON")
+           : "HUTCH_DOCKER_IMAGE_JAVASCRIPT");
+    if (env && *env)
+        snprintf(buf, len, "%s", env);
+    else
+        snprintf(buf, len, "hutch-%s:%s",
+                 py ? (data ? "python-data" : "python") : "node", version);
+    return buf;
+}
 
 /* --- doctor ------------------------------------------------------------ */
 
