@@ -25,26 +25,35 @@
 #define E_PARAMS          -32602
 #define E_INTERNAL        -32603
 
-/* The requests hutch serves in the modern era.  The revision removed
+/* The methods (mcp_methods.def): the 2026-07-28 revision removed
  * initialize, ping, logging/setLevel and resources/(un)subscribe; hutch
- * offers no prompts, completions or subscriptions/listen (its capabilities
- * in server/discover say so), so those are "method not found" too. */
-static const char *const modern_methods[] = {
-    "server/discover", "tools/list", "tools/call", "resources/list", "resources/read",
-    "resources/templates/list",
-    /* the tasks extension (SEP-2663) */
-    "tasks/get", "tasks/update", "tasks/cancel", NULL};
+ * offers no prompts, completions or subscriptions/listen (server/discover
+ * says so), so those are "method not found" in that era. */
+const struct hutch_mcp_method hutch_mcp_methods[] = {
+#define MCP_METHOD(name, eras, init, mirror, handler) {name, eras, init, mirror},
+#include "mcp_methods.def"
+#undef MCP_METHOD
+};
+const size_t hutch_mcp_nmethods =
+    sizeof(hutch_mcp_methods) / sizeof(hutch_mcp_methods[0]);
 
-/* The body field Mcp-Name mirrors, per method (SEP-2243). */
+const struct hutch_mcp_method *hutch_mcp_method_find(const char *name)
+{
+    for (size_t i = 0; name && i < hutch_mcp_nmethods; i++)
+        if (!strcmp(name, hutch_mcp_methods[i].name))
+            return &hutch_mcp_methods[i];
+    return NULL;
+}
+
+/* The body field Mcp-Name mirrors (SEP-2243): the method's row says; a
+ * method of the tasks extension hutch does not serve is routed by task
+ * too (SEP-2663). */
 static const char *name_source(const char *method)
 {
-    if (!strcmp(method, "tools/call") || !strcmp(method, "prompts/get"))
-        return "name";
-    if (!strcmp(method, "resources/read"))
-        return "uri";
-    if (!strncmp(method, "tasks/", 6)) /* SEP-2663: routed by task */
-        return "taskId";
-    return NULL;
+    const struct hutch_mcp_method *m = hutch_mcp_method_find(method);
+    if (m)
+        return m->mirror;
+    return !strncmp(method, "tasks/", 6) ? "taskId" : NULL;
 }
 
 int hutch_mcp_version_modern(const char *version)
@@ -325,9 +334,11 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
         if ((r = check_name_header(meth, params, hn, v, err)) < 0)
             return r;
     }
-    for (int i = 0; modern_methods[i]; i++)
-        if (!strcmp(meth, modern_methods[i]))
+    {
+        const struct hutch_mcp_method *row = hutch_mcp_method_find(meth);
+        if (row && (row->eras & MCP_ERA_2026))
             return 0;
+    }
     return refuse(v, err, E_METHOD, 404, NULL, "Method not found: %.128s", meth);
 }
 

@@ -41,6 +41,23 @@ enum hutch_mcp_era {
     HUTCH_MCP_MODERN = 1,
 };
 
+/* The MCP request methods hutch knows, one row each of mcp_methods.def (see
+ * there for the fields): which eras serve them, whether a 2025 session must
+ * be initialized first, the body field Mcp-Name mirrors. */
+#define MCP_ERA_2025 (1u << HUTCH_MCP_LEGACY)
+#define MCP_ERA_2026 (1u << HUTCH_MCP_MODERN)
+struct hutch_mcp_method {
+    const char *name;
+    unsigned eras;
+    int init;
+    const char *mirror;
+};
+/* The rows, in mcp_methods.def's order, and how many. */
+extern const struct hutch_mcp_method hutch_mcp_methods[];
+extern const size_t hutch_mcp_nmethods;
+/* The row of `name`, or NULL for a method hutch does not know. */
+const struct hutch_mcp_method *hutch_mcp_method_find(const char *name);
+
 /* The HTTP request headers the era looks at; NULL when absent.  On stdio
  * there are none: classify with headers == NULL. */
 struct hutch_mcp_headers {

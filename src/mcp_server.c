@@ -323,86 +323,136 @@ static void on_cancelled(struct hutch_mcp_session *s, const cJSON *params)
     free(key);
 }
 
-/* The 2025 session protocol: initialize first, then the session's methods. */
-static void dispatch_legacy(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                            const char *meth, const cJSON *params)
+/* --- the methods (one row each in mcp_methods.def) --------------------------- */
+
+/* What hutch itself offers changes only with a new hutch; the direct tools
+ * follow the upstreams and the policy; a principal's result files change
+ * with every run. */
+static const struct hutch_mcp_cache cache_fixed = {HUTCH_MCP_LIST_TTL_MS, 1},
+                                    cache_none = {0, 0};
+
+/* A list's answer: in the 2026-07-28 era stamped with how long it may be
+ * kept. */
+static void send_list(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                      cJSON *r, int modern, const struct hutch_mcp_cache *c)
 {
-    if (!strcmp(meth, "initialize")) {
-        on_initialize(s, stream, id, params);
-    } else if (!strcmp(meth, "ping")) {
-        mcp_send_result(s, stream, id, cJSON_CreateObject());
-    } else if (!s->initialized) {
-        mcp_send_error(s, stream, id, E_INVALID_REQUEST,
-                       "the session is not initialized: send initialize first");
-    } else if (!strcmp(meth, "tools/list")) {
-        mcp_send_result(s, stream, id, tools_list(s->m, s->structured));
-    } else if (!strcmp(meth, "tools/call")) {
-        on_tools_call(s, stream, id, params, 0);
-    } else if (!strcmp(meth, "resources/read")) {
-        on_resources_read(s, stream, id, params, 0);
-    } else if (!strcmp(meth, "resources/list")) {
-        mcp_send_result(s, stream, id,
-                        hutch_resources_list(s->m->resources, s->principal));
-    } else if (!strcmp(meth, "resources/templates/list")) {
-        cJSON *r = cJSON_CreateObject();
-        cJSON_AddArrayToObject(r, "resourceTemplates");
-        mcp_send_result(s, stream, id, r);
-    } else if (!strcmp(meth, "logging/setLevel")) {
-        const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(params, "level");
-        int ok = 0;
-        for (int i = 0; cJSON_IsString(lvl) && log_levels[i]; i++)
-            ok |= !strcmp(lvl->valuestring, log_levels[i]);
-        if (ok)
-            mcp_send_result(s, stream, id, cJSON_CreateObject());
-        else
-            mcp_send_error(
-                s, stream, id, E_PARAMS,
-                "logging/setLevel needs params.level: debug, info, notice, warning, "
-                "error, critical, alert or emergency");
-    } else {
-        mcp_send_error(s, stream, id, E_METHOD, "Method not found: %.128s", meth);
-    }
+    if (modern)
+        hutch_mcp_stamp_result(r, c);
+    mcp_send_result(s, stream, id, r);
 }
 
-/* The 2026-07-28 protocol: everything the request needs is in it (the era
- * and the method were checked by hutch_mcp_classify); the session is only
- * the way back to the client and the principal.  Nothing is remembered. */
-static void dispatch_modern(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                            const char *meth, const cJSON *params)
+static void m_initialize(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                         const char *meth, const cJSON *params, int modern)
 {
-    /* What hutch itself offers changes only with a new hutch; the direct
-     * tools follow the upstreams and the policy. */
-    const struct hutch_mcp_cache fixed = {HUTCH_MCP_LIST_TTL_MS, 1}, direct = {0, 0},
-                                 own = {0, 0};
-    cJSON *r = NULL;
-    const struct hutch_mcp_cache *c = NULL;
+    (void)modern;
+    on_initialize(s, stream, id, params);
+}
 
-    if (!strcmp(meth, "server/discover")) {
-        r = discover_result();
-        c = &fixed;
-    } else if (!strcmp(meth, "tools/list")) {
-        r = tools_list(s->m, mcp_wants_structured(s, params, 1));
-        c = hutch_direct_enabled(&s->m->direct) ? &direct : &fixed;
-    } else if (!strcmp(meth, "tools/call")) {
-        on_tools_call(s, stream, id, params, 1);
-    } else if (!strcmp(meth, "resources/read")) {
-        on_resources_read(s, stream, id, params, 1);
-    } else if (!strcmp(meth, "resources/list")) {
-        r = hutch_resources_list(s->m->resources, s->principal);
-        c = &own; /* a principal's result files, changing with every run */
-    } else if (!strcmp(meth, "resources/templates/list")) {
-        r = cJSON_CreateObject();
-        cJSON_AddArrayToObject(r, "resourceTemplates");
-        c = &fixed;
-    } else if (!strncmp(meth, "tasks/", 6)) {
-        mcp_on_tasks(s, stream, id, meth, params);
-    } else { /* hutch_mcp_classify lets no other method through */
+static void m_ping(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                   const char *meth, const cJSON *params, int modern)
+{
+    (void)params;
+    (void)modern;
+    mcp_send_result(s, stream, id, cJSON_CreateObject());
+}
+
+static void m_discover(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                       const char *meth, const cJSON *params, int modern)
+{
+    (void)params;
+    send_list(s, stream, id, discover_result(), modern, &cache_fixed);
+}
+
+static void m_tools_list(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                         const char *meth, const cJSON *params, int modern)
+{
+    send_list(s, stream, id, tools_list(s->m, mcp_wants_structured(s, params, modern)),
+              modern, hutch_direct_enabled(&s->m->direct) ? &cache_none : &cache_fixed);
+}
+
+static void m_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                         const char *meth, const cJSON *params, int modern)
+{
+    on_tools_call(s, stream, id, params, modern);
+}
+
+static void m_resources_list(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                             const char *meth, const cJSON *params, int modern)
+{
+    (void)params;
+    send_list(s, stream, id, hutch_resources_list(s->m->resources, s->principal),
+              modern, &cache_none);
+}
+
+static void m_resources_read(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                             const char *meth, const cJSON *params, int modern)
+{
+    on_resources_read(s, stream, id, params, modern);
+}
+
+static void m_templates(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                        const char *meth, const cJSON *params, int modern)
+{
+    cJSON *r = cJSON_CreateObject();
+    (void)params;
+    cJSON_AddArrayToObject(r, "resourceTemplates");
+    send_list(s, stream, id, r, modern, &cache_fixed);
+}
+
+static void m_set_level(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                        const char *meth, const cJSON *params, int modern)
+{
+    const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(params, "level");
+    int ok = 0;
+    (void)modern;
+    for (int i = 0; cJSON_IsString(lvl) && log_levels[i]; i++)
+        ok |= !strcmp(lvl->valuestring, log_levels[i]);
+    if (ok)
+        mcp_send_result(s, stream, id, cJSON_CreateObject());
+    else
+        mcp_send_error(
+            s, stream, id, E_PARAMS,
+            "logging/setLevel needs params.level: debug, info, notice, warning, "
+            "error, critical, alert or emergency");
+}
+
+static void m_tasks(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                    const char *meth, const cJSON *params, int modern)
+{
+    (void)modern;
+    mcp_on_tasks(s, stream, id, meth, params);
+}
+
+typedef void mcp_handler_fn(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                            const char *meth, const cJSON *params, int modern);
+/* mcp_methods.def's handlers, in its order (hutch_mcp_methods[i]'s is
+ * handlers[i]). */
+static mcp_handler_fn *const handlers[] = {
+#define MCP_METHOD(name, eras, init, mirror, handler) handler,
+#include "mcp_methods.def"
+#undef MCP_METHOD
+};
+
+/* One request, in either era.  2026-07-28: hutch_mcp_classify let only
+ * that era's methods through, and everything the request needs is in it
+ * (the session is only the way back to the client and the principal).
+ * 2025: initialize first, then the session's methods. */
+static void dispatch(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                     const char *meth, const cJSON *params, int modern)
+{
+    const struct hutch_mcp_method *row = hutch_mcp_method_find(meth);
+    unsigned era = modern ? MCP_ERA_2026 : MCP_ERA_2025;
+
+    if (!modern && !s->initialized && !(row && (row->eras & era) && !row->init)) {
+        mcp_send_error(s, stream, id, E_INVALID_REQUEST,
+                       "the session is not initialized: send initialize first");
+        return;
+    }
+    if (!row || !(row->eras & era) || !handlers[row - hutch_mcp_methods]) {
         mcp_send_error(s, stream, id, E_METHOD, "Method not found: %.128s", meth);
+        return;
     }
-    if (r) {
-        hutch_mcp_stamp_result(r, c);
-        mcp_send_result(s, stream, id, r);
-    }
+    handlers[row - hutch_mcp_methods](s, stream, id, meth, params, modern);
 }
 
 int hutch_mcp_session_deliver(struct hutch_mcp_session *s, struct hutch_mcp_msg *m,
@@ -427,10 +477,7 @@ int hutch_mcp_session_deliver(struct hutch_mcp_session *s, struct hutch_mcp_msg 
         /* notifications/initialized and others need nothing */
         return 0;
     }
-    if (m->v.era == HUTCH_MCP_MODERN)
-        dispatch_modern(s, stream, m->id, m->method, m->params);
-    else
-        dispatch_legacy(s, stream, m->id, m->method, m->params);
+    dispatch(s, stream, m->id, m->method, m->params, m->v.era == HUTCH_MCP_MODERN);
     return 1;
 }
 
