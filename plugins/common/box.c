@@ -213,3 +213,16 @@ int box_flavour(const char *value, const char *executor, struct hutch_err *err)
                          "matplotlib)",
                          executor, value);
 }
+
+int box_cpu_weight_check(uint32_t weight, struct hutch_err *err)
+{
+    if (weight < HUTCH_CPU_WEIGHT_MIN || weight > HUTCH_CPU_WEIGHT_MAX)
+        return hutch_err_set(err, -EINVAL, "CPU weight %u out of range", weight);
+    return 0;
+}
+
+uint32_t box_cpu_shares(uint32_t weight)
+{
+    uint32_t shares = weight * 1024u / 100u;
+    return shares < 2 ? 2 : shares;
+}

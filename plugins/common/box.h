@@ -76,6 +76,12 @@ int box_option(const struct hutch_sandbox_class *cls, const char *executor,
                struct hutch_err *err);
 
 /* Default sizes when the class says 0. */
+/* cpu_weight()'s argument: 0 when in range (HUTCH_CPU_WEIGHT_MIN..MAX),
+ * else -EINVAL with err saying so. */
+int box_cpu_weight_check(uint32_t weight, struct hutch_err *err);
+/* The cgroup v1 cpu.shares of a weight on v2's scale: 1024 for the default
+ * 100, never below v1's minimum of 2. */
+uint32_t box_cpu_shares(uint32_t weight);
 unsigned long long box_work_bytes(const struct hutch_sandbox_class *cls);
 unsigned long long box_tmp_bytes(const struct hutch_sandbox_class *cls);
 

@@ -1007,14 +1007,14 @@ static int docker_cpu_weight(void *state, struct hutch_sandbox *pub, uint32_t we
 {
     struct dk_sandbox *sb = (struct dk_sandbox *)pub;
     char path[160], body[64];
-    uint32_t shares = weight * 1024u / 100u;
     long status = 0;
+    int r;
 
     (void)state;
-    if (weight < HUTCH_CPU_WEIGHT_MIN || weight > HUTCH_CPU_WEIGHT_MAX)
-        return hutch_err_set(err, -EINVAL, "CPU weight %u out of range", weight);
+    if ((r = box_cpu_weight_check(weight, err)) < 0)
+        return r;
     snprintf(path, sizeof(path), "/containers/%s/update", sb->id);
-    snprintf(body, sizeof(body), "{\"CpuShares\":%u}", shares < 2 ? 2 : shares);
+    snprintf(body, sizeof(body), "{\"CpuShares\":%u}", box_cpu_shares(weight));
     return dk_json(&sb->eng->api, "POST", path, body, &status, NULL, err);
 }
 

@@ -1079,12 +1079,11 @@ static int gv_cpu_weight(void *state, struct hutch_sandbox *pub, uint32_t weight
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
     char path[PATH_MAX + 64], val[32];
-    uint32_t shares = weight * 1024u / 100u;
-    int fd, r = 0;
+    int fd, r;
 
     (void)state;
-    if (weight < HUTCH_CPU_WEIGHT_MIN || weight > HUTCH_CPU_WEIGHT_MAX)
-        return hutch_err_set(err, -EINVAL, "CPU weight %u out of range", weight);
+    if ((r = box_cpu_weight_check(weight, err)) < 0)
+        return r;
     if (!sb->cgroup[0])
         return hutch_err_set(err, -ENOTSUP, "the sandbox has no cgroup");
     if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
@@ -1092,7 +1091,7 @@ static int gv_cpu_weight(void *state, struct hutch_sandbox *pub, uint32_t weight
         snprintf(val, sizeof(val), "%u", weight);
     } else {
         snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.shares", sb->cgroup);
-        snprintf(val, sizeof(val), "%u", shares < 2 ? 2 : shares); /* v1's minimum */
+        snprintf(val, sizeof(val), "%u", box_cpu_shares(weight));
     }
     fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, val, strlen(val)) != (ssize_t)strlen(val))

@@ -571,15 +571,13 @@ static int local_cpu_weight(void *state, struct hutch_sandbox *hsb, uint32_t wei
     char val[32];
     int r;
 
-    if (weight < HUTCH_CPU_WEIGHT_MIN || weight > HUTCH_CPU_WEIGHT_MAX)
-        return hutch_err_set(err, -EINVAL, "CPU weight %u out of range", weight);
+    if ((r = box_cpu_weight_check(weight, err)) < 0)
+        return r;
     if (st->cg.version == 2 && st->cg.cpu_parent[0] && sb->cg_mem[0]) {
         snprintf(val, sizeof(val), "%u", weight);
         r = cg_write(sb->cg_mem, "cpu.weight", val);
     } else if (st->cg.version == 1 && sb->cg_cpu[0]) {
-        /* v1's minimum is 2. */
-        snprintf(val, sizeof(val), "%u",
-                 weight * 1024u / 100u < 2 ? 2 : weight * 1024u / 100u);
+        snprintf(val, sizeof(val), "%u", box_cpu_shares(weight));
         r = cg_write(sb->cg_cpu, "cpu.shares", val);
     } else {
         return hutch_err_set(err, -ENOTSUP, "no usable cpu cgroup controller");
