@@ -180,8 +180,8 @@ static const char *const log_levels[] = {"debug",   "info",      "notice",
                                          "warning", "error",     "critical",
                                          "alert",   "emergency", NULL};
 
-static void on_initialize(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                          const cJSON *params)
+static void m_initialize(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                         const char *meth, const cJSON *params, int modern)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
     cJSON *r, *caps;
@@ -219,8 +219,8 @@ static void on_initialize(struct hutch_mcp_session *s, void *stream, const cJSON
     mcp_send_result(s, stream, id, r);
 }
 
-static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                          const cJSON *params, int modern)
+static void m_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                         const char *meth, const cJSON *params, int modern)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(params, "arguments");
@@ -272,8 +272,8 @@ static void on_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON
  * "resource not found" code for an unknown, expired or foreign uri. */
 #define E_RESOURCE_NOT_FOUND -32002
 
-static void on_resources_read(struct hutch_mcp_session *s, void *stream,
-                              const cJSON *id, const cJSON *params, int modern)
+static void m_resources_read(struct hutch_mcp_session *s, void *stream, const cJSON *id,
+                             const char *meth, const cJSON *params, int modern)
 {
     const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
     struct hutch_err err = HUTCH_ERR_INIT;
@@ -341,13 +341,6 @@ static void send_list(struct hutch_mcp_session *s, void *stream, const cJSON *id
     mcp_send_result(s, stream, id, r);
 }
 
-static void m_initialize(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                         const char *meth, const cJSON *params, int modern)
-{
-    (void)modern;
-    on_initialize(s, stream, id, params);
-}
-
 static void m_ping(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                    const char *meth, const cJSON *params, int modern)
 {
@@ -370,24 +363,12 @@ static void m_tools_list(struct hutch_mcp_session *s, void *stream, const cJSON 
               modern, hutch_direct_enabled(&s->m->direct) ? &cache_none : &cache_fixed);
 }
 
-static void m_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                         const char *meth, const cJSON *params, int modern)
-{
-    on_tools_call(s, stream, id, params, modern);
-}
-
 static void m_resources_list(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                              const char *meth, const cJSON *params, int modern)
 {
     (void)params;
     send_list(s, stream, id, hutch_resources_list(s->m->resources, s->principal),
               modern, &cache_none);
-}
-
-static void m_resources_read(struct hutch_mcp_session *s, void *stream, const cJSON *id,
-                             const char *meth, const cJSON *params, int modern)
-{
-    on_resources_read(s, stream, id, params, modern);
 }
 
 static void m_templates(struct hutch_mcp_session *s, void *stream, const cJSON *id,
