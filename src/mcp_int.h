@@ -120,10 +120,6 @@ int mcp_wants_structured(const struct hutch_mcp_session *s, const cJSON *params,
 /* No worker left: nothing refers to s. */
 void mcp_session_destroy(struct hutch_mcp_session *s);
 
-/* --- mcp_server.c --------------------------------------------------------- */
-
-extern const char mcp_instructions[];
-
 /* --- mcp_tools.c ---------------------------------------------------------- */
 
 /* The tools; `structured`: with their outputSchema. */

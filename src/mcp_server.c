@@ -142,7 +142,7 @@ static cJSON *tools_list(struct hutch_mcp *m, int structured)
     return r;
 }
 
-const char mcp_instructions[] =
+static const char mcp_instructions[] =
     "Code mode: find the user's tools with search_tools, then write one short "
     "Python or JavaScript program that calls them as functions (tools.server.tool) "
     "and run it with execute_code. Do the filtering and aggregation inside the "
