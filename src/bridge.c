@@ -225,20 +225,19 @@ static char *error_text(const cJSON *res)
 static int server_down(struct hutch_bridge *b, const char *tool, char *msg, size_t len)
 {
     const char *dot = strchr(tool, '.');
-    cJSON *st, *it;
+    struct hutch_upstream_status *st;
+    size_t n;
     int down = 0;
-    if (!dot)
+    if (!dot || hutch_upstreams_snapshot(b->u, &st, &n) < 0)
         return 0;
-    st = hutch_upstreams_status(b->u);
-    cJSON_ArrayForEach(it, st)
-    {
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
-        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-        const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"));
-        if (name && state && strlen(name) == (size_t)(dot - tool) &&
+    for (size_t i = 0; i < n; i++) {
+        const char *name = st[i].server;
+        const char *state = hutch_upstream_state_name(st[i].state);
+        const char *why = st[i].error[0] ? st[i].error : NULL;
+        if (strlen(name) == (size_t)(dot - tool) &&
             strncasecmp(name, tool, (size_t)(dot - tool)) == 0 &&
-            strcmp(state, "ready")) {
-            bool never = !strcmp(state, "disabled") || !strcmp(state, "skipped");
+            st[i].state != HUTCH_UPSTREAM_READY) {
+            bool never = !hutch_upstream_started(st[i].state);
             snprintf(msg, len, "upstream server \"%s\" is %s%s%s%s", name, state,
                      why ? ": " : "", why ? why : "",
                      never ? " (in the servers file)" : "; try again shortly");
@@ -246,7 +245,7 @@ static int server_down(struct hutch_bridge *b, const char *tool, char *msg, size
             break;
         }
     }
-    cJSON_Delete(st);
+    free(st);
     return down;
 }
 

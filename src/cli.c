@@ -17,7 +17,8 @@ int hutch_cli_start_upstreams(const char *servers, const char *who, bool wait,
                               struct hutch_err *err)
 {
     struct hutch_upstream_opts uo = {.no_wait = !wait};
-    cJSON *st, *it;
+    struct hutch_upstream_status *st;
+    size_t n;
     int r;
 
     r = hutch_upstreams_load(servers, config, err);
@@ -26,22 +27,23 @@ int hutch_cli_start_upstreams(const char *servers, const char *who, bool wait,
     if (r < 0 || !wait)
         return r;
     /* A server that did not come up is no reason to stop: say why, go on. */
-    st = hutch_upstreams_status(*ups);
-    cJSON_ArrayForEach(it, st)
-    {
-        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-        const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "error"));
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
+    if (hutch_upstreams_snapshot(*ups, &st, &n) < 0)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *state = hutch_upstream_state_name(st[i].state);
+        const char *why = st[i].error[0] ? st[i].error : NULL;
+        const char *name = st[i].server;
         /* "skipped" was said when the file was loaded. */
-        if (!state || !strcmp(state, "ready") || !strcmp(state, "skipped"))
+        if (st[i].state == HUTCH_UPSTREAM_READY ||
+            st[i].state == HUTCH_UPSTREAM_SKIPPED)
             continue;
-        if (!strcmp(state, "disabled"))
+        if (st[i].state == HUTCH_UPSTREAM_DISABLED)
             fprintf(stderr, "%s: upstream %s is disabled (not started)\n", who, name);
         else
             fprintf(stderr, "%s: upstream %s is %s: %s\n", who, name, state,
                     why ? why : "no reason given");
     }
-    cJSON_Delete(st);
+    free(st);
     return 0;
 }
 

@@ -310,10 +310,16 @@ static double timed_run(const char *dir, const char *name, int pool, int *warm,
         goto out;
     /* Wait (generously) for the pool to hold its sandbox. */
     while (pool && hutch_now_ms() < until) {
-        cJSON *st = hutch_jobs_pool_status(jobs), *c;
+        struct hutch_pool_status *st = NULL;
+        size_t n = 0;
         int idle = 0;
-        cJSON_ArrayForEach(c, st) idle += cJSON_GetObjectItem(c, "idle")->valueint;
-        cJSON_Delete(st);
+        if (hutch_jobs_pool_status(jobs, &st, &n) < 0) {
+            hutch_err_set(err, -ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++)
+            idle += st[i].idle;
+        free(st);
         if (idle)
             break;
         usleep(20000);

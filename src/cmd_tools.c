@@ -32,18 +32,21 @@ static void usage(FILE *f)
  * do not count. */
 static int down_servers(struct hutch_upstreams *ups)
 {
-    cJSON *st = hutch_upstreams_status(ups), *it;
+    struct hutch_upstream_status *st;
+    size_t n;
     int down = 0, all = 0;
 
-    cJSON_ArrayForEach(it, st)
-    {
-        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-        if (!state || !strcmp(state, "disabled") || !strcmp(state, "skipped"))
+    if (hutch_upstreams_snapshot(ups, &st, &n) < 0) {
+        fprintf(stderr, "hutch tools: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!hutch_upstream_started(st[i].state))
             continue;
         all++;
-        down += strcmp(state, "ready") != 0;
+        down += st[i].state != HUTCH_UPSTREAM_READY;
     }
-    cJSON_Delete(st);
+    free(st);
     if (down)
         fprintf(stderr,
                 "hutch tools: %d of %d servers did not start; their tools are "

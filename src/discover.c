@@ -328,18 +328,19 @@ fail:
     return NULL;
 }
 
-cJSON *hutch_discover_not_ready(const cJSON *status, struct hutch_buf *t)
+cJSON *hutch_discover_not_ready(const struct hutch_upstream_status *rows, size_t n,
+                                struct hutch_buf *t)
 {
-    cJSON *down = NULL, *it;
+    cJSON *down = NULL;
     int starting = 0;
 
-    cJSON_ArrayForEach(it, status)
-    {
-        const char *name = str(it, "server"), *state = str(it, "state"),
-                   *why = str(it, "error");
+    for (size_t i = 0; i < n; i++) {
+        const char *name = rows[i].server,
+                   *state = hutch_upstream_state_name(rows[i].state),
+                   *why = rows[i].error[0] ? rows[i].error : NULL;
         cJSON *o;
-        if (!name || !state || !strcmp(state, "ready") || !strcmp(state, "disabled") ||
-            !strcmp(state, "skipped"))
+        if (rows[i].state == HUTCH_UPSTREAM_READY ||
+            !hutch_upstream_started(rows[i].state))
             continue;
         if (!down && !(down = cJSON_CreateArray()))
             return NULL;
@@ -348,7 +349,7 @@ cJSON *hutch_discover_not_ready(const cJSON *status, struct hutch_buf *t)
         if (t)
             hutch_buf_appendf(t, "  %s: %s%s%.300s%s\n", name, state, why ? " (" : "",
                               why ? why : "", why ? ")" : "");
-        starting |= !strcmp(state, "starting");
+        starting |= rows[i].state == HUTCH_UPSTREAM_STARTING;
         o = cJSON_CreateObject();
         if (!o || !cJSON_AddStringToObject(o, "server", name) ||
             !cJSON_AddStringToObject(o, "state", state) ||

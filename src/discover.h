@@ -12,6 +12,7 @@
 #include "buf.h"
 #include "catalog.h"
 #include "policy.h"
+#include "status.h"
 
 /* 1 when the policy offers e (its tools.allow/deny globs let it be called);
  * p NULL offers everything.  on_tool_call decides on a call's arguments, so
@@ -54,12 +55,13 @@ cJSON *hutch_discover_directory(const struct hutch_catalog *cat,
                                 const struct hutch_policy *p, const char *server);
 
 /* The servers a search names because their tools are missing, from
- * hutch_upstreams_status(): those that were started and are not ready
+ * hutch_upstreams_snapshot()'s n rows: those that were started and are not ready
  * (starting, restarting, failed); a disabled or skipped one is the user's
  * choice, nothing an agent can wait for.  One line each appended to t
  * (when not NULL), and the list [{server, state, error?}] returned (NULL
  * when there is none; caller frees). */
-cJSON *hutch_discover_not_ready(const cJSON *status, struct hutch_buf *t);
+cJSON *hutch_discover_not_ready(const struct hutch_upstream_status *rows, size_t n,
+                                struct hutch_buf *t);
 
 /* " (did you mean \"fs.read_file\"?)" for an unknown `tool` when an offered
  * tool is close (a couple of typing errors, identifier spelling, or the same

@@ -429,13 +429,16 @@ static void wait_starting(struct hutch_upstreams *u, int timeout_ms)
  * structuredContent names them. */
 static int name_not_ready(struct hutch_upstreams *u, cJSON *out)
 {
-    cJSON *st, *down;
+    struct hutch_upstream_status *st;
+    size_t n;
+    cJSON *down;
 
     if (!u)
         return 0;
-    st = hutch_upstreams_status(u);
-    down = hutch_discover_not_ready(st, NULL);
-    cJSON_Delete(st);
+    if (hutch_upstreams_snapshot(u, &st, &n) < 0)
+        return -ENOMEM;
+    down = hutch_discover_not_ready(st, n, NULL);
+    free(st);
     if (down && !cJSON_AddItemToObject(out, "servers", down)) {
         cJSON_Delete(down);
         return -ENOMEM;

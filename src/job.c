@@ -327,11 +327,14 @@ fail:
  * at exit). */
 static void audit_pools(struct hutch_jobs *j, const char *why)
 {
+    struct hutch_pool_status *st;
+    size_t n;
     cJSON *extra;
-    if (!j->pool)
+    if (!j->pool || hutch_pool_snapshot(j->pool, &st, &n) < 0)
         return;
     extra = cJSON_CreateObject();
-    cJSON_AddItemToObject(extra, "classes", hutch_pool_status(j->pool));
+    cJSON_AddItemToObject(extra, "classes", hutch_pool_status_json(st, n, 1));
+    free(st);
     hutch_audit_log(hutch_gov_audit(j->o.gov), "pool", NULL, NULL, NULL, why, NULL, -1,
                     extra);
     cJSON_Delete(extra);
@@ -366,9 +369,14 @@ int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err)
     return r;
 }
 
-cJSON *hutch_jobs_pool_status(struct hutch_jobs *j)
+int hutch_jobs_pool_status(struct hutch_jobs *j, struct hutch_pool_status **rows,
+                           size_t *n)
 {
-    return j->pool ? hutch_pool_status(j->pool) : cJSON_CreateArray();
+    if (j->pool)
+        return hutch_pool_snapshot(j->pool, rows, n);
+    *rows = NULL;
+    *n = 0;
+    return 0;
 }
 
 int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail)
@@ -433,9 +441,9 @@ out:
     return ok;
 }
 
-static cJSON *source_pool_status(void *ctx)
+static int source_pool_status(void *ctx, struct hutch_pool_status **rows, size_t *n)
 {
-    return hutch_jobs_pool_status(ctx);
+    return hutch_jobs_pool_status(ctx, rows, n);
 }
 
 static int source_ready(void *ctx, cJSON *out, int detail)

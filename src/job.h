@@ -82,9 +82,10 @@ void hutch_jobs_free(struct hutch_jobs *j);
  * executor conflicts with the operator's): it is logged, and every execution
  * is refused with it until the policy agrees again. */
 int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err);
-/* The pools' state as JSON (per class: executor, language, size, idle,
- * starting, hits, misses, last failure); caller frees. */
-cJSON *hutch_jobs_pool_status(struct hutch_jobs *j);
+/* The pools' state, one row per class (status.h) in *rows (caller frees
+ * with free()) and *n; none without pools.  0, or -ENOMEM. */
+int hutch_jobs_pool_status(struct hutch_jobs *j, struct hutch_pool_status **rows,
+                           size_t *n);
 
 /* Readiness (GET /readyz): the current policy can be served (its executor
  * agrees with the operator's) and the executor it runs on is usable now

@@ -474,10 +474,14 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
  * which are still starting rather than leaving their tools out silently. */
 static cJSON *not_ready(struct hutch_mcp *m, struct hutch_buf *t)
 {
-    cJSON *st = m->o.upstreams ? hutch_upstreams_status(m->o.upstreams) : NULL;
-    cJSON *down = hutch_discover_not_ready(st, t);
+    struct hutch_upstream_status *st = NULL;
+    size_t n = 0;
+    cJSON *down;
 
-    cJSON_Delete(st);
+    if (hutch_upstreams_snapshot(m->o.upstreams, &st, &n) < 0)
+        return NULL;
+    down = hutch_discover_not_ready(st, n, t);
+    free(st);
     return down;
 }
 

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -298,14 +299,13 @@ static int render_calls(struct hutch_buf *b, const struct snapshot *s)
 }
 
 /* Pool classes with the same labels (they differ in options or CPUs) are
- * summed: one series each. */
+ * summed: one series each.  v: size, idle, starting, hits, misses,
+ * failures, in pool_names' order. */
 struct pool_row {
     char executor[HUTCH_MAX_EXECUTOR_NAME + 1], language[16], memory[24], pids[24];
     double v[6];
 };
 
-static const char *const pool_fields[6] = {"size", "idle",   "starting",
-                                           "hits", "misses", "failures"};
 static const char *const pool_names[6][3] = {
     {"hutch_pool_size", "gauge", "Warm sandboxes a pool class is kept at."},
     {"hutch_pool_idle", "gauge", "Warm sandboxes waiting for a job."},
@@ -315,31 +315,25 @@ static const char *const pool_names[6][3] = {
     {"hutch_pool_failures_total", "counter", "Warm sandboxes that failed to start."},
 };
 
-static const char *str(const cJSON *o, const char *key)
-{
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, key));
-    return v ? v : "";
-}
-
 static int render_pools(struct hutch_buf *b, const struct hutch_metrics_source *src)
 {
     struct pool_row rows[HUTCH_POOL_MAX_CLASSES];
-    size_t n = 0;
-    cJSON *st = src ? src->pool_status(src->ctx) : NULL, *it;
+    struct hutch_pool_status *st = NULL;
+    size_t n = 0, nst = 0;
     int r = 0;
 
-    cJSON_ArrayForEach(it, st)
-    {
-        struct pool_row row = {0};
+    if (src && src->pool_status(src->ctx, &st, &nst) < 0)
+        return -ENOMEM;
+    for (size_t k = 0; k < nst; k++) {
+        const struct hutch_pool_status *c = &st[k];
+        struct pool_row row = {.v = {c->size, c->idle, c->starting, (double)c->hits,
+                                     (double)c->misses, (double)c->failures}};
         size_t i;
-        snprintf(row.executor, sizeof(row.executor), "%s", str(it, "executor"));
-        snprintf(row.language, sizeof(row.language), "%s", str(it, "language"));
-        snprintf(row.memory, sizeof(row.memory), "%.0f",
-                 cJSON_GetNumberValue(cJSON_GetObjectItem(it, "memory_mb")));
-        snprintf(row.pids, sizeof(row.pids), "%.0f",
-                 cJSON_GetNumberValue(cJSON_GetObjectItem(it, "pids")));
-        for (int f = 0; f < 6; f++)
-            row.v[f] = cJSON_GetNumberValue(cJSON_GetObjectItem(it, pool_fields[f]));
+        snprintf(row.executor, sizeof(row.executor), "%s", c->executor);
+        snprintf(row.language, sizeof(row.language), "%s", c->language);
+        snprintf(row.memory, sizeof(row.memory), "%llu",
+                 (unsigned long long)c->memory_mb);
+        snprintf(row.pids, sizeof(row.pids), "%lu", (unsigned long)c->pids);
         for (i = 0; i < n; i++)
             if (!strcmp(rows[i].executor, row.executor) &&
                 !strcmp(rows[i].language, row.language) &&
@@ -352,7 +346,7 @@ static int render_pools(struct hutch_buf *b, const struct hutch_metrics_source *
             rows[n++] = row;
         }
     }
-    cJSON_Delete(st);
+    free(st);
     for (int f = 0; r == 0 && f < 6; f++) {
         r = family(b, pool_names[f][0], pool_names[f][1], pool_names[f][2]);
         for (size_t i = 0; r == 0 && i < n; i++) {
@@ -398,37 +392,30 @@ static int render_http(struct hutch_buf *b)
 
 static int render_upstreams(struct hutch_buf *b, struct hutch_upstreams *u)
 {
+    struct hutch_upstream_status *st = NULL;
+    size_t n = 0;
+    int r;
+
+    if (hutch_upstreams_snapshot(u, &st, &n) < 0)
+        return -ENOMEM;
+    r = family(b, "hutch_upstream_state", "gauge",
+               "1 for the state each upstream MCP server is in, 0 for the others.");
     /* disabled and skipped too: a server the file names but hutch does not
      * run is seen as such, not as one in no state at all. */
-    static const char *const states[] = {"starting",   "ready",    "failed",
-                                         "restarting", "disabled", "skipped"};
-    cJSON *st = u ? hutch_upstreams_status(u) : NULL, *it;
-    int r = family(b, "hutch_upstream_state", "gauge",
-                   "1 for the state each upstream MCP server is in, 0 for the others.");
-
-    cJSON_ArrayForEach(it, st)
-    {
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
-        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
-        for (size_t k = 0; r == 0 && name && k < sizeof(states) / sizeof(states[0]);
-             k++) {
-            const char *kv[] = {"server", name, "state", states[k], NULL};
-            r = sample(b, "hutch_upstream_state", kv,
-                       state && !strcmp(state, states[k]) ? 1 : 0);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; r == 0 && k < HUTCH_UPSTREAM_STATE_COUNT; k++) {
+            const char *kv[] = {"server", st[i].server, "state",
+                                hutch_upstream_state_name(k), NULL};
+            r = sample(b, "hutch_upstream_state", kv, (int)st[i].state == k);
         }
-    }
     if (r == 0)
         r = family(b, "hutch_upstream_tools", "gauge",
                    "Tools each upstream MCP server lists.");
-    cJSON_ArrayForEach(it, st)
-    {
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "server"));
-        const char *kv[] = {"server", name, NULL};
-        if (r == 0 && name)
-            r = sample(b, "hutch_upstream_tools", kv,
-                       cJSON_GetNumberValue(cJSON_GetObjectItem(it, "tools")));
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        const char *kv[] = {"server", st[i].server, NULL};
+        r = sample(b, "hutch_upstream_tools", kv, (double)st[i].tools);
     }
-    cJSON_Delete(st);
+    free(st);
     return r;
 }
 
@@ -482,21 +469,27 @@ int hutch_metrics_render(const struct hutch_metrics_source *src,
 cJSON *hutch_metrics_ready(const struct hutch_metrics_source *src,
                            struct hutch_upstreams *u, int detail, int *ready)
 {
-    cJSON *o = cJSON_CreateObject(), *ups, *pools, *it;
+    struct hutch_upstream_status *ups = NULL;
+    struct hutch_pool_status *pools = NULL;
+    size_t nups = 0, npools = 0;
+    cJSON *o = cJSON_CreateObject();
     int ok;
 
     if (!o)
         return NULL;
     ok = src ? src->ready(src->ctx, o, detail) : 0;
-    ups = u ? hutch_upstreams_status(u) : cJSON_CreateArray();
-    pools = src ? src->pool_status(src->ctx) : cJSON_CreateArray();
-    if (!detail) {
-        cJSON_ArrayForEach(it, ups) cJSON_DeleteItemFromObject(it, "error");
-        cJSON_ArrayForEach(it, pools) cJSON_DeleteItemFromObject(it, "last_error");
+    if (hutch_upstreams_snapshot(u, &ups, &nups) < 0 ||
+        (src && src->pool_status(src->ctx, &pools, &npools) < 0) ||
+        !cJSON_AddItemToObject(o, "upstreams",
+                               hutch_upstream_status_json(ups, nups, detail)) ||
+        !cJSON_AddItemToObject(o, "pools",
+                               hutch_pool_status_json(pools, npools, detail)) ||
+        !cJSON_AddBoolToObject(o, "ready", ok)) {
+        cJSON_Delete(o);
+        o = NULL;
     }
-    cJSON_AddItemToObject(o, "upstreams", ups ? ups : cJSON_CreateArray());
-    cJSON_AddItemToObject(o, "pools", pools ? pools : cJSON_CreateArray());
-    cJSON_AddBoolToObject(o, "ready", ok);
+    free(ups);
+    free(pools);
     *ready = ok;
     return o;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "status.h"
 
 struct hutch_upstreams;
 
@@ -74,9 +75,9 @@ void hutch_metrics_http(enum hutch_metrics_http what, uint64_t n);
  * held. */
 struct hutch_metrics_source {
     void *ctx;
-    /* The pools' state, an array of objects per class (hutch_pool_status,
-     * pool.h); caller frees; NULL when out of memory. */
-    cJSON *(*pool_status)(void *ctx);
+    /* The pools' state, one row per class in *rows (caller frees with
+     * free()) and *n (hutch_pool_snapshot, pool.h); 0, or -ENOMEM. */
+    int (*pool_status)(void *ctx, struct hutch_pool_status **rows, size_t *n);
     /* Adds "policy" and "executor" to `out` (hutch_jobs_ready, job.h);
      * 1 when hutch can run code now, else 0. */
     int (*ready)(void *ctx, cJSON *out, int detail);

@@ -492,28 +492,43 @@ void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b)
     pthread_mutex_unlock(&p->mu);
 }
 
-cJSON *hutch_pool_status(struct hutch_pool *p)
+int hutch_pool_snapshot(struct hutch_pool *p, struct hutch_pool_status **rows,
+                        size_t *n)
 {
-    cJSON *a = cJSON_CreateArray();
+    struct hutch_pool_status *a;
+    size_t i = 0;
+
+    *rows = NULL;
+    *n = 0;
     pthread_mutex_lock(&p->mu);
+    for (struct klass *k = p->classes; k; k = k->next)
+        i++;
+    a = calloc(i ? i : 1, sizeof(*a));
+    if (!a) {
+        pthread_mutex_unlock(&p->mu);
+        return -ENOMEM;
+    }
+    i = 0;
     for (struct klass *k = p->classes; k; k = k->next) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "executor", k->pl->name);
-        cJSON_AddStringToObject(o, "language", k->language);
-        cJSON_AddNumberToObject(o, "memory_mb", (double)(k->cls.memory_bytes >> 20));
-        cJSON_AddNumberToObject(o, "pids", k->cls.pids_max);
-        cJSON_AddNumberToObject(o, "size", k->size);
-        cJSON_AddNumberToObject(o, "idle", k->nidle);
-        cJSON_AddNumberToObject(o, "starting", k->starting);
-        cJSON_AddNumberToObject(o, "hits", (double)k->hits);
-        cJSON_AddNumberToObject(o, "misses", (double)k->misses);
-        cJSON_AddNumberToObject(o, "failures", (double)k->failures);
-        cJSON_AddNumberToObject(o, "recycled", (double)k->recycled);
-        cJSON_AddBoolToObject(o, "on_demand", k->on_demand);
+        struct hutch_pool_status *o = &a[i++];
+        snprintf(o->executor, sizeof(o->executor), "%s", k->pl->name);
+        snprintf(o->language, sizeof(o->language), "%s", k->language);
+        o->memory_mb = k->cls.memory_bytes >> 20;
+        o->pids = k->cls.pids_max;
+        o->size = k->size;
+        o->idle = k->nidle;
+        o->starting = k->starting;
+        o->hits = k->hits;
+        o->misses = k->misses;
+        o->failures = k->failures;
+        o->recycled = k->recycled;
+        o->on_demand = k->on_demand;
+        o->failing = k->failing;
         if (k->failing)
-            cJSON_AddStringToObject(o, "last_error", k->last_error);
-        cJSON_AddItemToArray(a, o);
+            snprintf(o->last_error, sizeof(o->last_error), "%s", k->last_error);
     }
     pthread_mutex_unlock(&p->mu);
-    return a;
+    *rows = a;
+    *n = i;
+    return 0;
 }

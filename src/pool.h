@@ -17,9 +17,8 @@
 #ifndef HUTCH_POOL_H
 #define HUTCH_POOL_H
 
-#include <cjson/cJSON.h>
-
 #include "exec.h"
+#include "status.h"
 
 struct hutch_pool;
 
@@ -50,8 +49,9 @@ struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
  * pool's threads, off the caller's path. */
 void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b);
 
-/* Per class: executor, language, memory_mb, pids, size, idle, starting,
- * hits, misses, failures, last_error; caller frees. */
-cJSON *hutch_pool_status(struct hutch_pool *p);
+/* Every class as it is now, one row each (status.h), in *rows (caller
+ * frees with free()) and *n.  0, or -ENOMEM. */
+int hutch_pool_snapshot(struct hutch_pool *p, struct hutch_pool_status **rows,
+                        size_t *n);
 
 #endif

@@ -62,9 +62,6 @@
 #include "upstream_parse.h"
 #include "util.h"
 
-static const char *const state_names[] = {"starting",   "ready",    "failed",
-                                          "restarting", "disabled", "skipped"};
-
 /* --- state -------------------------------------------------------------- */
 
 static void note_settled(struct server *s, bool first)
@@ -996,39 +993,35 @@ uint64_t hutch_upstreams_generation(struct hutch_upstreams *u)
     return u ? __atomic_load_n(&u->generation, __ATOMIC_ACQUIRE) : 0;
 }
 
-cJSON *hutch_upstreams_status(struct hutch_upstreams *u)
+int hutch_upstreams_snapshot(struct hutch_upstreams *u,
+                             struct hutch_upstream_status **rows, size_t *n)
 {
-    cJSON *arr = cJSON_CreateArray();
+    struct hutch_upstream_status *a;
 
-    if (!u || !arr)
-        return arr;
+    *rows = NULL;
+    *n = 0;
+    if (!u)
+        return 0;
+    a = calloc(u->n ? u->n : 1, sizeof(*a));
+    if (!a)
+        return -ENOMEM;
     for (size_t i = 0; i < u->n; i++) {
         struct server *s = &u->srv[i];
-        cJSON *o = cJSON_CreateObject();
-        bool ok;
-        if (!o) {
-            cJSON_Delete(arr);
-            return NULL;
-        }
-        cJSON_AddItemToArray(arr, o);
+        struct hutch_upstream_status *o = &a[i];
+        snprintf(o->server, sizeof(o->server), "%s", s->name);
         pthread_mutex_lock(&s->lock);
-        ok = cJSON_AddStringToObject(o, "server", s->name) &&
-             cJSON_AddStringToObject(o, "transport",
-                                     s->state == ST_SKIPPED  ? "none"
-                                     : s->cfg.tr == TR_STDIO ? "stdio"
-                                                             : "http") &&
-             cJSON_AddStringToObject(o, "state", state_names[s->state]) &&
-             (s->state == ST_READY || !s->error[0] ||
-              cJSON_AddStringToObject(o, "error", s->error)) &&
-             cJSON_AddNumberToObject(
-                 o, "tools", s->state == ST_READY ? cJSON_GetArraySize(s->tools) : 0);
+        o->transport = s->state == ST_SKIPPED  ? "none"
+                       : s->cfg.tr == TR_STDIO ? "stdio"
+                                               : "http";
+        o->state = (enum hutch_upstream_state)s->state;
+        if (s->state != ST_READY)
+            snprintf(o->error, sizeof(o->error), "%s", s->error);
+        o->tools = s->state == ST_READY ? (size_t)cJSON_GetArraySize(s->tools) : 0;
         pthread_mutex_unlock(&s->lock);
-        if (!ok) {
-            cJSON_Delete(arr);
-            return NULL;
-        }
     }
-    return arr;
+    *rows = a;
+    *n = u->n;
+    return 0;
 }
 
 static bool is_input_required(const cJSON *res)
@@ -1116,7 +1109,8 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
     }
     pthread_mutex_lock(&s->lock);
     ready = s->state == ST_READY;
-    snprintf(state, sizeof(state), "%s%s%s", state_names[s->state],
+    snprintf(state, sizeof(state), "%s%s%s",
+             hutch_upstream_state_name((enum hutch_upstream_state)s->state),
              s->error[0] ? ": " : "", s->error);
     pthread_mutex_unlock(&s->lock);
     if (!ready && (s->state == ST_DISABLED || s->state == ST_SKIPPED))

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "hutch-executor.h"
+#include "status.h"
 
 struct hutch_upstreams;
 
@@ -60,8 +61,8 @@ size_t hutch_upstreams_broken(const cJSON *config);
 /* Start every server of `config` concurrently and wait (up to the start
  * timeout; not at all with opts->no_wait) until each is ready or failed.  Fails only on
  * bad arguments or out of memory: servers that do not come up are kept with their
- * reason (see hutch_upstreams_status) and retried in the background. Caller frees with
- * hutch_upstreams_free, which stops every child. */
+ * reason (see hutch_upstreams_snapshot) and retried in the background. Caller frees
+ * with hutch_upstreams_free, which stops every child. */
 int hutch_upstreams_start(const cJSON *config, const struct hutch_upstream_opts *opts,
                           struct hutch_upstreams **out, struct hutch_err *err);
 /* Tell every supervisor to stop its child, without waiting: the teardowns
@@ -91,12 +92,12 @@ void hutch_upstreams_free(struct hutch_upstreams *u);
 cJSON *hutch_upstreams_tools(struct hutch_upstreams *u);
 /* Bumped whenever any server's tool list changed (list_changed, restart). */
 uint64_t hutch_upstreams_generation(struct hutch_upstreams *u);
-/* One object per entry: {"server", "transport": "stdio"|"http"|"none",
- * "state": "starting"|"ready"|"failed"|"restarting"|"disabled"|"skipped",
- * "error"?, "tools": N}.  disabled and skipped entries were never started
- * (a skipped one's "error" says why; its transport is "none").  Caller
- * frees. */
-cJSON *hutch_upstreams_status(struct hutch_upstreams *u);
+/* One row per entry of the servers file, in its order (status.h), in
+ * *rows (caller frees with free()) and *n; none when u is NULL.  disabled
+ * and skipped entries were never started (a skipped one's error says why;
+ * its transport is "none").  0, or -ENOMEM. */
+int hutch_upstreams_snapshot(struct hutch_upstreams *u,
+                             struct hutch_upstream_status **rows, size_t *n);
 
 /* Call `tool` (the upstream's own name) on `server`.  Blocking; safe from
  * many threads at once.  It waits the server's per-call timeout (its

@@ -53,7 +53,15 @@ enum transport { TR_STDIO, TR_HTTP };
  * request, no session).  Read with era_of(). */
 enum era { ERA_PROBE, ERA_LEGACY, ERA_MODERN };
 /* disabled, skipped: never started ("disabled": true, an unsupported type). */
-enum state { ST_STARTING, ST_READY, ST_FAILED, ST_RESTARTING, ST_DISABLED, ST_SKIPPED };
+/* The values are status.h's, so that a snapshot copies the state as it is. */
+enum state {
+    ST_STARTING = HUTCH_UPSTREAM_STARTING,
+    ST_READY = HUTCH_UPSTREAM_READY,
+    ST_FAILED = HUTCH_UPSTREAM_FAILED,
+    ST_RESTARTING = HUTCH_UPSTREAM_RESTARTING,
+    ST_DISABLED = HUTCH_UPSTREAM_DISABLED,
+    ST_SKIPPED = HUTCH_UPSTREAM_SKIPPED
+};
 
 /* One entry of the servers file that runs, as upstream_servers.c read it. */
 struct up_entry {

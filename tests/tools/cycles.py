@@ -4,7 +4,8 @@
 A file A depends on a file B when A's object uses a global symbol that B's
 object defines, within one link: the objects of a program or a library the
 build makes, then the convenience libraries it links (hutch links
-libhutch.la).  The graph is read from the build itself: the objects of each
+libhutch.la, which links src/libhutchutil.la; the plugins link
+plugins/common's).  The graph is read from the build itself: the objects of each
 shipped target come from the generated Makefile (its X_OBJECTS and
 X_LDADD/X_LIBADD variables, asked of GNU make), the symbols from `nm` on the
 objects (for a libtool object, its PIC object).  Symbols no object of the
@@ -66,7 +67,18 @@ def targets(builddir):
             objs[name] = words.split()
         elif kind == 'L':
             links[name] = [canonical(w) for w in words.split() if w.endswith('.la')]
-    return {t: (o, [l for l in links.get(t, []) if l in objs])
+    def linked(t, seen):
+        # What t links, and what those link in turn (libhutch.la links
+        # src/libhutchutil.la), each once, nearest first.
+        out = []
+        for l in links.get(t, []):
+            if l in objs and l not in seen:
+                seen.add(l)
+                out.append(l)
+        for l in list(out):
+            out += linked(l, seen)
+        return out
+    return {t: (o, linked(t, {t}))
             for t, o in objs.items() if not t.startswith('tests_')}
 
 

@@ -150,16 +150,22 @@ static char *call_text(struct hutch_upstreams *u, const char *server, const char
     return text;
 }
 
+/* The entry's row of the snapshot as /readyz shows it (with detail). */
 static cJSON *status_of(struct hutch_upstreams *u, const char *name)
 {
-    cJSON *all = hutch_upstreams_status(u), *s, *found = NULL;
-    cJSON_ArrayForEach(s, all)
-    {
-        const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "server");
-        if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
-            found = cJSON_Duplicate(s, true);
-    }
-    cJSON_Delete(all);
+    struct hutch_upstream_status *all = NULL;
+    size_t n = 0;
+    cJSON *found = NULL;
+    if (hutch_upstreams_snapshot(u, &all, &n) < 0)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(all[i].server, name)) {
+            cJSON *one = hutch_upstream_status_json(&all[i], 1, 1);
+            cJSON_Delete(found);
+            found = one ? cJSON_DetachItemFromArray(one, 0) : NULL;
+            cJSON_Delete(one);
+        }
+    free(all);
     return found;
 }
 
