@@ -93,7 +93,7 @@ struct hutch_calls {
     struct hutch_budget *budget; /* the execution's; NULL: none */
     bool chan_gone; /* a write failed: the runner is gone, answers dropped */
     bool failed;    /* the runner does not read its answers */
-    cJSON *record;
+    struct hutch_call_log *record;
     struct call *open_head, *open_tail;
     /* The loop's thread only. */
     hutch_tool_fn fn;
@@ -141,17 +141,14 @@ static void open_remove(struct hutch_calls *q, struct call *c)
     c->open_prev = c->open_next = NULL;
 }
 
-static cJSON *record_entry(int64_t id, const char *tool, int ok, const char *code,
-                           const char *message, uint64_t us)
+/* Appends a call to the record.  Under q->mu.  Out of memory, the call
+ * goes unrecorded (the answer still goes to the runner). */
+static void record_locked(struct hutch_calls *q, int64_t id, const char *tool,
+                          const char *outcome, const char *message, uint64_t us)
 {
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "id", (double)id);
-    cJSON_AddStringToObject(c, "tool", tool);
-    cJSON_AddStringToObject(c, "outcome", ok ? "ok" : code);
-    if (!ok && message)
-        cJSON_AddStringToObject(c, "error", message);
-    cJSON_AddNumberToObject(c, "duration_ms", (double)us / 1000.0);
-    return c;
+    if (hutch_call_log_add(q->record, id, tool, outcome, message, (double)us / 1000.0) <
+        0)
+        hutch_warn("tool call %lld not recorded: out of memory", (long long)id);
 }
 
 static void nudge(struct hutch_calls *q)
@@ -224,9 +221,11 @@ static void send_locked(struct hutch_calls *q, const char *line, size_t len)
 static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char *tool,
                    int r, struct hutch_tool_reply *reply, uint64_t t0)
 {
-    cJSON *msg, *rec;
+    cJSON *msg;
     size_t len = 0, cost = 0;
-    char *line;
+    char *line, text[1024];
+    const char *outcome = "ok", *rec_tool;
+    uint64_t us;
     bool quiet = !strcmp(tool, HUTCH_CALLS_DESCRIBE); /* no tool call */
 
     if (!strcmp(tool, HUTCH_CALLS_SEARCH))
@@ -239,15 +238,15 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
         cost = hutch_json_cost(reply->result);
         int br = hutch_budget_take(q->budget, cost);
         if (br < 0) {
-            char text[1024], why[600];
-            snprintf(text, sizeof(text),
+            char big[1024], why[600];
+            snprintf(big, sizeof(big),
                      "the result of %.100s takes about %zu MiB of hutch's memory, %s",
                      reply->tool ? reply->tool : tool, (cost + (1u << 20) - 1) >> 20,
                      hutch_budget_why(q->budget, br, why, sizeof(why)));
             cJSON_Delete(reply->result);
             reply->result = NULL;
             free(reply->message);
-            reply->message = strdup(text);
+            reply->message = strdup(big);
             reply->code = "too_large";
             r = -E2BIG;
             cost = 0;
@@ -261,10 +260,7 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
         cJSON_AddItemToObject(msg, "result",
                               reply->result ? reply->result : cJSON_CreateNull());
         reply->result = NULL;
-        rec = record_entry(id, reply->tool ? reply->tool : tool, 1, NULL, NULL,
-                           hutch_now_us() - t0);
     } else {
-        char text[1024];
         cJSON *e = cJSON_AddObjectToObject(msg, "error");
         const char *code = reply->code ? reply->code : "internal";
         if (reply->message)
@@ -282,9 +278,10 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
         cJSON_AddFalseToObject(msg, "ok");
         cJSON_AddStringToObject(e, "code", code);
         cJSON_AddStringToObject(e, "message", text);
-        rec = record_entry(id, reply->tool ? reply->tool : tool, 0, code, text,
-                           hutch_now_us() - t0);
+        outcome = code;
     }
+    rec_tool = reply->tool ? reply->tool : tool;
+    us = hutch_now_us() - t0;
     line = hutch_wire_encode(msg, &len);
     cJSON_Delete(msg);
     hutch_budget_give(q->budget, cost);
@@ -293,20 +290,15 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     if (q->stop) {
         /* Too late: hutch_calls_end recorded it as unfinished, and frees it. */
         pthread_mutex_unlock(&q->mu);
-        cJSON_Delete(rec);
         free(line);
         return;
     }
     if (c)
         open_remove(q, c);
     /* Counted where it is recorded: the metrics and the record agree. */
-    if (quiet) {
-        cJSON_Delete(rec);
-    } else {
-        hutch_metrics_tool_call(
-            reply->server,
-            r == 0 ? "ok" : cJSON_GetStringValue(cJSON_GetObjectItem(rec, "outcome")));
-        cJSON_AddItemToArray(q->record, rec);
+    if (!quiet) {
+        hutch_metrics_tool_call(reply->server, outcome);
+        record_locked(q, id, rec_tool, outcome, r == 0 ? NULL : text, us);
     }
     if (line) {
         send_locked(q, line, len);
@@ -431,7 +423,7 @@ static int enqueue(struct hutch_calls *q, struct call *c)
 }
 
 struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
-                                    cJSON *record)
+                                    struct hutch_call_log *record)
 {
     struct hutch_calls *q = calloc(1, sizeof(*q));
     if (!q)
@@ -568,11 +560,9 @@ void hutch_calls_end(struct hutch_calls *q)
         for (struct call *c = q->open_head; c; c = c->open_next) {
             if (!strcmp(c->tool, HUTCH_CALLS_DESCRIBE))
                 continue;
-            cJSON_AddItemToArray(
-                q->record,
-                record_entry(c->id, c->tool, 0, "unfinished",
-                             "the execution ended before the tool call returned",
-                             hutch_now_us() - c->t0));
+            record_locked(q, c->id, c->tool, "unfinished",
+                          "the execution ended before the tool call returned",
+                          hutch_now_us() - c->t0);
             /* Its reply is still the worker's: no server to name. */
             hutch_metrics_tool_call(NULL, "unfinished");
         }

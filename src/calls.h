@@ -15,10 +15,10 @@ struct hutch_calls;
 
 /* fn answers the calls (NULL: every tool is unknown); chan_fd is the
  * runner's channel (non-blocking by the time a call comes), where the
- * answers are written; record is the execution's tool_calls array, where
+ * answers are written; record is the execution's tool_calls log, where
  * every call's outcome is appended.  NULL when out of memory. */
 struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
-                                    cJSON *record);
+                                    struct hutch_call_log *record);
 
 /* The tool name hutch_calls_submit takes for a tools.search (the wire's
  * "search" message) and a describe (dir(), help()): answered by the

@@ -25,6 +25,7 @@
 #include "hutch_archive.h"
 #include "job.h"
 #include "log.h"
+#include "result_json.h"
 #include "upstream.h"
 #include "util.h"
 #include "workspace.h"
@@ -483,7 +484,7 @@ int hutch_cmd_run(int argc, char **argv)
         goto out;
     }
     if (json) {
-        cJSON *o = hutch_exec_result_json(&res, trace);
+        cJSON *o = hutch_result_json(&res, trace, NULL, NULL);
         char *s = cJSON_PrintUnformatted(o);
         if (s)
             printf("%s\n", s);

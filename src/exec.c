@@ -65,8 +65,6 @@ void hutch_exec_result_init(struct hutch_exec_result *res)
     hutch_buf_init(&res->out, HUTCH_OUTPUT_MAX_BYTES);
     hutch_buf_init(&res->err, HUTCH_OUTPUT_MAX_BYTES);
     hutch_buf_init(&res->out_tar, HUTCH_TAR_MAX_STREAM);
-    res->tool_calls = cJSON_CreateArray();
-    res->files = cJSON_CreateArray();
     hutch_budget_init(&res->budget, HUTCH_EXEC_MEMORY_BUDGET);
 }
 
@@ -78,9 +76,9 @@ void hutch_exec_result_free(struct hutch_exec_result *res)
     hutch_buf_free(&res->err);
     hutch_buf_free(&res->out_tar);
     cJSON_Delete(res->result);
-    cJSON_Delete(res->error);
-    cJSON_Delete(res->files);
-    cJSON_Delete(res->tool_calls);
+    hutch_result_error_free(&res->error);
+    hutch_file_list_clear(&res->files);
+    hutch_call_log_free(&res->tool_calls);
     memset(res, 0, sizeof(*res));
 }
 
@@ -286,8 +284,8 @@ static void on_line(struct run *rn, const char *line, size_t len)
         cJSON_Delete(rn->res->result);
         rn->res->result =
             m.result ? cJSON_DetachItemViaPointer(m.root, m.result) : NULL;
-        if (!m.ok && m.error)
-            rn->res->error = cJSON_DetachItemViaPointer(m.root, m.error);
+        if (!m.ok && m.error && hutch_result_error_set(&rn->res->error, m.error) < 0)
+            note(rn, "the program's error not kept: out of memory");
         cost = 0; /* held with the result */
         break;
     }
@@ -326,20 +324,15 @@ static ssize_t read_chan(struct run *rn)
 
 static int list_file(void *arg, const char *path, int is_dir, uint64_t size)
 {
-    cJSON *f;
-
     if (is_dir)
         return 0;
-    f = cJSON_CreateObject();
-    cJSON_AddStringToObject(f, "path", path);
-    cJSON_AddNumberToObject(f, "size", (double)size);
-    cJSON_AddItemToArray(arg, f);
-    return 0;
+    return hutch_file_list_add(arg, path, size);
 }
 
 /* Lists the regular files of an untrusted tar as the judge in archive.c
  * takes them, so that a listing never names what extract refuses. */
-static int list_files(const struct hutch_buf *tar, cJSON *files, struct hutch_err *err)
+static int list_files(const struct hutch_buf *tar, struct hutch_file_list *files,
+                      struct hutch_err *err)
 {
     struct hutch_archive_limits lim;
 
@@ -362,7 +355,7 @@ static void finish_files(struct run *rn)
                                 : HUTCH_TAR_OUT_MAX_BYTES,
                             &ferr);
     if (r == 0)
-        r = list_files(&res->out_tar, res->files, &ferr);
+        r = list_files(&res->out_tar, &res->files, &ferr);
     if (r == 0 && rn->req->out_dir && res->out_tar.len) {
         struct hutch_archive_limits lim;
         hutch_archive_limits_out(&lim);
@@ -371,8 +364,7 @@ static void finish_files(struct run *rn)
     }
     if (r < 0) {
         note(rn, "result files rejected: %s", ferr.msg);
-        cJSON_Delete(res->files);
-        res->files = cJSON_CreateArray();
+        hutch_file_list_clear(&res->files);
         res->out_tar.len = 0;
         res->exit_code = HUTCH_EXIT_ERROR;
     }
@@ -601,10 +593,6 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     res->memory_mb = b->cls.memory_bytes >> 20;
     timeout_ms = req->timeout_ms ? req->timeout_ms : HUTCH_DEFAULT_TIMEOUT_MS;
     hutch_buf_init(&rn.pending, HUTCH_WIRE_MAX_PENDING);
-    if (!res->files || !res->tool_calls) {
-        r = hutch_err_set(err, -ENOMEM, "out of memory");
-        goto out;
-    }
     if (strlen(req->code) > HUTCH_MAX_CODE_BYTES) {
         r = hutch_err_set(err, -E2BIG, "code is larger than %u bytes",
                           HUTCH_MAX_CODE_BYTES);
@@ -621,7 +609,7 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     rn.budget->parent = hutch_budget_process();
     rn.budget->share = req->share;
     rn.calls =
-        hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, res->tool_calls);
+        hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, &res->tool_calls);
     if (rn.calls)
         hutch_calls_set_search(rn.calls, req->search, req->search_arg);
     if (!rn.calls) {
@@ -806,68 +794,4 @@ out:
     hutch_calls_free(rn.calls);
     hutch_buf_free(&rn.pending);
     return r;
-}
-
-/* Captured output as a JSON string: every byte kept, a NUL or a byte that
- * is not UTF-8 shown as U+FFFD (hutch_utf8_sanitize), and the marker of
- * what was left out where it was. */
-static cJSON *text_json(const struct hutch_buf *b, size_t head, uint64_t omitted,
-                        const char *name)
-{
-    struct hutch_buf t = HUTCH_BUF_INIT(b->len + 128);
-    char mark[96], *s;
-    cJSON *j;
-
-    hutch_buf_append(&t, hutch_buf_str(b), omitted ? head : b->len);
-    if (omitted) {
-        hutch_output_marker(mark, sizeof(mark), name, omitted);
-        hutch_buf_appends(&t, mark);
-        hutch_buf_append(&t, b->data + head, b->len - head);
-    }
-    s = hutch_utf8_sanitize(hutch_buf_str(&t), t.len, NULL);
-    j = cJSON_CreateString(s ? s : "");
-    free(s);
-    hutch_buf_free(&t);
-    return j;
-}
-
-cJSON *hutch_exec_result_json(const struct hutch_exec_result *res, int trace)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "exit_code", res->exit_code);
-    cJSON_AddItemToObject(
-        o, "stdout", text_json(&res->out, res->out_head, res->out_omitted, "stdout"));
-    cJSON_AddItemToObject(
-        o, "stderr", text_json(&res->err, res->err_head, res->err_omitted, "stderr"));
-    cJSON_AddNumberToObject(o, "stdout_omitted_bytes", (double)res->out_omitted);
-    cJSON_AddNumberToObject(o, "stderr_omitted_bytes", (double)res->err_omitted);
-    cJSON_AddItemToObject(o, "result",
-                          res->result ? cJSON_Duplicate(res->result, 1)
-                                      : cJSON_CreateNull());
-    cJSON_AddItemToObject(o, "files", cJSON_Duplicate(res->files, 1));
-    cJSON_AddNumberToObject(o, "duration_ms", (double)res->duration_ms);
-    cJSON_AddBoolToObject(o, "timed_out", res->timed_out);
-    cJSON_AddBoolToObject(o, "oom", res->oom);
-    cJSON_AddStringToObject(o, "executor", res->executor);
-    cJSON_AddBoolToObject(o, "warm", res->warm);
-    cJSON_AddItemToObject(o, "tool_calls", hutch_result_calls_summary(res->tool_calls));
-    if (trace)
-        cJSON_AddItemToObject(o, "trace", cJSON_Duplicate(res->tool_calls, 1));
-    cJSON_AddBoolToObject(o, "stdout_truncated", res->out_omitted > 0);
-    cJSON_AddBoolToObject(o, "stderr_truncated", res->err_omitted > 0);
-    if (res->error)
-        cJSON_AddItemToObject(o, "error", hutch_result_error(res->error));
-    if (res->message[0])
-        cJSON_AddStringToObject(o, "message", res->message);
-    if (res->notes[0]) {
-        cJSON *n = cJSON_AddArrayToObject(o, "notes");
-        char line[HUTCH_RESULT_NOTES_MAX];
-        for (const char *p = res->notes; *p;) {
-            size_t k = strcspn(p, "\n");
-            snprintf(line, sizeof(line), "%.*s", (int)k, p);
-            cJSON_AddItemToArray(n, cJSON_CreateString(line));
-            p += k + (p[k] == '\n');
-        }
-    }
-    return o;
 }

@@ -19,6 +19,7 @@
 #include "hutch-executor.h"
 #include "hutch_archive.h"
 #include "plugin.h"
+#include "result.h"
 #include "wire.h"
 
 /* Answers one tool call, on a worker thread (several run at once), within
@@ -112,10 +113,11 @@ struct hutch_exec_result {
     size_t out_head, err_head;         /* where the head ends in out, err */
     uint64_t out_total, err_total;     /* bytes produced, kept or not */
     uint64_t out_omitted, err_omitted; /* left out at out_head, err_head */
-    cJSON *result;                     /* owned; JSON null when none */
-    cJSON *error;                      /* owned; runner's error object or NULL */
-    cJSON *files;                      /* owned array of {path, size} */
-    cJSON *tool_calls;                 /* owned array: every call (the trace) */
+    cJSON *result;                     /* owned; JSON null when none: the
+                                          program's value, JSON by nature */
+    struct hutch_result_error error;   /* the runner's, when it failed */
+    struct hutch_file_list files;      /* the listing of out_tar */
+    struct hutch_call_log tool_calls;  /* every call (the trace) */
     struct hutch_buf out_tar;          /* raw tar of /work/out (validated) */
     char message[HUTCH_ERR_MSG];       /* hutch's note (timeout, protocol error…) */
     /* What hutch changed in the request, one line each ("timeout_ms:
@@ -143,11 +145,7 @@ void hutch_exec_result_free(struct hutch_exec_result *res);
 int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
                    struct hutch_exec_result *res, struct hutch_err *err);
 
-/* The result as the JSON object of `hutch run --json` and of execute_code's
- * structuredContent; caller frees.  tool_calls is the summary
- * (trace.h); the whole per-call `trace` only when `trace` is non-zero.
- * stdout and stderr are what was kept, with the marker of what was left
- * out (output.h) between head and tail. */
-cJSON *hutch_exec_result_json(const struct hutch_exec_result *res, int trace);
+/* The result is rendered above: result_json.c (structuredContent, `hutch
+ * run --json`), mcp_tools.c (the text a model reads). */
 
 #endif

@@ -257,12 +257,11 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
     if (res) {
         /* The per-call trace, which results carry only when asked. */
         hutch_result_trace_audit(x->g->audit, x->principal, x->execution,
-                                 res->tool_calls);
+                                 &res->tool_calls);
         cJSON_AddNumberToObject(extra, "exit_code", res->exit_code);
         cJSON_AddBoolToObject(extra, "timed_out", res->timed_out);
         cJSON_AddBoolToObject(extra, "oom", res->oom);
-        cJSON_AddNumberToObject(extra, "tool_calls",
-                                cJSON_GetArraySize(res->tool_calls));
+        cJSON_AddNumberToObject(extra, "tool_calls", (double)res->tool_calls.n);
     }
     hutch_audit_log(x->g->audit, "execution", x->principal, x->execution, NULL,
                     error ? "failed" : "done", error,

@@ -689,7 +689,7 @@ static void close_workspace(struct hutch_job_req *job, struct hutch_ws *ws,
              !(job->cancel && atomic_load(job->cancel));
     char msg[HUTCH_ERR_MSG + 64];
 
-    if (hutch_ws_split(ws, &res->out_tar, res->files, ok, out_dir, &werr) < 0) {
+    if (hutch_ws_split(ws, &res->out_tar, &res->files, ok, out_dir, &werr) < 0) {
         add_note(res, werr.msg);
         if (res->exit_code == 0)
             res->exit_code = HUTCH_EXIT_ERROR;

@@ -770,11 +770,10 @@ static cJSON *execute_code(struct job *j)
         out = mcp_text_result(msg, 1);
     } else {
         out = mcp_exec_result(m, &res, j->principal, trace, j->structured);
-        hutch_info("execution %s (%s, %s on %s%s): exit %d in %llu ms, %d tool calls",
+        hutch_info("execution %s (%s, %s on %s%s): exit %d in %llu ms, %zu tool calls",
                    job->execution, j->principal, lang->valuestring, res.executor,
                    res.warm ? ", warm" : "", res.exit_code,
-                   (unsigned long long)res.duration_ms,
-                   cJSON_GetArraySize(res.tool_calls));
+                   (unsigned long long)res.duration_ms, res.tool_calls.n);
     }
     hutch_budget_move(&j->held, &res.budget);
     hutch_exec_result_free(&res);

@@ -31,7 +31,9 @@
 #include "plugin.h"
 #include "reqstate.h"
 #include "resources.h"
+#include "result.h"
 #include "result_files.h"
+#include "result_json.h"
 #include "shape.h"
 #include "util.h"
 #include "wire.h"
@@ -323,22 +325,23 @@ static void add_section(struct hutch_buf *t, const char *name,
 }
 
 /* With `trace`, every call in one line each (the text's cap bounds it). */
-static void add_trace(struct hutch_buf *t, const cJSON *calls)
+static void add_trace(struct hutch_buf *t, const struct hutch_call_log *calls)
 {
-    const cJSON *c;
-    if (cJSON_GetArraySize(calls) == 0)
+    if (calls->n == 0)
         return;
     hutch_buf_appends(t, "--- tool calls ---\n");
-    cJSON_ArrayForEach(c, calls)
-    {
-        const char *tool = cJSON_GetStringValue(cJSON_GetObjectItem(c, "tool"));
-        const char *how = cJSON_GetStringValue(cJSON_GetObjectItem(c, "outcome"));
-        const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(c, "error"));
-        const cJSON *ms = cJSON_GetObjectItem(c, "duration_ms");
-        hutch_buf_appendf(t, "%.300s: %s (%.0f ms)%s%.300s\n", tool ? tool : "?",
-                          how ? how : "?", cJSON_IsNumber(ms) ? ms->valuedouble : 0.0,
-                          msg ? ": " : "", msg ? msg : "");
+    for (size_t i = 0; i < calls->n; i++) {
+        const struct hutch_call_rec *c = &calls->v[i];
+        hutch_buf_appendf(t, "%.300s: %s (%.0f ms)%s%.300s\n", c->tool ? c->tool : "?",
+                          c->outcome ? c->outcome : "?", c->duration_ms,
+                          c->error ? ": " : "", c->error ? c->error : "");
     }
+}
+
+/* A count as the text has always printed it (an int). */
+static int as_int(uint64_t v)
+{
+    return v > INT_MAX ? INT_MAX : (int)v;
 }
 
 cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
@@ -349,8 +352,9 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
      * result may be most of an execution's memory budget (it stays
      * charged to res->budget). */
     cJSON *value = hutch_steal(&res->result);
-    cJSON *sc = hutch_exec_result_json(res, trace), *t, *items = cJSON_CreateArray(),
+    cJSON *files = hutch_result_files_json(res), *sc, *t, *items = cJSON_CreateArray(),
           *f;
+    struct hutch_calls_summary sum;
     struct hutch_buf body, all, flist;
     char tag[64], nonce[17], *text;
 
@@ -359,7 +363,7 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
      * text never hides which files came and how. */
     hutch_buf_init_cut(&flist, HUTCH_MCP_FILES_TEXT_MAX, CUT_MARK);
     hutch_result_files(res->out_tar.data, res->out_tar.len, m->resources, principal,
-                       items, cJSON_GetObjectItemCaseSensitive(sc, "files"), &flist);
+                       items, &res->files, files, &flist);
 
     /* The readable block: truncated first, so the envelope's closing tag
      * always survives. */
@@ -381,35 +385,26 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
     {
         /* The error first, at the user's line; its traceback is in
          * stderr, once (the runner printed it there). */
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(sc, "error");
-        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(e, "type"));
-        const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(e, "message"));
-        const cJSON *line = cJSON_GetObjectItem(e, "line");
-        if (type && cJSON_IsNumber(line))
-            hutch_buf_appendf(&body, "error: %s: %.2000s (line %d of your code)\n",
-                              type, msg ? msg : "", line->valueint);
+        const struct hutch_result_error *e = &res->error;
+        if (e->set && e->type && e->line > 0)
+            hutch_buf_appendf(&body, "error: %s: %.2000s (line %ld of your code)\n",
+                              e->type, e->message ? e->message : "",
+                              e->line > INT_MAX ? (long)INT_MAX : e->line);
     }
-    {
-        /* Tool calls in one line, and the failed ones the summary lists. */
-        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(sc, "tool_calls");
-        const cJSON *n = cJSON_GetObjectItem(tc, "count"),
-                    *bad = cJSON_GetObjectItem(tc, "errors"),
-                    *more = cJSON_GetObjectItem(tc, "failed_omitted"), *fc;
-        if (cJSON_IsNumber(n) && n->valueint > 0)
-            hutch_buf_appendf(&body, "tool calls: %d, %d failed\n", n->valueint,
-                              cJSON_IsNumber(bad) ? bad->valueint : 0);
-        cJSON_ArrayForEach(fc, cJSON_GetObjectItem(tc, "failed"))
-        {
-            const char *tool = cJSON_GetStringValue(cJSON_GetObjectItem(fc, "tool"));
-            const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(fc, "outcome"));
-            const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(fc, "error"));
-            hutch_buf_appendf(&body, "  %.300s: %s%s%.300s\n", tool ? tool : "?",
-                              why ? why : "error", msg ? ": " : "", msg ? msg : "");
-        }
-        if (cJSON_IsNumber(more) && more->valueint > 0)
-            hutch_buf_appendf(&body, "  (%d more failed calls not listed)\n",
-                              more->valueint);
+    /* Tool calls in one line, and the failed ones the summary lists. */
+    hutch_result_summarize(&res->tool_calls, &sum);
+    if (sum.count > 0)
+        hutch_buf_appendf(&body, "tool calls: %d, %d failed\n", as_int(sum.count),
+                          as_int(sum.errors));
+    for (size_t i = 0; i < sum.nfailed; i++) {
+        const struct hutch_call_rec *fc = sum.failed[i];
+        hutch_buf_appendf(&body, "  %.300s: %s%s%.300s\n", fc->tool ? fc->tool : "?",
+                          fc->outcome ? fc->outcome : "error", fc->error ? ": " : "",
+                          fc->error ? fc->error : "");
     }
+    if (sum.failed_omitted > 0)
+        hutch_buf_appendf(&body, "  (%d more failed calls not listed)\n",
+                          as_int(sum.failed_omitted));
     /* The answer before the output: the next try reads it first. */
     if (value && !cJSON_IsNull(value)) {
         char *js = cJSON_Print(value);
@@ -422,7 +417,7 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
     add_section(&body, "stdout", &res->out, res->out_head, res->out_omitted);
     add_section(&body, "stderr", &res->err, res->err_head, res->err_omitted);
     if (trace)
-        add_trace(&body, res->tool_calls);
+        add_trace(&body, &res->tool_calls);
     if (m->o.untrusted_envelope) {
         hutch_random_id(nonce);
         snprintf(tag, sizeof(tag), "untrusted-data-%s", nonce);
@@ -454,12 +449,16 @@ cJSON *mcp_exec_result(struct hutch_mcp *m, struct hutch_exec_result *res,
     while ((f = cJSON_DetachItemFromArray(items, 0)))
         cJSON_AddItemToArray(content, f);
     cJSON_Delete(items);
-    if (value && !cJSON_ReplaceItemInObjectCaseSensitive(sc, "result", value))
+    /* The same result as structured data (result_json.c), for a client
+     * that asked for it: the value moves in, the files as annotated. */
+    if (structured) {
+        sc = hutch_result_json(res, trace, value ? value : cJSON_CreateNull(), files);
+        if (sc)
+            cJSON_AddItemToObject(r, "structuredContent", sc);
+    } else {
         cJSON_Delete(value);
-    if (structured)
-        cJSON_AddItemToObject(r, "structuredContent", sc);
-    else
-        cJSON_Delete(sc);
+        cJSON_Delete(files);
+    }
     if (res->exit_code != 0 || res->timed_out)
         cJSON_AddTrueToObject(r, "isError");
     return r;

@@ -1,21 +1,91 @@
-/* result.c — tool-call summary, trace audit records, error object (see
- * result.h). */
+/* result.c — the typed parts of an execution's result: the call log, the
+ * file list, the error, the summary of the calls, the trace's audit
+ * records (see result.h). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "audit.h"
-#include "caps.h"
 #include "result.h"
 
-struct tool_sum {
-    const char *tool;
-    double count, ok, ms;
-};
-
-static double num(const cJSON *o, const char *key)
+static char *dup_or_null(const char *s)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+    return s ? strdup(s) : NULL;
+}
+
+static int grow(void **v, size_t *cap, size_t n, size_t size)
+{
+    size_t want = *cap ? *cap * 2 : 16;
+    void *p;
+
+    if (n < *cap)
+        return 0;
+    p = realloc(*v, want * size);
+    if (!p)
+        return -ENOMEM;
+    *v = p;
+    *cap = want;
+    return 0;
+}
+
+int hutch_call_log_add(struct hutch_call_log *l, int64_t id, const char *tool,
+                       const char *outcome, const char *error, double duration_ms)
+{
+    struct hutch_call_rec c = {.id = id, .duration_ms = duration_ms};
+    int bad = outcome && strcmp(outcome, "ok");
+
+    c.tool = dup_or_null(tool);
+    c.outcome = dup_or_null(outcome);
+    c.error = bad ? dup_or_null(error) : NULL;
+    if ((tool && !c.tool) || (outcome && !c.outcome) || (bad && error && !c.error) ||
+        grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v)) < 0) {
+        free(c.tool);
+        free(c.outcome);
+        free(c.error);
+        return -ENOMEM;
+    }
+    l->v[l->n++] = c;
+    return 0;
+}
+
+void hutch_call_log_free(struct hutch_call_log *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].tool);
+        free(l->v[i].outcome);
+        free(l->v[i].error);
+    }
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
+int hutch_file_list_add(struct hutch_file_list *l, const char *path, uint64_t size)
+{
+    char *p = strdup(path);
+
+    if (!p || grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v)) < 0) {
+        free(p);
+        return -ENOMEM;
+    }
+    l->v[l->n++] = (struct hutch_result_file){.path = p, .size = size};
+    return 0;
+}
+
+void hutch_file_list_remove(struct hutch_file_list *l, size_t i)
+{
+    if (i >= l->n)
+        return;
+    free(l->v[i].path);
+    memmove(l->v + i, l->v + i + 1, (l->n - i - 1) * sizeof(*l->v));
+    l->n--;
+}
+
+void hutch_file_list_clear(struct hutch_file_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].path);
+    free(l->v);
+    memset(l, 0, sizeof(*l));
 }
 
 static double ms2(double v)
@@ -23,79 +93,71 @@ static double ms2(double v)
     return (double)(long long)(v * 100.0 + 0.5) / 100.0;
 }
 
-cJSON *hutch_result_calls_summary(const cJSON *calls)
+void hutch_result_summarize(const struct hutch_call_log *calls,
+                            struct hutch_calls_summary *s)
 {
-    struct tool_sum sum[HUTCH_RESULT_MAX_TOOLS];
-    size_t nsum = 0;
-    double count = 0, ok = 0, nfailed = 0, other = 0;
-    cJSON *o = cJSON_CreateObject(), *tools, *failed;
-    const cJSON *c;
+    uint64_t nfailed = 0;
 
-    if (!o)
-        return NULL;
-    tools = cJSON_CreateArray();
-    failed = cJSON_CreateArray();
-    cJSON_ArrayForEach(c, calls)
-    {
-        const char *tool =
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "tool"));
-        const char *outcome =
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "outcome"));
-        int good = outcome && !strcmp(outcome, "ok");
+    memset(s, 0, sizeof(*s));
+    for (size_t k = 0; calls && k < calls->n; k++) {
+        const struct hutch_call_rec *c = &calls->v[k];
+        const char *tool = c->tool ? c->tool : "";
+        int good = c->outcome && !strcmp(c->outcome, "ok");
         size_t i;
 
-        if (!tool)
-            tool = "";
-        count++;
-        ok += good;
-        for (i = 0; i < nsum && strcmp(sum[i].tool, tool); i++)
+        s->count++;
+        s->ok += good;
+        for (i = 0; i < s->ntools && strcmp(s->tools[i].tool, tool); i++)
             ;
-        if (i == nsum && nsum < HUTCH_RESULT_MAX_TOOLS)
-            sum[nsum++] = (struct tool_sum){.tool = tool};
-        if (i < nsum) {
-            sum[i].count++;
-            sum[i].ok += good;
-            sum[i].ms += num(c, "duration_ms");
+        if (i == s->ntools && s->ntools < HUTCH_RESULT_MAX_TOOLS)
+            s->tools[s->ntools++] = (struct hutch_tool_sum){.tool = tool};
+        if (i < s->ntools) {
+            s->tools[i].count++;
+            s->tools[i].ok += good;
+            s->tools[i].total_ms += c->duration_ms;
         } else {
-            other++;
+            s->other_calls++;
         }
         if (!good && nfailed++ < HUTCH_RESULT_MAX_FAILED)
-            cJSON_AddItemToArray(failed, cJSON_Duplicate(c, 1));
+            s->failed[s->nfailed++] = c;
     }
-    for (size_t i = 0; i < nsum; i++) {
-        cJSON *t = cJSON_CreateObject();
-        cJSON_AddStringToObject(t, "tool", sum[i].tool);
-        cJSON_AddNumberToObject(t, "count", sum[i].count);
-        cJSON_AddNumberToObject(t, "ok", sum[i].ok);
-        cJSON_AddNumberToObject(t, "errors", sum[i].count - sum[i].ok);
-        cJSON_AddNumberToObject(t, "total_ms", ms2(sum[i].ms));
-        cJSON_AddItemToArray(tools, t);
-    }
-    cJSON_AddNumberToObject(o, "count", count);
-    cJSON_AddNumberToObject(o, "ok", ok);
-    cJSON_AddNumberToObject(o, "errors", count - ok);
-    cJSON_AddItemToObject(o, "tools", tools);
-    cJSON_AddNumberToObject(o, "other_calls", other);
-    cJSON_AddItemToObject(o, "failed", failed);
-    cJSON_AddNumberToObject(
-        o, "failed_omitted",
-        nfailed > HUTCH_RESULT_MAX_FAILED ? nfailed - HUTCH_RESULT_MAX_FAILED : 0);
+    for (size_t i = 0; i < s->ntools; i++)
+        s->tools[i].total_ms = ms2(s->tools[i].total_ms);
+    s->errors = s->count - s->ok;
+    s->failed_omitted =
+        nfailed > HUTCH_RESULT_MAX_FAILED ? nfailed - HUTCH_RESULT_MAX_FAILED : 0;
+}
+
+cJSON *hutch_call_rec_json(const struct hutch_call_rec *c)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddNumberToObject(o, "id", (double)c->id);
+    if (c->tool)
+        cJSON_AddStringToObject(o, "tool", c->tool);
+    if (c->outcome)
+        cJSON_AddStringToObject(o, "outcome", c->outcome);
+    if (c->error)
+        cJSON_AddStringToObject(o, "error", c->error);
+    cJSON_AddNumberToObject(o, "duration_ms", c->duration_ms);
     return o;
 }
 
 void hutch_result_trace_audit(struct hutch_audit *a, const char *principal,
-                              const char *execution, const cJSON *calls)
+                              const char *execution, const struct hutch_call_log *calls)
 {
-    int n = cJSON_GetArraySize(calls), first = 0;
-    const cJSON *c = calls ? calls->child : NULL;
+    size_t first = 0;
 
-    while (c) {
+    while (calls && first < calls->n) {
         cJSON *extra = cJSON_CreateObject(), *part = cJSON_CreateArray();
-        int k;
-        for (k = 0; c && k < HUTCH_AUDIT_TRACE_CALLS; k++, c = c->next)
+        size_t k;
+        for (k = 0; first + k < calls->n && k < HUTCH_AUDIT_TRACE_CALLS; k++) {
+            cJSON *c = hutch_call_rec_json(&calls->v[first + k]);
             cJSON_AddItemToArray(part, hutch_audit_redact(c, NULL, NULL));
-        cJSON_AddNumberToObject(extra, "first", first);
-        cJSON_AddNumberToObject(extra, "count", n);
+            cJSON_Delete(c);
+        }
+        cJSON_AddNumberToObject(extra, "first", (double)first);
+        cJSON_AddNumberToObject(extra, "count", (double)calls->n);
         cJSON_AddItemToObject(extra, "calls", part);
         hutch_audit_log(a, "tool_trace", principal, execution, NULL, NULL, NULL, -1,
                         extra);
@@ -123,19 +185,34 @@ static long user_line(const char *tb)
     return p ? strtol(p + 8, NULL, 10) : 0;
 }
 
-cJSON *hutch_result_error(const cJSON *error)
+int hutch_result_error_set(struct hutch_result_error *e, const cJSON *error)
 {
-    cJSON *o = cJSON_CreateObject();
+    /* The wire's error object: parsing the runner's message, not reading
+     * a result back. */
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(error, "type");
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(error, "message");
-    long line = user_line(
-        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(error, "traceback")));
+    struct hutch_result_error n = {.set = 1};
 
-    if (cJSON_IsString(type))
-        cJSON_AddStringToObject(o, "type", type->valuestring);
-    if (cJSON_IsString(msg))
-        cJSON_AddStringToObject(o, "message", msg->valuestring);
-    if (line > 0)
-        cJSON_AddNumberToObject(o, "line", (double)line);
-    return o;
+    hutch_result_error_free(e);
+    if (!error)
+        return 0;
+    n.type = cJSON_IsString(type) ? strdup(type->valuestring) : NULL;
+    n.message = cJSON_IsString(msg) ? strdup(msg->valuestring) : NULL;
+    if ((cJSON_IsString(type) && !n.type) || (cJSON_IsString(msg) && !n.message)) {
+        hutch_result_error_free(&n);
+        return -ENOMEM;
+    }
+    n.line = user_line(
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(error, "traceback")));
+    if (n.line < 0)
+        n.line = 0;
+    *e = n;
+    return 0;
+}
+
+void hutch_result_error_free(struct hutch_result_error *e)
+{
+    free(e->type);
+    free(e->message);
+    memset(e, 0, sizeof(*e));
 }

@@ -80,10 +80,11 @@ struct deliver {
     struct hutch_resources *rs;
     const char *principal;
     cJSON *items, *files;
+    const struct hutch_file_list *list; /* files[i] renders list->v[i] */
     struct hutch_buf *text;
     size_t inline_total;
     int delivered;
-    int cursor; /* the next entry of files, in tar order */
+    size_t cursor; /* the next entry of list, in tar order */
 };
 
 static int is_text(const void *data, size_t size)
@@ -91,27 +92,21 @@ static int is_text(const void *data, size_t size)
     return data && memchr(data, '\0', size) == NULL && hutch_utf8_valid(data, size);
 }
 
-/* The entry of `files` for `path`: usually the next one (both are in tar
- * order), else searched. */
+/* The entry of `files` for `path`, found in the typed list: usually the
+ * next one (both are in tar order), else searched. */
 static cJSON *entry_of(struct deliver *d, const char *path)
 {
-    cJSON *e = cJSON_GetArrayItem(d->files, d->cursor);
-    if (!e ||
-        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "path")) ?: "", path)) {
-        int i = 0;
-        cJSON_ArrayForEach(e, d->files)
-        {
-            if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "path")) ?: "",
-                        path))
-                break;
-            i++;
-        }
-        if (!e)
+    const struct hutch_file_list *l = d->list;
+    size_t i = d->cursor;
+
+    if (i >= l->n || strcmp(l->v[i].path, path)) {
+        for (i = 0; i < l->n && strcmp(l->v[i].path, path); i++)
+            ;
+        if (i == l->n)
             return NULL;
-        d->cursor = i;
     }
-    d->cursor++;
-    return e;
+    d->cursor = i + 1;
+    return cJSON_GetArrayItem(d->files, (int)i);
 }
 
 static void set_str(cJSON *o, const char *k, const char *v)
@@ -277,14 +272,19 @@ static int deliver_one(void *arg, const char *path, const void *data, size_t siz
 }
 
 void hutch_result_files(const void *tar, size_t len, struct hutch_resources *rs,
-                        const char *principal, cJSON *items, cJSON *files,
+                        const char *principal, cJSON *items,
+                        const struct hutch_file_list *list, cJSON *files,
                         struct hutch_buf *text)
 {
-    struct deliver d = {
-        .rs = rs, .principal = principal, .items = items, .files = files, .text = text};
+    struct deliver d = {.rs = rs,
+                        .principal = principal,
+                        .items = items,
+                        .files = files,
+                        .list = list,
+                        .text = text};
     struct hutch_err err = HUTCH_ERR_INIT;
 
-    if (!tar || !len || cJSON_GetArraySize(files) == 0)
+    if (!tar || !len || list->n == 0)
         return;
     hutch_buf_append(text, "--- files (in /work/out) ---\n", 29);
     if (hutch_archive_read_files(tar, len, HUTCH_MCP_LINK_MAX_FILE, deliver_one, &d,

@@ -494,8 +494,9 @@ static int save_dir(struct hutch_ws *w, const char *dir, struct hutch_err *err)
     return r;
 }
 
-int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar, cJSON *files,
-                   int save, const char *out_dir, struct hutch_err *err)
+int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar,
+                   struct hutch_file_list *files, int save, const char *out_dir,
+                   struct hutch_err *err)
 {
     char tmp[PATH_MAX], ws[PATH_MAX + 16];
     struct hutch_err e2 = HUTCH_ERR_INIT;
@@ -510,8 +511,7 @@ int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar, cJSON *files,
     if (r < 0) {
         /* Nothing of it can be told apart: no result files either. */
         out_tar->len = 0;
-        while (cJSON_GetArraySize(files) > 0)
-            cJSON_DeleteItemFromArray(files, 0);
+        hutch_file_list_clear(files);
         goto out;
     }
     if (save) {
@@ -535,11 +535,10 @@ int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar, cJSON *files,
         r2 = hutch_archive_extract(out_tar->data, out_tar->len, out_dir, NULL, &e2);
     if (r2 < 0 && r == 0)
         r = hutch_err_set(err, r2, "the result files: %s", e2.msg);
-    for (int i = cJSON_GetArraySize(files) - 1; i >= 0; i--) {
-        const char *p = cJSON_GetStringValue(
-            cJSON_GetObjectItem(cJSON_GetArrayItem(files, i), "path"));
-        if (p && (!strcmp(p, "workspace") || !strncmp(p, "workspace/", 10)))
-            cJSON_DeleteItemFromArray(files, i);
+    for (size_t i = files->n; i-- > 0;) {
+        const char *p = files->v[i].path;
+        if (!strcmp(p, "workspace") || !strncmp(p, "workspace/", 10))
+            hutch_file_list_remove(files, i);
     }
 out:
     rm_tree(tmp);

@@ -36,6 +36,7 @@
 #include "buf.h"
 #include "hutch_archive.h"
 #include "policy.h"
+#include "result.h"
 
 struct hutch_ws;
 
@@ -61,8 +62,9 @@ int hutch_ws_load(struct hutch_ws *w, struct hutch_tar **tar, size_t tar_max,
  * `files` (the listing of out_tar); then, when `save`, becomes the
  * workspace's new content: refused with -E2BIG over pol->max_bytes (the
  * previous content stays).  out_dir, when not NULL, receives the rest. */
-int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar, cJSON *files,
-                   int save, const char *out_dir, struct hutch_err *err);
+int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar,
+                   struct hutch_file_list *files, int save, const char *out_dir,
+                   struct hutch_err *err);
 /* Unlocks. */
 void hutch_ws_close(struct hutch_ws *w);
 

@@ -185,8 +185,9 @@ static uint64_t later(void)
 static void test_no_handler(void)
 {
     struct sink k;
-    cJSON *rec = cJSON_CreateArray(), *m;
-    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(NULL, NULL, k.fd[1], rec));
+    struct hutch_call_log rec = {0};
+    cJSON *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(NULL, NULL, k.fd[1], &rec));
 
     ok(q != NULL, "no handler: created");
     ok(hutch_calls_submit(q, 1, "a.b", NULL, later()) == 0, "no handler: submitted");
@@ -197,18 +198,17 @@ static void test_no_handler(void)
            strstr(str(cJSON_GetObjectItem(m, "error"), "message"), "--servers"),
        "no handler: answered at once, unknown_tool");
     hutch_calls_free(q);
-    ok(cJSON_GetArraySize(rec) == 1 &&
-           !strcmp(str(cJSON_GetArrayItem(rec, 0), "outcome"), "unknown_tool"),
-       "no handler: recorded");
-    cJSON_Delete(rec);
+    ok(rec.n == 1 && !strcmp(rec.v[0].outcome, "unknown_tool"), "no handler: recorded");
+    hutch_call_log_free(&rec);
     sink_free(&k);
 }
 
 static void test_answers(void)
 {
     struct sink k;
-    cJSON *rec = cJSON_CreateArray(), *args = cJSON_Parse("{\"message\":\"x\"}"), *m;
-    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    struct hutch_call_log rec = {0};
+    cJSON *args = cJSON_Parse("{\"message\":\"x\"}"), *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], &rec));
     int good = 1;
 
     reset();
@@ -240,22 +240,21 @@ static void test_answers(void)
     ok(last_timeout_ms == 1, "a call past the deadline gets 1 ms (%d)",
        last_timeout_ms);
     hutch_calls_free(q);
-    ok(cJSON_GetArraySize(rec) == 102, "every call recorded (%d)",
-       cJSON_GetArraySize(rec));
-    m = cJSON_GetArrayItem(rec, 100);
-    ok(m && !strcmp(str(m, "tool"), "fail") && !strcmp(str(m, "outcome"), "upstream") &&
-           !strcmp(str(m, "error"), "it failed") && num(m, "duration_ms") >= 0,
+    ok((int)rec.n == 102, "every call recorded (%d)", (int)rec.n);
+    ok(!strcmp(rec.v[100].tool, "fail") && !strcmp(rec.v[100].outcome, "upstream") &&
+           !strcmp(rec.v[100].error, "it failed") && rec.v[100].duration_ms >= 0,
        "the record has the tool, outcome, error and duration");
     cJSON_Delete(args);
-    cJSON_Delete(rec);
+    hutch_call_log_free(&rec);
     sink_free(&k);
 }
 
 static void test_pool(void)
 {
     struct sink k;
-    cJSON *rec = cJSON_CreateArray(), *m;
-    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    struct hutch_call_log rec = {0};
+    cJSON *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], &rec));
     const int n = HUTCH_CALL_WORKERS + 20;
     char seen[HUTCH_CALL_WORKERS + 21] = {0};
     int good = 1;
@@ -282,15 +281,15 @@ static void test_pool(void)
     ok(max_running > 1, "pool: calls of one execution run concurrently (%d)",
        max_running);
     hutch_calls_free(q);
-    cJSON_Delete(rec);
+    hutch_call_log_free(&rec);
     sink_free(&k);
 }
 
 static void test_completion_order(void)
 {
     struct sink k;
-    cJSON *rec = cJSON_CreateArray();
-    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    struct hutch_call_log rec = {0};
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], &rec));
 
     reset();
     hutch_calls_submit(q, 1, "gate.2", NULL, later());
@@ -304,15 +303,15 @@ static void test_completion_order(void)
            num(cJSON_GetArrayItem(k.sent, 1), "id") == 1,
        "answers go back in completion order");
     hutch_calls_free(q);
-    cJSON_Delete(rec);
+    hutch_call_log_free(&rec);
     sink_free(&k);
 }
 
 static void test_unfinished(void)
 {
     struct sink k;
-    cJSON *rec = cJSON_CreateArray(), *m;
-    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    struct hutch_call_log rec = {0};
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], &rec));
     const int n = HUTCH_CALL_WORKERS + 5;
     int good = 1;
 
@@ -325,18 +324,16 @@ static void test_unfinished(void)
     wait_started(1 + HUTCH_CALL_WORKERS);
     hutch_calls_free(q); /* waits for the workers */
     ok(cJSON_GetArraySize(k.sent) == 1, "unfinished: no answer sent after the end");
-    ok(cJSON_GetArraySize(rec) == n + 1, "unfinished: every call recorded (%d)",
-       cJSON_GetArraySize(rec));
+    ok((int)rec.n == n + 1, "unfinished: every call recorded (%d)", (int)rec.n);
     for (int i = 1; i <= n; i++) {
-        m = cJSON_GetArrayItem(rec, i);
-        if (!m || strcmp(str(m, "outcome"), "unfinished") || num(m, "id") != i + 1 ||
-            !str(m, "error"))
+        if ((size_t)i >= rec.n || strcmp(rec.v[i].outcome, "unfinished") ||
+            rec.v[i].id != i + 1 || !rec.v[i].error)
             good = 0;
     }
     ok(good, "unfinished: the open calls are recorded as unfinished, in order");
     ok(started == 1 + HUTCH_CALL_WORKERS,
        "unfinished: queued calls never start once the execution ended (%d)", started);
-    cJSON_Delete(rec);
+    hutch_call_log_free(&rec);
     sink_free(&k);
 }
 
@@ -345,8 +342,9 @@ static void test_unfinished(void)
 static void test_stuck_runner(void)
 {
     struct sink k;
-    cJSON *rec = cJSON_CreateArray(), *args = cJSON_CreateObject();
-    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    struct hutch_call_log rec = {0};
+    cJSON *args = cJSON_CreateObject();
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], &rec));
     char *pad = malloc((1u << 20) + 1);
     int r = 0, i;
 
@@ -356,7 +354,7 @@ static void test_stuck_runner(void)
     cJSON_AddStringToObject(args, "pad", pad);
     for (i = 1; i <= 80 && r == 0; i++) {
         r = hutch_calls_submit(q, i, "echo", cJSON_Duplicate(args, 1), later());
-        while (r == 0 && cJSON_GetArraySize(rec) < i)
+        while (r == 0 && (int)rec.n < i)
             usleep(1000);
         if (r == 0)
             r = hutch_calls_take(q);
@@ -364,27 +362,25 @@ static void test_stuck_runner(void)
     ok(r < 0, "stuck runner: reported after %d answers of 1 MiB nobody reads", i - 1);
     ok(hutch_calls_unsent(q), "stuck runner: the answers wait for the channel");
     hutch_calls_free(q);
-    ok(cJSON_GetArraySize(rec) == i - 1, "stuck runner: every call recorded (%d)",
-       cJSON_GetArraySize(rec));
+    ok((int)rec.n == i - 1, "stuck runner: every call recorded (%d)", (int)rec.n);
     sink_free(&k);
-    cJSON_Delete(rec);
+    hutch_call_log_free(&rec);
 
-    rec = cJSON_CreateArray();
-    q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], &rec));
     close(k.fd[0]);
     k.fd[0] = -1;
     r = 0;
     for (i = 1; i <= 3; i++) {
         r |= hutch_calls_submit(q, i, "echo", cJSON_Duplicate(args, 1), later());
-        while (cJSON_GetArraySize(rec) < i)
+        while ((int)rec.n < i)
             usleep(1000);
         r |= hutch_calls_take(q);
     }
     ok(r == 0 && !hutch_calls_unsent(q), "runner gone: answers are dropped");
     hutch_calls_free(q);
-    ok(cJSON_GetArraySize(rec) == 3, "runner gone: calls still recorded");
+    ok((int)rec.n == 3, "runner gone: calls still recorded");
     sink_free(&k);
-    cJSON_Delete(rec);
+    hutch_call_log_free(&rec);
     cJSON_Delete(args);
     free(pad);
 }
@@ -392,8 +388,9 @@ static void test_stuck_runner(void)
 static void test_max_calls(void)
 {
     struct sink k;
-    cJSON *rec = cJSON_CreateArray(), *m;
-    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(NULL, NULL, k.fd[1], rec));
+    struct hutch_call_log rec = {0};
+    cJSON *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(NULL, NULL, k.fd[1], &rec));
 
     for (int i = 1; i <= HUTCH_WIRE_MAX_TOOL_CALLS + 1; i++) {
         hutch_calls_submit(q, i, "a.b", NULL, later());
@@ -404,7 +401,7 @@ static void test_max_calls(void)
            strstr(str(cJSON_GetObjectItem(m, "error"), "message"), "tool calls"),
        "call %d is denied", HUTCH_WIRE_MAX_TOOL_CALLS + 1);
     hutch_calls_free(q);
-    cJSON_Delete(rec);
+    hutch_call_log_free(&rec);
     sink_free(&k);
 }
 
@@ -415,8 +412,9 @@ static void test_budget(void)
 {
     struct sink k;
     struct hutch_budget b;
-    cJSON *rec = cJSON_CreateArray(), *args = cJSON_CreateObject(), *m;
-    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], rec));
+    struct hutch_call_log rec = {0};
+    cJSON *args = cJSON_CreateObject(), *m;
+    struct hutch_calls *q = (sink_init(&k), hutch_calls_new(tool, NULL, k.fd[1], &rec));
     char *text = malloc(300001);
     int n;
 
@@ -456,7 +454,7 @@ static void test_budget(void)
        "budget: everything given back (used %zu, peak %zu of %zu)",
        (size_t)atomic_load(&b.used), (size_t)atomic_load(&b.peak), b.max);
     cJSON_Delete(args);
-    cJSON_Delete(rec);
+    hutch_call_log_free(&rec);
     sink_free(&k);
 }
 

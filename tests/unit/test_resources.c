@@ -135,13 +135,19 @@ static const void *tar_of(struct hutch_tar **t, size_t *len, int big)
     return data;
 }
 
+/* The listing as exec.c types it, and its JSON as result_json.c renders
+ * it (one entry per file, in order). */
+static struct hutch_file_list list;
+
 static cJSON *files_of(const char *const *paths, int n)
 {
     cJSON *a = cJSON_CreateArray();
+    hutch_file_list_clear(&list);
     for (int i = 0; i < n; i++) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "path", paths[i]);
         cJSON_AddItemToArray(a, o);
+        hutch_file_list_add(&list, paths[i], 0);
     }
     return a;
 }
@@ -164,7 +170,7 @@ static void render(void)
     const void *tar = tar_of(&t, &len, 1);
 
     hutch_resources_new(0, NULL, &rs, &err);
-    hutch_result_files(tar, len, rs, "alice", items, files, &text);
+    hutch_result_files(tar, len, rs, "alice", items, &list, files, &text);
     ok(cJSON_GetArraySize(items) == 3, "three items for four files (one dropped)");
     ok(!strcmp(cJSON_GetStringValue(
                    cJSON_GetObjectItem(cJSON_GetArrayItem(items, 0), "type")),
@@ -214,7 +220,7 @@ static void render(void)
     files = files_of(paths, 3);
     hutch_tar_free(t);
     tar = tar_of(&t, &len, 0);
-    hutch_result_files(tar, len, NULL, "alice", items, files, &text);
+    hutch_result_files(tar, len, NULL, "alice", items, &list, files, &text);
     ok(cJSON_GetArraySize(items) == 2 &&
            !strcmp(field(files, 2, "delivery"), "dropped") &&
            strstr(hutch_buf_str(&text), "keeps no files"),
@@ -314,7 +320,7 @@ static void svg_delivery(void)
     hutch_tar_add_bytes(t, "chart.svg", good, sizeof(good) - 1, 0644, &err);
     hutch_tar_add_bytes(t, "evil.svg", bad, sizeof(bad) - 1, 0644, &err);
     hutch_tar_finish(t, &tar, &len, &err);
-    hutch_result_files(tar, len, rs, "alice", items, files, &text);
+    hutch_result_files(tar, len, rs, "alice", items, &list, files, &text);
     ok(cJSON_GetArraySize(items) == 1 &&
            !strcmp(cJSON_GetStringValue(
                        cJSON_GetObjectItem(cJSON_GetArrayItem(items, 0), "type")),
@@ -508,5 +514,6 @@ int main(void)
     shared_dir();
     shares(NULL);
     shares_on_disk();
+    hutch_file_list_clear(&list);
     return tap_done();
 }

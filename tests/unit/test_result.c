@@ -1,6 +1,7 @@
 /* test_result.c — unit tests of src/output.c (head and tail of a stream)
  * and src/result.c (the tool-call summary, the trace in audit records, the
- * error object), printing TAP. */
+ * error object) and src/result_json.c (a result struct as JSON), printing
+ * TAP. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +9,10 @@
 
 #include "audit.h"
 #include "caps.h"
+#include "exec.h"
 #include "output.h"
 #include "result.h"
+#include "result_json.h"
 #include "tap.h"
 
 static void head_tail(void)
@@ -53,16 +56,10 @@ static void head_tail(void)
     hutch_buf_free(&to);
 }
 
-static cJSON *call(int id, const char *tool, const char *outcome, double ms)
+static void call(struct hutch_call_log *l, int id, const char *tool,
+                 const char *outcome, double ms)
 {
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "id", id);
-    cJSON_AddStringToObject(c, "tool", tool);
-    cJSON_AddStringToObject(c, "outcome", outcome);
-    if (strcmp(outcome, "ok"))
-        cJSON_AddStringToObject(c, "error", "why");
-    cJSON_AddNumberToObject(c, "duration_ms", ms);
-    return c;
+    hutch_call_log_add(l, id, tool, outcome, strcmp(outcome, "ok") ? "why" : NULL, ms);
 }
 
 static double num(const cJSON *o, const char *path)
@@ -77,47 +74,51 @@ static double num(const cJSON *o, const char *path)
 
 static void summary(void)
 {
-    cJSON *calls = cJSON_CreateArray(), *s;
+    struct hutch_call_log calls = {0};
+    struct hutch_calls_summary s;
     char name[32];
+    cJSON *j;
 
-    s = hutch_result_calls_summary(calls);
-    ok(num(s, "count") == 0 && cJSON_GetArraySize(cJSON_GetObjectItem(s, "tools")) == 0,
-       "no calls: count 0, no tools");
-    cJSON_Delete(s);
+    hutch_result_summarize(&calls, &s);
+    ok(s.count == 0 && s.ntools == 0 && s.nfailed == 0, "no calls: count 0, no tools");
 
     for (int i = 0; i < 300; i++)
-        cJSON_AddItemToArray(calls,
-                             call(i + 1, "fs.read", i % 30 ? "ok" : "denied", 0.5));
-    s = hutch_result_calls_summary(calls);
-    ok(num(s, "count") == 300 && num(s, "ok") == 290 && num(s, "errors") == 10,
-       "300 calls, 10 failed");
-    ok(num(s, "tools.0.count") == 300 && num(s, "tools.0.total_ms") == 150 &&
-           num(s, "tools.0.errors") == 10,
+        call(&calls, i + 1, "fs.read", i % 30 ? "ok" : "denied", 0.5);
+    hutch_result_summarize(&calls, &s);
+    ok(s.count == 300 && s.ok == 290 && s.errors == 10, "300 calls, 10 failed");
+    ok(s.ntools == 1 && s.tools[0].count == 300 && s.tools[0].total_ms == 150 &&
+           s.tools[0].count - s.tools[0].ok == 10,
        "one line for the tool, its time summed");
-    ok(cJSON_GetArraySize(cJSON_GetObjectItem(s, "failed")) ==
-               HUTCH_RESULT_MAX_FAILED &&
-           num(s, "failed_omitted") == 10 - HUTCH_RESULT_MAX_FAILED &&
-           num(s, "failed.0.id") == 1,
+    ok(s.nfailed == HUTCH_RESULT_MAX_FAILED &&
+           s.failed_omitted == 10 - HUTCH_RESULT_MAX_FAILED && s.failed[0]->id == 1 &&
+           !strcmp(s.failed[0]->error, "why"),
        "the first failed calls listed, the rest counted");
+    j = hutch_result_summary_json(&s);
     {
-        char *text = cJSON_PrintUnformatted(s);
+        char *text = cJSON_PrintUnformatted(j);
         ok(text && strlen(text) < 1000, "the summary is small: %zu bytes",
            text ? strlen(text) : 0);
+        static const char head[] =
+            "{\"count\":300,\"ok\":290,\"errors\":10,\"tools\":[{\"tool\":"
+            "\"fs.read\",\"count\":300,\"ok\":290,\"errors\":10,\"total_ms\":150}],"
+            "\"other_calls\":0,\"failed\":[{\"id\":1,\"tool\":\"fs.read\","
+            "\"outcome\":\"denied\",\"error\":\"why\",\"duration_ms\":0.5},";
+        ok(text && !strncmp(text, head, sizeof(head) - 1) &&
+               strstr(text, "],\"failed_omitted\":5}"),
+           "its JSON, in the order the wire has always had: %.120s", text ? text : "");
         free(text);
     }
-    cJSON_Delete(s);
+    cJSON_Delete(j);
 
     for (int i = 0; i < HUTCH_RESULT_MAX_TOOLS + 8; i++) {
         snprintf(name, sizeof(name), "s.t%d", i);
-        cJSON_AddItemToArray(calls, call(1000 + i, name, "ok", 1));
+        call(&calls, 1000 + i, name, "ok", 1);
     }
-    s = hutch_result_calls_summary(calls);
-    ok(cJSON_GetArraySize(cJSON_GetObjectItem(s, "tools")) == HUTCH_RESULT_MAX_TOOLS &&
-           num(s, "other_calls") == 9 &&
-           num(s, "count") == 300 + HUTCH_RESULT_MAX_TOOLS + 8,
+    hutch_result_summarize(&calls, &s);
+    ok(s.ntools == HUTCH_RESULT_MAX_TOOLS && s.other_calls == 9 &&
+           s.count == 300 + HUTCH_RESULT_MAX_TOOLS + 8,
        "tools past the cap: counted in other_calls and count");
-    cJSON_Delete(s);
-    cJSON_Delete(calls);
+    hutch_call_log_free(&calls);
 }
 
 static void trace_audit(void)
@@ -126,20 +127,17 @@ static void trace_audit(void)
     int fd = mkstemp(path), records = 0, calls = 0, longest = 0;
     struct hutch_audit *a = NULL;
     struct hutch_err err = {0};
-    cJSON *trace = cJSON_CreateArray();
+    struct hutch_call_log trace = {0};
     char line[HUTCH_AUDIT_MAX_LINE + 2], big[2000];
     FILE *f;
 
     close(fd);
     memset(big, 'e', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
-    for (int i = 0; i < 120; i++) {
-        cJSON *c = call(i + 1, "fs.read", "upstream", 1);
-        cJSON_ReplaceItemInObject(c, "error", cJSON_CreateString(big));
-        cJSON_AddItemToArray(trace, c);
-    }
+    for (int i = 0; i < 120; i++)
+        hutch_call_log_add(&trace, i + 1, "fs.read", "upstream", big, 1);
     ok(hutch_audit_open(path, &a, &err) == 0, "audit log opens");
-    hutch_result_trace_audit(a, "p", "x1", trace);
+    hutch_result_trace_audit(a, "p", "x1", &trace);
     hutch_audit_close(a);
     f = fopen(path, "r");
     while (f && fgets(line, sizeof(line), f)) {
@@ -162,40 +160,96 @@ static void trace_audit(void)
        "120 calls with long errors: 3 whole records (%d, %d)", records, calls);
     ok(longest < (int)HUTCH_AUDIT_MAX_LINE, "each fits a line (%d bytes)", longest);
     unlink(path);
-    cJSON_Delete(trace);
+    hutch_call_log_free(&trace);
+}
+
+static void error_of(const char *wire, struct hutch_result_error *e)
+{
+    cJSON *j = cJSON_Parse(wire);
+    hutch_result_error_set(e, j);
+    cJSON_Delete(j);
 }
 
 static void error_object(void)
 {
-    cJSON *e = cJSON_Parse(
-        "{\"type\":\"KeyError\",\"message\":\"'x'\",\"traceback\":\"Traceback (most "
-        "recent "
-        "call last):\\n  File \\\"main.py\\\", line 4, in <module>\\n  File "
-        "\\\"main.py\\\", line 2, in f\\nKeyError: 'x'\\n\"}");
-    cJSON *o = hutch_result_error(e);
-    ok(num(o, "line") == 2 && !cJSON_GetObjectItem(o, "traceback") &&
-           !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o, "type")), "KeyError"),
-       "python: the innermost user line, no traceback");
+    struct hutch_result_error e = {0};
+
+    error_of("{\"type\":\"KeyError\",\"message\":\"'x'\",\"traceback\":\"Traceback "
+             "(most recent call last):\\n  File \\\"main.py\\\", line 4, in "
+             "<module>\\n  File \\\"main.py\\\", line 2, in f\\nKeyError: 'x'\\n\"}",
+             &e);
+    ok(e.set && e.line == 2 && !strcmp(e.type, "KeyError") && !strcmp(e.message, "'x'"),
+       "python: the innermost user line");
+    error_of("{\"type\":\"Error\",\"message\":\"b\",\"traceback\":\"Error: b\\n    at "
+             "f (main.js:7:9)\\n    at main.js:9:1\"}",
+             &e);
+    ok(e.line == 7, "javascript: the first main.js frame");
+    error_of("{\"type\":\"SyntaxError\",\"message\":\"Unexpected token (2:26)\","
+             "\"traceback\":\"main.ts:2:26\\nfunction f(a: number, b: ) {}\"}",
+             &e);
+    ok(e.line == 2, "typescript: the first main.ts frame");
+    error_of("{\"type\":\"SystemExit\",\"message\":\"3\",\"traceback\":\"\"}", &e);
+    ok(e.set && e.line == 0, "no traceback: no line");
+    error_of("{\"message\":7}", &e);
+    ok(e.set && !e.type && !e.message, "no strings: set, with nothing to show");
+    hutch_result_error_free(&e);
+}
+
+/* The renderer: a result struct as the JSON of structuredContent and
+ * `hutch run --json`, byte for byte as the wire has it. */
+static void render(void)
+{
+    struct hutch_exec_result res;
+    cJSON *o, *w;
+    char *text;
+
+    hutch_exec_result_init(&res);
+    res.exit_code = 1;
+    hutch_buf_append(&res.out, "hi\n", 3);
+    res.result = cJSON_CreateNumber(42);
+    hutch_file_list_add(&res.files, "a.csv", 3);
+    res.duration_ms = 12;
+    snprintf(res.executor, sizeof(res.executor), "local");
+    hutch_call_log_add(&res.tool_calls, 1, "fs.read", "ok", NULL, 1.25);
+    hutch_call_log_add(&res.tool_calls, 2, "fs.write", "denied", "no", 0.5);
+    w = cJSON_Parse("{\"type\":\"E\",\"message\":\"m\",\"traceback\":\"File "
+                    "\\\"main.py\\\", line 3\"}");
+    hutch_result_error_set(&res.error, w);
+    cJSON_Delete(w);
+    snprintf(res.message, sizeof(res.message), "note");
+    snprintf(res.notes, sizeof(res.notes), "one\ntwo");
+
+    o = hutch_result_json(&res, 1, NULL, NULL);
+    text = cJSON_PrintUnformatted(o);
+    ok(text &&
+           !strcmp(
+               text,
+               "{\"exit_code\":1,\"stdout\":\"hi\\n\",\"stderr\":\"\","
+               "\"stdout_omitted_bytes\":0,\"stderr_omitted_bytes\":0,\"result\":42,"
+               "\"files\":[{\"path\":\"a.csv\",\"size\":3}],\"duration_ms\":12,"
+               "\"timed_out\":false,\"oom\":false,\"executor\":\"local\","
+               "\"warm\":false,\"tool_calls\":{\"count\":2,\"ok\":1,\"errors\":1,"
+               "\"tools\":[{\"tool\":\"fs.read\",\"count\":1,\"ok\":1,\"errors\":0,"
+               "\"total_ms\":1.25},{\"tool\":\"fs.write\",\"count\":1,\"ok\":0,"
+               "\"errors\":1,\"total_ms\":0.5}],\"other_calls\":0,\"failed\":[{"
+               "\"id\":2,\"tool\":\"fs.write\",\"outcome\":\"denied\",\"error\":"
+               "\"no\",\"duration_ms\":0.5}],\"failed_omitted\":0},\"trace\":[{"
+               "\"id\":1,\"tool\":\"fs.read\",\"outcome\":\"ok\",\"duration_ms\":"
+               "1.25},{\"id\":2,\"tool\":\"fs.write\",\"outcome\":\"denied\","
+               "\"error\":\"no\",\"duration_ms\":0.5}],\"stdout_truncated\":false,"
+               "\"stderr_truncated\":false,\"error\":{\"type\":\"E\",\"message\":"
+               "\"m\",\"line\":3},\"message\":\"note\",\"notes\":[\"one\",\"two\"]}"),
+       "every field, in the wire's order: %s", text ? text : "(null)");
+    free(text);
     cJSON_Delete(o);
-    cJSON_Delete(e);
-    e = cJSON_Parse(
-        "{\"type\":\"Error\",\"message\":\"b\",\"traceback\":\"Error: b\\n    at "
-        "f (main.js:7:9)\\n    at main.js:9:1\"}");
-    o = hutch_result_error(e);
-    ok(num(o, "line") == 7, "javascript: the first main.js frame");
+
+    o = hutch_result_json(&res, 0, cJSON_CreateString("moved"), cJSON_CreateArray());
+    ok(o && !cJSON_GetObjectItem(o, "trace") &&
+           !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o, "result")), "moved") &&
+           cJSON_GetArraySize(cJSON_GetObjectItem(o, "files")) == 0,
+       "no trace unless asked; a value and files given are taken as they are");
     cJSON_Delete(o);
-    cJSON_Delete(e);
-    e = cJSON_Parse("{\"type\":\"SyntaxError\",\"message\":\"Unexpected token (2:26)\","
-                    "\"traceback\":\"main.ts:2:26\\nfunction f(a: number, b: ) {}\"}");
-    o = hutch_result_error(e);
-    ok(num(o, "line") == 2, "typescript: the first main.ts frame");
-    cJSON_Delete(o);
-    cJSON_Delete(e);
-    e = cJSON_Parse("{\"type\":\"SystemExit\",\"message\":\"3\",\"traceback\":\"\"}");
-    o = hutch_result_error(e);
-    ok(!cJSON_GetObjectItem(o, "line"), "no traceback: no line");
-    cJSON_Delete(o);
-    cJSON_Delete(e);
+    hutch_exec_result_free(&res);
 }
 
 int main(void)
@@ -204,5 +258,6 @@ int main(void)
     summary();
     trace_audit();
     error_object();
+    render();
     return tap_done();
 }

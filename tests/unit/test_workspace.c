@@ -124,7 +124,7 @@ static int save(const char *store, const char *name, uint64_t max_bytes, int n,
     struct hutch_policy_workspaces small = pol;
     struct hutch_buf b = HUTCH_BUF_INIT(HUTCH_TAR_MAX_STREAM);
     struct hutch_ws *w = NULL;
-    cJSON *files = cJSON_CreateArray();
+    struct hutch_file_list files = {0};
     int r;
 
     small.max_bytes = max_bytes;
@@ -132,10 +132,10 @@ static int save(const char *store, const char *name, uint64_t max_bytes, int n,
     if (r == 0)
         r = out_tar(&b, n, size) < 0 ? -EIO : 0;
     if (r == 0)
-        r = hutch_ws_split(w, &b, files, 1, NULL, err);
+        r = hutch_ws_split(w, &b, &files, 1, NULL, err);
     hutch_ws_close(w);
     hutch_buf_free(&b);
-    cJSON_Delete(files);
+    hutch_file_list_clear(&files);
     return r;
 }
 
