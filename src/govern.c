@@ -3,7 +3,9 @@
  * The current policy is a pointer swapped under a mutex; each execution
  * takes a reference when it starts and keeps deciding its tool calls with
  * that policy to its end, so a reload never lets a half-loaded policy or a
- * mix of two decide anything. */
+ * mix of two decide anything.  The plan of an execution (the executor
+ * rule and the limits rule, govern.h) is resolved here and nowhere else,
+ * from that same policy. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <time.h>
 
 #include "audit.h"
+#include "caps.h"
 #include "catalog.h"
 #include "discover.h"
 #include "govern.h"
@@ -164,13 +167,167 @@ void hutch_gov_last_reload(struct hutch_gov *g, struct hutch_gov_reload *out)
     pthread_mutex_unlock(&g->mu);
 }
 
+static const char *const plan_langs[] = {"python", "javascript"};
+
+/* How well an executor isolates; -1: not known to hutch. */
+static int strength(const char *name)
+{
+    static const char *const order[] = {"local", "docker", "gvisor"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, order[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The lowest of the ceilings that are set (non-zero), else `dflt`. */
+static uint64_t lowest(uint64_t dflt, uint64_t a, uint64_t b)
+{
+    uint64_t v = 0, in[2] = {a, b};
+    for (int i = 0; i < 2; i++)
+        if (in[i] && (!v || in[i] < v))
+            v = in[i];
+    return v ? v : dflt;
+}
+
+/* The executor rule (govern.h) into plan->executor, or plan->rc and
+ * plan->error. */
+static void plan_executor(struct hutch_plan *plan, const struct hutch_policy *p,
+                          const struct hutch_policy_decision *d,
+                          const struct hutch_plan_operator *op)
+{
+    const char *pol =
+        hutch_policy_executor_explicit(p) ? hutch_policy_executor(p) : NULL;
+    const char *flag = op->executor && *op->executor ? op->executor : NULL;
+    const char *from = op->executor_from ? op->executor_from : "--executor";
+    const char *base;
+
+    if (flag && pol && strcmp(flag, pol) != 0) {
+        plan->rc = -EINVAL;
+        snprintf(plan->error, sizeof(plan->error),
+                 "%s asks for executor \"%s\" but the policy %s says executor = "
+                 "\"%s\": make them agree (or drop one)",
+                 from, flag, hutch_policy_source(p), pol);
+        return;
+    }
+    base = flag ? flag : pol ? pol : "local";
+    snprintf(plan->executor, sizeof(plan->executor), "%s", base);
+    if (!d || !d->executor_from_hook || strcmp(d->executor, base) == 0)
+        return; /* the hook picked nothing of its own */
+    /* Only hutch's own executors have a known strength: a pick away from
+     * or to any other could be weaker, so it is refused. */
+    if (strength(base) < 0 || strength(d->executor) < 0) {
+        plan->rc = -EPERM;
+        snprintf(plan->error, sizeof(plan->error),
+                 "the policy's on_execute picked executor \"%s\" instead of \"%s\" "
+                 "(%s), but \"%s\" is not one of hutch's executors (local, docker, "
+                 "gvisor), so hutch cannot tell whether it isolates as well; a hook "
+                 "may only pick another of hutch's executors that isolates at least "
+                 "as well",
+                 d->executor, base, flag ? from : "the policy's executor",
+                 strength(base) < 0 ? base : d->executor);
+    } else if (strength(d->executor) < strength(base)) {
+        plan->rc = -EPERM;
+        snprintf(plan->error, sizeof(plan->error),
+                 "the policy's on_execute picked executor \"%s\", which does not "
+                 "isolate as well as \"%s\" (%s); hutch never runs code on a weaker "
+                 "executor than it was asked for",
+                 d->executor, base, flag ? from : "the policy's executor");
+    } else {
+        snprintf(plan->executor, sizeof(plan->executor), "%s", d->executor);
+        return;
+    }
+    plan->executor[0] = '\0';
+}
+
+void hutch_plan_resolve(struct hutch_policy *p, const struct hutch_policy_decision *d,
+                        const char *principal, const struct hutch_plan_operator *op,
+                        struct hutch_plan *plan)
+{
+    const struct hutch_policy_limits *lim = d ? &d->limits : hutch_policy_limits(p);
+    int from_file = !hutch_policy_builtin(p);
+    int is_default;
+
+    memset(plan, 0, sizeof(*plan));
+    plan->policy = hutch_policy_ref(p);
+    plan->source = hutch_policy_source(p);
+    plan_executor(plan, p, d, op);
+    hutch_policy_flavour(p, plan->executor, plan->flavour, sizeof(plan->flavour));
+
+    plan->cls.struct_size = sizeof(plan->cls);
+    plan->cls.memory_bytes =
+        lowest(HUTCH_DEFAULT_MEMORY_MB, op->memory_mb, from_file ? lim->memory_mb : 0)
+        << 20;
+    plan->cls.pids_max =
+        (uint32_t)lowest(HUTCH_DEFAULT_PIDS, op->pids, from_file ? lim->pids : 0);
+    plan->cls.cpu_millis = lim->cpus_milli;
+    plan->cls.work_bytes = (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
+    plan->cls.tmp_bytes = (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
+    plan->cls.open_files = HUTCH_DEFAULT_OPEN_FILES;
+    plan->cls.options = hutch_policy_executor_options(p, plan->executor);
+
+    /* Warm pools: --pool overrides the policy for the executor it is for,
+     * which without either keeps HUTCH_POOL_DEFAULT_SIZE; another executor
+     * keeps what the policy says, else none. */
+    is_default = !op->pool_executor || strcmp(op->pool_executor, plan->executor) == 0;
+    for (int l = 0; l < 2; l++) {
+        int n = hutch_policy_pool_size(p, plan->executor, plan_langs[l]);
+        if (is_default && op->pool_size[l] >= 0)
+            n = op->pool_size[l];
+        else if (n < 0)
+            n = is_default ? HUTCH_POOL_DEFAULT_SIZE : 0;
+        plan->pool_size[l] = plan->rc < 0 ? 0 : n;
+    }
+
+    plan->timeout_ms = lowest(HUTCH_DEFAULT_TIMEOUT_MS, op->timeout_ms,
+                              from_file ? lim->timeout_ms : 0);
+    plan->output_max = lowest(HUTCH_OUTPUT_MAX_BYTES, op->output_bytes,
+                              !from_file || lim->output_bytes >= HUTCH_OUTPUT_MAX_BYTES
+                                  ? 0
+                                  : lim->output_bytes);
+    plan->output_default = op->output_default ? op->output_default : plan->output_max;
+    if (plan->output_default > plan->output_max)
+        plan->output_default = plan->output_max;
+    plan->files_bytes = lim->files_bytes;
+    plan->workspaces = *hutch_policy_workspaces(p);
+
+    hutch_policy_concurrency(p, principal ? principal : "local", &plan->concurrency);
+    plan->has_principals = hutch_policy_has_principals(p);
+    plan->nprincipals = hutch_policy_nprincipals(p);
+}
+
+void hutch_plan_release(struct hutch_plan *plan)
+{
+    hutch_policy_unref(plan->policy);
+    plan->policy = NULL;
+    plan->source = NULL;
+    plan->cls.options = NULL;
+}
+
+void hutch_gov_plan(struct hutch_gov *g, const struct hutch_plan_operator *op,
+                    struct hutch_plan *plan)
+{
+    struct hutch_policy *p = hutch_gov_policy(g);
+    hutch_plan_resolve(p, NULL, NULL, op, plan);
+    hutch_policy_unref(p);
+}
+
+int hutch_gov_plan_current(struct hutch_gov *g, const struct hutch_plan *plan)
+{
+    int cur;
+    pthread_mutex_lock(&g->mu);
+    cur = plan->policy == g->cur;
+    pthread_mutex_unlock(&g->mu);
+    return cur;
+}
+
 int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
                     struct hutch_bridge *bridge, const char *principal,
                     const char *language, size_t code_bytes, size_t nfiles,
-                    const char *workspace, struct hutch_policy_decision *d,
+                    const char *workspace, const struct hutch_plan_operator *op,
                     char *reason, size_t reason_len)
 {
     struct hutch_policy_exec req = {0};
+    struct hutch_policy_decision d;
     uint64_t retry = 0, t0 = hutch_now_us();
     int r;
 
@@ -205,11 +362,12 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
     req.code_bytes = code_bytes;
     req.nfiles = nfiles;
     req.workspace = workspace;
-    r = hutch_policy_check_execute(x->policy, &req, d, reason, reason_len);
+    r = hutch_policy_check_execute(x->policy, &req, &d, reason, reason_len);
     if (r < 0) {
         r = -EPERM;
         goto deny;
     }
+    hutch_plan_resolve(x->policy, &d, x->principal, op, &x->plan);
     hutch_audit_log(g->audit, "execute_decision", x->principal, x->execution, NULL,
                     "allow", NULL, (double)(hutch_now_us() - t0) / 1000.0, NULL);
     return 0;
@@ -240,6 +398,7 @@ void hutch_gov_direct_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
 
 void hutch_gov_direct_end(struct hutch_gov_exec *x)
 {
+    hutch_plan_release(&x->plan);
     hutch_policy_unref(x->policy);
     x->policy = NULL;
 }
@@ -267,6 +426,7 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
                     error ? "failed" : "done", error,
                     (double)(hutch_now_ms() - x->t0_ms), extra);
     cJSON_Delete(extra);
+    hutch_plan_release(&x->plan);
     hutch_policy_unref(x->policy);
     x->policy = NULL;
 }

@@ -1,7 +1,12 @@
 /* govern.h — applying the policy to executions and tool calls: the current
- * policy (swapped whole on reload), the audit log, the rate limits, and the
+ * policy (swapped whole on reload), the audit log, the rate limits, the
+ * plan of an execution (everything job.c needs from the policy, resolved
+ * at once from one policy with the operator's settings), and the
  * per-execution context through which every tool call from a sandbox is
- * decided before the bridge forwards it. */
+ * decided before the bridge forwards it.
+ *
+ * Not here: putting an execution together (job.c, from the plan), the
+ * policy's file and hooks (policy.c). */
 #ifndef HUTCH_GOVERN_H
 #define HUTCH_GOVERN_H
 
@@ -46,6 +51,90 @@ void hutch_gov_last_reload(struct hutch_gov *g, struct hutch_gov_reload *out);
 struct hutch_policy *hutch_gov_policy(struct hutch_gov *g);
 struct hutch_audit *hutch_gov_audit(struct hutch_gov *g);
 
+/* The operator's settings (struct hutch_jobs_opts and $HUTCH_EXECUTOR):
+ * the other half of every plan. */
+struct hutch_plan_operator {
+    const char *executor;      /* --executor or $HUTCH_EXECUTOR; NULL: none */
+    const char *executor_from; /* where it came from, for messages; NULL: --executor */
+    uint64_t timeout_ms, memory_mb, output_bytes; /* ceilings; 0: not given */
+    uint32_t pids;                                /* a ceiling; 0: not given */
+    /* What is kept of each output stream when no source sets it (the
+     * front's default); 0: HUTCH_OUTPUT_MAX_BYTES. */
+    uint64_t output_default;
+    int pool_size[2]; /* python, javascript: --pool, -1 when not given */
+    /* The executor --pool sizes (and the default size) are for: the one
+     * hutch opened at start; NULL: the plan's own executor (the pools set up
+     * for a policy). */
+    const char *pool_executor;
+};
+
+/* What one execution runs with: resolved in one place (govern.c) from one
+ * policy (the execution's, with its on_execute decision; or the current
+ * one, for the pools and readiness) and the operator's settings, by the
+ * two rules of doc/executors.md and doc/operating.md ("Limits"):
+ *
+ * Executor.  The operator's (--executor, else $HUTCH_EXECUTOR), else the
+ * one the policy file names, else "local".  An operator's choice and a
+ * policy file's that differ are an error.  on_execute may pick another for
+ * one execution, but only one of hutch's own that isolates at least as
+ * well (local < docker < gvisor); any other pick is refused.  Never
+ * silently less.
+ *
+ * Limits.  Every source is a ceiling and the lowest wins: hutch's defaults
+ * (caps.h), the operator's flags, the policy file's limits (the built-in
+ * policy only supplies defaults), and its on_execute hook; the request's
+ * timeout_ms and output_bytes are held against the plan's ceilings by
+ * job.c.  A default applies only when no source sets the limit.
+ * output_bytes: the policy's value counts when it is below
+ * HUTCH_OUTPUT_MAX_BYTES, which is its default and hutch's maximum (so a
+ * policy file that does not mention it leaves execute_code's model-sized
+ * default in place, where timeout_ms's and memory_mb's defaults are the
+ * same as hutch's own).
+ *
+ * The strings point into the policy, which the plan holds a reference to
+ * until hutch_plan_release. */
+struct hutch_plan {
+    struct hutch_policy *policy; /* the snapshot it was resolved from */
+    const char *source;          /* the policy's file, or "built-in" */
+    /* The executor: rc 0 and its name, else rc negative (-EINVAL: the
+     * operator's and the policy file's differ; -EPERM: on_execute picked
+     * one that may isolate less) and why in error.  An execution whose
+     * plan has no executor fails with it. */
+    int rc;
+    char error[HUTCH_ERR_MSG];
+    char executor[64];
+    char flavour[16]; /* executor_options' flavour on it: "base" when none */
+    /* The sandbox class on it (limits, executor_options); language NULL:
+     * the job sets it. */
+    struct hutch_sandbox_class cls;
+    int pool_size[2]; /* warm sandboxes of python, javascript to keep on it */
+    /* Ceilings the request is held against, and the defaults below them. */
+    uint64_t timeout_ms;     /* ceiling and default */
+    uint64_t output_max;     /* per stream */
+    uint64_t output_default; /* per stream, at most output_max */
+    uint64_t files_bytes;    /* files in and out, each way */
+    struct hutch_policy_workspaces workspaces;
+    /* The principal's concurrency limits, and the policy's principals. */
+    struct hutch_policy_concurrency concurrency;
+    int has_principals;
+    unsigned nprincipals;
+};
+
+/* The plan under policy `p` (a reference is taken) for `principal` (NULL:
+ * "local"), with on_execute's decision `d` (NULL: none, the policy's own
+ * executor and limits).  Never fails: an executor that cannot be used is
+ * plan->rc.  Release with hutch_plan_release. */
+void hutch_plan_resolve(struct hutch_policy *p, const struct hutch_policy_decision *d,
+                        const char *principal, const struct hutch_plan_operator *op,
+                        struct hutch_plan *plan);
+void hutch_plan_release(struct hutch_plan *plan);
+/* The plan under the current policy, without an execution (the pools,
+ * readiness, the runtime the description names). */
+void hutch_gov_plan(struct hutch_gov *g, const struct hutch_plan_operator *op,
+                    struct hutch_plan *plan);
+/* 1 when `plan` was resolved from the current policy (no reload since). */
+int hutch_gov_plan_current(struct hutch_gov *g, const struct hutch_plan *plan);
+
 /* The user's answer to the policy's question (on_tool_call returned
  * "ask", question). */
 enum hutch_answer {
@@ -80,16 +169,19 @@ struct hutch_gov_exec {
     /* Who answers an upstream's own questions during this execution's
      * calls (upstream.h; fn NULL: nobody, such a question fails the call). */
     struct hutch_elicitor elicit;
+    /* What it runs with (hutch_gov_begin; released by hutch_gov_end). */
+    struct hutch_plan plan;
 };
 
-/* Rate limit, then on_execute.  0: allowed, *d holds the executor and the
- * limits to apply; -EPERM (or -EAGAIN for a rate limit): refused with
+/* Rate limit, then on_execute.  0: allowed, x->plan holds what to run it
+ * with (the executor and the limits, after on_execute, under the
+ * operator's `op`); -EPERM (or -EAGAIN for a rate limit): refused with
  * `reason`.  Every decision is audited.  After 0, call hutch_gov_end.
  * `workspace` (NULL: none) is on_execute's req.workspace. */
 int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
                     struct hutch_bridge *bridge, const char *principal,
                     const char *language, size_t code_bytes, size_t nfiles,
-                    const char *workspace, struct hutch_policy_decision *d,
+                    const char *workspace, const struct hutch_plan_operator *op,
                     char *reason, size_t reason_len);
 /* A tool call that comes from no sandbox (hutch serve --direct-tools): x is
  * filled as hutch_gov_begin does (the current policy, an id "d…" for the
@@ -99,7 +191,7 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
 void hutch_gov_direct_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
                             struct hutch_bridge *bridge, const char *principal);
 void hutch_gov_direct_end(struct hutch_gov_exec *x);
-/* Audit the execution's outcome and drop its policy reference. */
+/* Audit the execution's outcome and drop its policy and its plan. */
 void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res,
                    const char *error);
 

@@ -1,27 +1,18 @@
 /* job.c — one execution, end to end (see job.h for the order of things).
  *
- * The two rules the rest of hutch relies on live here and nowhere else:
- *
- * Executor.  The default executor is the operator's (--executor, else
- * $HUTCH_EXECUTOR), else the one the policy file names, else "local".  An
- * operator's choice and a policy file's that differ are an error (at
- * start-up, and for every execution after a reload brings one in).  The
- * policy's on_execute hook may pick another executor for one execution,
- * but only one that isolates at least as well (local < docker < gvisor);
- * a weaker pick refuses the execution, saying so.  Never silently less.
- *
- * Limits.  Every source is a ceiling and the lowest wins: hutch's defaults
- * (caps.h), the operator's flags, the policy file's limits (the built-in
- * policy only supplies defaults), its on_execute hook, and the request's
- * timeout_ms and output_bytes.  A default applies only when no source sets
- * the limit.  output_bytes: the policy's value counts when it is below
- * HUTCH_OUTPUT_MAX_BYTES, which is its default and hutch's maximum (so a
- * policy file that does not mention it leaves execute_code's model-sized
- * default in place, where timeout_ms's and memory_mb's defaults are the
- * same as hutch's own).
+ * What an execution runs with is its plan (struct hutch_plan, govern.h):
+ * the executor rule and the limits rule are resolved there, once, from the
+ * policy the execution started with and the operator's settings (which
+ * this file hands govern.c as a struct hutch_plan_operator).  This file
+ * asks the policy nothing itself: it acts on the plan (an executor that
+ * cannot be used fails the execution, with the plan's reason, after
+ * admission), holds the request's timeout_ms and output_bytes against the
+ * plan's ceilings, and passes the policy only to what decides during the
+ * run (host paths and tool calls, govern.c).  The pools are set up from
+ * the plan of the current policy, with no execution.
  *
  * Threads: struct hutch_jobs is shared by every execution; `mu` guards
- * opening plugins and the policy the pools were configured for. */
+ * opening plugins and the plan the pools were configured for. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -56,7 +47,7 @@ struct hutch_jobs {
     struct hutch_pool *pool;   /* NULL: every sandbox cold */
     struct hutch_admit *admit; /* executions at once (admit.h) */
     pthread_mutex_t mu;
-    struct hutch_policy *configured; /* the policy the pools were set up for */
+    struct hutch_plan configured; /* the pools were set up for its policy */
     /* The last readiness probe (ready_mu): which plugin, when, its answer. */
     pthread_mutex_t ready_mu;
     const struct hutch_plugin *probed;
@@ -74,31 +65,36 @@ struct hutch_jobs {
     } * rt;
 };
 
-/* How well an executor isolates; -1: not known to hutch. */
-static int strength(const char *name)
+/* The operator's half of a plan: --pool sizes are for `pool_executor`
+ * (NULL: the plan's own executor). */
+static struct hutch_plan_operator plan_operator(const struct hutch_jobs *j,
+                                                const char *pool_executor)
 {
-    static const char *const order[] = {"local", "docker", "gvisor"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, order[i]) == 0)
-            return i;
-    return -1;
+    struct hutch_plan_operator op = {
+        .executor = j->executor_flag,
+        .executor_from = j->o.executor_from,
+        .timeout_ms = j->o.timeout_ms,
+        .memory_mb = j->o.memory_mb,
+        .output_bytes = j->o.output_bytes,
+        .pids = j->o.pids,
+        .output_default = j->o.output_default,
+        .pool_size = {j->o.pool_size[0], j->o.pool_size[1]},
+        .pool_executor = pool_executor,
+    };
+    return op;
 }
 
-/* The default executor under policy `p`, or -EINVAL when the operator's
- * and the policy file's differ. */
-static int default_executor(const struct hutch_jobs *j, struct hutch_policy *p,
-                            const char **name, struct hutch_err *err)
+/* The plan under the current policy, without an execution. */
+static void current_plan(const struct hutch_jobs *j, struct hutch_plan *plan)
 {
-    const char *pol =
-        hutch_policy_executor_explicit(p) ? hutch_policy_executor(p) : NULL;
-    if (j->executor_flag && pol && strcmp(j->executor_flag, pol) != 0)
-        return hutch_err_set(err, -EINVAL,
-                             "%s asks for executor \"%s\" but the policy %s says "
-                             "executor = \"%s\": make them agree (or drop one)",
-                             j->o.executor_from ? j->o.executor_from : "--executor",
-                             j->executor_flag, hutch_policy_source(p), pol);
-    *name = j->executor_flag ? j->executor_flag : pol ? pol : "local";
-    return 0;
+    struct hutch_plan_operator op = plan_operator(j, NULL);
+    hutch_gov_plan(j->o.gov, &op, plan);
+}
+
+/* The plan's executor, or its error. */
+static int plan_executor(const struct hutch_plan *plan, struct hutch_err *err)
+{
+    return plan->rc < 0 ? hutch_err_set(err, plan->rc, "%s", plan->error) : 0;
 }
 
 /* The plugin named `name`, opened (once, under mu). */
@@ -125,16 +121,6 @@ static struct hutch_plugin *open_executor(struct hutch_jobs *j, const char *name
     return r < 0 ? NULL : p;
 }
 
-/* The lowest of the ceilings that are set (non-zero), else `dflt`. */
-static uint64_t lowest(uint64_t dflt, uint64_t a, uint64_t b, uint64_t c)
-{
-    uint64_t v = 0, in[3] = {a, b, c};
-    for (int i = 0; i < 3; i++)
-        if (in[i] && (!v || in[i] < v))
-            v = in[i];
-    return v ? v : dflt;
-}
-
 /* A request's value against its ceiling: `asked` (0: not asked, `dflt`)
  * or the ceiling when it asked for more, with a note in res. */
 static uint64_t ceiling(struct hutch_exec_result *res, const char *what,
@@ -151,63 +137,31 @@ static uint64_t ceiling(struct hutch_exec_result *res, const char *what,
     return max;
 }
 
-/* The class a job gets under decision `d` (the policy's limits, already
- * tightened by its hook) on executor `name`. */
-static void make_class(const struct hutch_jobs *j, struct hutch_policy *p,
-                       const struct hutch_policy_limits *lim, const char *language,
-                       const char *executor, struct hutch_sandbox_class *cls)
-{
-    int from_file = !hutch_policy_builtin(p);
-    memset(cls, 0, sizeof(*cls));
-    cls->struct_size = sizeof(*cls);
-    cls->language = language;
-    cls->memory_bytes = lowest(HUTCH_DEFAULT_MEMORY_MB, j->o.memory_mb,
-                               from_file ? lim->memory_mb : 0, 0)
-                        << 20;
-    cls->pids_max =
-        (uint32_t)lowest(HUTCH_DEFAULT_PIDS, j->o.pids, from_file ? lim->pids : 0, 0);
-    cls->cpu_millis = lim->cpus_milli;
-    cls->work_bytes = (uint64_t)HUTCH_DEFAULT_WORK_MB << 20;
-    cls->tmp_bytes = (uint64_t)HUTCH_DEFAULT_TMP_MB << 20;
-    cls->open_files = HUTCH_DEFAULT_OPEN_FILES;
-    cls->options = hutch_policy_executor_options(p, executor);
-}
-
-/* How many sandboxes of `language` on `executor` to keep warm. */
-static int pool_size(const struct hutch_jobs *j, struct hutch_policy *p,
-                     const char *executor, int lang, int is_default)
-{
-    int n = hutch_policy_pool_size(p, executor, langs[lang]);
-    if (is_default && j->o.pool_size[lang] >= 0)
-        return j->o.pool_size[lang]; /* the flag overrides the policy */
-    if (n >= 0)
-        return n;
-    return is_default ? HUTCH_POOL_DEFAULT_SIZE : 0;
-}
-
-/* Set the pools up for policy `p` (start-up, reload).  Called under mu. */
-static int configure(struct hutch_jobs *j, struct hutch_policy *p,
+/* Set the pools up for `plan`, a plan of the current policy without an
+ * execution (start-up, reload).  On success the pools keep it (the
+ * caller's is emptied; releasing it stays harmless).  Called under mu. */
+static int configure(struct hutch_jobs *j, struct hutch_plan *plan,
                      struct hutch_err *err)
 {
-    const char *name;
     struct hutch_plugin *pl;
-    int r = default_executor(j, p, &name, err);
+    int r = plan_executor(plan, err);
 
     if (r < 0)
         return r;
-    hutch_policy_unref(j->configured);
-    j->configured = hutch_policy_ref(p);
+    hutch_plan_release(&j->configured);
+    j->configured = *plan;
+    plan->policy = NULL; /* handed over */
+    plan = &j->configured;
     if (!j->pool)
         return 0;
     hutch_pool_begin(j->pool);
-    pl = hutch_plugins_find(j->ps, name);
+    pl = hutch_plugins_find(j->ps, plan->executor);
     if (pl && pl->opened && (pl->ex->caps & HUTCH_CAP_PRESTART))
         for (int l = 0; l < 2; l++) {
-            struct hutch_sandbox_class cls;
-            int n = pool_size(j, p, name, l, 1);
-            make_class(j, p, hutch_policy_limits(p), langs[l], name, &cls);
-            if (n > 0)
-                hutch_pool_want(j->pool, pl, &cls, n);
+            struct hutch_sandbox_class cls = plan->cls;
+            cls.language = langs[l];
+            if (plan->pool_size[l] > 0)
+                hutch_pool_want(j->pool, pl, &cls, plan->pool_size[l]);
         }
     hutch_pool_commit(j->pool);
     return 0;
@@ -229,29 +183,34 @@ int hutch_jobs_check(const struct hutch_jobs_opts *opts, struct hutch_policy *p,
 {
     struct hutch_jobs j = {0};
     struct hutch_plugin *pl;
-    const char *name;
+    struct hutch_plan_operator op;
+    struct hutch_plan plan;
     int r;
 
     operator_executor(&j, opts);
     /* Borrowed, not owned: j is never given to hutch_jobs_free. */
     j.executor_flag = j.o.executor && *j.o.executor ? (char *)j.o.executor : NULL;
     hutch_host_init(&j.host, hutch_runner_dir());
-    r = default_executor(&j, p, &name, err);
-    if (r < 0)
+    op = plan_operator(&j, NULL);
+    hutch_plan_resolve(p, NULL, NULL, &op, &plan);
+    r = plan_executor(&plan, err);
+    if (r == 0)
+        r = hutch_plugins_load(hutch_plugin_dir(opts->plugin_dir), &j.host, &j.ps, err);
+    if (r < 0) {
+        hutch_plan_release(&plan);
         return r;
-    r = hutch_plugins_load(hutch_plugin_dir(opts->plugin_dir), &j.host, &j.ps, err);
-    if (r < 0)
-        return r;
-    pl = hutch_plugins_find(j.ps, name);
+    }
+    pl = hutch_plugins_find(j.ps, plan.executor);
     if (!pl)
         r = hutch_err_set(err, -ENOENT,
                           "no executor named \"%s\" in %s (run 'hutch plugins' to see "
                           "what is there)",
-                          name, j.ps->dir);
+                          plan.executor, j.ps->dir);
     else if (!pl->usable)
-        r = hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s", name,
-                          pl->reason);
+        r = hutch_err_set(err, -ENOENT, "executor \"%s\" is not usable: %s",
+                          plan.executor, pl->reason);
     hutch_plugins_free(j.ps);
+    hutch_plan_release(&plan);
     return r;
 }
 
@@ -259,8 +218,8 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
                    struct hutch_err *err)
 {
     struct hutch_jobs *j = calloc(1, sizeof(*j));
-    struct hutch_policy *p = NULL;
-    const char *name, *total_from;
+    struct hutch_plan plan = {0};
+    const char *total_from;
     unsigned total;
     int r;
 
@@ -294,11 +253,11 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
     /* A hutch killed with SIGKILL (a client ending it so) left its
      * sandboxes: any hutch that starts removes them, on every executor. */
     hutch_plugins_sweep(j->ps, &j->host);
-    p = hutch_gov_policy(opts->gov);
-    r = default_executor(j, p, &name, err);
+    current_plan(j, &plan);
+    r = plan_executor(&plan, err);
     if (r < 0)
         goto fail;
-    j->dflt = open_executor(j, name, err);
+    j->dflt = open_executor(j, plan.executor, err);
     if (!j->dflt) {
         r = err->code ? err->code : -ENOENT;
         goto fail;
@@ -310,15 +269,15 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
             goto fail;
     }
     pthread_mutex_lock(&j->mu);
-    r = configure(j, p, err);
+    r = configure(j, &plan, err);
     pthread_mutex_unlock(&j->mu);
     if (r < 0)
         goto fail;
-    hutch_policy_unref(p);
+    hutch_plan_release(&plan);
     *out = j;
     return 0;
 fail:
-    hutch_policy_unref(p);
+    hutch_plan_release(&plan);
     hutch_jobs_free(j);
     return r;
 }
@@ -347,7 +306,7 @@ void hutch_jobs_free(struct hutch_jobs *j)
     audit_pools(j, "exit");
     hutch_pool_free(j->pool); /* before the plugins it uses close */
     hutch_plugins_free(j->ps);
-    hutch_policy_unref(j->configured);
+    hutch_plan_release(&j->configured);
     hutch_admit_free(j->admit);
     free(j->executor_flag);
     free(j->rt);
@@ -359,13 +318,14 @@ void hutch_jobs_free(struct hutch_jobs *j)
 
 int hutch_jobs_policy_changed(struct hutch_jobs *j, struct hutch_err *err)
 {
-    struct hutch_policy *p = hutch_gov_policy(j->o.gov);
+    struct hutch_plan plan;
     int r;
     audit_pools(j, "reload");
+    current_plan(j, &plan);
     pthread_mutex_lock(&j->mu);
-    r = configure(j, p, err);
+    r = configure(j, &plan, err);
     pthread_mutex_unlock(&j->mu);
-    hutch_policy_unref(p);
+    hutch_plan_release(&plan);
     return r;
 }
 
@@ -381,18 +341,18 @@ int hutch_jobs_pool_status(struct hutch_jobs *j, struct hutch_pool_status **rows
 
 int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail)
 {
-    struct hutch_policy *p = hutch_gov_policy(j->o.gov);
+    struct hutch_plan plan;
     struct hutch_err err = {0};
     struct hutch_plugin *pl = NULL;
     cJSON *pol = cJSON_AddObjectToObject(out, "policy");
     cJSON *ex = cJSON_AddObjectToObject(out, "executor");
-    const char *name = NULL;
     int ok = 0;
 
+    current_plan(j, &plan);
     /* The file's path is for the operator only (as every free text): a
      * probe without a token learns states, never where things are. */
     if (detail)
-        cJSON_AddStringToObject(pol, "source", hutch_policy_source(p));
+        cJSON_AddStringToObject(pol, "source", plan.source);
     {
         struct hutch_gov_reload last;
         hutch_gov_last_reload(j->o.gov, &last);
@@ -404,15 +364,15 @@ int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail)
                 cJSON_AddStringToObject(rl, "error", last.error);
         }
     }
-    if (default_executor(j, p, &name, &err) < 0) {
+    if (plan.rc < 0) {
         cJSON_AddFalseToObject(pol, "ok");
         if (detail)
-            cJSON_AddStringToObject(pol, "error", err.msg);
+            cJSON_AddStringToObject(pol, "error", plan.error);
         goto out;
     }
     cJSON_AddTrueToObject(pol, "ok");
-    cJSON_AddStringToObject(ex, "name", name);
-    pl = hutch_plugins_find(j->ps, name);
+    cJSON_AddStringToObject(ex, "name", plan.executor);
+    pl = hutch_plugins_find(j->ps, plan.executor);
     if (!pl || !pl->usable || !pl->ex) {
         snprintf(err.msg, sizeof(err.msg), "%s",
                  pl ? pl->reason : "no such executor plugin");
@@ -437,7 +397,7 @@ int hutch_jobs_ready(struct hutch_jobs *j, cJSON *out, int detail)
     if (!ok && detail)
         cJSON_AddStringToObject(ex, "error", err.msg);
 out:
-    hutch_policy_unref(p);
+    hutch_plan_release(&plan);
     return ok;
 }
 
@@ -459,19 +419,24 @@ struct hutch_metrics_source hutch_jobs_metrics_source(struct hutch_jobs *j)
 
 void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len)
 {
-    struct hutch_policy *p = hutch_gov_policy(j->o.gov);
+    struct hutch_plan plan;
     struct hutch_err err = {0};
     struct hutch_plugin *pl = NULL;
     struct runtime_cache *c;
-    const char *name = NULL;
     size_t o = 0;
+    int d;
 
     buf[0] = '\0';
     /* The default under the current policy (a reload may name another),
-     * opened as its first execution would open it. */
-    if (default_executor(j, p, &name, &err) == 0)
-        pl = strcmp(name, j->dflt->name) == 0 ? j->dflt : open_executor(j, name, &err);
-    hutch_policy_unref(p);
+     * opened as its first execution would open it, and the flavour the
+     * policy (or --flavour) names for it. */
+    current_plan(j, &plan);
+    if (plan.rc == 0)
+        pl = strcmp(plan.executor, j->dflt->name) == 0
+                 ? j->dflt
+                 : open_executor(j, plan.executor, &err);
+    d = strcmp(plan.flavour, "data") == 0;
+    hutch_plan_release(&plan);
     if (!pl)
         return;
     c = &j->rt[pl - j->ps->v];
@@ -500,12 +465,7 @@ void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len)
     }
     {
         /* What Python can import beyond its standard library, under the
-         * flavour the policy (or --flavour) names for this executor. */
-        char fl[16];
-        int d;
-        struct hutch_policy *cur = hutch_gov_policy(j->o.gov);
-        d = strcmp(hutch_policy_flavour(cur, pl->name, fl, sizeof(fl)), "data") == 0;
-        hutch_policy_unref(cur);
+         * flavour. */
         if (!c->pk_asked[d]) {
             struct hutch_err perr = HUTCH_ERR_INIT;
             c->pk_asked[d] = 1;
@@ -532,59 +492,20 @@ void hutch_jobs_runtime(struct hutch_jobs *j, char *buf, size_t len)
     }
 }
 
-/* The executor for one execution: the default under the policy it started
- * with, or what its on_execute hook picked if that isolates no less.  A
- * pick other than the default needs both to be hutch's own executors
- * (strength() knows them): a third-party plugin's isolation is unknown. */
-static int choose_executor(struct hutch_jobs *j, struct hutch_policy *p,
-                           const struct hutch_policy_decision *d, const char **name,
-                           struct hutch_err *err)
+/* The pools follow the current policy: a reload nobody set them up for
+ * yet (hutch run has no reload thread; serve's may be a moment behind). */
+static void follow_policy(struct hutch_jobs *j)
 {
-    const char *base;
-    int r;
-
-    struct hutch_policy *cur = hutch_gov_policy(j->o.gov);
     pthread_mutex_lock(&j->mu);
-    if (j->configured != cur) {
-        /* A reload nobody set the pools up for yet (hutch run has no reload
-         * thread; serve's may be a moment behind). */
+    if (!hutch_gov_plan_current(j->o.gov, &j->configured)) {
+        struct hutch_plan cur;
         struct hutch_err cerr = {0};
-        if (configure(j, cur, &cerr) < 0)
-            hutch_error("policy %s: %s", hutch_policy_source(cur), cerr.msg);
+        current_plan(j, &cur);
+        if (configure(j, &cur, &cerr) < 0)
+            hutch_error("policy %s: %s", cur.source, cerr.msg);
+        hutch_plan_release(&cur);
     }
     pthread_mutex_unlock(&j->mu);
-    hutch_policy_unref(cur);
-    /* The job's own policy decides (it may be older than the current). */
-    r = default_executor(j, p, &base, err);
-    if (r < 0)
-        return r;
-    *name = base;
-    if (!d->executor_from_hook || strcmp(d->executor, base) == 0)
-        return 0; /* the hook picked nothing of its own */
-    /* Only hutch's own executors have a known strength: a pick away from
-     * or to any other could be weaker, so it is refused. */
-    if (strength(base) < 0 || strength(d->executor) < 0)
-        return hutch_err_set(
-            err, -EPERM,
-            "the policy's on_execute picked executor \"%s\" instead of \"%s\" (%s), "
-            "but \"%s\" is not one of hutch's executors (local, docker, gvisor), so "
-            "hutch cannot tell whether it isolates as well; a hook may only pick "
-            "another of hutch's executors that isolates at least as well",
-            d->executor, base,
-            j->executor_flag ? (j->o.executor_from ? j->o.executor_from : "--executor")
-                             : "the policy's executor",
-            strength(base) < 0 ? base : d->executor);
-    if (strength(d->executor) < strength(base))
-        return hutch_err_set(
-            err, -EPERM,
-            "the policy's on_execute picked executor \"%s\", which "
-            "does not isolate as well as \"%s\" (%s); hutch never "
-            "runs code on a weaker executor than it was asked for",
-            d->executor, base,
-            j->executor_flag ? (j->o.executor_from ? j->o.executor_from : "--executor")
-                             : "the policy's executor");
-    *name = d->executor;
-    return 0;
 }
 
 /* inputs and output_dir: host paths, only where the policy allows (unless
@@ -651,10 +572,10 @@ void hutch_job_release(struct hutch_jobs *j, struct hutch_job_req *job)
 
 /* Opens the workspace the job names and adds its files to the input. */
 static int open_workspace(struct hutch_jobs *j, struct hutch_job_req *job,
-                          struct hutch_policy *p, struct hutch_tar **tar,
+                          const struct hutch_plan *plan, struct hutch_tar **tar,
                           struct hutch_ws **ws, struct hutch_err *err)
 {
-    const struct hutch_policy_workspaces *wp = hutch_policy_workspaces(p);
+    const struct hutch_policy_workspaces *wp = &plan->workspaces;
     char store[PATH_MAX];
     int r;
 
@@ -740,15 +661,14 @@ static int admit(struct hutch_jobs *j, struct hutch_job_req *job,
                  struct hutch_gov_exec *gx, struct hutch_admit_slot **slot,
                  struct hutch_err *err)
 {
-    struct hutch_policy_concurrency c;
+    const struct hutch_policy_concurrency *c = &gx->plan.concurrency;
     struct hutch_admit_req req = {0};
 
-    hutch_policy_concurrency(gx->policy, gx->principal, &c);
     req.principal = gx->principal;
-    req.running = c.executions;
-    req.queued = c.queued;
-    req.queued_set = c.queued_set;
-    req.has_principals = hutch_policy_has_principals(gx->policy);
+    req.running = c->executions;
+    req.queued = c->queued;
+    req.queued_set = c->queued_set;
+    req.has_principals = gx->plan.has_principals;
     req.cancel = job->cancel;
     req.tick = job->tick;
     req.tick_arg = job->tick_arg;
@@ -759,8 +679,9 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
                   struct hutch_exec_result *res, struct hutch_err *err)
 {
     uint64_t t0_us = hutch_now_us();
-    struct hutch_policy_decision d;
+    struct hutch_plan_operator op = plan_operator(j, j->dflt->name);
     struct hutch_gov_exec gx;
+    const struct hutch_plan *plan = &gx.plan;
     struct hutch_sandbox_class cls;
     struct hutch_exec_req req = {0};
     struct hutch_plugin *pl;
@@ -771,7 +692,6 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     struct hutch_budget_share *share = NULL;
     struct hutch_fair_seat *seat = NULL;
     char reason[600], out_dir[PATH_MAX] = "";
-    const char *executor;
     /* TypeScript runs as JavaScript everywhere but in the runner (the run
      * message names it): the policy, the class and the pool see the
      * runtime, so a rule about javascript holds for TypeScript too. */
@@ -779,7 +699,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     int r;
 
     r = hutch_gov_begin(j->o.gov, &gx, j->o.bridge, job->principal, runtime,
-                        strlen(job->code), job->nfiles, job->workspace, &d, reason,
+                        strlen(job->code), job->nfiles, job->workspace, &op, reason,
                         sizeof(reason));
     snprintf(job->execution, sizeof(job->execution), "%s", gx.execution);
     gx.ask = job->ask;
@@ -794,13 +714,17 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     if (r < 0)
         goto fail;
     /* The principal's share of hutch's memory, from now to the end. */
-    share = hutch_budget_join(gx.principal, hutch_policy_nprincipals(gx.policy));
-    r = choose_executor(j, gx.policy, &d, &executor, err);
+    share = hutch_budget_join(gx.principal, plan->nprincipals);
+    follow_policy(j);
+    /* The executor of the plan (the job's own policy decided it, which
+     * may be older than the current). */
+    r = plan_executor(plan, err);
     if (r < 0)
         goto fail;
-    snprintf(gx.executor, sizeof(gx.executor), "%s", executor);
-    pl = strcmp(executor, j->dflt->name) == 0 ? j->dflt
-                                              : open_executor(j, executor, err);
+    snprintf(gx.executor, sizeof(gx.executor), "%s", plan->executor);
+    pl = strcmp(plan->executor, j->dflt->name) == 0
+             ? j->dflt
+             : open_executor(j, plan->executor, err);
     if (!pl) {
         r = err->code ? err->code : -ENOENT;
         goto fail;
@@ -809,26 +733,26 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     r = host_paths(job, gx.policy, tar, out_dir, sizeof(out_dir), err);
     if (r < 0)
         goto fail;
-    if (job->workspace && (r = open_workspace(j, job, gx.policy, tar, &ws, err)) < 0)
+    if (job->workspace && (r = open_workspace(j, job, plan, tar, &ws, err)) < 0)
         goto fail;
     if (*tar && (r = hutch_tar_finish(*tar, &req.tar, &req.tar_len, err)) < 0)
         goto fail;
-    if (req.tar_len > d.limits.files_bytes) {
+    if (req.tar_len > plan->files_bytes) {
         r = hutch_err_set(err, -E2BIG,
                           "files of %zu bytes exceed the policy's files_bytes (%llu)",
-                          req.tar_len, (unsigned long long)d.limits.files_bytes);
+                          req.tar_len, (unsigned long long)plan->files_bytes);
         goto fail;
     }
 
-    make_class(j, gx.policy, &d.limits, runtime, executor, &cls);
+    cls = plan->cls;
+    cls.language = runtime;
     job->pooled = j->pool && (pl->ex->caps & HUTCH_CAP_PRESTART);
     if (job->pooled) {
         box = hutch_pool_take(j->pool, pl, &cls);
         if (!box) {
             /* A miss: keep this class warm from now on, when the policy
              * pools its language on this executor. */
-            int l = strcmp(runtime, "python") == 0 ? 0 : 1;
-            int n = pool_size(j, gx.policy, executor, l, pl == j->dflt);
+            int n = plan->pool_size[strcmp(runtime, "python") == 0 ? 0 : 1];
             if (n > 0)
                 hutch_pool_want(j->pool, pl, &cls, n);
         }
@@ -843,30 +767,19 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     /* Contended CPU is shared between principals, not between sandboxes
      * (fair.h), where the policy lists principals; the box lives until
      * hutch_job_release, past the seat. */
-    if (hutch_policy_has_principals(gx.policy))
+    if (plan->has_principals)
         seat = hutch_fair_join(gx.principal, hutch_box_cpu_weight, box);
 
     req.language = job->language;
     req.code = job->code;
-    /* The ceilings: a default is one too, unless the operator or the
-     * policy file raises it; a request above its ceiling gets the ceiling,
-     * and the result says so. */
-    {
-        uint64_t tmax =
-            lowest(HUTCH_DEFAULT_TIMEOUT_MS, j->o.timeout_ms,
-                   hutch_policy_builtin(gx.policy) ? 0 : d.limits.timeout_ms, 0);
-        uint64_t omax = lowest(HUTCH_OUTPUT_MAX_BYTES, j->o.output_bytes,
-                               hutch_policy_builtin(gx.policy) ||
-                                       d.limits.output_bytes >= HUTCH_OUTPUT_MAX_BYTES
-                                   ? 0
-                                   : d.limits.output_bytes,
-                               0);
-        uint64_t odef = j->o.output_default ? j->o.output_default : omax;
-        req.timeout_ms = ceiling(res, "timeout_ms", "ms", job->timeout_ms, tmax, tmax);
-        req.output_bytes = ceiling(res, "output_bytes", "bytes", job->output_bytes,
-                                   odef < omax ? odef : omax, omax);
-    }
-    req.files_bytes = d.limits.files_bytes;
+    /* The plan's ceilings (a default is one too, unless the operator or
+     * the policy file raises it): a request above its ceiling gets the
+     * ceiling, and the result says so. */
+    req.timeout_ms = ceiling(res, "timeout_ms", "ms", job->timeout_ms, plan->timeout_ms,
+                             plan->timeout_ms);
+    req.output_bytes = ceiling(res, "output_bytes", "bytes", job->output_bytes,
+                               plan->output_default, plan->output_max);
+    req.files_bytes = plan->files_bytes;
     req.label = gx.execution;
     /* With a workspace, /work/out is split first (close_workspace). */
     req.out_dir = out_dir[0] && !ws ? out_dir : NULL;

@@ -3,11 +3,15 @@
  * `hutch run` and `execute_code` parse their input into a struct hutch_job_req
  * and render the struct hutch_exec_result they get back; everything in
  * between happens here, in this order:
- *   1. the policy gate and the rate limit (govern.c), audited;
- *   2. the executor (one rule, see hutch_jobs_new and doc/executors.md,
- *      "Which executor runs a program");
+ *   1. the policy gate and the rate limit (govern.c), audited; govern.c
+ *      also resolves the execution's plan (struct hutch_plan: executor,
+ *      limits, class options, pool sizes, workspaces, the principal's
+ *      facts), and nothing below asks the policy again;
+ *   2. the executor (the plan's, by one rule, see govern.h and
+ *      doc/executors.md, "Which executor runs a program");
  *   3. the host paths the job reads and writes, checked against the policy;
- *   4. the limits (one rule: every source is a ceiling, the lowest wins);
+ *   4. the limits (the plan's: every source is a ceiling, the lowest wins;
+ *      the request's own are held against them here);
  *   4b. the workspace, when the request names one: locked, and its files
  *      added to the job's input (workspace.c);
  *   5. the sandbox: a warm one from the pool when its class is kept warm,

@@ -71,7 +71,7 @@ void hutch_policy_unref(struct hutch_policy *p);
 const char *hutch_policy_source(const struct hutch_policy *p); /* file or "built-in" */
 const char *hutch_policy_executor(const struct hutch_policy *p);
 /* 1 for the built-in default policy (its limits are defaults, not
- * ceilings: see job.c). */
+ * ceilings: see struct hutch_plan, govern.h). */
 int hutch_policy_builtin(const struct hutch_policy *p);
 /* 1 when the policy file names its executor (the built-in default does not). */
 int hutch_policy_executor_explicit(const struct hutch_policy *p);

@@ -10,7 +10,8 @@
  * reason is logged once, jobs start cold) and recovers by itself.
  *
  * What does not live here: which classes are wanted and how big (job.c
- * decides from the policy and the flags), starting a sandbox (exec.c).
+ * decides from the plan govern.c resolves from the policy and the flags),
+ * starting a sandbox (exec.c).
  *
  * Threads: every function is thread-safe.  One mutex guards the classes;
  * sandboxes are started and destroyed outside it. */
