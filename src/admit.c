@@ -20,6 +20,7 @@
 
 #include "admit.h"
 #include "caps.h"
+#include "knobs.h"
 #include "util.h"
 
 #define TICK_MS   1000 /* tick() while waiting */
@@ -73,15 +74,12 @@ unsigned hutch_admit_machine_total(void)
 
 int hutch_admit_total_from(unsigned *out, const char **from, struct hutch_err *err)
 {
-    const char *env = getenv("HUTCH_MAX_EXECUTIONS");
     uint64_t v;
+    int r = hutch_knob_uint(HUTCH_KNOB_MAX_EXECUTIONS, &v, err);
 
-    if (env && *env) {
-        if (hutch_parse_u64(env, 1, HUTCH_ADMIT_MAX_TOTAL, &v) < 0)
-            return hutch_err_set(err, -EINVAL,
-                                 "HUTCH_MAX_EXECUTIONS=%.40s: want a number of "
-                                 "executions from 1 to %u",
-                                 env, HUTCH_ADMIT_MAX_TOTAL);
+    if (r < 0)
+        return r;
+    if (r > 0) {
         *out = (unsigned)v;
         *from = "HUTCH_MAX_EXECUTIONS";
         return 0;

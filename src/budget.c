@@ -14,6 +14,7 @@
 
 #include "budget.h"
 #include "caps.h"
+#include "knobs.h"
 #include "util.h"
 
 /* What one cJSON value and one malloc'd string cost, with glibc malloc's
@@ -102,19 +103,13 @@ static void after_give(const struct hutch_budget *p)
 
 static void process_init(void)
 {
-    size_t max = HUTCH_PROCESS_MEMORY_BUDGET;
-    const char *env = getenv("HUTCH_MEMORY_BUDGET_MB");
-    char *end;
-    unsigned long long mb;
-    if (env && *env) {
-        errno = 0;
-        mb = strtoull(env, &end, 10);
-        /* Out of range or not a number: the default (a budget is never
-         * switched off by a typo). */
-        if (errno == 0 && *end == '\0' && mb >= 1 && mb <= (1ull << 20))
-            max = (size_t)(mb << 20);
-    }
-    hutch_budget_init(&process, max);
+    uint64_t mb;
+    /* serve and run refused a bad value when they started (knobs.c); a
+     * caller that did not check gets the default for it (a budget is never
+     * switched off by a typo). */
+    if (hutch_knob_uint(HUTCH_KNOB_MEMORY_BUDGET_MB, &mb, NULL) < 0)
+        mb = HUTCH_PROCESS_MEMORY_BUDGET_MB;
+    hutch_budget_init(&process, (size_t)mb << 20);
 }
 
 struct hutch_budget *hutch_budget_process(void)

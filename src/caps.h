@@ -41,8 +41,10 @@
  * results, the answers it has not read) passes this, and what asked fails. */
 #define HUTCH_EXEC_MEMORY_BUDGET (128u << 20)
 /* ... and all executions of one hutch process together pass this
- * ($HUTCH_MEMORY_BUDGET_MB overrides it). */
-#define HUTCH_PROCESS_MEMORY_BUDGET ((size_t)1 << 30)
+ * ($HUTCH_MEMORY_BUDGET_MB overrides it, from 1 MiB up to the MAX). */
+#define HUTCH_PROCESS_MEMORY_BUDGET_MB     1024u
+#define HUTCH_PROCESS_MEMORY_BUDGET        ((size_t)HUTCH_PROCESS_MEMORY_BUDGET_MB << 20)
+#define HUTCH_PROCESS_MEMORY_BUDGET_MAX_MB (1u << 20)
 /* After a burst (all executions together held more than TRIM_AFTER), the
  * heap is trimmed once they hold nothing any more (malloc_trim), and once
  * more DELAY_MS later, when what their requests held is freed too, so that

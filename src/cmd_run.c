@@ -24,6 +24,7 @@
 #include "govern.h"
 #include "hutch_archive.h"
 #include "job.h"
+#include "knobs.h"
 #include "log.h"
 #include "result_json.h"
 #include "upstream.h"
@@ -86,6 +87,7 @@ static void usage(FILE *f)
         "  -h, --help             this text\n",
         HUTCH_PLUGIN_DIR, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_MAX_TIMEOUT_MS,
         HUTCH_DEFAULT_MEMORY_MB, HUTCH_DEFAULT_PIDS, HUTCH_OUTPUT_MAX_BYTES);
+    hutch_knobs_help(f, HUTCH_CMD_RUN);
 }
 
 /* "--file SRC[:DEST]": DEST after the last ':' when there is one, else
@@ -398,6 +400,11 @@ int hutch_cmd_run(int argc, char **argv)
     if (!lang) {
         fprintf(stderr, "hutch run: --lang must be python, javascript or typescript\n");
         rc = 2;
+        goto out;
+    }
+    /* The environment's settings (knobs.def), before anything starts. */
+    if (hutch_knobs_check(HUTCH_CMD_RUN | HUTCH_CMD_ALL, &err) < 0) {
+        fprintf(stderr, "hutch run: %s\n", err.msg);
         goto out;
     }
     if (eval) {

@@ -19,6 +19,7 @@
 #include "govern.h"
 #include "http.h"
 #include "job.h"
+#include "knobs.h"
 #include "log.h"
 #include "mcp_server.h"
 #include "policy.h"
@@ -166,6 +167,7 @@ static void usage(FILE *f)
         "  -h, --help             this text\n",
         HUTCH_POOL_DEFAULT_SIZE, HUTCH_DEFAULT_TIMEOUT_MS, HUTCH_DEFAULT_MEMORY_MB,
         HUTCH_DEFAULT_PIDS, HUTCH_OUTPUT_MODEL_BYTES, HUTCH_OUTPUT_MAX_BYTES);
+    hutch_knobs_help(f, HUTCH_CMD_SERVE | HUTCH_CMD_HTTP);
 }
 
 /* --pool N, or python=N,javascript=N (either may be left out). */
@@ -232,16 +234,17 @@ static char *read_token(const char *file, struct hutch_err *err)
         if (hutch_read_file(file, 4096, &tok, &len, err) < 0)
             return NULL;
     } else {
-        const char *env = getenv("HUTCH_TOKEN");
-        if (!env || !*env)
+        const char *env = hutch_knob_str(HUTCH_KNOB_TOKEN);
+        if (!env)
             return NULL;
         tok = strdup(env);
         if (!tok)
             return NULL;
     }
     tok[strcspn(tok, "\r\n")] = '\0';
-    if (strlen(tok) < 16) {
-        hutch_err_set(err, -EINVAL, "the bearer token must be at least 16 characters");
+    if (strlen(tok) < hutch_knob(HUTCH_KNOB_TOKEN)->min) {
+        hutch_err_set(err, -EINVAL, "the bearer token must be at least %llu characters",
+                      (unsigned long long)hutch_knob(HUTCH_KNOB_TOKEN)->min);
         free(tok);
         return NULL;
     }
@@ -673,6 +676,18 @@ int hutch_cmd_serve(int argc, char **argv)
             file = argv[i] + 9;
         else if (!strcmp(argv[i], "--check-config"))
             check = 1;
+    }
+    /* The environment's settings (knobs.def), the --http ones too when
+     * serving stdio (one rule: a bad value stops serve, whatever it
+     * serves), before the file's and the flags' (it is not their fault). */
+    if (!wants_help(argc, argv) &&
+        hutch_knobs_check(HUTCH_CMD_SERVE | HUTCH_CMD_HTTP | HUTCH_CMD_ALL, &err) < 0) {
+        if (check) {
+            fprintf(stderr, "hutch serve: %s\n", err.msg);
+            return 1;
+        }
+        hutch_log_say(HUTCH_LOG_ERROR, "hutch serve", NULL, "%s", err.msg);
+        return HUTCH_EXIT_ERROR;
     }
     if (file && hutch_serve_config(file, opts, skip, &cfg, &ncfg, &err) < 0) {
         fprintf(stderr, "%s\n", err.msg);

@@ -30,7 +30,8 @@
  * http_session.c) and idle session expiry, and the connection guard
  * (http_guard.h: a deadline for each request head, shares of the
  * connection limit for connections that have not authenticated).  The caps can be set
- * from the environment (HUTCH_HTTP_*, read by hutch_http_check).
+ * from the environment (HUTCH_HTTP_*, rows of knobs.def, read by
+ * hutch_http_check).
  *
  * Beside it: /healthz, /readyz, /metrics (http_ops.c); how a reply is
  * queued (http_reply.c).  Before any of
@@ -74,6 +75,7 @@
 #include "http.h"
 #include "http_guard.h"
 #include "http_int.h"
+#include "knobs.h"
 #include "log.h"
 #include "mcp_era.h"
 #include "mcp_server.h"
@@ -619,49 +621,34 @@ bad:
         "--http wants an IP address (127.0.0.1, ::1, 0.0.0.0), not \"%s\"", addr);
 }
 
-/* The caps an operator may set, each from its environment variable
- * (man/hutch.1): a value out of range is an error, never silently the
- * default.  per_address 0 in the table: half the connection limit. */
-static const struct knob {
-    const char *env;
-    size_t off;
-    unsigned dflt, min, max;
-} knobs[] = {
-    {"HUTCH_HTTP_MAX_SESSIONS", offsetof(struct http_knobs, max_sessions),
-     HUTCH_HTTP_MAX_SESSIONS, 1, HUTCH_HTTP_SESSIONS_MAX},
-    {"HUTCH_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
-     offsetof(struct http_knobs, per_principal), HUTCH_HTTP_MAX_SESSIONS_PER_PRINCIPAL,
-     1, HUTCH_HTTP_SESSIONS_MAX},
-    {"HUTCH_HTTP_SESSION_IDLE_MS", offsetof(struct http_knobs, idle_ms),
-     HUTCH_HTTP_SESSION_IDLE_MS, HUTCH_HTTP_SESSION_IDLE_MIN_MS,
-     HUTCH_HTTP_SESSION_IDLE_MAX_MS},
-    {"HUTCH_HTTP_MAX_CONNECTIONS", offsetof(struct http_knobs, max_conns),
-     HUTCH_HTTP_MAX_CONNECTIONS, HUTCH_HTTP_MAX_CONNECTIONS_MIN,
-     HUTCH_HTTP_MAX_CONNECTIONS_MAX},
-    {"HUTCH_HTTP_MAX_CONNECTIONS_PER_ADDRESS", offsetof(struct http_knobs, per_address),
-     0, 0, HUTCH_HTTP_MAX_CONNECTIONS_MAX},
-    {"HUTCH_HTTP_HEAD_TIMEOUT_MS", offsetof(struct http_knobs, head_ms),
-     HUTCH_HTTP_HEAD_TIMEOUT_MS, HUTCH_HTTP_HEAD_TIMEOUT_MIN_MS,
-     HUTCH_HTTP_HEAD_TIMEOUT_MAX_MS},
-};
-
+/* The caps an operator may set, each a row of knobs.def (a value out of
+ * range is an error, never silently the default), into their fields. */
 static int knobs_read(struct http_knobs *k, struct hutch_err *err)
 {
+    static const struct {
+        enum hutch_knob_id id;
+        size_t off;
+    } fields[] = {
+        {HUTCH_KNOB_HTTP_MAX_SESSIONS, offsetof(struct http_knobs, max_sessions)},
+        {HUTCH_KNOB_HTTP_MAX_SESSIONS_PER_PRINCIPAL,
+         offsetof(struct http_knobs, per_principal)},
+        {HUTCH_KNOB_HTTP_SESSION_IDLE_MS, offsetof(struct http_knobs, idle_ms)},
+        {HUTCH_KNOB_HTTP_MAX_CONNECTIONS, offsetof(struct http_knobs, max_conns)},
+        {HUTCH_KNOB_HTTP_MAX_CONNECTIONS_PER_ADDRESS,
+         offsetof(struct http_knobs, per_address)},
+        {HUTCH_KNOB_HTTP_HEAD_TIMEOUT_MS, offsetof(struct http_knobs, head_ms)},
+    };
     int per_address_set = 0;
 
-    for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
-        const char *env = getenv(knobs[i].env);
-        unsigned *v = (unsigned *)((char *)k + knobs[i].off);
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         uint64_t x;
+        int r = hutch_knob_uint(fields[i].id, &x, err);
 
-        *v = knobs[i].dflt;
-        if (!env || !*env)
-            continue;
-        if (hutch_parse_u64(env, knobs[i].min, knobs[i].max, &x) < 0)
-            return hutch_err_set(err, -EINVAL, "%s=%s: want a number from %u to %u",
-                                 knobs[i].env, env, knobs[i].min, knobs[i].max);
-        *v = (unsigned)x;
-        per_address_set |= knobs[i].off == offsetof(struct http_knobs, per_address);
+        if (r < 0)
+            return r;
+        *(unsigned *)((char *)k + fields[i].off) = (unsigned)x;
+        if (fields[i].id == HUTCH_KNOB_HTTP_MAX_CONNECTIONS_PER_ADDRESS)
+            per_address_set = r > 0;
     }
     /* Unset: one address may take half the connections; 0: all of them
      * (a reverse proxy in front, every client behind one address). */

@@ -28,6 +28,7 @@
 #include "fair.h"
 #include "govern.h"
 #include "job.h"
+#include "knobs.h"
 #include "log.h"
 #include "metrics.h"
 #include "plugin.h"
@@ -171,9 +172,8 @@ static int configure(struct hutch_jobs *j, struct hutch_plan *plan,
 static void operator_executor(struct hutch_jobs *j, const struct hutch_jobs_opts *opts)
 {
     j->o = *opts;
-    if ((!opts->executor || !*opts->executor) && getenv("HUTCH_EXECUTOR") &&
-        *getenv("HUTCH_EXECUTOR")) {
-        j->o.executor = getenv("HUTCH_EXECUTOR");
+    if ((!opts->executor || !*opts->executor) && hutch_knob_str(HUTCH_KNOB_EXECUTOR)) {
+        j->o.executor = hutch_knob_str(HUTCH_KNOB_EXECUTOR);
         j->o.executor_from = "HUTCH_EXECUTOR";
     }
 }

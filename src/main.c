@@ -7,6 +7,7 @@
 
 #include "caps.h"
 #include "cli.h"
+#include "knobs.h"
 #include "log.h"
 #include "plugin.h"
 
@@ -30,6 +31,44 @@ static void usage(FILE *f)
                "  --help     this text; COMMAND --help for a command's options\n");
 }
 
+/* The commands; own_knobs: it checks the environment's settings itself. */
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    int own_knobs;
+} commands[] = {
+    {"run", hutch_cmd_run, 1},         {"serve", hutch_cmd_serve, 1},
+    {"policy", hutch_cmd_policy, 0},   {"tools", hutch_cmd_tools, 0},
+    {"plugins", hutch_cmd_plugins, 0}, {"workspace", hutch_cmd_workspace, 0},
+    {"doctor", hutch_cmd_doctor, 0},
+};
+
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    return 0;
+}
+
+/* `hutch __knobs man|list`, for the build and the tests (not in --help):
+ * hutch(1)'s ENVIRONMENT entries (`make man-knobs` puts them in the page,
+ * tests/run/knobs.sh compares), or the table, one knob a line. */
+#define KNOBS_VERB "__knobs"
+static int knobs_verb(int argc, char **argv)
+{
+    if (argc == 2 && !strcmp(argv[1], "man")) {
+        hutch_knobs_man(stdout);
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "list")) {
+        hutch_knobs_list(stdout);
+        return 0;
+    }
+    fprintf(stderr, "usage: hutch %s man|list\n", KNOBS_VERB);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     /* An executor's helper process (hutch-executor.h, "Processes"):
@@ -51,9 +90,9 @@ int main(int argc, char **argv)
      * stayed resident (46 MiB) after a burst, or not, depending on what the
      * arena freed next.  Per-thread tcache still makes small frees cheap. */
     mallopt(M_MXFAST, 0);
-    /* Every command's diagnostics; `serve --log-format` overrides it. */
-    if (hutch_log_set_format_name(getenv("HUTCH_LOG_FORMAT")) < 0)
-        fprintf(stderr, "hutch: HUTCH_LOG_FORMAT wants text or json; using text\n");
+    /* Every command's diagnostics; `serve --log-format` overrides it.  A
+     * bad value is refused below, or by serve and run themselves. */
+    (void)hutch_log_set_format_name(hutch_knob_str(HUTCH_KNOB_LOG_FORMAT));
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -67,20 +106,22 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "run"))
-        return hutch_cmd_run(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "serve"))
-        return hutch_cmd_serve(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "policy"))
-        return hutch_cmd_policy(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "tools"))
-        return hutch_cmd_tools(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "plugins"))
-        return hutch_cmd_plugins(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "workspace"))
-        return hutch_cmd_workspace(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "doctor"))
-        return hutch_cmd_doctor(argc - 1, argv + 1);
+    if (!strcmp(argv[1], KNOBS_VERB))
+        return knobs_verb(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        struct hutch_err err = {0};
+        if (strcmp(argv[1], commands[i].name))
+            continue;
+        /* The environment's settings every command reads (knobs.def):
+         * serve and run check them with their own (and exit as for their
+         * other settings); a bad one is a usage error here. */
+        if (!commands[i].own_knobs && !wants_help(argc, argv) &&
+            hutch_knobs_check(HUTCH_CMD_ALL, &err) < 0) {
+            fprintf(stderr, "hutch %s: %s\n", argv[1], err.msg);
+            return 2;
+        }
+        return commands[i].fn(argc - 1, argv + 1);
+    }
     fprintf(stderr, "hutch: unknown command \"%s\" (see hutch --help)\n", argv[1]);
     return 2;
 }

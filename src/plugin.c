@@ -20,6 +20,7 @@
 #include "archive_lib.h"
 #include "caps.h"
 #include "hutch_archive.h"
+#include "knobs.h"
 #include "log.h"
 #include "plugin.h"
 /* Process identity is one helper, shared with the plugins' sweeps. */
@@ -44,18 +45,18 @@ void hutch_host_init(struct hutch_host *host, const char *runner_dir)
 
 const char *hutch_plugin_dir(const char *flag)
 {
-    const char *env = getenv("HUTCH_PLUGIN_DIR");
+    const char *env = hutch_knob_str(HUTCH_KNOB_PLUGIN_DIR);
     if (flag && *flag)
         return flag;
-    if (env && *env)
+    if (env)
         return env;
     return HUTCH_PLUGIN_DIR;
 }
 
 const char *hutch_runner_dir(void)
 {
-    const char *env = getenv("HUTCH_RUNNER_DIR");
-    return env && *env ? env : HUTCH_RUNNER_DIR;
+    const char *env = hutch_knob_str(HUTCH_KNOB_RUNNER_DIR);
+    return env ? env : HUTCH_RUNNER_DIR;
 }
 
 static int by_name(const void *a, const void *b)
@@ -328,6 +329,7 @@ static void remove_tree(const char *dir)
  * else /tmp/hutch-UID. */
 static void state_base(char *base, size_t len)
 {
+    /* XDG_RUNTIME_DIR is not a knob (knobs.c): the session's own. */
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     if (geteuid() == 0)
         snprintf(base, len, "/run/hutch");

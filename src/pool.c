@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "caps.h"
+#include "knobs.h"
 #include "log.h"
 #include "pool.h"
 #include "util.h"
@@ -254,32 +255,13 @@ static void *refill_main(void *arg)
     return NULL;
 }
 
-/* $HUTCH_POOL_MAX_IDLE_MS may shorten the idle age (tests, operators who
- * want fresher sandboxes), never lengthen it. */
-static int max_idle_ms(uint64_t *out, struct hutch_err *err)
-{
-    const char *env = getenv("HUTCH_POOL_MAX_IDLE_MS");
-    unsigned long long v;
-    char *end;
-
-    *out = HUTCH_POOL_MAX_IDLE_MS;
-    if (!env || !*env)
-        return 0;
-    errno = 0;
-    v = strtoull(env, &end, 10);
-    if (errno || *end || v < HUTCH_POOL_MIN_IDLE_MS || v > HUTCH_POOL_MAX_IDLE_MS)
-        return hutch_err_set(
-            err, -EINVAL, "HUTCH_POOL_MAX_IDLE_MS=%s: want milliseconds from %u to %u",
-            env, HUTCH_POOL_MIN_IDLE_MS, HUTCH_POOL_MAX_IDLE_MS);
-    *out = v;
-    return 0;
-}
-
 int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
 {
     struct hutch_pool *p;
     uint64_t idle_ms;
-    int r = max_idle_ms(&idle_ms, err);
+    /* $HUTCH_POOL_MAX_IDLE_MS may shorten the idle age (tests, operators
+     * who want fresher sandboxes), never lengthen it (its max). */
+    int r = hutch_knob_uint(HUTCH_KNOB_POOL_MAX_IDLE_MS, &idle_ms, err);
     if (r < 0)
         return r;
     p = calloc(1, sizeof(*p));

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "knobs.h"
 #include "wire.h"
 
 /* One principal's part of the in-memory store (freed with its last file). */
@@ -143,18 +144,11 @@ unsigned hutch_resources_ttl_ms(const struct hutch_resources *rs)
 
 int hutch_resources_ttl_from_env(unsigned *ttl_ms, struct hutch_err *err)
 {
-    const char *env = getenv("HUTCH_RESOURCE_TTL_MS");
     uint64_t v;
+    int r = hutch_knob_uint(HUTCH_KNOB_RESOURCE_TTL_MS, &v, err);
 
-    *ttl_ms = HUTCH_MCP_LINK_TTL_MS;
-    if (!env || !*env)
-        return 0;
-    if (hutch_parse_u64(env, HUTCH_MCP_LINK_MIN_TTL_MS, HUTCH_MCP_LINK_TTL_MS, &v) < 0)
-        return hutch_err_set(
-            err, -EINVAL, "HUTCH_RESOURCE_TTL_MS=%s: want milliseconds from %u to %u",
-            env, HUTCH_MCP_LINK_MIN_TTL_MS, HUTCH_MCP_LINK_TTL_MS);
     *ttl_ms = (unsigned)v;
-    return 0;
+    return r < 0 ? r : 0;
 }
 
 /* The holder of `principal`, created (empty) when it has none; NULL when

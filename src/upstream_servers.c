@@ -245,6 +245,7 @@ static int expand_text(const char *in, char **out, char *var, size_t var_cap)
             break;
         }
         up_clean_text(var, var_cap, name, nlen);
+        /* The file's author's variables, any name: not knobs (knobs.c). */
         val = nlen < var_cap - 1 ? getenv(var) : NULL;
         if (name[nlen] == ':' && (!val || !*val))
             r = hutch_buf_append(&b, name + nlen + 2,

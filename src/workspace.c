@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "knobs.h"
 #include "log.h"
 #include "util.h"
 #include "workspace.h"
@@ -79,12 +80,13 @@ static int mkdirs(char *path, struct hutch_err *err)
 int hutch_ws_store(const char *flag, int create, char *out, size_t len,
                    struct hutch_err *err)
 {
-    const char *env = getenv("HUTCH_WORKSPACES"), *xdg = getenv("XDG_STATE_HOME"),
-               *home = getenv("HOME");
+    /* XDG_STATE_HOME and HOME are not knobs (knobs.c): the user's. */
+    const char *env = hutch_knob_str(HUTCH_KNOB_WORKSPACES),
+               *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
     int n;
     if (flag && *flag)
         n = snprintf(out, len, "%s", flag);
-    else if (env && *env)
+    else if (env)
         n = snprintf(out, len, "%s", env);
     else if (geteuid() == 0)
         n = snprintf(out, len, "/var/lib/hutch/workspaces");
