@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "plugin.h"
 #include "policy.h"
 #include "util.h"
 #include "wire.h"
@@ -41,8 +42,13 @@ static void usage_check(FILE *f)
            "paths resolved, the file run once in the restricted Lua state) and prints\n"
            "\"ok: FILE\", or \"FILE:LINE: message\" on stderr.  A valid policy that\n"
            "denies every tool call (no tools.allow glob, or a tools.deny glob such as\n"
-           "\"*\") gets \"FILE: warning: ...\" on stderr.  Exit 0 when every file is\n"
-           "valid, 1 when one is not, 2 on usage errors.\n");
+           "\"*\") gets \"FILE: warning: ...\" on stderr.  executor_options are\n"
+           "checked against what each executor's plugin declares (hutch plugins\n"
+           "lists it; plugins from $HUTCH_PLUGIN_DIR or the install directory):\n"
+           "an option it does not declare, an environment-only one or a value\n"
+           "not of its type is an error; options of an executor whose plugin is\n"
+           "not installed get a warning.  Exit 0 when every file is valid, 1\n"
+           "when one is not, 2 on usage errors.\n");
 }
 
 static void usage_test(FILE *f)
@@ -88,8 +94,51 @@ static int load(const char *file, struct hutch_policy **p)
     return 0;
 }
 
+/* executor_options against the plugins' declarations.  Without `warn`:
+ * -1 after printing "FILE: message" for the first error.  With it: the
+ * warnings (no such plugin, one that does not load or declares nothing:
+ * those options are not checked, and the policy passes).  `ps` NULL: the
+ * plugin directory could not be read. */
+static int check_executor_options(const char *file, const struct hutch_policy *p,
+                                  struct hutch_plugins *ps, const char *dir, int warn)
+{
+    const char *name;
+    for (size_t i = 0; (name = hutch_policy_executor_options_name(p, i)); i++) {
+        struct hutch_plugin *pl = ps ? hutch_plugins_find(ps, name) : NULL;
+        struct hutch_err err = {0};
+        if (!pl) {
+            if (warn)
+                fprintf(stderr,
+                        "%s: warning: executor_options.%s: no %s executor plugin in "
+                        "%s; its options are not checked\n",
+                        file, name, name, dir);
+        } else if (!pl->ex) {
+            if (warn)
+                fprintf(stderr,
+                        "%s: warning: executor_options.%s: the %s plugin does not "
+                        "load (%s); its options are not checked\n",
+                        file, name, name, pl->reason);
+        } else if (!hutch_plugin_option(pl->ex, 0)) {
+            if (warn)
+                fprintf(stderr,
+                        "%s: warning: executor_options.%s: the %s plugin declares no "
+                        "options; they are not checked\n",
+                        file, name, name);
+        } else if (!warn &&
+                   hutch_plugin_check_options(
+                       pl->ex, hutch_policy_executor_options(p, name), &err) < 0) {
+            fprintf(stderr, "%s: %s\n", file, err.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int cmd_check(int argc, char **argv)
 {
+    struct hutch_plugins *ps = NULL;
+    struct hutch_host host;
+    const char *dir = hutch_plugin_dir(NULL);
     int bad = 0;
     if (argc < 2) {
         usage_check(stderr);
@@ -99,6 +148,12 @@ static int cmd_check(int argc, char **argv)
         usage_check(stdout);
         return 0;
     }
+    hutch_host_init(&host, hutch_runner_dir());
+    {
+        struct hutch_err err = {0};
+        if (hutch_plugins_load_declared(dir, &host, &ps, &err) < 0)
+            ps = NULL; /* every executor's options get the warning */
+    }
     for (int i = 1; i < argc; i++) {
         struct hutch_policy *p = NULL;
         char why[512];
@@ -106,13 +161,19 @@ static int cmd_check(int argc, char **argv)
             bad = 1;
             continue;
         }
-        printf("ok: %s\n", argv[i]);
-        if (hutch_policy_denies_every_tool(p, why, sizeof(why))) {
-            fflush(stdout); /* after its "ok:" line on a terminal */
-            fprintf(stderr, "%s: warning: %s\n", argv[i], why);
+        if (check_executor_options(argv[i], p, ps, dir, 0) < 0) {
+            bad = 1;
+            hutch_policy_unref(p);
+            continue;
         }
+        printf("ok: %s\n", argv[i]);
+        fflush(stdout); /* warnings after the "ok:" line on a terminal */
+        if (hutch_policy_denies_every_tool(p, why, sizeof(why)))
+            fprintf(stderr, "%s: warning: %s\n", argv[i], why);
+        check_executor_options(argv[i], p, ps, dir, 1);
         hutch_policy_unref(p);
     }
+    hutch_plugins_free(ps);
     return bad;
 }
 

@@ -21,7 +21,8 @@
  * hutch_archive_limits start with struct_size; doctor's report callback gets
  * a context pointer; hutch_executor has a `version`.  Grown since, at the
  * end (check HUTCH_HAS_MEMBER): hutch_executor's runtime(), then sweep(),
- * then helper(); hutch_host's helper_exe.
+ * then helper(), then cpu_weight(), then options (the declared executor
+ * options); hutch_host's helper_exe.
  *
  * Processes.  hutch is multi-threaded: in a child fork()ed from hutch's
  * process a plugin makes only async-signal-safe calls (POSIX; no malloc, no
@@ -198,7 +199,10 @@ struct hutch_sandbox_class {
     uint32_t cpu_millis; /* 1000 = one CPU */
     uint32_t open_files;
     /* The policy's executor_options for this executor: a JSON object of
-     * strings, or NULL.  An executor refuses options it does not know. */
+     * strings, or NULL.  An executor refuses options it does not know, as
+     * its declarations (hutch_executor's `options`) say: a name it does not
+     * declare, one declared HUTCH_OPTION_ENV_ONLY, or a value not of the
+     * declared type. */
     const char *options;
 };
 
@@ -235,6 +239,49 @@ struct hutch_sandbox {
     int stdout_fd; /* the program's stdout, read end */
     int stderr_fd; /* the program's stderr, read end */
     int event_fd;  /* readable once the runner ended: call reap() */
+};
+
+/* The declaration of one executor option (hutch_executor's `options`).
+ * An option is a string in the policy's executor_options.EXECUTOR table
+ * (hutch-policy(5)), read by the plugin at start() (per class); when the
+ * policy does not set it, the plugin reads its environment variable `env`
+ * (set for the whole hutch process), else it has its default (told in
+ * `doc`).  An option flagged HUTCH_OPTION_ENV_ONLY is a setting of the
+ * whole process, read from `env` only (at probe(), open() or sweep(),
+ * where no class exists): a policy naming it is refused, with the variable
+ * to set instead.  Every HUTCH_* variable a plugin reads is one of its
+ * declared options; what it reads besides are other programs' variables
+ * (docker's DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, which mean
+ * for hutch what they mean for the docker CLI, and HOME), which no table
+ * declares.
+ *
+ * The core reads the table without open(): `hutch policy check` refuses a
+ * policy whose executor_options name an option the executor does not
+ * declare (a typo), an environment-only one, or a value not of its type;
+ * `hutch plugins` lists the options; hutch(1)'s list of executor options
+ * and their variables is generated from the in-tree plugins' tables.
+ *
+ * Rows are read as far as the first row's struct_size goes (every row of
+ * a table has the same struct_size, which is its stride); a row whose name
+ * is NULL ends the table; at most HUTCH_OPTIONS_MAX rows before it.  A
+ * table the core cannot read (a bad name, type or stride) makes the plugin
+ * unusable, with the reason. */
+enum hutch_option_type {
+    HUTCH_OPTION_STRING = 1, /* any string */
+    HUTCH_OPTION_BOOL = 2,   /* "true" or "false" */
+    HUTCH_OPTION_INT = 3,    /* a decimal integer, optionally signed */
+};
+#define HUTCH_OPTION_ENV_ONLY (1u << 0) /* a process setting: `env` only */
+#define HUTCH_OPTIONS_MAX     64        /* rows of one table */
+#define HUTCH_OPTION_NAME_MAX 32        /* bytes: [a-z0-9_], a letter first */
+
+struct hutch_option {
+    uint32_t struct_size; /* sizeof(struct hutch_option) when built */
+    uint32_t type;        /* enum hutch_option_type */
+    const char *name;     /* executor_options.EXECUTOR.NAME; NULL ends */
+    const char *env;      /* environment fallback ("HUTCH_..."), or NULL */
+    const char *doc;      /* one sentence for people: what, and the default */
+    uint32_t flags;       /* HUTCH_OPTION_ENV_ONLY */
 };
 
 /* Capability bits. */
@@ -333,6 +380,12 @@ struct hutch_executor {
      * why not (the core logs it and goes on). */
     int (*cpu_weight)(void *state, struct hutch_sandbox *sb, uint32_t weight,
                       struct hutch_err *err);
+    /* Optional (NULL allowed; check HUTCH_HAS_MEMBER), read without
+     * open(): the executor's options, a table of struct hutch_option ended
+     * by a row whose name is NULL (see struct hutch_option).  Static: the
+     * core keeps the pointer while the plugin is loaded.  A plugin without
+     * it declares nothing, and the core checks none of its options. */
+    const struct hutch_option *options;
 };
 #define HUTCH_CPU_WEIGHT_MIN     1
 #define HUTCH_CPU_WEIGHT_DEFAULT 100

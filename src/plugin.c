@@ -109,11 +109,11 @@ static int check_executor(const struct hutch_executor *ex, char *reason, size_t 
         snprintf(reason, len, "the executor leaves a required operation NULL");
         return -EPROTO;
     }
-    return 0;
+    return hutch_plugin_options_check_table(ex, reason, len);
 }
 
 static void load_one(struct hutch_plugins *ps, struct hutch_plugin *p,
-                     const struct hutch_host *host)
+                     const struct hutch_host *host, int probe)
 {
     hutch_executor_entry_fn entry;
     const struct hutch_executor *ex;
@@ -154,6 +154,10 @@ static void load_one(struct hutch_plugins *ps, struct hutch_plugin *p,
     free(p->name);
     p->name = strdup(ex->name);
     p->ex = ex;
+    if (!probe) {
+        snprintf(p->reason, sizeof(p->reason), "not probed");
+        return;
+    }
     if (ex->probe(host, &err) < 0) {
         snprintf(p->reason, sizeof(p->reason), "%s",
                  err.msg[0] ? err.msg : "probe failed without a reason");
@@ -162,8 +166,8 @@ static void load_one(struct hutch_plugins *ps, struct hutch_plugin *p,
     p->usable = 1;
 }
 
-int hutch_plugins_load(const char *dir, const struct hutch_host *host,
-                       struct hutch_plugins **out, struct hutch_err *err)
+static int load_dir(const char *dir, const struct hutch_host *host, int probe,
+                    struct hutch_plugins **out, struct hutch_err *err)
 {
     struct hutch_plugins *ps = NULL;
     char absdir[PATH_MAX];
@@ -225,8 +229,8 @@ int hutch_plugins_load(const char *dir, const struct hutch_host *host,
             snprintf(p->reason, sizeof(p->reason), "not a regular file");
             continue;
         }
-        load_one(ps, p, host);
-        if (!p->usable)
+        load_one(ps, p, host, probe);
+        if (!p->usable && probe)
             hutch_debug("plugin %s: %s", p->path, p->reason);
     }
     *out = hutch_steal(&ps);
@@ -238,6 +242,18 @@ out:
     free(names);
     hutch_plugins_free(ps);
     return r;
+}
+
+int hutch_plugins_load(const char *dir, const struct hutch_host *host,
+                       struct hutch_plugins **out, struct hutch_err *err)
+{
+    return load_dir(dir, host, 1, out, err);
+}
+
+int hutch_plugins_load_declared(const char *dir, const struct hutch_host *host,
+                                struct hutch_plugins **out, struct hutch_err *err)
+{
+    return load_dir(dir, host, 0, out, err);
 }
 
 struct hutch_plugin *hutch_plugins_find(struct hutch_plugins *ps, const char *name)

@@ -3,6 +3,7 @@
 #define HUTCH_PLUGIN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hutch-executor.h"
 
@@ -33,6 +34,10 @@ void hutch_host_init(struct hutch_host *host, const char *runner_dir);
  * when `dir` itself cannot be read.  Caller frees with hutch_plugins_free. */
 int hutch_plugins_load(const char *dir, const struct hutch_host *host,
                        struct hutch_plugins **out, struct hutch_err *err);
+/* The same without probe(): what the plugins declare (their name and
+ * options, for `hutch policy check` and hutch(1)), none of them usable. */
+int hutch_plugins_load_declared(const char *dir, const struct hutch_host *host,
+                                struct hutch_plugins **out, struct hutch_err *err);
 /* The plugin named `name`, usable or not; NULL when absent. */
 struct hutch_plugin *hutch_plugins_find(struct hutch_plugins *ps, const char *name);
 /* open() once, with this process's struct hutch_config: the instance id
@@ -59,6 +64,22 @@ void hutch_plugins_free(struct hutch_plugins *ps);
  * the plugin and run its helper() in this fresh process; main() calls it
  * before anything else, so no thread exists.  Exit status. */
 int hutch_plugin_helper_main(int argc, char **argv);
+
+/* plugin_opts.c: the options the executor declares (struct hutch_option).
+ * Row i of its table, or NULL past the end or when it declares none. */
+const struct hutch_option *hutch_plugin_option(const struct hutch_executor *ex,
+                                               size_t i);
+/* The table is readable (see hutch-executor.h); else -EPROTO and why. */
+int hutch_plugin_options_check_table(const struct hutch_executor *ex, char *reason,
+                                     size_t len);
+/* "string", "bool" or "int". */
+const char *hutch_option_type_name(uint32_t type);
+/* A policy's executor_options for this executor (a JSON object of strings,
+ * or NULL) against its declarations: 0, or -EINVAL naming the option, the
+ * executor and the options a policy may set.  0 when the executor declares
+ * nothing (a plugin built before the table). */
+int hutch_plugin_check_options(const struct hutch_executor *ex, const char *json,
+                               struct hutch_err *err);
 
 /* Directory from --plugins, else $HUTCH_PLUGIN_DIR, else the install dir. */
 const char *hutch_plugin_dir(const char *flag);

@@ -316,6 +316,11 @@ const char *hutch_policy_executor_options(const struct hutch_policy *p,
     return NULL;
 }
 
+const char *hutch_policy_executor_options_name(const struct hutch_policy *p, size_t i)
+{
+    return p && i < p->nxopts ? p->xopts[i].name : NULL;
+}
+
 const char *hutch_policy_executor(const struct hutch_policy *p)
 {
     return p->executor;

@@ -93,6 +93,10 @@ const char *hutch_policy_flavour(const struct hutch_policy *p, const char *execu
                                  char *buf, size_t len);
 const char *hutch_policy_executor_options(const struct hutch_policy *p,
                                           const char *executor);
+/* The name of the i-th executor executor_options names (a table in the
+ * file, or a flavour added by hutch_policy_apply_flavour), or NULL past the
+ * last. */
+const char *hutch_policy_executor_options_name(const struct hutch_policy *p, size_t i);
 const struct hutch_policy_limits *hutch_policy_limits(const struct hutch_policy *p);
 const struct hutch_policy_rate *hutch_policy_rate(const struct hutch_policy *p);
 const struct hutch_policy_workspaces *

@@ -12,9 +12,10 @@
 #include "box.h"
 #include "env.h"
 
-int box_find_init(char *out, size_t len, struct hutch_err *err)
+int box_find_init(const struct hutch_option *table, char *out, size_t len,
+                  struct hutch_err *err)
 {
-    const char *env = getenv("HUTCH_INIT");
+    const char *env = opt_env(table, "init");
     Dl_info info;
 
     if (env && *env) {
@@ -103,54 +104,6 @@ cJSON *box_str_array(const char *const *v)
     for (; a && *v; v++)
         cJSON_AddItemToArray(a, cJSON_CreateString(*v));
     return a;
-}
-
-int box_option(const struct hutch_sandbox_class *cls, const char *executor,
-               const char *const *known, const char *name, char *out, size_t len,
-               struct hutch_err *err)
-{
-    const char *json = HUTCH_HAS_MEMBER(cls, struct hutch_sandbox_class, options)
-                           ? cls->options
-                           : NULL;
-    cJSON *o, *it;
-    int r = 0;
-
-    out[0] = '\0';
-    if (!json)
-        return 0;
-    o = cJSON_Parse(json);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return hutch_err_set(err, -EINVAL, "executor_options.%s is not an object",
-                             executor);
-    }
-    cJSON_ArrayForEach(it, o)
-    {
-        const char *const *k;
-        for (k = known; *k && strcmp(*k, it->string); k++)
-            ;
-        if (!*k || !cJSON_IsString(it)) {
-            r = hutch_err_set(
-                err, -EINVAL,
-                "the policy's executor_options.%s.%s: the %s executor has "
-                "no such option%s%s",
-                executor, it->string, executor, known[0] ? " (it knows " : "",
-                known[0] ? known[0] : "");
-            if (known[0] && err) {
-                size_t n = strlen(err->msg);
-                for (k = known + 1; *k && n < sizeof(err->msg); k++)
-                    n += (size_t)snprintf(err->msg + n, sizeof(err->msg) - n, ", %s",
-                                          *k);
-                if (n < sizeof(err->msg))
-                    snprintf(err->msg + n, sizeof(err->msg) - n, ")");
-            }
-            break;
-        }
-        if (strcmp(it->string, name) == 0)
-            snprintf(out, len, "%s", it->valuestring);
-    }
-    cJSON_Delete(o);
-    return r;
 }
 
 unsigned long long box_work_bytes(const struct hutch_sandbox_class *cls)

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "hutch-executor.h"
+#include "opts.h"
 #include "proc.h"
 
 /* Inside every sandbox: hutch-init, the runners, the sockets. */
@@ -30,8 +31,14 @@
 
 /* hutch-init sits next to the plugin directory: lib/hutch/hutch-init for
  * lib/hutch/plugins/X.so, build/plugins/hutch-init for
- * build/plugins/.libs/X.so.  $HUTCH_INIT overrides.  0, or why not. */
-int box_find_init(char *out, size_t len, struct hutch_err *err);
+ * build/plugins/.libs/X.so.  The option "init" of `table` (BOX_OPTION_INIT:
+ * $HUTCH_INIT) overrides.  0, or why not. */
+int box_find_init(const struct hutch_option *table, char *out, size_t len,
+                  struct hutch_err *err);
+#define BOX_OPTION_INIT                                                                \
+    OPT_ROW("init", HUTCH_OPTION_STRING, "HUTCH_INIT", HUTCH_OPTION_ENV_ONLY,          \
+            "The hutch-init binary (default: hutch-init beside the plugin "            \
+            "directory).")
 
 /* box_proc_start, box_process_gone: proc.h. */
 
@@ -67,13 +74,6 @@ cJSON *box_str_array(const char *const *v);
  * numpy, pandas and matplotlib: images/build.sh's python-data; JavaScript
  * has one image).  -EINVAL naming the flavours for another value. */
 int box_flavour(const char *value, const char *executor, struct hutch_err *err);
-
-/* The policy's executor_options for this sandbox (cls->options): every
- * option must be in `known` (NULL-terminated), or an error names it; the
- * value of `name` is copied to out ("" when absent). */
-int box_option(const struct hutch_sandbox_class *cls, const char *executor,
-               const char *const *known, const char *name, char *out, size_t len,
-               struct hutch_err *err);
 
 /* Default sizes when the class says 0. */
 /* cpu_weight()'s argument: 0 when in range (HUTCH_CPU_WEIGHT_MIN..MAX),

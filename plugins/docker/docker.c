@@ -248,7 +248,7 @@ static int docker_probe(const struct hutch_host *host, struct hutch_err *err)
     }
     dk_engines_free(&es);
     if (r == 0)
-        r = box_find_init(init, sizeof(init), err);
+        r = box_find_init(dk_options, init, sizeof(init), err);
     return r;
 }
 
@@ -294,7 +294,7 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
     snprintf(st->dir, sizeof(st->dir), "%s", cfg->state_dir);
     snprintf(st->parent, sizeof(st->parent), "%s", st->dir);
     *strrchr(st->parent, '/') = '\0';
-    r = box_find_init(st->init_path, sizeof(st->init_path), err);
+    r = box_find_init(dk_options, st->init_path, sizeof(st->init_path), err);
     pthread_mutex_init(&st->boot_mu, NULL);
     pthread_mutex_init(&st->live_mu, NULL);
     if (r == 0)
@@ -401,8 +401,8 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     {
         /* Deployments (and the hostile tests' outer guard) may want every
          * sandbox below a cgroup of their own. */
-        const char *parent = getenv("HUTCH_CGROUP_PARENT");
-        if (parent && *parent)
+        const char *parent = opt_env(dk_options, "cgroup_parent");
+        if (parent)
             cJSON_AddStringToObject(hc, "CgroupParent", parent);
     }
     /* A cgroup namespace of its own: /proc/self/cgroup and the cgroup
@@ -718,16 +718,15 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
                              "javascript, not %s",
                              cls->language);
     {
-        static const char *const known[] = {"runtime", "flavour", "endpoints", NULL};
         char fl[32], image[256], runtime[64], endpoints[1024];
-        r = box_option(cls, "docker", known, "flavour", fl, sizeof(fl), err);
+        r = opt_get(dk_options, "docker", cls, "flavour", 0, fl, sizeof(fl), err);
         if (r == 0)
             r = box_flavour(fl, "docker", err);
         if (r >= 0)
             dk_image_for(st->host->version, cls->language, r, image, sizeof(image));
         if (r >= 0)
-            r = box_option(cls, "docker", known, "runtime", runtime, sizeof(runtime),
-                           err);
+            r = opt_get(dk_options, "docker", cls, "runtime", 0, runtime,
+                        sizeof(runtime), err);
         if (r == 0 && strspn(runtime, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
                           strlen(runtime))
             r = hutch_err_set(
@@ -735,9 +734,11 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
                 "the policy's executor_options.docker.runtime \"%s\" is not "
                 "a runtime name (see 'hutch doctor' for the daemon's)",
                 runtime);
+        /* The class's own engines; without them, the registry's
+         * (HUTCH_DOCKER_ENDPOINTS, read by dk_engines_init()). */
         if (r >= 0)
-            r = box_option(cls, "docker", known, "endpoints", endpoints,
-                           sizeof(endpoints), err);
+            r = opt_get(dk_options, "docker", cls, "endpoints", 0, endpoints,
+                        sizeof(endpoints), err);
         if (r < 0)
             return r;
         sb = calloc(1, sizeof(*sb));
@@ -1023,6 +1024,35 @@ static void docker_destroy(void *state, struct hutch_sandbox *pub)
     sandbox_free((struct dk_sandbox *)pub);
 }
 
+const struct hutch_option dk_options[] = {
+    OPT_ROW("runtime", HUTCH_OPTION_STRING, NULL, 0,
+            "The OCI runtime of the sandboxes' containers, one the daemon has "
+            "('hutch doctor' lists them; default the daemon's default)."),
+    OPT_ROW("flavour", HUTCH_OPTION_STRING, NULL, 0,
+            "The image flavour: base (the default) or data (Python with numpy, "
+            "pandas and matplotlib)."),
+    OPT_ROW("endpoints", HUTCH_OPTION_STRING, "HUTCH_DOCKER_ENDPOINTS", 0,
+            "The Docker engines the sandboxes are placed on, whitespace "
+            "separated, each [NAME=]URL[,tls=/DIR] (unix:// or tcp://; DIR holds "
+            "ca.pem, cert.pem and key.pem); default DOCKER_HOST's one."),
+    OPT_ROW("image_python", HUTCH_OPTION_STRING, "HUTCH_DOCKER_IMAGE_PYTHON",
+            HUTCH_OPTION_ENV_ONLY,
+            "The Python image (default hutch-python:VERSION, this hutch's)."),
+    OPT_ROW("image_python_data", HUTCH_OPTION_STRING, "HUTCH_DOCKER_IMAGE_PYTHON_DATA",
+            HUTCH_OPTION_ENV_ONLY,
+            "The Python image of the data flavour (default "
+            "hutch-python-data:VERSION)."),
+    OPT_ROW("image_javascript", HUTCH_OPTION_STRING, "HUTCH_DOCKER_IMAGE_JAVASCRIPT",
+            HUTCH_OPTION_ENV_ONLY,
+            "The JavaScript image (default hutch-node:VERSION)."),
+    OPT_ROW("cgroup_parent", HUTCH_OPTION_STRING, "HUTCH_CGROUP_PARENT",
+            HUTCH_OPTION_ENV_ONLY,
+            "The cgroup parent of the sandboxes' containers (default the "
+            "daemon's)."),
+    BOX_OPTION_INIT,
+    OPT_END,
+};
+
 static const struct hutch_executor docker_executor = {
     .abi = HUTCH_EXECUTOR_ABI,
     .struct_size = sizeof(struct hutch_executor),
@@ -1046,6 +1076,7 @@ static const struct hutch_executor docker_executor = {
     .packages = docker_packages,
     .sweep = docker_sweep,
     .cpu_weight = docker_cpu_weight,
+    .options = dk_options,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -85,6 +85,10 @@ struct dk_sandbox {
     struct dk_sandbox *live_next, *live_prev; /* st->live, under live_mu */
 };
 
+/* docker.c: the options, declared once (opts.h): the policy's
+ * executor_options.docker and the environment variables of the process. */
+extern const struct hutch_option dk_options[];
+
 /* doctor.c: the image of a language (see there). */
 const char *dk_image_for(const char *version, const char *lang, int data, char *buf,
                          size_t len);

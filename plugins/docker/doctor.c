@@ -26,10 +26,10 @@ const char *dk_image_for(const char *version, const char *lang, int data, char *
                          size_t len)
 {
     int py = strcmp(lang, "python") == 0;
-    const char *env = getenv(
-        py ? (data ? "HUTCH_DOCKER_IMAGE_PYTHON_DATA" : "HUTCH_DOCKER_IMAGE_PYTHON")
-           : "HUTCH_DOCKER_IMAGE_JAVASCRIPT");
-    if (env && *env)
+    const char *env =
+        opt_env(dk_options, py ? (data ? "image_python_data" : "image_python")
+                               : "image_javascript");
+    if (env)
         snprintf(buf, len, "%s", env);
     else
         snprintf(buf, len, "hutch-%s:%s",
@@ -230,7 +230,7 @@ void docker_doctor(const struct hutch_host *host, void *ctx,
     char detail[1400], init[PATH_MAX], lb[128];
     int n = 0;
 
-    if (box_find_init(init, sizeof(init), &err) < 0)
+    if (box_find_init(dk_options, init, sizeof(init), &err) < 0)
         report(ctx, "FAIL", "docker init", err.msg);
     if (dk_engines_init(&es, &err) < 0) {
         report(ctx, "FAIL", "docker daemon", err.msg);

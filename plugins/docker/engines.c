@@ -6,6 +6,7 @@
 
 #include "box.h"
 #include "caps.h"
+#include "docker.h"
 #include "engines.h"
 
 static int name_ok(const char *s, size_t n)
@@ -70,7 +71,9 @@ static struct dk_engine *engine_new(const char *entry, size_t len, int n,
 
 int dk_engines_init(struct dk_engines *es, struct hutch_err *err)
 {
-    const char *list = getenv("HUTCH_DOCKER_ENDPOINTS");
+    /* The deployment's engines: the environment's value of the option
+     * endpoints (a class's own come to dk_engines_pick()). */
+    const char *list = opt_env(dk_options, "endpoints");
     struct dk_engine **tail = &es->list;
 
     memset(es, 0, sizeof(*es));

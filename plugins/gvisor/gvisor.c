@@ -70,6 +70,35 @@
 #define HUTCH_IMAGES_DIRS "/var/lib/hutch/images"
 #endif
 
+/* The options, declared once (opts.h): the policy's executor_options.gvisor
+ * and the environment variables of the process. */
+static const struct hutch_option gv_options[] = {
+    OPT_ROW("platform", HUTCH_OPTION_STRING, "HUTCH_GVISOR_PLATFORM", 0,
+            "The platform of the sandboxes: ptrace (the default) or kvm (ptrace, "
+            "with a warning, where /dev/kvm does not work)."),
+    OPT_ROW("flavour", HUTCH_OPTION_STRING, NULL, 0,
+            "The rootfs flavour: base (the default) or data (Python with numpy, "
+            "pandas and matplotlib)."),
+    OPT_ROW("runsc", HUTCH_OPTION_STRING, "HUTCH_RUNSC", HUTCH_OPTION_ENV_ONLY,
+            "The runsc binary, a path or a name looked up in /usr/local/sbin, "
+            "/usr/local/bin, /usr/sbin, /usr/bin, /sbin and /bin (default runsc)."),
+    OPT_ROW("runsc_flags", HUTCH_OPTION_STRING, "HUTCH_RUNSC_FLAGS",
+            HUTCH_OPTION_ENV_ONLY,
+            "Flags added to every runsc command line, whitespace separated, each "
+            "starting with '-' (at most 16)."),
+    OPT_ROW("images_dir", HUTCH_OPTION_STRING, "HUTCH_IMAGES_DIR",
+            HUTCH_OPTION_ENV_ONLY,
+            "The directory of the rootfs directories (rootfs-python, rootfs-node, "
+            "rootfs-python-data; default the installed ones, else the build "
+            "tree's)."),
+    OPT_ROW("cgroup_parent", HUTCH_OPTION_STRING, "HUTCH_CGROUP_PARENT",
+            HUTCH_OPTION_ENV_ONLY,
+            "The cgroup the sandboxes' cgroups are made in (default "
+            "/hutch-gvisor)."),
+    BOX_OPTION_INIT,
+    OPT_END,
+};
+
 struct gv_state {
     const struct hutch_host *host;
     char dir[PATH_MAX];    /* cfg->state_dir (PID.START): this process's everything */
@@ -129,7 +158,7 @@ static int find_exec(const char *name, char *out, size_t len)
  * the caller's buffer (found, PATH_MAX bytes): no static state. */
 static const char *images_dir(char found[PATH_MAX])
 {
-    const char *env = getenv("HUTCH_IMAGES_DIR"), *p = HUTCH_IMAGES_DIRS;
+    const char *env = opt_env(gv_options, "images_dir"), *p = HUTCH_IMAGES_DIRS;
     if (env && *env) {
         snprintf(found, PATH_MAX, "%s", env);
         return found;
@@ -314,8 +343,8 @@ static void clean_dir(const struct gv_state *st, const char *dir)
  * HUTCH_CGROUP_PARENT, else /hutch-gvisor. */
 static const char *cg_parent(void)
 {
-    const char *parent = getenv("HUTCH_CGROUP_PARENT");
-    return parent && *parent ? parent : "/hutch-gvisor";
+    const char *parent = opt_env(gv_options, "cgroup_parent");
+    return parent ? parent : "/hutch-gvisor";
 }
 
 /* Calls fn(dir) for `rel` (a cgroup path) in every hierarchy: v2's one, or
@@ -410,9 +439,9 @@ static int pick_platform(struct gv_state *st, const struct hutch_sandbox_class *
                          const char *rootfs, char *out, size_t len,
                          struct hutch_err *err)
 {
-    static const char *const known[] = {"platform", "flavour", NULL};
     char want[32];
-    int r = box_option(cls, "gvisor", known, "platform", want, sizeof(want), err);
+    /* The environment's platform was checked by open(), into st->platform. */
+    int r = opt_get(gv_options, "gvisor", cls, "platform", 0, want, sizeof(want), err);
 
     if (r < 0)
         return r;
@@ -452,10 +481,10 @@ static int pick_platform(struct gv_state *st, const struct hutch_sandbox_class *
 
 static int gv_probe(const struct hutch_host *host, struct hutch_err *err)
 {
-    const char *env = getenv("HUTCH_RUNSC");
+    const char *env = opt_env(gv_options, "runsc");
     char path[PATH_MAX], init[PATH_MAX];
 
-    if (find_exec(env && *env ? env : "runsc", path, sizeof(path)) < 0)
+    if (find_exec(env ? env : "runsc", path, sizeof(path)) < 0)
         return hutch_err_set(
             err, -ENOENT,
             "runsc is not installed: 'apt-get install -y runsc' (Debian), "
@@ -464,7 +493,7 @@ static int gv_probe(const struct hutch_host *host, struct hutch_err *err)
         return hutch_err_set(err, -EPERM,
                              "the gvisor executor needs root (runsc makes namespaces "
                              "and cgroups; rootless runsc is not supported)");
-    return box_find_init(init, sizeof(init), err);
+    return box_find_init(gv_options, init, sizeof(init), err);
 }
 
 /* What open() and sweep() both need: runsc, its platform and the
@@ -473,16 +502,16 @@ static int gv_probe(const struct hutch_host *host, struct hutch_err *err)
 static int gv_setup(struct gv_state *st, const struct hutch_host *host,
                     struct hutch_err *err)
 {
-    const char *env_runsc = getenv("HUTCH_RUNSC"), *flags = getenv("HUTCH_RUNSC_FLAGS"),
-               *plat = getenv("HUTCH_GVISOR_PLATFORM");
+    const char *env_runsc = opt_env(gv_options, "runsc"),
+               *flags = opt_env(gv_options, "runsc_flags"),
+               *plat = opt_env(gv_options, "platform");
     st->host = host;
-    if (find_exec(env_runsc && *env_runsc ? env_runsc : "runsc", st->runsc,
-                  sizeof(st->runsc)) < 0) {
+    if (find_exec(env_runsc ? env_runsc : "runsc", st->runsc, sizeof(st->runsc)) < 0) {
         return hutch_err_set(err, -ENOENT,
                              "runsc is not installed: 'apt-get install -y "
                              "runsc', or set HUTCH_RUNSC");
     }
-    snprintf(st->platform, sizeof(st->platform), "%s", plat && *plat ? plat : "ptrace");
+    snprintf(st->platform, sizeof(st->platform), "%s", plat ? plat : "ptrace");
     if (strcmp(st->platform, "ptrace") != 0 && strcmp(st->platform, "kvm") != 0) {
         return hutch_err_set(
             err, -EINVAL,
@@ -495,7 +524,7 @@ static int gv_setup(struct gv_state *st, const struct hutch_host *host,
                              "(%s): use ptrace",
                              strerror(errno));
     }
-    if (flags && *flags) {
+    if (flags) {
         size_t n = 0;
         st->flags_buf = strdup(flags);
         if (!st->flags_buf)
@@ -551,7 +580,7 @@ static int gv_open(const struct hutch_host *host, const struct hutch_config *cfg
         goto fail;
     }
     images_dir(st->images);
-    r = box_find_init(st->init_path, sizeof(st->init_path), err);
+    r = box_find_init(gv_options, st->init_path, sizeof(st->init_path), err);
     if (r < 0)
         goto fail;
     if (!cfg || !HUTCH_HAS_MEMBER(cfg, struct hutch_config, state_dir) ||
@@ -828,9 +857,8 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
                              "the gvisor executor runs python and javascript, not %s",
                              cls->language);
     {
-        static const char *const known[] = {"platform", "flavour", NULL};
         char fl[32];
-        r = box_option(cls, "gvisor", known, "flavour", fl, sizeof(fl), err);
+        r = opt_get(gv_options, "gvisor", cls, "flavour", 0, fl, sizeof(fl), err);
         if (r == 0)
             r = box_flavour(fl, "gvisor", err);
         if (r < 0)
@@ -1234,16 +1262,16 @@ static void gv_doctor(const struct hutch_host *host, void *ctx,
     struct gv_state st = {.host = host};
     struct hutch_err err = {0};
     char detail[PATH_MAX + 256], rootfs[PATH_MAX + 32], images[PATH_MAX], why[160];
-    const char *env = getenv("HUTCH_RUNSC");
+    const char *env = opt_env(gv_options, "runsc");
     int have_rootfs = 0;
 
     if (gv_probe(host, &err) < 0) {
         report(ctx, "FAIL", "gvisor", err.msg);
         return;
     }
-    find_exec(env && *env ? env : "runsc", st.runsc, sizeof(st.runsc));
+    find_exec(env ? env : "runsc", st.runsc, sizeof(st.runsc));
     images_dir(images);
-    box_find_init(st.init_path, sizeof(st.init_path), &err);
+    box_find_init(gv_options, st.init_path, sizeof(st.init_path), &err);
     for (int i = 0; i < 2; i++) {
         const char *lang = i == 0 ? "python" : "javascript";
         struct stat s;
@@ -1345,6 +1373,7 @@ static const struct hutch_executor gvisor_executor = {
     .packages = gv_packages,
     .sweep = gv_sweep,
     .cpu_weight = gv_cpu_weight,
+    .options = gv_options,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -653,6 +653,24 @@ static int cg_oom(struct local_sandbox *sb)
 
 /* --- interpreters --------------------------------------------------------- */
 
+/* The options, declared once (opts.h): the policy's executor_options.local
+ * and the environment variables of the process. */
+static const struct hutch_option local_options[] = {
+    OPT_ROW("flavour", HUTCH_OPTION_STRING, NULL, 0,
+            "base (the default) or data: the host's Python must have numpy, "
+            "pandas and matplotlib (the sandboxes run the host's interpreters)."),
+    OPT_ROW("python", HUTCH_OPTION_STRING, "HUTCH_PYTHON", HUTCH_OPTION_ENV_ONLY,
+            "The Python interpreter, below /usr (default /usr/bin/python3, else "
+            "/usr/local/bin/python3)."),
+    OPT_ROW("node", HUTCH_OPTION_STRING, "HUTCH_NODE", HUTCH_OPTION_ENV_ONLY,
+            "The Node.js interpreter, below /usr (default /usr/bin/node, else "
+            "/usr/local/bin/node, /usr/bin/nodejs)."),
+    OPT_ROW("uid_base", HUTCH_OPTION_INT, "HUTCH_LOCAL_UID_BASE", HUTCH_OPTION_ENV_ONLY,
+            "The first of the 4194304 unused host uids and gids the sandboxes' "
+            "users map to, from 65536 (default 1879048192, 0x70000000)."),
+    OPT_END,
+};
+
 /* The real interpreter binary, never a shim from $PATH (pyenv, asdf…): only
  * what lives under /usr is visible in the sandbox anyway. */
 static int find_interp(const char *language, char *out, size_t len,
@@ -668,10 +686,10 @@ static int find_interp(const char *language, char *out, size_t len,
 
     if (strcmp(language, "python") == 0) {
         c = py;
-        env = getenv("HUTCH_PYTHON");
+        env = opt_env(local_options, "python");
     } else if (strcmp(language, "javascript") == 0) {
         c = js;
-        env = getenv("HUTCH_NODE");
+        env = opt_env(local_options, "node");
     } else {
         return hutch_err_set(err, -EINVAL,
                              "unknown language \"%s\": use python or javascript",
@@ -894,10 +912,10 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
     st->landlock = lsb_landlock_abi() >= 6;
     st->id_base = LSB_HOST_ID_BASE;
     {
-        const char *env = getenv("HUTCH_LOCAL_UID_BASE");
+        const char *env = opt_env(local_options, "uid_base");
         char *end;
         unsigned long v;
-        if (env && *env) {
+        if (env) {
             errno = 0;
             v = strtoul(env, &end, 0);
             if (errno || *end || v < 65536 || v > 0xfffffffeul - LSB_HOST_ID_RANGE) {
@@ -1052,9 +1070,8 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
         /* One option: the flavour.  The sandboxes run the host's Python
          * either way; "data" asks that it have the data flavour's
          * packages, and fails saying what to install when it has not. */
-        static const char *const known[] = {"flavour", NULL};
         char fl[32], why[256];
-        r = box_option(cls, "local", known, "flavour", fl, sizeof(fl), err);
+        r = opt_get(local_options, "local", cls, "flavour", 0, fl, sizeof(fl), err);
         if (r == 0)
             r = box_flavour(fl, "local", err);
         if (r < 0)
@@ -1431,6 +1448,7 @@ static const struct hutch_executor local_executor = {
     .sweep = local_sweep,
     .helper = local_helper,
     .cpu_weight = local_cpu_weight,
+    .options = local_options,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -1,5 +1,6 @@
 /* good.c — a well-formed test executor named "good", with a sweep() that
- * says where it was called ($HUTCH_TEST_SWEEP_LOG, a line each). */
+ * says where it was called ($HUTCH_TEST_SWEEP_LOG, a line each), and an
+ * option of each type and kind for the core's checks of executor_options. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,6 +16,16 @@ static void t_sweep(const struct hutch_host *h, const char *state_parent)
         fclose(f);
     }
 }
+
+static const struct hutch_option t_options[] = {
+    {sizeof(struct hutch_option), HUTCH_OPTION_STRING, "colour", "HUTCH_TEST_COLOUR",
+     "A string.", 0},
+    {sizeof(struct hutch_option), HUTCH_OPTION_INT, "count", NULL, "An integer.", 0},
+    {sizeof(struct hutch_option), HUTCH_OPTION_BOOL, "loud", NULL, "A boolean.", 0},
+    {sizeof(struct hutch_option), HUTCH_OPTION_STRING, "home", "HUTCH_TEST_HOME",
+     "A setting of the process.", HUTCH_OPTION_ENV_ONLY},
+    {sizeof(struct hutch_option), 0, NULL, NULL, NULL, 0},
+};
 
 static const struct hutch_executor good_executor = {
     .abi = HUTCH_EXECUTOR_ABI,
@@ -33,6 +44,7 @@ static const struct hutch_executor good_executor = {
     .destroy = t_destroy,
     .close = t_close,
     .sweep = t_sweep,
+    .options = t_options,
 };
 
 HUTCH_EXECUTOR_EXPORT const struct hutch_executor *hutch_executor_entry(void)

@@ -69,6 +69,10 @@ like "--file DEST with .. is refused" "$ERR" ".."
 run_hutch plugins
 is "hutch plugins exits 0" "$RC" 0
 like "hutch plugins lists local as usable" "$OUT" "local      usable"
+like "hutch plugins lists an executor's policy options" "$OUT" \
+    "      platform          string  policy or \$HUTCH_GVISOR_PLATFORM"
+like "... and its environment-only ones" "$OUT" "      python            string  \$HUTCH_PYTHON"
+like "... each with its doc" "$OUT" "The platform of the sandboxes: ptrace (the default) or kvm"
 
 TP=$(mktemp -d)
 ln -s "$HUTCH_TEST_PLUGINS/wrongabi.so" "$TP/wrongabi.so"
@@ -99,6 +103,12 @@ import json,sys
 p = [p for p in json.load(sys.stdin)["plugins"] if p["name"] == "local"][0]
 print(p["usable"], bool(p["version"]), bool(p["summary"]), p["file"])')" \
     "True True True local.so"
+is "hutch plugins --json: the options local declares, with type, env and doc" \
+    "$(echo "$OUT" | $PY -c '
+import json,sys
+p = [p for p in json.load(sys.stdin)["plugins"] if p["name"] == "local"][0]
+print([(o["name"], o["type"], o["env"], o["policy"], bool(o["doc"])) for o in p["options"]])')" \
+    "[('flavour', 'string', None, True, True), ('python', 'string', 'HUTCH_PYTHON', False, True), ('node', 'string', 'HUTCH_NODE', False, True), ('uid_base', 'int', 'HUTCH_LOCAL_UID_BASE', False, True)]"
 
 run_hutch doctor
 is "hutch doctor passes on this machine" "$RC" 0

@@ -52,6 +52,35 @@ run_hutch policy check "$T/deny-all.lua"
 like "... or a tools.deny glob that matches every tool" "$ERR" \
     'warning: every tool call is denied: tools.deny rule "*" matches every tool'
 
+# executor_options against what the executors' plugins declare: a typo is
+# found by policy check, not when a sandbox first starts.
+printf 'return { tools = { allow = { "*" } }, executor_options = { gvisor = { platfrom = "kvm" } } }\n' \
+    >"$T/typo.lua"
+run_hutch policy check "$T/typo.lua"
+is "policy check: a misspelled executor option fails" "$RC" 1
+is "... naming the option, the executor and the options it accepts" "$ERR" \
+    "$T/typo.lua: the policy's executor_options.gvisor.platfrom: the gvisor executor has no such option (it knows platform, flavour)"
+is "... and no ok line" "$OUT" ""
+printf 'return { tools = { allow = { "*" } }, executor_options = { ["local"] = { python = "/usr/bin/python3" } } }\n' \
+    >"$T/envonly.lua"
+run_hutch policy check "$T/envonly.lua"
+is "policy check: an environment-only option in a policy fails" "$RC" 1
+like "... saying which variable to set" "$ERR" \
+    "executor_options.local.python: a setting of the whole hutch process, not of a policy: set HUTCH_PYTHON instead"
+printf 'return { tools = { allow = { "*" } }, executor_options = { docker = { flavour = "data", runtime = "runsc" }, gvisor = { platform = "kvm" } } }\n' \
+    >"$T/opts.lua"
+run_hutch policy check "$T/opts.lua"
+is "policy check: declared executor options pass" "$RC:$ERR" "0:"
+# An executor whose plugin is not installed: its options cannot be
+# checked here (the plugin may be installed where the policy is deployed).
+printf 'return { tools = { allow = { "*" } }, executor_options = { kubernetes = { pod = "x" } } }\n' \
+    >"$T/noplugin.lua"
+run_hutch policy check "$T/noplugin.lua"
+is "policy check: options of an executor that is not installed pass" "$RC" 0
+like "... with a warning naming it" "$ERR" \
+    "$T/noplugin.lua: warning: executor_options.kubernetes: no kubernetes executor plugin in "
+like "... and saying they are not checked" "$ERR" "its options are not checked"
+
 cat >"$T/bad.lua" <<'EOF'
 return {
   limits = { timeout_ms = 1000 },

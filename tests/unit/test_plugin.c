@@ -3,6 +3,7 @@
  * name, a directory named like a plugin.  None may crash the core; each is
  * listed with its reason.  And the start's sweep: when it asks a plugin to
  * remove what gone processes left. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ int main(void)
     link_plugin(tp, "nosym", dir, "nosym.so");
     link_plugin(tp, "probefail", dir, "probefail.so");
     link_plugin(tp, "abi1", dir, "abi1.so");
+    link_plugin(tp, "badopts", dir, "badopts.so");
     snprintf(path, sizeof(path), "%s/notelf.so", dir);
     f = fopen(path, "w");
     fputs("#!/bin/sh\necho this is not a shared object\n", f);
@@ -65,7 +67,7 @@ int main(void)
     ok(r == 0, "loading a directory of broken plugins succeeds (%s)", err.msg);
     if (r < 0)
         return tap_done();
-    ok(ps->n == 8, "every *.so is listed, README is not (%zu)", ps->n);
+    ok(ps->n == 9, "every *.so is listed, README is not (%zu)", ps->n);
 
     p = hutch_plugins_find(ps, "good");
     ok(p && p->usable && !strcmp(p->ex->name, "good"), "a good plugin is usable");
@@ -93,6 +95,52 @@ int main(void)
     p = hutch_plugins_find(ps, "notelf");
     ok(p && !p->usable && strstr(p->reason, "cannot load"),
        "a file that is not ELF is refused: %s", p ? p->reason : "-");
+    p = hutch_plugins_find(ps, "badopts");
+    ok(p && !p->usable && !p->ex && strstr(p->reason, "\"Bad-Name\"") &&
+           strstr(p->reason, "malformed"),
+       "an options table the core cannot read makes the plugin unusable: %s",
+       p ? p->reason : "-");
+
+    /* executor_options against what "good" declares (hutch policy check). */
+    p = hutch_plugins_find(ps, "good");
+    {
+        static const struct {
+            const char *json, *want;
+        } cases[] = {
+            {"{\"colour\":\"red\",\"count\":\"-3\",\"loud\":\"true\"}", NULL},
+            {"{}", NULL},
+            {"{\"color\":\"red\"}",
+             "the policy's executor_options.good.color: the good executor has no such "
+             "option (it knows colour, count, loud)"},
+            {"{\"home\":\"/x\"}",
+             "executor_options.good.home: a setting of the whole "
+             "hutch process, not of a policy: set HUTCH_TEST_HOME"},
+            {"{\"count\":\"3x\"}", "executor_options.good.count: expected an integer"},
+            {"{\"count\":\"\"}", "executor_options.good.count: expected an integer"},
+            {"{\"loud\":\"yes\"}", "executor_options.good.loud: expected a boolean"},
+            {"[1]", "executor_options.good is not an object"},
+        };
+        const struct hutch_option *o =
+            p && p->ex ? hutch_plugin_option(p->ex, 3) : NULL;
+        ok(o && !strcmp(o->name, "home") && o->flags == HUTCH_OPTION_ENV_ONLY &&
+               !hutch_plugin_option(p->ex, 4),
+           "the declared options are read row by row, to the end");
+        for (size_t i = 0; p && p->ex && i < sizeof(cases) / sizeof(cases[0]); i++) {
+            struct hutch_err e = {0};
+            int rc = hutch_plugin_check_options(p->ex, cases[i].json, &e);
+            if (!cases[i].want)
+                ok(rc == 0, "options %s are accepted (%s)", cases[i].json, e.msg);
+            else
+                ok(rc == -EINVAL && strstr(e.msg, cases[i].want),
+                   "options %s are refused: %s", cases[i].json, e.msg);
+        }
+    }
+    p = hutch_plugins_find(ps, "probefail");
+    {
+        struct hutch_err e = {0};
+        ok(p && p->ex && hutch_plugin_check_options(p->ex, "{\"x\":\"y\"}", &e) == 0,
+           "a plugin that declares no options: nothing is checked");
+    }
     p = hutch_plugins_find(ps, "adir");
     ok(p && !p->usable && strstr(p->reason, "not a regular file"),
        "a directory named *.so is refused: %s", p ? p->reason : "-");
@@ -203,7 +251,7 @@ int main(void)
     {
         static const char *const names[] = {"good.so",  "zz-good.so",   "wrongabi.so",
                                             "nosym.so", "probefail.so", "notelf.so",
-                                            "abi1.so",  "README"};
+                                            "abi1.so",  "badopts.so",   "README"};
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
             unlink(path);
