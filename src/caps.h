@@ -333,9 +333,11 @@
 /* Call and object counts stop here (they stay exact below). */
 #define HUTCH_SHAPE_MAX_COUNT 1000000000ULL
 
-/* JSON Schema of tool arguments (schema.c, and catalog_sig.c for $ref). */
-#define HUTCH_SCHEMA_MAX_DEPTH   32  /* subschemas on one path, $ref included */
-#define HUTCH_SCHEMA_MAX_POINTER 512 /* bytes of a $ref */
+/* JSON Schema of tool arguments (schema.c, and catalog_sig.c through its
+ * $ref resolver). */
+#define HUTCH_SCHEMA_MAX_DEPTH         32  /* subschemas on one path, $ref included */
+#define HUTCH_SCHEMA_MAX_POINTER       512 /* bytes of a $ref */
+#define HUTCH_SCHEMA_MAX_POINTER_INDEX 100000 /* an array index in a $ref */
 /* Subschema visits per validation: a base for small arguments plus a share
  * per value node, so big arrays of records still pass while a schema whose
  * anyOf/$ref web fans out exponentially stops within tens of milliseconds. */
