@@ -83,6 +83,10 @@
 /* Default limits of one execution. */
 #define HUTCH_DEFAULT_TIMEOUT_MS 30000
 #define HUTCH_MAX_TIMEOUT_MS     (3600u * 1000u)
+/* execute_code's timeout_ms and output_bytes are read up to this (past
+ * it the number a double holds is no longer exact); job.c clamps them to
+ * the server's ceiling. */
+#define HUTCH_EXEC_ARG_COUNT_MAX 1000000000000000ull /* 1e15 */
 #define HUTCH_DEFAULT_MEMORY_MB  512
 #define HUTCH_MAX_MEMORY_MB      (64u * 1024u)
 #define HUTCH_DEFAULT_PIDS       128
