@@ -478,7 +478,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
 
     if (!cJSON_IsString(rs) || hutch_reqstate_check(rs->valuestring, s->principal, exe,
                                                     sizeof(exe), &q, &err) < 0) {
-        mcp_send_error(s, stream, id, E_PARAMS, "execute_code: %s",
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS, "execute_code: %s",
                        cJSON_IsString(rs) ? err.msg : "requestState must be a string");
         return;
     }
@@ -492,7 +492,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         snprintf(key, sizeof(key), "%s", p->key);
         pthread_mutex_unlock(&m->park_mu);
         mcp_send_error(
-            s, stream, id, E_PARAMS,
+            s, stream, id, HUTCH_RPC_INVALID_PARAMS,
             "execute_code: inputResponses.%s is missing: answer the "
             "elicitation/create of the input_required result, then call again",
             key);
@@ -500,7 +500,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
     }
     if (!p) {
         pthread_mutex_unlock(&m->park_mu);
-        mcp_send_error(s, stream, id, E_PARAMS,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS,
                        "execute_code: requestState names a question that is no longer "
                        "asked: it was answered already (a requestState is good for one "
                        "answer) or its time ran out (the call was denied)");
@@ -511,7 +511,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         r = -ENOMEM;
     if (r < 0) {
         pthread_mutex_unlock(&m->park_mu);
-        mcp_send_error(s, stream, id, E_INTERNAL, "execute_code: %s",
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR, "execute_code: %s",
                        r == -EBUSY ? "too many requests in flight on this session"
                                    : "out of memory");
         return;
@@ -649,7 +649,7 @@ static void *job_main(void *p)
         } else {
             t->status = "failed";
             t->error = cJSON_CreateObject();
-            cJSON_AddNumberToObject(t->error, "code", E_INTERNAL);
+            cJSON_AddNumberToObject(t->error, "code", HUTCH_RPC_INTERNAL_ERROR);
             cJSON_AddStringToObject(t->error, "message",
                                     "the execution produced no result");
         }
@@ -679,12 +679,13 @@ static void *job_main(void *p)
                    j->hj.execution);
         cJSON_Delete(result);
     } else if (!result) { /* a direct tool that is gone, or the switch turned off */
-        mcp_send_error(s, j->stream, j->id, E_PARAMS, "Unknown tool: %.128s",
-                       j->direct);
+        mcp_send_error(s, j->stream, j->id, HUTCH_RPC_INVALID_PARAMS,
+                       "Unknown tool: %.128s", j->direct);
     } else if (atomic_load(&j->fl.cancel)) {
         /* The client gave up on it; the response only closes the stream. */
         cJSON_Delete(result);
-        mcp_send_error(s, j->stream, j->id, E_CANCELLED, "request cancelled");
+        mcp_send_error(s, j->stream, j->id, HUTCH_RPC_REQUEST_CANCELLED,
+                       "request cancelled");
     } else {
         if (j->modern)
             hutch_mcp_stamp_result(result, NULL);
@@ -716,7 +717,7 @@ static struct job *job_new(struct hutch_mcp_session *s, void *stream, const cJSO
     struct job *j = calloc(1, sizeof(*j));
 
     if (!j) {
-        mcp_send_error(s, stream, id, E_INTERNAL, "out of memory");
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR, "out of memory");
         return NULL;
     }
     j->m = s->m;
@@ -741,7 +742,7 @@ static struct job *job_new(struct hutch_mcp_session *s, void *stream, const cJSO
         j->progress_token = cJSON_Duplicate(token, 1);
     if (!j->id || !j->args || !j->fl.key || (direct && !j->direct)) {
         job_free(j);
-        mcp_send_error(s, stream, id, E_INTERNAL, "out of memory");
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR, "out of memory");
         return NULL;
     }
     return j;
@@ -772,7 +773,7 @@ void mcp_start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id,
     if (s->workers >= HUTCH_MCP_MAX_INFLIGHT) {
         pthread_mutex_unlock(&s->mu);
         job_free(j);
-        mcp_send_error(s, stream, id, E_INTERNAL,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR,
                        "more than %d requests in flight on this session; retry later",
                        HUTCH_MCP_MAX_INFLIGHT);
         return;
@@ -788,7 +789,8 @@ void mcp_start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         s->workers--;
         pthread_cond_broadcast(&s->idle);
         pthread_mutex_unlock(&s->mu);
-        mcp_send_error(s, stream, id, E_INTERNAL, "cannot start a worker thread");
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR,
+                       "cannot start a worker thread");
         job_free(j);
     }
 }
@@ -918,7 +920,7 @@ int mcp_start_task(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         t->status = "failed";
         t->ended_ms = hutch_now_ms();
         t->error = cJSON_CreateObject();
-        cJSON_AddNumberToObject(t->error, "code", E_INTERNAL);
+        cJSON_AddNumberToObject(t->error, "code", HUTCH_RPC_INTERNAL_ERROR);
         cJSON_AddStringToObject(t->error, "message", "cannot start a worker thread");
         pthread_mutex_unlock(&m->park_mu);
         job_free(j);
@@ -936,7 +938,8 @@ static struct task *find_task_locked(struct hutch_mcp_session *s, void *stream,
     const char *inst = hutch_instance_id();
 
     if (!cJSON_IsString(tid)) {
-        mcp_send_error(s, stream, id, E_PARAMS, "params.taskId must be a string");
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS,
+                       "params.taskId must be a string");
         return NULL;
     }
     for (struct task *t = s->m->tasks; t; t = t->next)
@@ -945,13 +948,13 @@ static struct task *find_task_locked(struct hutch_mcp_session *s, void *stream,
     if (strncmp(tid->valuestring, inst, strlen(inst)) ||
         tid->valuestring[strlen(inst)] != '.')
         mcp_send_error(
-            s, stream, id, E_PARAMS,
+            s, stream, id, HUTCH_RPC_INVALID_PARAMS,
             "Unknown task %.120s: tasks live in the hutch process that started "
             "them (this one is %s); send tasks/* to that one (route on Mcp-Name)",
             tid->valuestring, inst);
     else
         mcp_send_error(
-            s, stream, id, E_PARAMS,
+            s, stream, id, HUTCH_RPC_INVALID_PARAMS,
             "Unknown task %.120s (never started here, another principal's, or "
             "ended more than %u s ago)",
             tid->valuestring, HUTCH_TASK_TTL_MS / 1000);
@@ -972,7 +975,7 @@ void mcp_on_tasks(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                                 HUTCH_MCP_EXT_TASKS);
         mcp_send_msg(
             s, stream,
-            hutch_mcp_error_response(id, HUTCH_MCP_E_MISSING_CLIENT_CAP,
+            hutch_mcp_error_response(id, HUTCH_RPC_MISSING_CLIENT_CAP,
                                      "Missing required client capability: the "
                                      "request's clientCapabilities do not declare "
                                      "the " HUTCH_MCP_EXT_TASKS " extension",
@@ -1006,7 +1009,7 @@ void mcp_on_tasks(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         if (!t->q || !cJSON_IsObject(ans)) {
             pthread_mutex_unlock(&m->park_mu);
             mcp_send_error(
-                s, stream, id, E_PARAMS,
+                s, stream, id, HUTCH_RPC_INVALID_PARAMS,
                 t->q ? "tasks/update: inputResponses.approve is missing"
                      : "tasks/update: task %.120s asks nothing now (status %s)",
                 t->id, t->status);
