@@ -85,6 +85,10 @@
 /* Default limits of one execution. */
 #define HUTCH_DEFAULT_TIMEOUT_MS 30000
 #define HUTCH_MAX_TIMEOUT_MS     (3600u * 1000u)
+/* execute_code's timeout_ms and output_bytes are read up to this (past
+ * it the number a double holds is no longer exact); job.c clamps them to
+ * the server's ceiling. */
+#define HUTCH_EXEC_ARG_COUNT_MAX 1000000000000000ull /* 1e15 */
 #define HUTCH_DEFAULT_MEMORY_MB  512
 #define HUTCH_MAX_MEMORY_MB      (64u * 1024u)
 #define HUTCH_DEFAULT_PIDS       128
@@ -335,9 +339,11 @@
 /* Call and object counts stop here (they stay exact below). */
 #define HUTCH_SHAPE_MAX_COUNT 1000000000ULL
 
-/* JSON Schema of tool arguments (schema.c, and catalog_sig.c for $ref). */
-#define HUTCH_SCHEMA_MAX_DEPTH   32  /* subschemas on one path, $ref included */
-#define HUTCH_SCHEMA_MAX_POINTER 512 /* bytes of a $ref */
+/* JSON Schema of tool arguments (schema.c, and catalog_sig.c through its
+ * $ref resolver). */
+#define HUTCH_SCHEMA_MAX_DEPTH         32  /* subschemas on one path, $ref included */
+#define HUTCH_SCHEMA_MAX_POINTER       512 /* bytes of a $ref */
+#define HUTCH_SCHEMA_MAX_POINTER_INDEX 100000 /* an array index in a $ref */
 /* Subschema visits per validation: a base for small arguments plus a share
  * per value node, so big arrays of records still pass while a schema whose
  * anyOf/$ref web fans out exponentially stops within tens of milliseconds. */

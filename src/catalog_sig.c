@@ -7,7 +7,8 @@
  * arguments against a schema in schema.c.
  *
  * Schemas come from upstream servers and are untrusted: they are walked to
- * a fixed depth with a step budget ($ref chains included), and every
+ * a fixed depth with a step budget ($ref chains included, resolved by
+ * schema.c's hutch_schema_deref), and every
  * generated string has a maximum (HUTCH_SIG_* in caps.h); a schema too
  * large for that is rendered shallower, at worst as the generic form.  No
  * state outside the strings returned (no locks). */
@@ -19,6 +20,7 @@
 #include "caps.h"
 #include "catalog.h"
 #include "catalog_int.h"
+#include "schema.h"
 
 /* --- identifiers -------------------------------------------------------------- */
 
@@ -147,53 +149,11 @@ static char *gen_strdup(struct gen *g, const char *s)
     return r;
 }
 
-/* A local JSON pointer ("#", "#/$defs/Item", "#/anyOf/0"); NULL for
- * anything else.  Same rule as schema.c's. */
-static const cJSON *resolve_ref(const cJSON *root, const char *ref)
-{
-    const cJSON *cur = root;
-    const char *p = ref + 1;
-    char seg[HUTCH_SCHEMA_MAX_POINTER];
-
-    if (ref[0] != '#' || strlen(ref) >= HUTCH_SCHEMA_MAX_POINTER || (*p && *p != '/'))
-        return NULL;
-    while (*p == '/') {
-        size_t n = 0;
-        for (p++; *p && *p != '/'; n++) {
-            if (p[0] == '~' && (p[1] == '0' || p[1] == '1')) {
-                seg[n] = p[1] == '0' ? '~' : '/';
-                p += 2;
-            } else {
-                seg[n] = *p++;
-            }
-        }
-        seg[n] = '\0';
-        if (cJSON_IsObject(cur)) {
-            cur = cJSON_GetObjectItemCaseSensitive(cur, seg);
-        } else if (cJSON_IsArray(cur)) {
-            char *end;
-            long i = strtol(seg, &end, 10);
-            cur = n && !*end && i >= 0 && i < 100000 ? cJSON_GetArrayItem(cur, (int)i)
-                                                     : NULL;
-        } else {
-            cur = NULL;
-        }
-        if (!cur)
-            return NULL;
-    }
-    return cur;
-}
-
-/* Follow $ref chains; NULL when one does not resolve or the depth runs out. */
+/* Follow $ref chains (schema.h); NULL when one does not resolve or the
+ * depth runs out. */
 static const cJSON *deref(struct gen *g, const cJSON *s, int *depth)
 {
-    const cJSON *ref;
-    while (cJSON_IsString(ref = get(s, "$ref"))) {
-        s = resolve_ref(g->root, ref->valuestring);
-        if (!s || ++*depth > g->max_depth)
-            return NULL;
-    }
-    return s;
+    return hutch_schema_deref(g->root, s, depth, g->max_depth);
 }
 
 static int is_required(const cJSON *req, const char *key)

@@ -75,6 +75,7 @@
 #include "http.h"
 #include "http_guard.h"
 #include "http_int.h"
+#include "jsonrpc.h"
 #include "knobs.h"
 #include "log.h"
 #include "mcp_era.h"
@@ -182,9 +183,10 @@ static enum MHD_Result reply_done(struct MHD_Connection *conn, struct http_strea
 
     if (!body) {
         if (http_stopping(st->srv))
-            return reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+            return reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                               HUTCH_RPC_SERVER_ERROR,
                                "Service Unavailable: server shutting down", NULL);
-        return reply_error(conn, MHD_HTTP_NOT_FOUND, -32001,
+        return reply_error(conn, MHD_HTTP_NOT_FOUND, HUTCH_RPC_SESSION_NOT_FOUND,
                            "Session terminated before the request was answered", NULL);
     }
     if (session_id) {
@@ -219,7 +221,7 @@ static enum MHD_Result post_initialize(struct http_session *hs, struct http_stre
     if (rc == -ECONNRESET)
         ret = MHD_NO;
     else if (rc == -ECANCELED)
-        ret = reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+        ret = reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, HUTCH_RPC_SERVER_ERROR,
                           "Service Unavailable: server shutting down", NULL);
     else if (!request)
         ret = reply_empty(conn, MHD_HTTP_ACCEPTED);
@@ -237,8 +239,8 @@ static enum MHD_Result reply_refusal(struct MHD_Connection *conn,
     char *text = hutch_mcp_msg_refusal(m);
 
     if (!text)
-        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
-                           "Out of memory", NULL);
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           HUTCH_RPC_INTERNAL_ERROR, "Out of memory", NULL);
     hutch_debug("http %u: %s", m->v.http_status, m->why);
     return http_reply(conn, m->v.http_status ? m->v.http_status : MHD_HTTP_BAD_REQUEST,
                       "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE,
@@ -262,13 +264,14 @@ static enum MHD_Result post_modern(struct http_server *srv, struct MHD_Connectio
         return reply_empty(conn, MHD_HTTP_ACCEPTED);
     hs = http_session_transient(srv, rq->principal);
     if (!hs)
-        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           HUTCH_RPC_INTERNAL_ERROR,
                            "Internal error: cannot serve the request", NULL);
     st = http_stream_new(srv, conn, accepts_sse(conn));
     if (!st) {
         http_session_unref(hs);
-        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
-                           "Out of memory", NULL);
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           HUTCH_RPC_INTERNAL_ERROR, "Out of memory", NULL);
     }
     http_pending_add(hs, st);
     hutch_mcp_session_deliver(hs->s, m, st);
@@ -324,13 +327,13 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
 
         if (!m.method || strcmp(m.method, "initialize") != 0 || !m.id) {
             hutch_mcp_msg_clear(&m);
-            return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
+            return reply_error(conn, MHD_HTTP_BAD_REQUEST, HUTCH_RPC_SERVER_ERROR,
                                "Bad Request: Mcp-Session-Id header is required", NULL);
         }
         hs = http_session_create(srv, rq->principal, &status, &why);
         if (!hs) {
             hutch_mcp_msg_clear(&m);
-            return reply_error(conn, status, -32000, why, NULL);
+            return reply_error(conn, status, HUTCH_RPC_SERVER_ERROR, why, NULL);
         }
         init = 1;
     }
@@ -341,8 +344,8 @@ static enum MHD_Result on_post(struct http_server *srv, struct MHD_Connection *c
         if (init)
             http_session_settle(hs, 0);
         http_session_unref(hs);
-        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, -32603,
-                           "Out of memory", NULL);
+        return reply_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           HUTCH_RPC_INTERNAL_ERROR, "Out of memory", NULL);
     }
     /* Listed before delivery: the answer may come before it returns. */
     http_pending_add(hs, st);
@@ -400,10 +403,10 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     /* Which one would the Host check look at?  RFC 9112 says refuse. */
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_host, &hosts);
     if (hosts > 1)
-        return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
+        return reply_error(conn, MHD_HTTP_BAD_REQUEST, HUTCH_RPC_SERVER_ERROR,
                            "Bad Request: more than one Host header", NULL);
     if (srv->loopback && (why = http_rebinding_check(conn)) != NULL)
-        return reply_error(conn, MHD_HTTP_FORBIDDEN, -32000, why, NULL);
+        return reply_error(conn, MHD_HTTP_FORBIDDEN, HUTCH_RPC_SERVER_ERROR, why, NULL);
     /* No OAuth metadata here, for anyone (see the top of http_auth.c). */
     if (strncmp(url, "/.well-known/", 13) == 0)
         return http_reply_text(
@@ -414,23 +417,23 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     if (http_is_ops_path(url))
         return http_on_ops(srv, conn, url, method);
     if (!http_authorized(srv, conn, who, sizeof(who), &given))
-        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, -32000,
+        return reply_error(conn, MHD_HTTP_UNAUTHORIZED, HUTCH_RPC_SERVER_ERROR,
                            http_unauthorized_msg(given), http_www_authenticate(given));
     if (strcmp(url, HTTP_PATH) != 0)
         return http_reply_text(conn, MHD_HTTP_NOT_FOUND,
                                "Not found: hutch serves MCP at /mcp\n", NULL);
     if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
-        return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
+        return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, HUTCH_RPC_SERVER_ERROR,
                            "Method Not Allowed: hutch offers no standalone SSE stream",
                            allow);
     if (!post && strcmp(method, MHD_HTTP_METHOD_DELETE) != 0)
-        return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
+        return reply_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, HUTCH_RPC_SERVER_ERROR,
                            "Method Not Allowed", allow);
     if (post) {
         ctype = http_header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
         if (!ctype || !is_json_type(ctype))
             return reply_error(
-                conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, -32000,
+                conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, HUTCH_RPC_SERVER_ERROR,
                 "Unsupported Media Type: Content-Type must be application/json", NULL);
         /* MHD has checked it is a number: failing here means it overflows. */
         clen = http_header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -439,7 +442,8 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
             char msg[96];
             snprintf(msg, sizeof(msg), "Payload Too Large: the limit is %u bytes",
                      HUTCH_HTTP_MAX_BODY);
-            return reply_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, -32000, msg, NULL);
+            return reply_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, HUTCH_RPC_SERVER_ERROR,
+                               msg, NULL);
         }
     }
     sid = http_header(conn, "Mcp-Session-Id");
@@ -449,10 +453,10 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     if (sid && version && !hutch_mcp_protocol_supported(version) &&
         !hutch_mcp_version_modern(version) &&
         strcmp(version, HTTP_DEFAULT_VERSION) != 0)
-        return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
+        return reply_error(conn, MHD_HTTP_BAD_REQUEST, HUTCH_RPC_SERVER_ERROR,
                            "Bad Request: unsupported MCP-Protocol-Version", NULL);
     if (!sid && !post)
-        return reply_error(conn, MHD_HTTP_BAD_REQUEST, -32000,
+        return reply_error(conn, MHD_HTTP_BAD_REQUEST, HUTCH_RPC_SERVER_ERROR,
                            "Bad Request: Mcp-Session-Id header is required", NULL);
 
     rq = calloc(1, sizeof(*rq));
@@ -463,7 +467,7 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
     hutch_buf_init(&rq->body, HUTCH_HTTP_MAX_BODY);
     if (len && reserve(srv, rq, len) < 0) {
         req_free(srv, rq);
-        return reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+        return reply_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, HUTCH_RPC_SERVER_ERROR,
                            "Service Unavailable: too many uploads at once", NULL);
     }
     if (sid) {
@@ -472,8 +476,8 @@ static enum MHD_Result on_headers(struct http_server *srv, struct MHD_Connection
          * else it does not exist. */
         if (!rq->hs || strcmp(rq->hs->principal, rq->principal) != 0) {
             req_free(srv, rq);
-            return reply_error(conn, MHD_HTTP_NOT_FOUND, -32001, "Session not found",
-                               NULL);
+            return reply_error(conn, MHD_HTTP_NOT_FOUND, HUTCH_RPC_SESSION_NOT_FOUND,
+                               "Session not found", NULL);
         }
     }
     *con_cls = rq;

@@ -19,12 +19,6 @@
 #include "util.h"
 #include "wire.h"
 
-#define E_PARSE           -32700
-#define E_INVALID_REQUEST -32600
-#define E_METHOD          -32601
-#define E_PARAMS          -32602
-#define E_INTERNAL        -32603
-
 /* The methods (mcp_methods.def): the 2026-07-28 revision removed
  * initialize, ping, logging/setLevel and resources/(un)subscribe; hutch
  * offers no prompts, completions or subscriptions/listen (server/discover
@@ -133,7 +127,7 @@ static int mismatch(struct hutch_mcp_verdict *v, struct hutch_err *err,
     cJSON_AddStringToObject(d, "header", header);
     if (expected)
         cJSON_AddStringToObject(d, "expected", expected);
-    return refuse(v, err, HUTCH_MCP_E_HEADER_MISMATCH, 400, d, "Header mismatch: %s",
+    return refuse(v, err, HUTCH_RPC_HEADER_MISMATCH, 400, d, "Header mismatch: %s",
                   why);
 }
 
@@ -144,8 +138,8 @@ static int bad_envelope(struct hutch_mcp_verdict *v, struct hutch_err *err,
     cJSON *e = cJSON_AddObjectToObject(d, "envelope");
     cJSON_AddStringToObject(e, "key", key);
     cJSON_AddStringToObject(e, "problem", problem);
-    return refuse(v, err, E_PARAMS, 400, d, "Invalid params: _meta[\"%s\"] %s", key,
-                  problem);
+    return refuse(v, err, HUTCH_RPC_INVALID_PARAMS, 400, d,
+                  "Invalid params: _meta[\"%s\"] %s", key, problem);
 }
 
 /* The _meta envelope of a request that claims the modern era. */
@@ -298,7 +292,7 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
                     cJSON_AddItemToArray(
                         miss, cJSON_CreateString(HUTCH_MCP_META_CLIENT_CAPS));
             }
-            return refuse(v, err, E_PARAMS, 400, d,
+            return refuse(v, err, HUTCH_RPC_INVALID_PARAMS, 400, d,
                           "Invalid params: MCP-Protocol-Version names a 2026 "
                           "revision, but params._meta does not carry %s",
                           HUTCH_MCP_META_PROTOCOL_VERSION);
@@ -319,7 +313,7 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
         cJSON *d = cJSON_CreateObject();
         cJSON_AddItemToObject(d, "supported", hutch_mcp_modern_versions());
         cJSON_AddStringToObject(d, "requested", v->version);
-        return refuse(v, err, HUTCH_MCP_E_UNSUPPORTED_VERSION, 400, d,
+        return refuse(v, err, HUTCH_RPC_UNSUPPORTED_VERSION, 400, d,
                       "Unsupported protocol version: hutch speaks %s per request "
                       "(and 2025-11-25, 2025-06-18 through initialize)",
                       HUTCH_MCP_MODERN_PROTOCOL);
@@ -339,7 +333,8 @@ int hutch_mcp_classify(const cJSON *msg, const struct hutch_mcp_headers *headers
         if (row && (row->eras & MCP_ERA_2026))
             return 0;
     }
-    return refuse(v, err, E_METHOD, 404, NULL, "Method not found: %.128s", meth);
+    return refuse(v, err, HUTCH_RPC_METHOD_NOT_FOUND, 404, NULL,
+                  "Method not found: %.128s", meth);
 }
 
 void hutch_mcp_stamp_result(cJSON *result, const struct hutch_mcp_cache *cache)
@@ -406,21 +401,24 @@ void hutch_mcp_msg_parse(const char *json, size_t len,
 
     memset(m, 0, sizeof(*m));
     if (len > HUTCH_MCP_MAX_MESSAGE)
-        return junk(m, E_INVALID_REQUEST, "message of %zu bytes exceeds %u", len,
-                    HUTCH_MCP_MAX_MESSAGE);
+        return junk(m, HUTCH_RPC_INVALID_REQUEST, "message of %zu bytes exceeds %u",
+                    len, HUTCH_MCP_MAX_MESSAGE);
     if (!hutch_utf8_valid(json, len))
-        return junk(m, E_PARSE, "Parse error: the message is not valid UTF-8");
+        return junk(m, HUTCH_RPC_PARSE_ERROR,
+                    "Parse error: the message is not valid UTF-8");
     if (hutch_json_check_text(json, len, HUTCH_JSON_MAX_TREE, "a message", &err) < 0)
-        return junk(m, E_INVALID_REQUEST, "%s", err.msg);
+        return junk(m, HUTCH_RPC_INVALID_REQUEST, "%s", err.msg);
     m->json = cJSON_ParseWithLength(json, len);
     if (!m->json)
-        return junk(m, E_PARSE, "Parse error: the message is not valid JSON");
+        return junk(m, HUTCH_RPC_PARSE_ERROR,
+                    "Parse error: the message is not valid JSON");
     if (cJSON_IsArray(m->json))
-        return junk(m, E_INVALID_REQUEST,
+        return junk(m, HUTCH_RPC_INVALID_REQUEST,
                     "Invalid Request: JSON-RPC batches are not supported (MCP "
                     "2025-06-18 removed them); send one message at a time");
     if (!cJSON_IsObject(m->json) || hutch_json_depth(m->json) > HUTCH_MCP_MAX_DEPTH)
-        return junk(m, E_INVALID_REQUEST, "Invalid Request: not a JSON-RPC object");
+        return junk(m, HUTCH_RPC_INVALID_REQUEST,
+                    "Invalid Request: not a JSON-RPC object");
     ver = cJSON_GetObjectItemCaseSensitive(m->json, "jsonrpc");
     method = cJSON_GetObjectItemCaseSensitive(m->json, "method");
     id = cJSON_GetObjectItemCaseSensitive(m->json, "id");
@@ -431,7 +429,7 @@ void hutch_mcp_msg_parse(const char *json, size_t len,
     if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0 ||
         !cJSON_IsString(method) || (id && !valid_id(id)) ||
         (params && !cJSON_IsObject(params))) {
-        junk(m, E_INVALID_REQUEST,
+        junk(m, HUTCH_RPC_INVALID_REQUEST,
              "Invalid Request: needs \"jsonrpc\": \"2.0\", a string \"method\", an "
              "integer or string \"id\" and object \"params\"");
         m->id = id && valid_id(id) ? id : NULL;
@@ -448,9 +446,9 @@ void hutch_mcp_msg_parse(const char *json, size_t len,
         char where[160];
         int r = hutch_json_find_nul(m->json, json, len, where, sizeof(where));
         if (r < 0)
-            junk(m, E_INTERNAL, "out of memory");
+            junk(m, HUTCH_RPC_INTERNAL_ERROR, "out of memory");
         else if (r > 0)
-            junk(m, E_PARAMS,
+            junk(m, HUTCH_RPC_INVALID_PARAMS,
                  "Invalid params: %s holds a NUL character (\\u0000), which no "
                  "string hutch takes may hold (a name, a path or a program; send a "
                  "file's binary content with \"encoding\": \"base64\")",

@@ -24,11 +24,8 @@
 #include <cjson/cJSON.h>
 
 #include "hutch-executor.h"
+#include "jsonrpc.h"
 
-/* JSON-RPC error codes of the 2026-07-28 revision. */
-#define HUTCH_MCP_E_HEADER_MISMATCH     -32020
-#define HUTCH_MCP_E_MISSING_CLIENT_CAP  -32021
-#define HUTCH_MCP_E_UNSUPPORTED_VERSION -32022
 #define HUTCH_MCP_META_PROTOCOL_VERSION "io.modelcontextprotocol/protocolVersion"
 #define HUTCH_MCP_META_CLIENT_CAPS      "io.modelcontextprotocol/clientCapabilities"
 #define HUTCH_MCP_META_CLIENT_INFO      "io.modelcontextprotocol/clientInfo"

@@ -19,6 +19,7 @@
 #include "caps.h"
 #include "discover.h"
 #include "exec.h"
+#include "exec_args.h"
 #include "govern.h"
 #include "hutch_archive.h"
 #include "job.h"
@@ -101,102 +102,6 @@ static void tick(void *arg, uint64_t elapsed_ms)
     else
         cJSON_Delete(msg);
     pthread_mutex_unlock(&j->m->park_mu);
-}
-
-/* Arguments of execute_code, checked before a sandbox is started.  Errors
- * are tool errors (isError), so the model can correct itself. */
-static int build_files(const cJSON *files, struct hutch_tar **tar, char *msg,
-                       size_t len)
-{
-    struct hutch_err err = {0};
-    const cJSON *f;
-    int n = 0, r;
-
-    if (!files || cJSON_IsNull(files))
-        return 0;
-    if (!cJSON_IsArray(files)) {
-        snprintf(msg, len, "\"files\" must be an array of {path, content, encoding?}");
-        return -EINVAL;
-    }
-    if (cJSON_GetArraySize(files) > HUTCH_MAX_INPUT_FILES) {
-        snprintf(msg, len, "more than %d files", HUTCH_MAX_INPUT_FILES);
-        return -E2BIG;
-    }
-    r = hutch_tar_new(tar, HUTCH_TAR_IN_MAX_BYTES, &err);
-    if (r < 0) {
-        snprintf(msg, len, "%s", err.msg);
-        return r;
-    }
-    cJSON_ArrayForEach(f, files)
-    {
-        const cJSON *path = cJSON_GetObjectItemCaseSensitive(f, "path");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(f, "content");
-        const cJSON *enc = cJSON_GetObjectItemCaseSensitive(f, "encoding");
-        unsigned char *bytes = NULL;
-        size_t nbytes = 0;
-        n++;
-        if (!cJSON_IsObject(f) || !cJSON_IsString(path) || !cJSON_IsString(content)) {
-            snprintf(msg, len,
-                     "files[%d] needs a string \"path\" and a string \"content\"",
-                     n - 1);
-            return -EINVAL;
-        }
-        if (enc && !cJSON_IsNull(enc) &&
-            (!cJSON_IsString(enc) || (strcmp(enc->valuestring, "utf-8") &&
-                                      strcmp(enc->valuestring, "base64")))) {
-            snprintf(msg, len, "files[%d].encoding must be \"utf-8\" or \"base64\"",
-                     n - 1);
-            return -EINVAL;
-        }
-        if (cJSON_IsString(enc) && !strcmp(enc->valuestring, "base64")) {
-            r = hutch_base64_decode(content->valuestring, strlen(content->valuestring),
-                                    &bytes, &nbytes);
-            if (r < 0) {
-                snprintf(msg, len, "files[%d] (%s): content is not valid base64", n - 1,
-                         path->valuestring);
-                return r;
-            }
-        }
-        r = hutch_tar_add_bytes(
-            *tar, path->valuestring, bytes ? (const void *)bytes : content->valuestring,
-            bytes ? nbytes : strlen(content->valuestring), 0644, &err);
-        free(bytes);
-        if (r < 0) {
-            snprintf(msg, len, "files[%d]: %s", n - 1, err.msg);
-            return r;
-        }
-    }
-    return 0;
-}
-
-/* inputs: host paths, copied in where the policy's paths say. */
-static int parse_inputs(const cJSON *inputs, struct hutch_job_input **out, size_t *n,
-                        char *msg, size_t len)
-{
-    const cJSON *it;
-    size_t i = 0;
-    if (!inputs || cJSON_IsNull(inputs))
-        return 0;
-    if (!cJSON_IsArray(inputs) || cJSON_GetArraySize(inputs) > HUTCH_MAX_INPUT_FILES) {
-        snprintf(msg, len, "\"inputs\" must be an array of at most %d host paths",
-                 HUTCH_MAX_INPUT_FILES);
-        return -EINVAL;
-    }
-    *out = calloc((size_t)cJSON_GetArraySize(inputs) + 1, sizeof(**out));
-    if (!*out) {
-        snprintf(msg, len, "out of memory");
-        return -ENOMEM;
-    }
-    cJSON_ArrayForEach(it, inputs)
-    {
-        if (!cJSON_IsString(it)) {
-            snprintf(msg, len, "\"inputs\" must hold strings (host paths)");
-            return -EINVAL;
-        }
-        (*out)[i++].src = it->valuestring;
-    }
-    *n = i;
-    return 0;
 }
 
 /* hutch_asks_send_fn: a question goes out on the stream of the tools/call
@@ -573,7 +478,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
 
     if (!cJSON_IsString(rs) || hutch_reqstate_check(rs->valuestring, s->principal, exe,
                                                     sizeof(exe), &q, &err) < 0) {
-        mcp_send_error(s, stream, id, E_PARAMS, "execute_code: %s",
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS, "execute_code: %s",
                        cJSON_IsString(rs) ? err.msg : "requestState must be a string");
         return;
     }
@@ -587,7 +492,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         snprintf(key, sizeof(key), "%s", p->key);
         pthread_mutex_unlock(&m->park_mu);
         mcp_send_error(
-            s, stream, id, E_PARAMS,
+            s, stream, id, HUTCH_RPC_INVALID_PARAMS,
             "execute_code: inputResponses.%s is missing: answer the "
             "elicitation/create of the input_required result, then call again",
             key);
@@ -595,7 +500,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
     }
     if (!p) {
         pthread_mutex_unlock(&m->park_mu);
-        mcp_send_error(s, stream, id, E_PARAMS,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS,
                        "execute_code: requestState names a question that is no longer "
                        "asked: it was answered already (a requestState is good for one "
                        "answer) or its time ran out (the call was denied)");
@@ -606,7 +511,7 @@ void mcp_on_answer(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         r = -ENOMEM;
     if (r < 0) {
         pthread_mutex_unlock(&m->park_mu);
-        mcp_send_error(s, stream, id, E_INTERNAL, "execute_code: %s",
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR, "execute_code: %s",
                        r == -EBUSY ? "too many requests in flight on this session"
                                    : "out of memory");
         return;
@@ -644,99 +549,19 @@ void mcp_park_stop_all(struct hutch_mcp *m)
 static cJSON *execute_code(struct job *j)
 {
     struct hutch_mcp *m = j->m;
-    const cJSON *lang = cJSON_GetObjectItemCaseSensitive(j->args, "language");
-    const cJSON *code = cJSON_GetObjectItemCaseSensitive(j->args, "code");
-    const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(j->args, "timeout_ms");
-    const cJSON *files = cJSON_GetObjectItemCaseSensitive(j->args, "files");
-    const cJSON *output = cJSON_GetObjectItemCaseSensitive(j->args, "output_dir");
-    const cJSON *wsp = cJSON_GetObjectItemCaseSensitive(j->args, "workspace");
-    const cJSON *trace_arg = cJSON_GetObjectItemCaseSensitive(j->args, "trace");
-    const cJSON *obytes = cJSON_GetObjectItemCaseSensitive(j->args, "output_bytes");
-    int trace = 0;
+    struct hutch_exec_args args;
     struct hutch_job_req *job = &j->hj;
     struct hutch_exec_result res;
-    struct hutch_job_input *inputs = NULL;
     struct hutch_err err = {0};
     char msg[1200];
     cJSON *out = NULL;
-    const cJSON *it;
     int r;
 
-    cJSON_ArrayForEach(it, j->args)
-    {
-        if (strcmp(it->string, "language") && strcmp(it->string, "code") &&
-            strcmp(it->string, "files") && strcmp(it->string, "timeout_ms") &&
-            strcmp(it->string, "inputs") && strcmp(it->string, "output_dir") &&
-            strcmp(it->string, "workspace") && strcmp(it->string, "trace") &&
-            strcmp(it->string, "output_bytes")) {
-            snprintf(msg, sizeof(msg), "execute_code: unknown argument \"%.64s\"",
-                     it->string);
-            return mcp_text_result(msg, 1);
-        }
-    }
-    if (!cJSON_IsString(lang) || (strcmp(lang->valuestring, "python") &&
-                                  strcmp(lang->valuestring, "javascript") &&
-                                  strcmp(lang->valuestring, "typescript")))
-        return mcp_text_result("execute_code: \"language\" must be \"python\", "
-                               "\"javascript\" or \"typescript\"",
-                               1);
-    if (!cJSON_IsString(code))
-        return mcp_text_result("execute_code: \"code\" must be a string", 1);
-    if (strlen(code->valuestring) > HUTCH_MAX_CODE_BYTES)
-        return mcp_text_result("execute_code: \"code\" is larger than 1 MiB", 1);
-    if (timeout && !cJSON_IsNull(timeout)) {
-        double v = timeout->valuedouble;
-        if (!cJSON_IsNumber(timeout) || v < 1 ||
-            (v < (double)HUTCH_MAX_TIMEOUT_MS && v != (double)(uint64_t)v)) {
-            return mcp_text_result(
-                "execute_code: \"timeout_ms\" must be a positive integer", 1);
-        }
-        /* Above the server's ceiling it gets the ceiling, and the result
-         * says what was asked (job.c); 1e15 keeps the number exact. */
-        job->timeout_ms = v > 1e15 ? (uint64_t)1e15 : (uint64_t)v;
-    }
-    if (trace_arg && !cJSON_IsNull(trace_arg)) {
-        if (!cJSON_IsBool(trace_arg))
-            return mcp_text_result("execute_code: \"trace\" must be true or false", 1);
-        trace = cJSON_IsTrue(trace_arg);
-    }
-    if (obytes && !cJSON_IsNull(obytes)) {
-        double v = obytes->valuedouble;
-        if (!cJSON_IsNumber(obytes) || v < 1 ||
-            (v < (double)HUTCH_OUTPUT_MAX_BYTES && v != (double)(uint64_t)v))
-            return mcp_text_result(
-                "execute_code: \"output_bytes\" must be a positive integer", 1);
-        /* A ceiling like timeout_ms (job.c). */
-        job->output_bytes = v > 1e15 ? (uint64_t)1e15 : (uint64_t)v;
-    }
-    if (output && !cJSON_IsNull(output)) {
-        if (!cJSON_IsString(output))
-            return mcp_text_result("execute_code: \"output_dir\" must be a host path",
-                                   1);
-        job->output_dir = output->valuestring;
-    }
-    if (wsp && !cJSON_IsNull(wsp)) {
-        if (!cJSON_IsString(wsp) || hutch_ws_check_name(wsp->valuestring, &err) < 0) {
-            snprintf(msg, sizeof(msg), "execute_code: \"workspace\": %s",
-                     cJSON_IsString(wsp) ? err.msg : "must be a name (a string)");
-            return mcp_text_result(msg, 1);
-        }
-        job->workspace = wsp->valuestring;
-    }
-    if (build_files(files, &job->files, msg, sizeof(msg)) < 0 ||
-        parse_inputs(cJSON_GetObjectItemCaseSensitive(j->args, "inputs"), &inputs,
-                     &job->ninputs, msg, sizeof(msg)) < 0) {
-        char full[1300];
-        hutch_tar_free(job->files);
-        free(inputs);
-        snprintf(full, sizeof(full), "execute_code: %s", msg);
-        return mcp_text_result(full, 1);
-    }
+    /* Errors are tool errors (isError), so the model can correct itself. */
+    if (hutch_exec_args_parse(j->args, &args, &err) < 0)
+        return mcp_text_result(err.msg, 1);
+    *job = args.job; /* args keeps what it allocated: freed below */
     job->principal = j->principal;
-    job->language = lang->valuestring;
-    job->code = code->valuestring;
-    job->nfiles = cJSON_IsArray(files) ? (size_t)cJSON_GetArraySize(files) : 0;
-    job->inputs = inputs;
     job->stream_fd_out = job->stream_fd_err = -1;
     job->cancel = &j->fl.cancel;
     job->tick = tick;
@@ -769,16 +594,15 @@ static cJSON *execute_code(struct job *j)
         snprintf(msg, sizeof(msg), "hutch could not run the code: %s", err.msg);
         out = mcp_text_result(msg, 1);
     } else {
-        out = mcp_exec_result(m, &res, j->principal, trace, j->structured);
+        out = mcp_exec_result(m, &res, j->principal, args.trace, j->structured);
         hutch_info("execution %s (%s, %s on %s%s): exit %d in %llu ms, %zu tool calls",
-                   job->execution, j->principal, lang->valuestring, res.executor,
+                   job->execution, j->principal, job->language, res.executor,
                    res.warm ? ", warm" : "", res.exit_code,
                    (unsigned long long)res.duration_ms, res.tool_calls.n);
     }
     hutch_budget_move(&j->held, &res.budget);
     hutch_exec_result_free(&res);
-    hutch_tar_free(job->files);
-    free(inputs);
+    hutch_exec_args_free(&args);
     return out;
 }
 
@@ -824,7 +648,7 @@ static void *job_main(void *p)
         } else {
             t->status = "failed";
             t->error = cJSON_CreateObject();
-            cJSON_AddNumberToObject(t->error, "code", E_INTERNAL);
+            cJSON_AddNumberToObject(t->error, "code", HUTCH_RPC_INTERNAL_ERROR);
             cJSON_AddStringToObject(t->error, "message",
                                     "the execution produced no result");
         }
@@ -854,12 +678,13 @@ static void *job_main(void *p)
                    j->hj.execution);
         cJSON_Delete(result);
     } else if (!result) { /* a direct tool that is gone, or the switch turned off */
-        mcp_send_error(s, j->stream, j->id, E_PARAMS, "Unknown tool: %.128s",
-                       j->direct);
+        mcp_send_error(s, j->stream, j->id, HUTCH_RPC_INVALID_PARAMS,
+                       "Unknown tool: %.128s", j->direct);
     } else if (atomic_load(&j->fl.cancel)) {
         /* The client gave up on it; the response only closes the stream. */
         cJSON_Delete(result);
-        mcp_send_error(s, j->stream, j->id, E_CANCELLED, "request cancelled");
+        mcp_send_error(s, j->stream, j->id, HUTCH_RPC_REQUEST_CANCELLED,
+                       "request cancelled");
     } else {
         if (j->modern)
             hutch_mcp_stamp_result(result, NULL);
@@ -891,7 +716,7 @@ static struct job *job_new(struct hutch_mcp_session *s, void *stream, const cJSO
     struct job *j = calloc(1, sizeof(*j));
 
     if (!j) {
-        mcp_send_error(s, stream, id, E_INTERNAL, "out of memory");
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR, "out of memory");
         return NULL;
     }
     j->m = s->m;
@@ -916,7 +741,7 @@ static struct job *job_new(struct hutch_mcp_session *s, void *stream, const cJSO
         j->progress_token = cJSON_Duplicate(token, 1);
     if (!j->id || !j->args || !j->fl.key || (direct && !j->direct)) {
         job_free(j);
-        mcp_send_error(s, stream, id, E_INTERNAL, "out of memory");
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR, "out of memory");
         return NULL;
     }
     return j;
@@ -947,7 +772,7 @@ void mcp_start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id,
     if (s->workers >= HUTCH_MCP_MAX_INFLIGHT) {
         pthread_mutex_unlock(&s->mu);
         job_free(j);
-        mcp_send_error(s, stream, id, E_INTERNAL,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR,
                        "more than %d requests in flight on this session; retry later",
                        HUTCH_MCP_MAX_INFLIGHT);
         return;
@@ -963,7 +788,8 @@ void mcp_start_job(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         s->workers--;
         pthread_cond_broadcast(&s->idle);
         pthread_mutex_unlock(&s->mu);
-        mcp_send_error(s, stream, id, E_INTERNAL, "cannot start a worker thread");
+        mcp_send_error(s, stream, id, HUTCH_RPC_INTERNAL_ERROR,
+                       "cannot start a worker thread");
         job_free(j);
     }
 }
@@ -1093,7 +919,7 @@ int mcp_start_task(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         t->status = "failed";
         t->ended_ms = hutch_now_ms();
         t->error = cJSON_CreateObject();
-        cJSON_AddNumberToObject(t->error, "code", E_INTERNAL);
+        cJSON_AddNumberToObject(t->error, "code", HUTCH_RPC_INTERNAL_ERROR);
         cJSON_AddStringToObject(t->error, "message", "cannot start a worker thread");
         pthread_mutex_unlock(&m->park_mu);
         job_free(j);
@@ -1111,7 +937,8 @@ static struct task *find_task_locked(struct hutch_mcp_session *s, void *stream,
     const char *inst = hutch_instance_id();
 
     if (!cJSON_IsString(tid)) {
-        mcp_send_error(s, stream, id, E_PARAMS, "params.taskId must be a string");
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS,
+                       "params.taskId must be a string");
         return NULL;
     }
     for (struct task *t = s->m->tasks; t; t = t->next)
@@ -1120,13 +947,13 @@ static struct task *find_task_locked(struct hutch_mcp_session *s, void *stream,
     if (strncmp(tid->valuestring, inst, strlen(inst)) ||
         tid->valuestring[strlen(inst)] != '.')
         mcp_send_error(
-            s, stream, id, E_PARAMS,
+            s, stream, id, HUTCH_RPC_INVALID_PARAMS,
             "Unknown task %.120s: tasks live in the hutch process that started "
             "them (this one is %s); send tasks/* to that one (route on Mcp-Name)",
             tid->valuestring, inst);
     else
         mcp_send_error(
-            s, stream, id, E_PARAMS,
+            s, stream, id, HUTCH_RPC_INVALID_PARAMS,
             "Unknown task %.120s (never started here, another principal's, or "
             "ended more than %u s ago)",
             tid->valuestring, HUTCH_TASK_TTL_MS / 1000);
@@ -1147,7 +974,7 @@ void mcp_on_tasks(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                                 HUTCH_MCP_EXT_TASKS);
         mcp_send_msg(
             s, stream,
-            hutch_mcp_error_response(id, HUTCH_MCP_E_MISSING_CLIENT_CAP,
+            hutch_mcp_error_response(id, HUTCH_RPC_MISSING_CLIENT_CAP,
                                      "Missing required client capability: the "
                                      "request's clientCapabilities do not declare "
                                      "the " HUTCH_MCP_EXT_TASKS " extension",
@@ -1181,7 +1008,7 @@ void mcp_on_tasks(struct hutch_mcp_session *s, void *stream, const cJSON *id,
         if (!t->q || !cJSON_IsObject(ans)) {
             pthread_mutex_unlock(&m->park_mu);
             mcp_send_error(
-                s, stream, id, E_PARAMS,
+                s, stream, id, HUTCH_RPC_INVALID_PARAMS,
                 t->q ? "tasks/update: inputResponses.approve is missing"
                      : "tasks/update: task %.120s asks nothing now (status %s)",
                 t->id, t->status);

@@ -25,6 +25,7 @@
 
 #include "approval.h"
 #include "caps.h"
+#include "jsonrpc.h"
 #include "mcp_direct.h"
 #include "mcp_server.h"
 #include "resources.h"
@@ -33,14 +34,6 @@ struct hutch_exec_result;
 struct parked;
 struct job;
 struct task;
-
-/* JSON-RPC error codes. */
-#define E_PARSE           -32700
-#define E_INVALID_REQUEST -32600
-#define E_METHOD          -32601
-#define E_PARAMS          -32602
-#define E_INTERNAL        -32603
-#define E_CANCELLED       -32800
 
 /* The experimental client capability that asks for structuredContent and
  * the tools' outputSchema (doc/code-mode.md, "What the model reads").  Without it a

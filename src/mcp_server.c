@@ -187,12 +187,12 @@ static void m_initialize(struct hutch_mcp_session *s, void *stream, const cJSON 
     cJSON *r, *caps;
 
     if (!cJSON_IsObject(params) || !cJSON_IsString(v)) {
-        mcp_send_error(s, stream, id, E_PARAMS,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS,
                        "initialize needs params.protocolVersion (a string)");
         return;
     }
     if (s->initialized) {
-        mcp_send_error(s, stream, id, E_INVALID_REQUEST,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_REQUEST,
                        "this session is already initialized");
         return;
     }
@@ -226,12 +226,12 @@ static void m_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON 
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(params, "arguments");
 
     if (!cJSON_IsObject(params) || !cJSON_IsString(name)) {
-        mcp_send_error(s, stream, id, E_PARAMS,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS,
                        "tools/call needs params.name (a string)");
         return;
     }
     if (args && !cJSON_IsNull(args) && !cJSON_IsObject(args)) {
-        mcp_send_error(s, stream, id, E_PARAMS,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS,
                        "tools/call params.arguments must be an object");
         return;
     }
@@ -262,7 +262,7 @@ static void m_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON 
                       name->valuestring, modern);
     } else {
         mcp_send_error(
-            s, stream, id, E_PARAMS,
+            s, stream, id, HUTCH_RPC_INVALID_PARAMS,
             "Unknown tool: %.128s (hutch offers search_tools and execute_code)",
             name->valuestring);
     }
@@ -270,8 +270,6 @@ static void m_tools_call(struct hutch_mcp_session *s, void *stream, const cJSON 
 
 /* resources/read of a resource_link from an execute_code result; MCP's
  * "resource not found" code for an unknown, expired or foreign uri. */
-#define E_RESOURCE_NOT_FOUND -32002
-
 static void m_resources_read(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                              const char *meth, const cJSON *params, int modern)
 {
@@ -280,7 +278,7 @@ static void m_resources_read(struct hutch_mcp_session *s, void *stream, const cJ
     cJSON *r;
 
     if (!cJSON_IsString(uri)) {
-        mcp_send_error(s, stream, id, E_PARAMS,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_PARAMS,
                        "resources/read needs params.uri (a string)");
         return;
     }
@@ -298,11 +296,14 @@ static void m_resources_read(struct hutch_mcp_session *s, void *stream, const cJ
         /* 2026-07-28 (SEP-2164): invalid params, naming the uri. */
         cJSON *d = cJSON_CreateObject();
         cJSON_AddStringToObject(d, "uri", uri->valuestring);
-        mcp_send_msg(s, stream, hutch_mcp_error_response(id, E_PARAMS, err.msg, d), 1);
+        mcp_send_msg(s, stream,
+                     hutch_mcp_error_response(id, HUTCH_RPC_INVALID_PARAMS, err.msg, d),
+                     1);
     } else {
         mcp_send_error(s, stream, id,
-                       err.code == -ENOENT ? E_RESOURCE_NOT_FOUND : E_INTERNAL, "%s",
-                       err.msg);
+                       err.code == -ENOENT ? HUTCH_RPC_RESOURCE_NOT_FOUND
+                                           : HUTCH_RPC_INTERNAL_ERROR,
+                       "%s", err.msg);
     }
 }
 
@@ -392,7 +393,7 @@ static void m_set_level(struct hutch_mcp_session *s, void *stream, const cJSON *
         mcp_send_result(s, stream, id, cJSON_CreateObject());
     else
         mcp_send_error(
-            s, stream, id, E_PARAMS,
+            s, stream, id, HUTCH_RPC_INVALID_PARAMS,
             "logging/setLevel needs params.level: debug, info, notice, warning, "
             "error, critical, alert or emergency");
 }
@@ -425,12 +426,13 @@ static void dispatch(struct hutch_mcp_session *s, void *stream, const cJSON *id,
     unsigned era = modern ? MCP_ERA_2026 : MCP_ERA_2025;
 
     if (!modern && !s->initialized && !(row && (row->eras & era) && !row->init)) {
-        mcp_send_error(s, stream, id, E_INVALID_REQUEST,
+        mcp_send_error(s, stream, id, HUTCH_RPC_INVALID_REQUEST,
                        "the session is not initialized: send initialize first");
         return;
     }
     if (!row || !(row->eras & era) || !handlers[row - hutch_mcp_methods]) {
-        mcp_send_error(s, stream, id, E_METHOD, "Method not found: %.128s", meth);
+        mcp_send_error(s, stream, id, HUTCH_RPC_METHOD_NOT_FOUND,
+                       "Method not found: %.128s", meth);
         return;
     }
     handlers[row - hutch_mcp_methods](s, stream, id, meth, params, modern);

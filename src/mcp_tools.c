@@ -19,6 +19,7 @@
 #include "caps.h"
 #include "discover.h"
 #include "exec.h"
+#include "exec_args.h"
 #include "govern.h"
 #include "hutch_archive.h"
 #include "job.h"
@@ -172,10 +173,8 @@ static void execute_output_schema(cJSON *t)
 
 cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured)
 {
-    cJSON *tools = cJSON_CreateArray(), *t, *in, *props, *p, *req, *ann, *it;
-    const char *langs[] = {"python", "javascript", "typescript"};
+    cJSON *tools = cJSON_CreateArray(), *t, *in, *props, *p, *req, *ann;
     const char *details[] = {"names", "signatures", "full"};
-    const char *encodings[] = {"utf-8", "base64"};
     struct hutch_policy *pol = m->o.gov ? hutch_gov_policy(m->o.gov) : NULL;
     int paths = pol && hutch_policy_npaths(pol) > 0;
 
@@ -230,48 +229,16 @@ cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured)
         cJSON_AddStringToObject(t, "description", hutch_buf_str(&desc));
         hutch_buf_free(&desc);
     }
-    in = cJSON_AddObjectToObject(t, "inputSchema");
-    cJSON_AddStringToObject(in, "type", "object");
-    props = cJSON_AddObjectToObject(in, "properties");
-    p = prop(props, "language", "string", NULL);
-    cJSON_AddItemToObject(p, "enum", cJSON_CreateStringArray(langs, 3));
-    prop(props, "code", "string", NULL);
-    p = prop(props, "files", "array", "put under /work first");
-    it = cJSON_AddObjectToObject(p, "items");
-    cJSON_AddStringToObject(it, "type", "object");
     {
-        cJSON *fp = cJSON_AddObjectToObject(it, "properties"), *e;
-        prop(fp, "path", "string", NULL);
-        prop(fp, "content", "string", NULL);
-        e = prop(fp, "encoding", "string", NULL);
-        cJSON_AddItemToObject(e, "enum", cJSON_CreateStringArray(encodings, 2));
-        req = cJSON_AddArrayToObject(it, "required");
-        cJSON_AddItemToArray(req, cJSON_CreateString("path"));
-        cJSON_AddItemToArray(req, cJSON_CreateString("content"));
+        /* Its arguments, one row each in exec_args.c's table. */
+        struct hutch_exec_args_offer offer = {
+            .host_paths = paths,
+            .timeout_ms_max = m->o.timeout_ms,
+            .output_bytes_max =
+                m->o.output_max ? m->o.output_max : HUTCH_OUTPUT_MAX_BYTES,
+        };
+        cJSON_AddItemToObject(t, "inputSchema", hutch_exec_args_schema(&offer));
     }
-    if (paths) {
-        p = prop(props, "inputs", "array", "host files or folders to copy in");
-        it = cJSON_AddObjectToObject(p, "items");
-        cJSON_AddStringToObject(it, "type", "string");
-        prop(props, "output_dir", "string", "host folder that receives /work/out");
-    }
-    p = prop(props, "workspace", "string",
-             "keeps /work/out/workspace between runs that name it");
-    cJSON_AddNumberToObject(p, "maxLength", HUTCH_WORKSPACE_NAME_MAX);
-    cJSON_AddStringToObject(p, "pattern", "^[A-Za-z0-9_][A-Za-z0-9_.-]*$");
-    p = prop(props, "timeout_ms", "integer", NULL);
-    cJSON_AddNumberToObject(p, "minimum", 1);
-    cJSON_AddNumberToObject(p, "maximum", (double)m->o.timeout_ms);
-    p = prop(props, "output_bytes", "integer", "stdout/stderr kept, head and tail");
-    cJSON_AddNumberToObject(p, "minimum", 1);
-    cJSON_AddNumberToObject(
-        p, "maximum",
-        (double)(m->o.output_max ? m->o.output_max : HUTCH_OUTPUT_MAX_BYTES));
-    prop(props, "trace", "boolean", "list every tool call");
-    req = cJSON_AddArrayToObject(in, "required");
-    cJSON_AddItemToArray(req, cJSON_CreateString("language"));
-    cJSON_AddItemToArray(req, cJSON_CreateString("code"));
-    cJSON_AddFalseToObject(in, "additionalProperties");
     if (structured)
         execute_output_schema(t);
     ann = cJSON_AddObjectToObject(t, "annotations");

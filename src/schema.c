@@ -442,29 +442,27 @@ static int count_matches(struct vctx *v, const cJSON *arr, const cJSON *x, int d
     return matched;
 }
 
-static const cJSON *resolve_ref(const cJSON *root, const char *ref)
+/* The one $ref resolver (schema.h): validation here, signatures in
+ * catalog_sig.c. */
+const cJSON *hutch_schema_ref(const cJSON *root, const char *ref)
 {
     const cJSON *cur = root;
     const char *p;
     char seg[HUTCH_SCHEMA_MAX_POINTER];
 
-    if (ref[0] != '#' || strlen(ref) >= HUTCH_SCHEMA_MAX_POINTER)
+    if (!ref || ref[0] != '#' || strlen(ref) >= HUTCH_SCHEMA_MAX_POINTER)
         return NULL; /* remote or anchor references: not followed */
     p = ref + 1;
     if (*p && *p != '/')
         return NULL;
     while (*p == '/') {
         size_t n = 0;
-        p++;
-        while (*p && *p != '/') {
-            if (p[0] == '~' && p[1] == '0') {
-                seg[n++] = '~';
-                p += 2;
-            } else if (p[0] == '~' && p[1] == '1') {
-                seg[n++] = '/';
+        for (p++; *p && *p != '/'; n++) {
+            if (p[0] == '~' && (p[1] == '0' || p[1] == '1')) {
+                seg[n] = p[1] == '0' ? '~' : '/';
                 p += 2;
             } else {
-                seg[n++] = *p++;
+                seg[n] = *p++;
             }
         }
         seg[n] = '\0';
@@ -473,7 +471,7 @@ static const cJSON *resolve_ref(const cJSON *root, const char *ref)
         } else if (cJSON_IsArray(cur)) {
             char *end;
             long i = strtol(seg, &end, 10);
-            if (!n || *end || i < 0 || i > 100000)
+            if (!n || *end || i < 0 || i > HUTCH_SCHEMA_MAX_POINTER_INDEX)
                 return NULL;
             cur = cJSON_GetArrayItem(cur, (int)i);
         } else {
@@ -483,6 +481,19 @@ static const cJSON *resolve_ref(const cJSON *root, const char *ref)
             return NULL;
     }
     return cur;
+}
+
+const cJSON *hutch_schema_deref(const cJSON *root, const cJSON *s, int *depth,
+                                int max_depth)
+{
+    const cJSON *ref;
+    while (cJSON_IsObject(s) &&
+           cJSON_IsString(ref = cJSON_GetObjectItemCaseSensitive(s, "$ref"))) {
+        s = hutch_schema_ref(root, ref->valuestring);
+        if (!s || ++*depth > max_depth)
+            return NULL;
+    }
+    return s;
 }
 
 static int validate(struct vctx *v, const cJSON *s, const cJSON *x, int depth)
@@ -504,7 +515,7 @@ static int validate(struct vctx *v, const cJSON *s, const cJSON *x, int depth)
 
     k = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     if (cJSON_IsString(k)) {
-        const cJSON *target = resolve_ref(v->root, k->valuestring);
+        const cJSON *target = hutch_schema_ref(v->root, k->valuestring);
         /* The target is validated one level deeper, so a cycle of
          * references ends at the depth cap instead of looping. */
         if (target && (r = validate(v, target, x, depth + 1)) < 0)

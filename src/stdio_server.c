@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "caps.h"
+#include "jsonrpc.h"
 #include "mcp_server.h"
 #include "stdio_server.h"
 #include "upstream.h"
@@ -60,11 +61,14 @@ int hutch_stdio_serve(struct hutch_mcp *m, struct hutch_upstreams *ups, int in_f
         char *nl;
         if (n == -E2BIG) {
             /* An over-long line: answer once, then drop it to its end. */
-            static const char msg[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{"
-                                      "\"code\":-32600,\"message\":\"message exceeds "
-                                      "16 MiB\"}}";
+            char msg[128];
+            int len =
+                snprintf(msg, sizeof(msg),
+                         "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,"
+                         "\"message\":\"message exceeds 16 MiB\"}}",
+                         HUTCH_RPC_INVALID_REQUEST);
             if (!skipping)
-                stdio_send(&out, NULL, msg, sizeof(msg) - 1, 1);
+                stdio_send(&out, NULL, msg, (size_t)len, 1);
             skipping = 1;
             hutch_buf_reset(&in);
             scan = 0;

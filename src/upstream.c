@@ -56,6 +56,7 @@
 #include "buf.h"
 #include "caps.h"
 #include "curl_lib.h"
+#include "jsonrpc.h"
 #include "log.h"
 #include "upstream.h"
 #include "upstream_int.h"
@@ -385,7 +386,8 @@ static int probe_era(struct server *s, uint64_t deadline, cJSON **disc, bool *re
         const cJSON *sup = get(get(re, "data"), "supported"), *it2;
         if (!cJSON_IsArray(sup))
             sup = NULL;
-        if (cJSON_IsNumber(get(re, "code")) && get(re, "code")->valuedouble == -32022 &&
+        if (cJSON_IsNumber(get(re, "code")) &&
+            get(re, "code")->valuedouble == HUTCH_RPC_UNSUPPORTED_VERSION &&
             !*retried) {
             cJSON_ArrayForEach(it2, sup)
             {

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "jsonrpc.h"
 #include "log.h"
 #include "upstream.h"
 #include "upstream_int.h"
@@ -271,7 +272,7 @@ cJSON *up_answer_request(struct server *s, const char *method, const cJSON *id)
     up_clean_text(shown, sizeof(shown), method, strlen(method));
     hutch_log(HUTCH_LOG_DEBUG, s->who, "refusing request %s", shown);
     e = cJSON_AddObjectToObject(m, "error");
-    if (!e || !cJSON_AddNumberToObject(e, "code", -32601) ||
+    if (!e || !cJSON_AddNumberToObject(e, "code", HUTCH_RPC_METHOD_NOT_FOUND) ||
         !cJSON_AddStringToObject(e, "message", "Method not found"))
         goto fail;
     return m;

@@ -44,8 +44,11 @@ struct hutch_ws;
  * (0700) when `create`. */
 int hutch_ws_store(const char *flag, int create, char *out, size_t len,
                    struct hutch_err *err);
-/* 0 when `name` is a valid workspace name, else -EINVAL and why. */
+/* 0 when `name` is a valid workspace name, else -EINVAL and why.  The
+ * same rule as a JSON Schema pattern (with HUTCH_WORKSPACE_NAME_MAX as its
+ * maxLength), for execute_code's inputSchema. */
 int hutch_ws_check_name(const char *name, struct hutch_err *err);
+#define HUTCH_WS_NAME_PATTERN "^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 
 /* Opens and locks workspace `name` of `principal` (refused with -EBUSY while
  * another execution holds it; with -EDQUOT when it does not exist yet and

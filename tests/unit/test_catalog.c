@@ -924,6 +924,64 @@ static void test_schema(void)
     }
 }
 
+/* The one $ref resolver (schema.c), which validation and signatures share:
+ * JSON pointers with escapes and array indexes, what it refuses, and a
+ * chain of references followed until the depth cap stops a cycle. */
+static void test_ref(void)
+{
+    cJSON *root = cJSON_Parse(
+        "{\"$defs\":{\"A\":{\"type\":\"string\"},\"a/b\":{\"type\":\"integer\"},"
+        "\"t~\":{\"type\":\"null\"},\"C\":{\"$ref\":\"#/$defs/A\"},\"X\":{"
+        "\"$ref\":\"#/$defs/Y\"},\"Y\":{\"$ref\":\"#/$defs/X\"}},\"anyOf\":["
+        "{\"type\":\"boolean\"},{\"type\":\"number\"}]}");
+    const cJSON *a = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "$defs"), "A");
+    const cJSON *r;
+    char long_ref[HUTCH_SCHEMA_MAX_POINTER + 8];
+    int depth;
+
+    ok(hutch_schema_ref(root, "#") == root, "ref \"#\" is the root");
+    ok(hutch_schema_ref(root, "#/$defs/A") == a, "ref #/$defs/A");
+    r = hutch_schema_ref(root, "#/$defs/a~1b");
+    ok(r && !strcmp(cJSON_GetObjectItem(r, "type")->valuestring, "integer"),
+       "ref: ~1 is a slash");
+    r = hutch_schema_ref(root, "#/$defs/t~0");
+    ok(r && !strcmp(cJSON_GetObjectItem(r, "type")->valuestring, "null"),
+       "ref: ~0 is a tilde");
+    r = hutch_schema_ref(root, "#/anyOf/1");
+    ok(r && !strcmp(cJSON_GetObjectItem(r, "type")->valuestring, "number"),
+       "ref: an array index");
+    ok(!hutch_schema_ref(root, "#/anyOf/2") && !hutch_schema_ref(root, "#/anyOf/-1") &&
+           !hutch_schema_ref(root, "#/anyOf/1x") &&
+           !hutch_schema_ref(root, "#/anyOf/") &&
+           !hutch_schema_ref(root, "#/anyOf/100001"),
+       "ref: an index out of range or not a number");
+    ok(!hutch_schema_ref(root, "other.json#/$defs/A") &&
+           !hutch_schema_ref(root, "#anchor") && !hutch_schema_ref(root, "#/$defs/Z") &&
+           !hutch_schema_ref(root, "#/$defs/A/type/x") && !hutch_schema_ref(root, NULL),
+       "ref: remote, anchor, missing, through a scalar, NULL: nothing");
+    memset(long_ref, 'a', sizeof(long_ref) - 1);
+    long_ref[0] = '#';
+    long_ref[1] = '/';
+    long_ref[sizeof(long_ref) - 1] = '\0';
+    ok(!hutch_schema_ref(root, long_ref), "ref: longer than HUTCH_SCHEMA_MAX_POINTER");
+
+    depth = 0;
+    r = hutch_schema_deref(root,
+                           cJSON_GetObjectItem(cJSON_GetObjectItem(root, "$defs"), "C"),
+                           &depth, HUTCH_SIG_MAX_DEPTH);
+    ok(r == a && depth == 1, "deref follows a chain, counting its steps");
+    depth = 0;
+    ok(hutch_schema_deref(root, a, &depth, HUTCH_SIG_MAX_DEPTH) == a && depth == 0,
+       "deref of a schema without $ref is itself");
+    depth = 0;
+    ok(!hutch_schema_deref(root,
+                           cJSON_GetObjectItem(cJSON_GetObjectItem(root, "$defs"), "X"),
+                           &depth, HUTCH_SIG_MAX_DEPTH) &&
+           depth == HUTCH_SIG_MAX_DEPTH + 1,
+       "deref of a cycle stops at the depth cap");
+    cJSON_Delete(root);
+}
+
 int main(void)
 {
     test_idents();
@@ -932,5 +990,6 @@ int main(void)
     test_stop_words();
     test_signatures();
     test_schema();
+    test_ref();
     return tap_done();
 }
