@@ -64,6 +64,7 @@
 #define HUTCH_WIRE_MAX_DEPTH      64         /* JSON nesting */
 #define HUTCH_WIRE_MAX_TOOL_CALLS 10000      /* per execution */
 #define HUTCH_WIRE_READY_MS       30000 /* runner start-up (a loaded machine: generous) */
+#define HUTCH_WIRE_GONE_MS        5000 /* a runner that failed to start: its exit report */
 #define HUTCH_WIRE_MAX_PENDING    (64u << 20) /* unread by the runner, then give up */
 /* Tool calls of one execution running at once, each on a worker thread of
  * the execution's own pool (calls.c); past them, calls wait in a queue. */

@@ -630,7 +630,10 @@ out:
      * being cancelled) or waiting for a server that is still starting
      * fails now rather than at its timeout, and they wind down while the
      * pools' sandboxes are destroyed, not after (a client that closed our
-     * stdin gives us a few seconds before it kills us). */
+     * stdin gives us a few seconds before it kills us).  Before them, the
+     * pools stop starting sandboxes: a container created as hutch is
+     * killed is the one thing the engine does not remove by itself. */
+    hutch_jobs_stop(jobs);
     hutch_upstreams_stop(ups);
     hutch_mcp_free(m);
     {

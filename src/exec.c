@@ -412,6 +412,39 @@ static ssize_t drain_some(int fd, char *keep, size_t keep_max, size_t *kept)
     return n > 0 ? n : 0;
 }
 
+/* Why a runner that was starting went away (its channel closed, or its
+ * sandbox said it ended): the state of its sandbox, as its executor's reap
+ * tells it — the runner's exit status, or why the sandbox itself ended (a
+ * plugin adds what its runtime said) — waited for a little, since the end
+ * of the channel may come before the exit report. */
+static void gone_why(struct hutch_box *b, char *out, size_t len)
+{
+    const struct hutch_executor *ex = b->plugin->ex;
+    uint64_t deadline = hutch_now_ms() + HUTCH_WIRE_GONE_MS;
+    struct hutch_exit st = {.struct_size = sizeof(st)};
+    struct hutch_err rerr = {0};
+    int r;
+
+    for (;;) {
+        struct pollfd pfd = {b->sb->event_fd, POLLIN, 0};
+        rerr = (struct hutch_err){0};
+        r = ex->reap(b->plugin->state, b->sb, &st, &rerr);
+        if (r != -EAGAIN || hutch_now_ms() >= deadline)
+            break;
+        if (poll(&pfd, 1, 50) < 0 && errno != EINTR)
+            break;
+    }
+    if (r == 0 && st.signal)
+        snprintf(out, len, "the runner was killed by signal %d%s", st.signal,
+                 st.oom ? ", out of memory" : "");
+    else if (r == 0)
+        snprintf(out, len, "the runner exited with status %d", st.exit_code);
+    else if (r == -EAGAIN)
+        snprintf(out, len, "its channel closed while its sandbox still ran");
+    else
+        snprintf(out, len, "%s", rerr.msg[0] ? rerr.msg : strerror(-r));
+}
+
 int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cls,
                     const char *label, int pooled, int (*cancelled)(void *), void *arg,
                     struct hutch_box **out, struct hutch_err *err)
@@ -529,9 +562,13 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cl
         while (errlen < sizeof(errtext) - 1 &&
                drain_some(b->sb->stderr_fd, errtext, sizeof(errtext) - 1, &errlen) > 0)
             ;
-        r = hutch_err_set(err, -EIO, "the %s runner failed to start%s%.*s",
-                          cls->language, errlen ? ": " : " (no output)", (int)errlen,
-                          errtext);
+        {
+            char why[400];
+            gone_why(b, why, sizeof(why));
+            r = hutch_err_set(err, -EIO, "the %s runner failed to start%s%.*s (%s)",
+                              cls->language, errlen ? ": " : " with no output",
+                              (int)errlen, errtext, why);
+        }
         goto fail;
     }
     b->t_ready_us = hutch_now_us();

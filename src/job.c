@@ -299,6 +299,12 @@ static void audit_pools(struct hutch_jobs *j, const char *why)
     cJSON_Delete(extra);
 }
 
+void hutch_jobs_stop(struct hutch_jobs *j)
+{
+    if (j)
+        hutch_pool_stop(j->pool);
+}
+
 void hutch_jobs_free(struct hutch_jobs *j)
 {
     if (!j)

@@ -80,6 +80,10 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
 int hutch_jobs_check(const struct hutch_jobs_opts *opts, struct hutch_policy *p,
                      struct hutch_err *err);
 /* Drains the pools (nothing of them is left) and closes the plugins. */
+/* The start of a shutdown: the pools stop starting sandboxes (a start
+ * under way is cancelled), so that what hutch_jobs_free removes is
+ * already all there is. */
+void hutch_jobs_stop(struct hutch_jobs *j);
 void hutch_jobs_free(struct hutch_jobs *j);
 /* After a policy reload: the pools' classes that changed are drained and the
  * new ones filled.  0, or the reason the new policy cannot be served (its

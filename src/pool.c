@@ -327,6 +327,22 @@ static void destroy_at_exit(struct hutch_box *head, int n)
     pthread_mutex_destroy(&l.mu);
 }
 
+void hutch_pool_stop(struct hutch_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stopping, 1);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Shutdown is short, because a client gives hutch a few seconds before it
+ * kills it: the idle and spent boxes are taken out and destroyed (several
+ * at once) while the refill threads wind down, not after them — a start
+ * under way is cancelled at its next step (start_cancelled) and a box that
+ * comes up anyway is destroyed by its thread — and the threads are joined
+ * last. */
 void hutch_pool_free(struct hutch_pool *p)
 {
     struct klass *k;
@@ -334,25 +350,35 @@ void hutch_pool_free(struct hutch_pool *p)
     int n = 0;
     if (!p)
         return;
+    hutch_pool_stop(p);
     pthread_mutex_lock(&p->mu);
-    atomic_store(&p->stopping, 1);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < p->nth; i++)
-        pthread_join(p->th[i], NULL);
     left = p->spent;
+    p->spent = NULL;
     for (struct hutch_box *b = left; b; b = b->next)
         n++;
-    while ((k = p->classes)) {
-        p->classes = k->next;
+    for (k = p->classes; k; k = k->next) {
         for (int i = 0; i < k->nidle; i++) {
             k->idle[i]->next = left;
             left = k->idle[i];
             n++;
         }
+        k->nidle = 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    destroy_at_exit(left, n);
+    for (int i = 0; i < p->nth; i++)
+        pthread_join(p->th[i], NULL);
+    /* What a refill brought up after stopping was set its thread
+     * destroyed; a box discarded since (a job ending late) is here. */
+    n = 0;
+    for (struct hutch_box *b = p->spent; b; b = b->next)
+        n++;
+    destroy_at_exit(p->spent, n);
+    p->spent = NULL;
+    while ((k = p->classes)) {
+        p->classes = k->next;
         klass_free(k);
     }
-    destroy_at_exit(left, n);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);

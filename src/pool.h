@@ -24,6 +24,10 @@
 struct hutch_pool;
 
 int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err);
+/* Stops the refills: starts under way are cancelled at their next step,
+ * and nothing new starts.  The first thing a shutdown does (the idle
+ * sandboxes stay until hutch_pool_free; takes still work). */
+void hutch_pool_stop(struct hutch_pool *p);
 /* Stops the refills (starts under way are cancelled) and destroys every
  * idle sandbox: nothing of the pool is left when it returns. */
 void hutch_pool_free(struct hutch_pool *p);

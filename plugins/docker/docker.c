@@ -368,6 +368,14 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddBoolToObject(c, "OpenStdin", 1);
     cJSON_AddBoolToObject(c, "StdinOnce", 1);
     cJSON_AddBoolToObject(c, "Tty", 0);
+    /* The engine removes the container (and its volumes) once it ends: a
+     * hutch killed with SIGKILL, or by its client past its grace period
+     * while it was still removing its containers or starting a pool's,
+     * closes the attach stream, which ends init, and so the container —
+     * nothing of it is left for a sweep to find.  Only a container created
+     * but not yet started outlives a SIGKILL (until the next hutch's open
+     * sweeps it: its owner is gone); shutdown cancels those starts first
+     * (src/pool.c). */
     labels = cJSON_AddObjectToObject(c, "Labels");
     cJSON_AddStringToObject(labels, "hutch.instance", st->instance);
     /* The label start() was given: a pooled sandbox's job comes later. */
@@ -376,6 +384,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
 
     hc = cJSON_AddObjectToObject(c, "HostConfig");
     cJSON_AddStringToObject(hc, "NetworkMode", "none");
+    cJSON_AddBoolToObject(hc, "AutoRemove", 1);
     if (sb->runtime[0])
         cJSON_AddStringToObject(hc, "Runtime", sb->runtime);
     cJSON_AddBoolToObject(hc, "ReadonlyRootfs", 1);
@@ -461,12 +470,22 @@ static int still_running(void *arg, struct hutch_err *err)
     struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
     char path[160], logs[700];
     cJSON *j, *state;
+    long status = 0;
     int running;
 
     snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
-    if (dk_json(&sb->eng->api, "GET", path, NULL, NULL, &b, err) < 0) {
+    if (dk_json(&sb->eng->api, "GET", path, NULL, &status, &b, err) < 0) {
         hutch_buf_free(&b);
-        return err->code ? err->code : -EIO;
+        if (status != 404)
+            return err->code ? err->code : -EIO;
+        /* Ended, and removed by the engine already (AutoRemove): its
+         * status went with it; what init said on its way out did not. */
+        dk_attach_diag(sb->att, logs, sizeof(logs));
+        hutch_err_set(err, -EIO,
+                      "the container exited (and was removed) before its init said "
+                      "hello%s%s",
+                      logs[0] ? ": " : "", logs);
+        return -ESRCH;
     }
     j = cJSON_ParseWithLength(b.data, b.len);
     state = cJSON_GetObjectItem(j, "State");
@@ -901,8 +920,19 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
          * message may be the one that explains it. */
         int named = sb->st->engines.n_env > 1 || sb->endpoints[0];
         const char *sp = named ? " " : "", *eng = named ? sb->eng->name : "";
+        long status = 0;
+        int rj;
         snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
-        if (dk_json(&sb->eng->api, "GET", path, NULL, NULL, &b, &ierr) == 0) {
+        rj = dk_json(&sb->eng->api, "GET", path, NULL, &status, &b, &ierr);
+        if (rj < 0 && status == 404) {
+            /* The engine removed it as it ended (AutoRemove): whether it
+             * was killed for memory went with it. */
+            r = hutch_err_set(err, -EIO,
+                              "the container %.12s ended under the program and is "
+                              "gone: was it stopped from outside, or the Docker "
+                              "daemon%s%s restarted?",
+                              sb->id, sp, eng);
+        } else if (rj == 0) {
             cJSON *j = cJSON_ParseWithLength(b.data, b.len);
             cJSON *s = cJSON_GetObjectItem(j, "State");
             const char *err_s = cJSON_GetStringValue(cJSON_GetObjectItem(s, "Error"));

@@ -1037,6 +1037,7 @@ static int gv_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex
                    struct hutch_err *err)
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
+    char log[PATH_MAX + 32], tail[GV_LOG_TAIL];
     int r = sbio_poll_exit(&sb->io);
 
     if (r == 0)
@@ -1060,18 +1061,22 @@ static int gv_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex
      * it killed (under a memory limit, by the OOM killer; else from
      * outside): reported as killed (137), not as hutch's failure.  (A CI
      * run under load saw the memory bomb reach this.) */
+    /* What runsc said, for the message (its stderr: runsc's and the
+     * sentry's log lines, on the sandbox's log tmpfs until destroy). */
+    snprintf(log, sizeof(log), "%s/runsc.log", sb->log_dir);
+    read_tail(log, tail, sizeof(tail));
     if (!cgroup_exists(sb)) {
         sb->st->host->log(HUTCH_LOG_INFO, "gvisor",
                           "sandbox %s died whole and its cgroup is gone: reported as "
-                          "killed (an OOM kill cannot be told any more)",
-                          sb->id);
+                          "killed (an OOM kill cannot be told any more)%s%s",
+                          sb->id, tail[0] ? "; runsc said: " : "", tail);
         sbio_exit_from_status(SIGKILL, 0, ex);
         return 0;
     }
     return hutch_err_set(err, -EIO,
                          "the gVisor sandbox %s ended under the program (killed from "
-                         "outside?)",
-                         sb->id);
+                         "outside?)%s%s",
+                         sb->id, tail[0] ? "; runsc said: " : "", tail);
 }
 
 static int gv_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_fn,
