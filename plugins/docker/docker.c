@@ -1054,35 +1054,6 @@ static void docker_destroy(void *state, struct hutch_sandbox *pub)
     sandbox_free((struct dk_sandbox *)pub);
 }
 
-const struct hutch_option dk_options[] = {
-    OPT_ROW("runtime", HUTCH_OPTION_STRING, NULL, 0,
-            "The OCI runtime of the sandboxes' containers, one the daemon has "
-            "('hutch doctor' lists them; default the daemon's default)."),
-    OPT_ROW("flavour", HUTCH_OPTION_STRING, NULL, 0,
-            "The image flavour: base (the default) or data (Python with numpy, "
-            "pandas and matplotlib)."),
-    OPT_ROW("endpoints", HUTCH_OPTION_STRING, "HUTCH_DOCKER_ENDPOINTS", 0,
-            "The Docker engines the sandboxes are placed on, whitespace "
-            "separated, each [NAME=]URL[,tls=/DIR] (unix:// or tcp://; DIR holds "
-            "ca.pem, cert.pem and key.pem); default DOCKER_HOST's one."),
-    OPT_ROW("image_python", HUTCH_OPTION_STRING, "HUTCH_DOCKER_IMAGE_PYTHON",
-            HUTCH_OPTION_ENV_ONLY,
-            "The Python image (default hutch-python:VERSION, this hutch's)."),
-    OPT_ROW("image_python_data", HUTCH_OPTION_STRING, "HUTCH_DOCKER_IMAGE_PYTHON_DATA",
-            HUTCH_OPTION_ENV_ONLY,
-            "The Python image of the data flavour (default "
-            "hutch-python-data:VERSION)."),
-    OPT_ROW("image_javascript", HUTCH_OPTION_STRING, "HUTCH_DOCKER_IMAGE_JAVASCRIPT",
-            HUTCH_OPTION_ENV_ONLY,
-            "The JavaScript image (default hutch-node:VERSION)."),
-    OPT_ROW("cgroup_parent", HUTCH_OPTION_STRING, "HUTCH_CGROUP_PARENT",
-            HUTCH_OPTION_ENV_ONLY,
-            "The cgroup parent of the sandboxes' containers (default the "
-            "daemon's)."),
-    BOX_OPTION_INIT,
-    OPT_END,
-};
-
 static const struct hutch_executor docker_executor = {
     .abi = HUTCH_EXECUTOR_ABI,
     .struct_size = sizeof(struct hutch_executor),
