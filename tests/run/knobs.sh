@@ -16,10 +16,11 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
 # --- the page -----------------------------------------------------------------
-bash "$HUTCH_SRCDIR/man/splice-knobs.sh" "$HUTCH" "$MAN" >"$T/hutch.1"
+cp "$MAN" "$T/hutch.1"
+"$HUTCH" __knobs man | sh "$HUTCH_SRCDIR/man/block.sh" knobs "$T/hutch.1"
 is "hutch(1) has the BEGIN/END knobs markers once each" "$?" 0
 D=$(diff -u "$MAN" "$T/hutch.1")
-is "hutch(1)'s ENVIRONMENT entries are what src/knobs.def makes (run make man-knobs)" \
+is "hutch(1)'s ENVIRONMENT entries are what src/knobs.def makes (run make man)" \
     "$D" ""
 for env in $("$HUTCH" __knobs list | cut -f1); do
     ok "hutch(1) has $env" grep -qx ".B $env" "$MAN"

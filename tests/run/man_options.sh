@@ -15,7 +15,7 @@ like "the block names a policy option" "$OUT" "executor_options.gvisor.platform"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 printf '%s\n' "$OUT" >"$T/block"
-sh "$HUTCH_SRCDIR/tests/tools/man_block.sh" --check executor-options \
+sh "$HUTCH_SRCDIR/man/block.sh" --check executor-options \
     "$HUTCH_SRCDIR/man/hutch.1" <"$T/block" 2>"$T/diff"
 is "man/hutch.1's executor options are the plugins' (make man-executor-options)" \
     "$?:$(head -c 2000 "$T/diff")" "0:"
@@ -23,10 +23,10 @@ is "man/hutch.1's executor options are the plugins' (make man-executor-options)"
 # The check fails on a page whose block differs.
 cp "$HUTCH_SRCDIR/man/hutch.1" "$T/hutch.1"
 sed -i 's/HUTCH_RUNSC_FLAGS/HUTCH_RUNSC_FLAG/' "$T/hutch.1"
-sh "$HUTCH_SRCDIR/tests/tools/man_block.sh" --check executor-options "$T/hutch.1" \
+sh "$HUTCH_SRCDIR/man/block.sh" --check executor-options "$T/hutch.1" \
     <"$T/block" 2>/dev/null
 is "a stale block is caught" "$?" 1
-sh "$HUTCH_SRCDIR/tests/tools/man_block.sh" executor-options "$T/hutch.1" <"$T/block"
+sh "$HUTCH_SRCDIR/man/block.sh" executor-options "$T/hutch.1" <"$T/block"
 cmp -s "$T/hutch.1" "$HUTCH_SRCDIR/man/hutch.1"
 is "regenerating it gives the committed page back" "$?" 0
 

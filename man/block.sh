@@ -1,24 +1,26 @@
 #!/bin/sh
-# man_block.sh [--check] NAME PAGE < BLOCK — the generated block NAME of a
+# block.sh [--check] NAME PAGE < BLOCK — the generated block NAME of a
 # man page: the lines between `.\" BEGIN NAME` and `.\" END NAME`.
 # Without --check, PAGE's block is replaced by stdin (the page is written
 # whole or not at all); with --check, exit 1 (and a diff) when PAGE's
-# block differs from stdin.  make man-executor-options writes hutch(1)'s
-# executor options with it; tests/run/man_options.sh checks them.
+# block differs from stdin.  hutch(1) has two such blocks: knobs (make
+# man-knobs, from src/knobs.def; tests/run/knobs.sh checks it) and
+# executor-options (make man-executor-options, from the plugins'
+# declarations; tests/run/man_options.sh checks it).  make man writes both.
 set -eu
 check=0
 if [ "${1:-}" = --check ]; then
     check=1
     shift
 fi
-[ $# -eq 2 ] || { echo "usage: man_block.sh [--check] NAME PAGE < BLOCK" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: block.sh [--check] NAME PAGE < BLOCK" >&2; exit 2; }
 name=$1 page=$2
 begin=".\\\" BEGIN $name" end=".\\\" END $name"
 tmp=$(mktemp)
 trap 'rm -f "$tmp" "$tmp.page" "$tmp.old"' EXIT
 cat >"$tmp"
 [ "$(grep -cxF "$begin" "$page")" = 1 ] && [ "$(grep -cxF "$end" "$page")" = 1 ] || {
-    echo "man_block.sh: $page needs one '$begin' and one '$end' line" >&2
+    echo "block.sh: $page needs one '$begin' and one '$end' line" >&2
     exit 2
 }
 # The markers through the environment: awk -v would take their backslash.
@@ -27,8 +29,8 @@ awk '$0 == ENVIRON["end"] { on = 0 } on { print } $0 == ENVIRON["begin"] { on = 
     "$page" >"$tmp.old"
 if [ $check = 1 ]; then
     diff -u "$tmp.old" "$tmp" >&2 || {
-        echo "man_block.sh: $page's block $name is not what the code says:" \
-            "run make man-executor-options" >&2
+        echo "block.sh: $page's block $name is not what the code says:" \
+            "run make man" >&2
         exit 1
     }
     exit 0
