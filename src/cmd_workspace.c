@@ -45,79 +45,149 @@ static void usage(FILE *f)
         "  -h, --help             this text\n");
 }
 
+/* What the store and the archive report, as rows: sorted and printed as
+ * text or JSON here, never read back from JSON. */
+struct ws_row {
+    char *principal, *name, *path; /* list: principal, name; show: path */
+    uint64_t bytes;
+    int64_t mtime;
+};
+
+struct ws_rows {
+    struct ws_row *v;
+    size_t n, cap;
+    int oom;
+};
+
+static struct ws_row *row_add(struct ws_rows *rs)
+{
+    if (rs->n == rs->cap) {
+        size_t cap = rs->cap ? 2 * rs->cap : 16;
+        struct ws_row *v = realloc(rs->v, cap * sizeof(*v));
+        if (!v) {
+            rs->oom = 1;
+            return NULL;
+        }
+        rs->v = v;
+        rs->cap = cap;
+    }
+    memset(&rs->v[rs->n], 0, sizeof(rs->v[0]));
+    return &rs->v[rs->n++];
+}
+
+static void rows_free(struct ws_rows *rs)
+{
+    for (size_t i = 0; i < rs->n; i++) {
+        free(rs->v[i].principal);
+        free(rs->v[i].name);
+        free(rs->v[i].path);
+    }
+    free(rs->v);
+}
+
 static void add_entry(void *arg, const char *principal, const char *name,
                       uint64_t bytes, int64_t mtime)
 {
-    cJSON *o = cJSON_CreateObject();
-    char when[32];
-    time_t t = (time_t)mtime;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    cJSON_AddStringToObject(o, "principal", principal);
-    cJSON_AddStringToObject(o, "name", name);
-    cJSON_AddNumberToObject(o, "bytes", (double)bytes);
-    cJSON_AddStringToObject(o, "last_used", when);
-    cJSON_AddItemToArray(arg, o);
+    struct ws_rows *rs = arg;
+    struct ws_row *r = row_add(rs);
+    if (!r)
+        return;
+    r->principal = strdup(principal);
+    r->name = strdup(name);
+    r->bytes = bytes;
+    r->mtime = mtime;
+    if (!r->principal || !r->name)
+        rs->oom = 1;
 }
 
 static int add_file(void *arg, const char *path, int is_dir, uint64_t size)
 {
-    cJSON *o;
+    struct ws_rows *rs = arg;
+    struct ws_row *r;
     if (is_dir)
         return 0;
-    o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "path", path);
-    cJSON_AddNumberToObject(o, "size", (double)size);
-    cJSON_AddItemToArray(arg, o);
+    if (!(r = row_add(rs)) || !(r->path = strdup(path))) {
+        rs->oom = 1;
+        return -ENOMEM;
+    }
+    r->bytes = size;
     return 0;
 }
 
 static int by_name(const void *a, const void *b)
 {
-    const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
-    int c = strcmp(cJSON_GetObjectItem(x, "principal")->valuestring,
-                   cJSON_GetObjectItem(y, "principal")->valuestring);
-    return c ? c
-             : strcmp(cJSON_GetObjectItem(x, "name")->valuestring,
-                      cJSON_GetObjectItem(y, "name")->valuestring);
+    const struct ws_row *x = a, *y = b;
+    int c = strcmp(x->principal, y->principal);
+    return c ? c : strcmp(x->name, y->name);
 }
 
-static void print_list(cJSON *arr, int json, int all)
+static void print_json(cJSON *arr)
 {
-    int n = cJSON_GetArraySize(arr), i = 0;
-    cJSON **v = calloc(n ? (size_t)n : 1, sizeof(*v)), *it, *sorted;
-    if (!v)
-        return;
-    cJSON_ArrayForEach(it, arr) v[i++] = it;
-    qsort(v, (size_t)n, sizeof(*v), by_name);
-    sorted = cJSON_CreateArray();
-    for (i = 0; i < n; i++)
-        cJSON_AddItemReferenceToArray(sorted, v[i]);
-    if (json) {
-        char *s = cJSON_Print(sorted);
-        if (s)
-            printf("%s\n", s);
-        free(s);
-    } else {
-        for (i = 0; i < n; i++) {
-            char *who = hutch_text_escape(
-                cJSON_GetObjectItem(v[i], "principal")->valuestring, HUTCH_ESCAPE_NAME);
-            char *name = hutch_text_escape(
-                cJSON_GetObjectItem(v[i], "name")->valuestring, HUTCH_ESCAPE_NAME);
+    char *s = arr ? cJSON_Print(arr) : NULL;
+    if (s)
+        printf("%s\n", s);
+    free(s);
+    cJSON_Delete(arr);
+}
+
+static void print_list(struct ws_rows *rs, int json, int all)
+{
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    qsort(rs->v, rs->n, sizeof(rs->v[0]), by_name);
+    for (size_t i = 0; i < rs->n; i++) {
+        const struct ws_row *r = &rs->v[i];
+        char when[32];
+        time_t t = (time_t)r->mtime;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "principal", r->principal);
+            cJSON_AddStringToObject(o, "name", r->name);
+            cJSON_AddNumberToObject(o, "bytes", (double)r->bytes);
+            cJSON_AddStringToObject(o, "last_used", when);
+            cJSON_AddItemToArray(arr, o);
+        } else {
+            char *who = hutch_text_escape(r->principal, HUTCH_ESCAPE_NAME);
+            char *name = hutch_text_escape(r->name, HUTCH_ESCAPE_NAME);
             if (who && name) {
                 if (all)
                     printf("%s\t", who);
-                printf("%s\t%.0f bytes\tlast used %s\n", name,
-                       cJSON_GetObjectItem(v[i], "bytes")->valuedouble,
-                       cJSON_GetObjectItem(v[i], "last_used")->valuestring);
+                printf("%s\t%.0f bytes\tlast used %s\n", name, (double)r->bytes, when);
             }
             free(who);
             free(name);
         }
     }
-    cJSON_Delete(sorted);
-    free(v);
+    if (json)
+        print_json(arr);
+}
+
+/* 0, or 1 when a name could not be escaped. */
+static int print_files(const struct ws_rows *rs, int json)
+{
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    int rc = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const struct ws_row *r = &rs->v[i];
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "path", r->path);
+            cJSON_AddNumberToObject(o, "size", (double)r->bytes);
+            cJSON_AddItemToArray(arr, o);
+        } else {
+            char *p = hutch_text_escape(r->path, HUTCH_ESCAPE_NAME);
+            if (p)
+                printf("%s\t%.0f bytes\n", p, (double)r->bytes);
+            else
+                rc = 1;
+            free(p);
+        }
+    }
+    if (json)
+        print_json(arr);
+    return rc;
 }
 
 int hutch_cmd_workspace(int argc, char **argv)
@@ -198,22 +268,23 @@ int hutch_cmd_workspace(int argc, char **argv)
     }
 
     if (!strcmp(verb, "list")) {
-        cJSON *arr = cJSON_CreateArray();
+        struct ws_rows rs = {0};
         if (policy_file ? hutch_policy_load(policy_file, &pol, &err) < 0
                         : hutch_policy_default(&pol, &err) < 0) {
             fprintf(stderr, "hutch workspace list: %s\n", err.msg);
-            cJSON_Delete(arr);
             return 1;
         }
         if (hutch_ws_list(store, all ? NULL : principal,
-                          hutch_policy_workspaces(pol)->idle_s, add_entry, arr,
+                          hutch_policy_workspaces(pol)->idle_s, add_entry, &rs,
                           &err) < 0) {
             fprintf(stderr, "hutch workspace list: %s\n", err.msg);
+        } else if (rs.oom) {
+            fprintf(stderr, "hutch workspace list: out of memory\n");
         } else {
-            print_list(arr, json, all);
+            print_list(&rs, json, all);
             rc = 0;
         }
-        cJSON_Delete(arr);
+        rows_free(&rs);
     } else if (!strcmp(verb, "delete")) {
         if (hutch_ws_delete(store, principal, name, &err) < 0)
             fprintf(stderr, "hutch workspace delete: %s\n", err.msg);
@@ -222,33 +293,15 @@ int hutch_cmd_workspace(int argc, char **argv)
     } else {
         char *tar = NULL;
         size_t len = 0;
-        cJSON *files = cJSON_CreateArray();
+        struct ws_rows rs = {0};
         if (hutch_ws_read(store, principal, name, &tar, &len, &err) < 0 ||
-            (len && hutch_archive_list(tar, len, NULL, add_file, files, &err) < 0)) {
-            fprintf(stderr, "hutch workspace show: %s\n", err.msg);
-        } else if (json) {
-            char *s = cJSON_Print(files);
-            if (s)
-                printf("%s\n", s);
-            free(s);
-            rc = 0;
-        } else {
-            const cJSON *f;
-            rc = 0;
-            cJSON_ArrayForEach(f, files)
-            {
-                char *p = hutch_text_escape(cJSON_GetObjectItem(f, "path")->valuestring,
-                                            HUTCH_ESCAPE_NAME);
-                if (p)
-                    printf("%s\t%.0f bytes\n", p,
-                           cJSON_GetObjectItem(f, "size")->valuedouble);
-                else
-                    rc = 1;
-                free(p);
-            }
-        }
+            (len && hutch_archive_list(tar, len, NULL, add_file, &rs, &err) < 0))
+            fprintf(stderr, "hutch workspace show: %s\n",
+                    rs.oom ? "out of memory" : err.msg);
+        else
+            rc = print_files(&rs, json);
         free(tar);
-        cJSON_Delete(files);
+        rows_free(&rs);
     }
     hutch_policy_unref(pol);
     return rc;
