@@ -828,17 +828,11 @@ static int add_dup(cJSON *o, const char *k, const cJSON *v)
     return 0;
 }
 
-static cJSON *result(const struct entry *e, enum hutch_detail detail)
+/* How a program calls the tool: tools.server.tool, or tools.call("...")
+ * after a collision.  NULL when out of memory. */
+static char *call_text(const struct entry *e)
 {
-    const cJSON *desc = get(e->def, "description"), *title = get(e->def, "title");
-    const cJSON *ann = get(e->def, "annotations");
     struct sbuf call = SBUF_INIT(2 * HUTCH_MAX_TOOL_NAME + 64);
-    cJSON *o = cJSON_CreateObject();
-    char *d = NULL, *c = NULL;
-    int bad = !o;
-
-    if (!cJSON_IsString(title))
-        title = get(ann, "title");
     if (e->pub.py_tool) {
         sb_puts(&call, "tools.");
         sb_puts(&call, e->py_server);
@@ -849,10 +843,39 @@ static cJSON *result(const struct entry *e, enum hutch_detail detail)
         sb_quote(&call, e->qualified);
         sb_puts(&call, ")");
     }
-    c = sb_take(&call, NULL);
-    d = detail == HUTCH_DETAIL_NAMES
-            ? short_desc(cJSON_IsString(desc) ? desc->valuestring : "")
-            : full_desc(cJSON_IsString(desc) ? desc->valuestring : "");
+    return sb_take(&call, NULL);
+}
+
+static char *desc_text(const struct entry *e, enum hutch_detail detail)
+{
+    const cJSON *desc = get(e->def, "description");
+    const char *d = cJSON_IsString(desc) ? desc->valuestring : "";
+    return detail == HUTCH_DETAIL_NAMES ? short_desc(d) : full_desc(d);
+}
+
+char *hutch_catalog_call(const struct hutch_catalog_entry *e)
+{
+    return call_text((const struct entry *)e);
+}
+
+char *hutch_catalog_description(const struct hutch_catalog_entry *e,
+                                enum hutch_detail detail)
+{
+    return desc_text((const struct entry *)e, detail);
+}
+
+static cJSON *result(const struct entry *e, enum hutch_detail detail)
+{
+    const cJSON *title = get(e->def, "title");
+    const cJSON *ann = get(e->def, "annotations");
+    cJSON *o = cJSON_CreateObject();
+    char *d = NULL, *c = NULL;
+    int bad = !o;
+
+    if (!cJSON_IsString(title))
+        title = get(ann, "title");
+    c = call_text(e);
+    d = desc_text(e, detail);
     bad |= !c || !d;
     bad |= !bad && !cJSON_AddStringToObject(o, "name", e->qualified);
     bad |= !bad && !cJSON_AddStringToObject(o, "call", c);
@@ -890,20 +913,25 @@ cJSON *hutch_catalog_search(const struct hutch_catalog *c, const char *query,
     return hutch_catalog_search_keep(c, query, limit, detail, NULL, NULL, NULL);
 }
 
-cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *query,
-                                 size_t limit, enum hutch_detail detail,
-                                 int (*keep)(void *arg,
-                                             const struct hutch_catalog_entry *e),
-                                 void *arg, size_t *matches)
+/* The entries that match, best first, at most `limit` of them, in *out
+ * (caller frees the array, not the entries); *matches how many matched
+ * before the limit.  0 or -ENOMEM. */
+static int rank(const struct hutch_catalog *c, const char *query, size_t limit,
+                int (*keep)(void *arg, const struct hutch_catalog_entry *e), void *arg,
+                const struct hutch_catalog_entry ***out, size_t *n, size_t *matches)
 {
-    cJSON *arr = cJSON_CreateArray();
     struct toks q = TOKS_INIT, uq = TOKS_INIT;
     struct hit *hits = NULL;
+    const struct hutch_catalog_entry **v = NULL;
     const char *exact = query ? query : "";
     size_t nh = 0, exact_len;
 
-    if (!arr || !c)
-        return arr;
+    *out = NULL;
+    *n = 0;
+    if (matches)
+        *matches = 0;
+    if (!c)
+        return 0;
     if (limit == 0)
         limit = HUTCH_SEARCH_DEFAULT_RESULTS;
     if (limit > HUTCH_SEARCH_MAX_RESULTS)
@@ -945,21 +973,53 @@ cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *quer
         qsort(hits, nh, sizeof(*hits), by_score);
     if (matches)
         *matches = nh;
-    for (size_t i = 0; i < nh && i < limit; i++) {
-        cJSON *o = result(&c->e[hits[i].i], detail);
-        if (!o || !cJSON_AddItemToArray(arr, o)) {
-            cJSON_Delete(o);
-            goto fail;
-        }
-    }
+    if (!(v = malloc((nh ? nh : 1) * sizeof(*v))))
+        goto fail;
+    for (size_t i = 0; i < nh && i < limit; i++)
+        v[(*n)++] = &c->e[hits[i].i].pub;
+    *out = v;
     free(hits);
     toks_free(&q);
     toks_free(&uq);
-    return arr;
+    return 0;
 fail:
     free(hits);
     toks_free(&q);
     toks_free(&uq);
-    cJSON_Delete(arr);
-    return NULL;
+    return -ENOMEM;
+}
+
+int hutch_catalog_rank(const struct hutch_catalog *c, const char *query, size_t limit,
+                       const struct hutch_catalog_entry ***out, size_t *n)
+{
+    return rank(c, query, limit, NULL, NULL, out, n, NULL);
+}
+
+cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *query,
+                                 size_t limit, enum hutch_detail detail,
+                                 int (*keep)(void *arg,
+                                             const struct hutch_catalog_entry *e),
+                                 void *arg, size_t *matches)
+{
+    cJSON *arr = cJSON_CreateArray();
+    const struct hutch_catalog_entry **v;
+    size_t n;
+
+    if (!arr || !c)
+        return arr;
+    if (rank(c, query, limit, keep, arg, &v, &n, matches) < 0) {
+        cJSON_Delete(arr);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = result((const struct entry *)v[i], detail);
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            free(v);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    free(v);
+    return arr;
 }

@@ -74,6 +74,17 @@ cJSON *hutch_catalog_search_keep(const struct hutch_catalog *c, const char *quer
                                  int (*keep)(void *arg,
                                              const struct hutch_catalog_entry *e),
                                  void *arg, size_t *matches);
+/* The same ranking, typed: the matching entries best first, at most
+ * `limit` (0: the default), in *out (caller frees the array; the entries
+ * are the catalog's).  0 or -ENOMEM. */
+int hutch_catalog_rank(const struct hutch_catalog *c, const char *query, size_t limit,
+                       const struct hutch_catalog_entry ***out, size_t *n);
+/* What a search result shows of an entry, as text: how a program calls it
+ * (tools.server.tool) and its description at that detail.  Caller frees;
+ * NULL when out of memory. */
+char *hutch_catalog_call(const struct hutch_catalog_entry *e);
+char *hutch_catalog_description(const struct hutch_catalog_entry *e,
+                                enum hutch_detail detail);
 /* An entry (of a catalog the caller holds) as a search result at that
  * detail ({name, call, description, python?, typescript?, ...}); caller
  * frees, NULL when out of memory. */

@@ -70,7 +70,7 @@ int hutch_cmd_tools(int argc, char **argv)
     struct hutch_upstreams *ups = NULL;
     struct hutch_catalog *cat = NULL;
     struct hutch_err err = {0};
-    cJSON *config = NULL, *tools = NULL, *found = NULL, *it;
+    cJSON *config = NULL, *tools = NULL, *found = NULL;
     char query[1024] = "";
     int json = 0, c, rc = 1;
     size_t limit = 0;
@@ -138,29 +138,35 @@ int hutch_cmd_tools(int argc, char **argv)
         fprintf(stderr, "hutch tools: %s\n", err.msg);
         goto out;
     }
-    found = hutch_catalog_search(cat, query,
-                                 limit ? limit : hutch_catalog_count(cat) + 1, detail);
+    size_t max = limit ? limit : hutch_catalog_count(cat) + 1;
     if (json) {
-        char *s = cJSON_Print(found);
+        char *s;
+        found = hutch_catalog_search(cat, query, max, detail);
+        s = cJSON_Print(found);
         printf("%s\n", s ? s : "[]");
         free(s);
     } else {
-        cJSON_ArrayForEach(it, found)
-        {
-            const char *py = cJSON_GetStringValue(cJSON_GetObjectItem(it, "python"));
-            const char *ts =
-                cJSON_GetStringValue(cJSON_GetObjectItem(it, "typescript"));
-            const char *desc =
-                cJSON_GetStringValue(cJSON_GetObjectItem(it, "description"));
-            printf("%s\n", cJSON_GetStringValue(cJSON_GetObjectItem(it, "call")) ?: "");
+        const struct hutch_catalog_entry **hits = NULL;
+        size_t n = 0;
+        if (hutch_catalog_rank(cat, query, max, &hits, &n) < 0) {
+            fprintf(stderr, "hutch tools: out of memory\n");
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            char *call = hutch_catalog_call(hits[i]);
+            char *desc = hutch_catalog_description(hits[i], detail);
+            printf("%s\n", call ? call : "");
             if (desc)
                 printf("    %s\n", desc);
-            if (py)
-                printf("    python:     %s\n", py);
-            if (ts)
-                printf("    typescript: %s\n", ts);
+            if (detail != HUTCH_DETAIL_NAMES) {
+                printf("    python:     %s\n", hits[i]->python_sig);
+                printf("    typescript: %s\n", hits[i]->ts_decl);
+            }
+            free(call);
+            free(desc);
         }
-        if (!cJSON_GetArraySize(found))
+        free(hits);
+        if (!n)
             printf(query[0] ? "no tool matches \"%s\"\n" : "no tools\n", query);
     }
     rc = down_servers(ups) ? 1 : 0;

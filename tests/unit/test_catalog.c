@@ -982,11 +982,46 @@ static void test_ref(void)
     cJSON_Delete(root);
 }
 
+/* The typed ranking is the JSON search's: same entries, same order, and
+ * the call and description texts are what the JSON shows. */
+static void test_rank(void)
+{
+    struct hutch_catalog *c = build(mini_catalog());
+    static const char *const qs[] = {"read file", "graph", "", "zebra", "files"};
+    for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++) {
+        const struct hutch_catalog_entry **v = NULL;
+        size_t n = 0;
+        cJSON *r = hutch_catalog_search(c, qs[k], 0, HUTCH_DETAIL_SIGNATURES);
+        int same = hutch_catalog_rank(c, qs[k], 0, &v, &n) == 0 && r &&
+                   (int)n == cJSON_GetArraySize(r);
+        for (size_t i = 0; same && i < n; i++) {
+            const cJSON *o = cJSON_GetArrayItem(r, (int)i);
+            char *call = hutch_catalog_call(v[i]);
+            char *desc = hutch_catalog_description(v[i], HUTCH_DETAIL_SIGNATURES);
+            same =
+                !strcmp(nth_name(r, (int)i), v[i]->qualified) && call && desc &&
+                !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o, "call")), call) &&
+                !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o, "description")),
+                        desc) &&
+                !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o, "python")),
+                        v[i]->python_sig);
+            free(call);
+            free(desc);
+        }
+        ok(same, "rank \"%s\": the search's %zu entries, in its order, same texts",
+           qs[k], n);
+        free(v);
+        cJSON_Delete(r);
+    }
+    hutch_catalog_free(c);
+}
+
 int main(void)
 {
     test_idents();
     test_collisions();
     test_find_and_search();
+    test_rank();
     test_stop_words();
     test_signatures();
     test_schema();
