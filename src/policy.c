@@ -94,8 +94,11 @@ static void policy_free(struct hutch_policy *p)
         free((char *)p->paths[i].sandbox);
     }
     free(p->paths);
-    for (size_t i = 0; i < p->nxopts; i++)
+    for (size_t i = 0; i < p->nxopts; i++) {
+        for (size_t k = 0; k < p->xopts[i].n; k++)
+            free(p->xopts[i].kv[k].value);
         free(p->xopts[i].json);
+    }
     for (size_t i = 0; i < p->nprincipals; i++) {
         free(p->principals[i].name);
         if (p->principals[i].token)
@@ -256,8 +259,8 @@ int hutch_policy_apply_flavour(struct hutch_policy *p, const char *flavour,
             flavour);
     for (size_t e = 0; e < sizeof(flavoured) / sizeof(flavoured[0]); e++) {
         size_t i;
-        cJSON *o, *have;
-        char *json;
+        const char *have;
+        int r;
         for (i = 0; i < p->nxopts && strcmp(p->xopts[i].name, flavoured[e]); i++)
             ;
         if (i == p->nxopts) {
@@ -267,30 +270,27 @@ int hutch_policy_apply_flavour(struct hutch_policy *p, const char *flavour,
                                      "%d executors already",
                                      HUTCH_POLICY_MAX_EXECUTORS);
             snprintf(p->xopts[i].name, sizeof(p->xopts[i].name), "%s", flavoured[e]);
+            p->xopts[i].n = 0;
             p->xopts[i].json = NULL;
             p->nxopts++;
         }
-        o = p->xopts[i].json ? cJSON_Parse(p->xopts[i].json) : cJSON_CreateObject();
-        if (!o)
-            return hutch_err_set(err, -ENOMEM, "out of memory");
-        have = cJSON_GetObjectItemCaseSensitive(o, "flavour");
-        if (cJSON_IsString(have) && strcmp(have->valuestring, flavour) != 0) {
-            int r = hutch_err_set(err, -EINVAL,
-                                  "--flavour %s and the policy's "
-                                  "executor_options.%s.flavour \"%.64s\" differ: name "
-                                  "one flavour",
-                                  flavour, flavoured[e], have->valuestring);
-            cJSON_Delete(o);
-            return r;
+        have = pol_xopts_get(p, i, "flavour");
+        if (have && strcmp(have, flavour) != 0)
+            return hutch_err_set(err, -EINVAL,
+                                 "--flavour %s and the policy's "
+                                 "executor_options.%s.flavour \"%.64s\" differ: name "
+                                 "one flavour",
+                                 flavour, flavoured[e], have);
+        if (!have) {
+            /* kv has a row beyond HUTCH_POLICY_MAX_OPTIONS for this one. */
+            size_t k = p->xopts[i].n;
+            if (!(p->xopts[i].kv[k].value = strdup(flavour)))
+                return hutch_err_set(err, -ENOMEM, "out of memory");
+            snprintf(p->xopts[i].kv[k].key, sizeof(p->xopts[i].kv[k].key), "flavour");
+            p->xopts[i].n++;
         }
-        if (!have)
-            cJSON_AddStringToObject(o, "flavour", flavour);
-        json = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        if (!json)
-            return hutch_err_set(err, -ENOMEM, "out of memory");
-        free(p->xopts[i].json);
-        p->xopts[i].json = json;
+        if ((r = pol_xopts_render(p, i)) < 0)
+            return hutch_err_set(err, r, "out of memory");
     }
     return 0;
 }
@@ -298,12 +298,11 @@ int hutch_policy_apply_flavour(struct hutch_policy *p, const char *flavour,
 const char *hutch_policy_flavour(const struct hutch_policy *p, const char *executor,
                                  char *buf, size_t len)
 {
-    const char *json = hutch_policy_executor_options(p, executor);
-    cJSON *o = json ? cJSON_Parse(json) : NULL;
-    const char *v =
-        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "flavour"));
+    const char *v = NULL;
+    for (size_t i = 0; p && executor && i < p->nxopts && !v; i++)
+        if (strcmp(p->xopts[i].name, executor) == 0)
+            v = pol_xopts_get(p, i, "flavour");
     snprintf(buf, len, "%s", v && *v ? v : "base");
-    cJSON_Delete(o);
     return buf;
 }
 

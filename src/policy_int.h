@@ -70,10 +70,17 @@ struct hutch_policy {
         int size[2];
     } pools[HUTCH_POLICY_MAX_EXECUTORS];
     size_t npools;
-    /* executor_options: per executor name, its options as a JSON object of
-     * strings, handed to the plugin with every sandbox it starts. */
+    /* executor_options: per executor name, its options as typed pairs in
+     * the policy's order (one more for the flavour --flavour adds), and
+     * rendered from them (pol_xopts_render) as the JSON object of strings
+     * handed to the plugin with every sandbox it starts. */
     struct {
         char name[64];
+        struct {
+            char key[HUTCH_POLICY_MAX_OPT_NAME + 1];
+            char *value;
+        } kv[HUTCH_POLICY_MAX_OPTIONS + 1];
+        size_t n;
         char *json;
     } xopts[HUTCH_POLICY_MAX_EXECUTORS];
     size_t nxopts;
@@ -208,5 +215,10 @@ void pol_state_close(struct lstate *st);
  * v->code. */
 int pol_run_hook(struct hutch_policy *p, lua_CFunction fn, void *ctx, struct verdict *v,
                  const char *hook, const char *subject);
+
+/* policy_table.c: xopts[i]'s JSON from its pairs (0, or -ENOMEM); the value of
+ * one of its options, NULL when it has none. */
+int pol_xopts_render(struct hutch_policy *p, size_t i);
+const char *pol_xopts_get(const struct hutch_policy *p, size_t i, const char *key);
 
 #endif

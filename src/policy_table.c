@@ -654,8 +654,7 @@ static void v_executor_options(lua_State *L, struct vctx *vc, int t)
     while (lua_next(L, t)) {
         int o = lua_gettop(L);
         const char *name;
-        cJSON *obj;
-        size_t n = 0;
+        size_t n = 0, x;
         if (lua_type(L, -2) != LUA_TSTRING || !pol_valid_executor(lua_tostring(L, -2)))
             verr(L, vc, "executor_options",
                  "executor_options: keys are executor names (lower-case letters, "
@@ -671,28 +670,27 @@ static void v_executor_options(lua_State *L, struct vctx *vc, int t)
             verr(L, vc, name, "executor_options.%s: expected a table, got %s", name,
                  pol_type_of(L, o));
         v_table(L, vc, o, "executor_options", name);
-        obj = cJSON_CreateObject();
-        if (!obj)
-            verr(L, vc, NULL, "out of memory");
+        /* Counted now: the policy's free takes the pairs of an entry that a
+         * bad option below leaves half made. */
+        x = p->nxopts++;
+        snprintf(p->xopts[x].name, sizeof(p->xopts[0].name), "%s", name);
+        p->xopts[x].n = 0;
+        p->xopts[x].json = NULL;
         lua_pushnil(L);
         while (lua_next(L, o)) {
             const char *k, *v;
             size_t klen, vlen;
-            if (lua_type(L, -2) != LUA_TSTRING) {
-                cJSON_Delete(obj);
+            if (lua_type(L, -2) != LUA_TSTRING)
                 verr(L, vc, name, "executor_options.%s: option names are strings",
                      name);
-            }
             k = lua_tolstring(L, -2, &klen);
             if (lua_type(L, -1) != LUA_TSTRING || klen == 0 ||
                 klen > HUTCH_POLICY_MAX_OPT_NAME || strlen(k) != klen ||
                 ++n > HUTCH_POLICY_MAX_OPTIONS) {
-                int type = lua_type(L, -1);
-                cJSON_Delete(obj);
                 if (n > HUTCH_POLICY_MAX_OPTIONS)
                     verr(L, vc, name, "executor_options.%s: more than %d options", name,
                          HUTCH_POLICY_MAX_OPTIONS);
-                if (type != LUA_TSTRING)
+                if (lua_type(L, -1) != LUA_TSTRING)
                     verr(L, vc, name,
                          "executor_options.%s.%s: expected a string, got %s", name, k,
                          pol_type_of(L, -1));
@@ -703,23 +701,48 @@ static void v_executor_options(lua_State *L, struct vctx *vc, int t)
                      name, HUTCH_POLICY_MAX_OPT_NAME);
             }
             v = lua_tolstring(L, -1, &vlen);
-            if (vlen > HUTCH_POLICY_MAX_OPT_VALUE || strlen(v) != vlen) {
-                cJSON_Delete(obj);
+            if (vlen > HUTCH_POLICY_MAX_OPT_VALUE || strlen(v) != vlen)
                 verr(L, vc, name,
                      "executor_options.%s.%s: longer than %d bytes or holds a NUL byte",
                      name, k, HUTCH_POLICY_MAX_OPT_VALUE);
-            }
-            cJSON_AddStringToObject(obj, k, v);
+            snprintf(p->xopts[x].kv[p->xopts[x].n].key, sizeof(p->xopts[x].kv[0].key),
+                     "%s", k);
+            if (!(p->xopts[x].kv[p->xopts[x].n].value = strdup(v)))
+                verr(L, vc, NULL, "out of memory");
+            p->xopts[x].n++;
             lua_pop(L, 1);
         }
-        snprintf(p->xopts[p->nxopts].name, sizeof(p->xopts[0].name), "%s", name);
-        p->xopts[p->nxopts].json = cJSON_PrintUnformatted(obj);
-        cJSON_Delete(obj);
-        if (!p->xopts[p->nxopts].json)
+        if (pol_xopts_render(p, x) < 0)
             verr(L, vc, NULL, "out of memory");
-        p->nxopts++;
         lua_pop(L, 1);
     }
+}
+
+int pol_xopts_render(struct hutch_policy *p, size_t i)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *json;
+    for (size_t k = 0; o && k < p->xopts[i].n; k++)
+        if (!cJSON_AddStringToObject(o, p->xopts[i].kv[k].key,
+                                     p->xopts[i].kv[k].value)) {
+            cJSON_Delete(o);
+            o = NULL;
+        }
+    json = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!json)
+        return -ENOMEM;
+    free(p->xopts[i].json);
+    p->xopts[i].json = json;
+    return 0;
+}
+
+const char *pol_xopts_get(const struct hutch_policy *p, size_t i, const char *key)
+{
+    for (size_t k = 0; k < p->xopts[i].n; k++)
+        if (!strcmp(p->xopts[i].kv[k].key, key))
+            return p->xopts[i].kv[k].value;
+    return NULL;
 }
 
 /* pool = { python = N, javascript = N, docker = { python = N, ... } }. */

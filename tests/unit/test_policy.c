@@ -370,6 +370,39 @@ static void test_validation(void)
     load_fails("return { executor_options = { gvisor = { platform = 5 } } }",
                "executor_options.gvisor.platform: expected a string, got a number",
                "executor option not a string");
+    load_fails("return { executor_options = { gvisor = { a = 'x', b = 'y', c = 'z', "
+               "d = 'w', platform = 5 } } }",
+               "executor_options.gvisor.platform: expected a string",
+               "a bad option after good ones (their copies are freed: ASan)");
+    {
+        /* The options as typed pairs: the plugin's JSON and the flavour are
+         * both rendered from them, --flavour adds one. */
+        struct hutch_policy *xp =
+            must_load("return { executor_options = { gvisor = { platform = 'kvm' }, "
+                      "docker = { flavour = 'base' } } }");
+        struct hutch_err xerr = HUTCH_ERR_INIT;
+        char fl[32];
+        ok(xp && !strcmp(hutch_policy_executor_options(xp, "gvisor"),
+                         "{\"platform\":\"kvm\"}"),
+           "gvisor's options as JSON");
+        ok(xp && !strcmp(hutch_policy_flavour(xp, "docker", fl, sizeof(fl)), "base") &&
+               !strcmp(hutch_policy_flavour(xp, "gvisor", fl, sizeof(fl)), "base"),
+           "the flavour, named or not");
+        ok(xp && hutch_policy_apply_flavour(xp, "data", &xerr) == -EINVAL &&
+               strstr(xerr.msg, "executor_options.docker.flavour \"base\" differ"),
+           "--flavour data against the policy's base: %s", xerr.msg);
+        hutch_policy_unref(xp);
+        xp = must_load(
+            "return { executor_options = { gvisor = { platform = 'kvm' } } }");
+        ok(xp && hutch_policy_apply_flavour(xp, "data", &xerr) == 0 &&
+               !strcmp(hutch_policy_executor_options(xp, "gvisor"),
+                       "{\"platform\":\"kvm\",\"flavour\":\"data\"}") &&
+               !strcmp(hutch_policy_executor_options(xp, "local"),
+                       "{\"flavour\":\"data\"}") &&
+               !strcmp(hutch_policy_flavour(xp, "gvisor", fl, sizeof(fl)), "data"),
+           "--flavour data joins each flavoured executor's options");
+        hutch_policy_unref(xp);
+    }
     load_fails("return { executor_options = { gvisor = { 'kvm' } } }",
                "option names are strings", "executor option without a name");
     load_fails(
