@@ -211,7 +211,22 @@ static int tty_ask(void *arg, const char *tool, const char *question, const cJSO
     return a;
 }
 
-int hutch_cmd_run(int argc, char **argv)
+/* What hutch run's command line asks for.  The request and the jobs'
+ * options are the caller's, filled in place; inputs has room for every
+ * argument. */
+struct run_args {
+    struct hutch_jobs_opts *jo;
+    struct hutch_job_req *job;
+    struct hutch_job_input *inputs;
+    size_t ninputs;
+    const char *lang, *eval, *path, *servers, *policy_file, *audit_file, *flavour;
+    int json, trace, audit_values;
+    struct hutch_err err;
+};
+
+/* Only parses: -1 to go on, else the exit status (0 after --help, 2 on a
+ * usage error, said on stderr). */
+static int run_parse(int argc, char **argv, struct run_args *a)
 {
     enum {
         OPT_PLUGINS = 256,
@@ -248,158 +263,193 @@ int hutch_cmd_run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct hutch_err err = {0};
-    struct hutch_jobs_opts jo = {0};
-    struct hutch_job_req job = {0};
-    struct hutch_exec_result res;
-    struct hutch_jobs *jobs = NULL;
-    struct hutch_job_input *inputs = NULL;
-    const char *lang = NULL, *eval = NULL, *path = NULL, *servers = NULL,
-               *policy_file = NULL, *audit_file = NULL, *flavour = NULL;
-    struct hutch_gov *gov = NULL;
-    struct hutch_upstreams *ups = NULL;
-    struct hutch_bridge *bridge = NULL;
-    cJSON *config = NULL;
-    size_t ninputs = 0;
     uint64_t v;
-    int json = 0, trace = 0, c, rc = HUTCH_EXIT_ERROR, r, audit_values = 0;
-    char *code = NULL;
-    size_t code_len = 0;
-    struct sigaction sa;
+    int c;
 
-    hutch_exec_result_init(&res);
-    inputs = calloc((size_t)argc, sizeof(*inputs));
-    if (!inputs) {
-        fprintf(stderr, "hutch run: out of memory\n");
-        goto out;
-    }
     optind = 1;
     while ((c = getopt_long(argc, argv, "l:e:f:o:w:x:s:p:t:m:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'l':
-            lang = optarg;
+            a->lang = optarg;
             break;
         case 'e':
-            eval = optarg;
+            a->eval = optarg;
             break;
         case 'f':
-            if (file_arg(optarg, &inputs[ninputs++]) < 0) {
+            if (file_arg(optarg, &a->inputs[a->ninputs++]) < 0) {
                 fprintf(stderr, "hutch run: --file wants SRC[:DEST]\n");
-                rc = 2;
-                goto out;
+                return 2;
             }
             break;
         case 'o':
-            job.output_dir = optarg;
+            a->job->output_dir = optarg;
             break;
         case 'w':
-            if (hutch_ws_check_name(optarg, &err) < 0) {
-                fprintf(stderr, "hutch run: --workspace: %s\n", err.msg);
-                rc = 2;
-                goto out;
+            if (hutch_ws_check_name(optarg, &a->err) < 0) {
+                fprintf(stderr, "hutch run: --workspace: %s\n", a->err.msg);
+                return 2;
             }
-            job.workspace = optarg;
+            a->job->workspace = optarg;
             break;
         case OPT_WORKSPACES:
-            jo.workspaces_dir = optarg;
+            a->jo->workspaces_dir = optarg;
             break;
         case 'x':
-            jo.executor = optarg;
-            jo.executor_from = "--executor";
+            a->jo->executor = optarg;
+            a->jo->executor_from = "--executor";
             break;
         case OPT_FLAVOUR:
-            flavour = optarg;
+            a->flavour = optarg;
             break;
         case OPT_PLUGINS:
-            jo.plugin_dir = optarg;
+            a->jo->plugin_dir = optarg;
             break;
         case 's':
-            servers = optarg;
+            a->servers = optarg;
             break;
         case 'p':
-            policy_file = optarg;
+            a->policy_file = optarg;
             break;
         case OPT_AUDIT:
-            audit_file = optarg;
+            a->audit_file = optarg;
             break;
         case OPT_AUDIT_VALUES:
-            audit_values = 1;
+            a->audit_values = 1;
             break;
         case 't':
-            if (hutch_cli_limit("hutch run", "timeout", optarg, &jo.timeout_ms) < 0) {
-                rc = 2;
-                goto out;
+            if (hutch_cli_limit("hutch run", "timeout", optarg, &a->jo->timeout_ms) <
+                0) {
+                return 2;
             }
             break;
         case 'm':
-            if (hutch_cli_limit("hutch run", "memory", optarg, &jo.memory_mb) < 0) {
-                rc = 2;
-                goto out;
+            if (hutch_cli_limit("hutch run", "memory", optarg, &a->jo->memory_mb) < 0) {
+                return 2;
             }
             break;
         case OPT_PIDS:
             if (hutch_cli_limit("hutch run", "pids", optarg, &v) < 0) {
-                rc = 2;
-                goto out;
+                return 2;
             }
-            jo.pids = (uint32_t)v;
+            a->jo->pids = (uint32_t)v;
             break;
         case OPT_OUTPUT_BYTES:
-            if (hutch_cli_limit("hutch run", "output-bytes", optarg, &jo.output_bytes) <
-                0) {
-                rc = 2;
-                goto out;
+            if (hutch_cli_limit("hutch run", "output-bytes", optarg,
+                                &a->jo->output_bytes) < 0) {
+                return 2;
             }
             break;
         case OPT_JSON:
-            json = 1;
+            a->json = 1;
             break;
         case OPT_TRACE:
-            trace = 1;
+            a->trace = 1;
             break;
         case 'v':
             hutch_log_more();
             break;
         case 'h':
             usage(stdout);
-            rc = 0;
-            goto out;
+            return 0;
         default:
             usage(stderr);
-            rc = 2;
-            goto out;
+            return 2;
         }
     }
-    if (trace && !json) {
+    if (a->trace && !a->json) {
         fprintf(stderr, "hutch run: --trace goes with --json\n");
-        rc = 2;
-        goto out;
+        return 2;
     }
     if (optind < argc)
-        path = argv[optind++];
-    if (optind < argc || (eval && path) || (!eval && !path)) {
+        a->path = argv[optind++];
+    if (optind < argc || (a->eval && a->path) || (!a->eval && !a->path)) {
         fprintf(stderr,
                 "hutch run: give the program as exactly one of -e CODE, FILE or - "
                 "(see hutch run --help)\n");
-        rc = 2;
-        goto out;
+        return 2;
     }
-    if (flavour && strcmp(flavour, "base") != 0 && strcmp(flavour, "data") != 0) {
+    if (a->flavour && strcmp(a->flavour, "base") != 0 &&
+        strcmp(a->flavour, "data") != 0) {
         fprintf(stderr, "hutch run: --flavour must be base or data\n");
-        rc = 2;
-        goto out;
+        return 2;
     }
-    if (lang && !hutch_lang_canon(lang)) {
+    if (a->lang && !hutch_lang_canon(a->lang)) {
         fprintf(stderr,
                 "hutch run: --lang must be python, javascript or typescript (or py, "
                 "python3; js, node, nodejs; ts)\n");
-        rc = 2;
+        return 2;
+    }
+    a->lang = a->lang ? hutch_lang_canon(a->lang) : lang_from_path(a->path);
+    if (!a->lang) {
+        fprintf(stderr, "hutch run: --lang must be python, javascript or typescript\n");
+        return 2;
+    }
+    return -1;
+}
+
+/* The program, from -e, a file or stdin, as a string: 0, or -1 once said
+ * on stderr.  Caller frees *code. */
+static int read_program(const struct run_args *a, char **code)
+{
+    struct hutch_err err = {0};
+    size_t len = 0;
+    int r = 0;
+
+    *code = NULL;
+    if (a->eval) {
+        if (strlen(a->eval) > HUTCH_MAX_CODE_BYTES) {
+            fprintf(stderr, "hutch run: code is larger than %u bytes\n",
+                    HUTCH_MAX_CODE_BYTES);
+            return -1;
+        }
+        *code = strdup(a->eval);
+        len = *code ? strlen(*code) : 0;
+    } else if (!strcmp(a->path, "-")) {
+        r = hutch_read_fd(STDIN_FILENO, HUTCH_MAX_CODE_BYTES, code, &len, &err);
+        if (r < 0)
+            fprintf(stderr, "hutch run: reading the program from stdin: %s\n", err.msg);
+    } else {
+        r = hutch_read_file(a->path, HUTCH_MAX_CODE_BYTES, code, &len, &err);
+        if (r < 0)
+            fprintf(stderr, "hutch run: %s\n", err.msg);
+    }
+    if (r < 0)
+        return -1;
+    if (!*code) {
+        fprintf(stderr, "hutch run: out of memory\n");
+        return -1;
+    }
+    if (strlen(*code) != len) {
+        fprintf(stderr, "hutch run: the program contains a NUL byte\n");
+        return -1;
+    }
+    return 0;
+}
+
+int hutch_cmd_run(int argc, char **argv)
+{
+    struct hutch_err err = {0};
+    struct hutch_jobs_opts jo = {0};
+    struct hutch_job_req job = {0};
+    struct hutch_exec_result res;
+    struct hutch_jobs *jobs = NULL;
+    struct run_args a = {.jo = &jo, .job = &job};
+    struct hutch_gov *gov = NULL;
+    struct hutch_upstreams *ups = NULL;
+    struct hutch_bridge *bridge = NULL;
+    cJSON *config = NULL;
+    int rc = HUTCH_EXIT_ERROR, r;
+    char *code = NULL;
+    struct sigaction sa;
+
+    hutch_exec_result_init(&res);
+    a.inputs = calloc((size_t)argc, sizeof(*a.inputs));
+    if (!a.inputs) {
+        fprintf(stderr, "hutch run: out of memory\n");
         goto out;
     }
-    lang = lang ? hutch_lang_canon(lang) : lang_from_path(path);
-    if (!lang) {
-        fprintf(stderr, "hutch run: --lang must be python, javascript or typescript\n");
-        rc = 2;
+    if ((r = run_parse(argc, argv, &a)) >= 0) {
+        rc = r;
         goto out;
     }
     /* The environment's settings (knobs.def), before anything starts. */
@@ -407,45 +457,18 @@ int hutch_cmd_run(int argc, char **argv)
         fprintf(stderr, "hutch run: %s\n", err.msg);
         goto out;
     }
-    if (eval) {
-        if (strlen(eval) > HUTCH_MAX_CODE_BYTES) {
-            fprintf(stderr, "hutch run: code is larger than %u bytes\n",
-                    HUTCH_MAX_CODE_BYTES);
-            goto out;
-        }
-        code = strdup(eval);
-        code_len = code ? strlen(code) : 0;
-    } else if (!strcmp(path, "-")) {
-        r = hutch_read_fd(STDIN_FILENO, HUTCH_MAX_CODE_BYTES, &code, &code_len, &err);
-        if (r < 0) {
-            fprintf(stderr, "hutch run: reading the program from stdin: %s\n", err.msg);
-            goto out;
-        }
-    } else {
-        r = hutch_read_file(path, HUTCH_MAX_CODE_BYTES, &code, &code_len, &err);
-        if (r < 0) {
-            fprintf(stderr, "hutch run: %s\n", err.msg);
-            goto out;
-        }
-    }
-    if (!code) {
-        fprintf(stderr, "hutch run: out of memory\n");
+    if (read_program(&a, &code) < 0)
         goto out;
-    }
-    if (strlen(code) != code_len) {
-        fprintf(stderr, "hutch run: the program contains a NUL byte\n");
-        goto out;
-    }
     /* Without --audit the decisions go nowhere: a one-shot run on the
      * shell is not a deployment. */
-    if (hutch_gov_new(policy_file, audit_file ? audit_file : "/dev/null", &gov, &err) <
-            0 ||
-        hutch_gov_set_flavour(gov, flavour, &err) < 0) {
+    if (hutch_gov_new(a.policy_file, a.audit_file ? a.audit_file : "/dev/null", &gov,
+                      &err) < 0 ||
+        hutch_gov_set_flavour(gov, a.flavour, &err) < 0) {
         fprintf(stderr, "hutch run: policy: %s\n", err.msg);
         goto out;
     }
-    hutch_audit_set_values(hutch_gov_audit(gov), audit_values);
-    if (hutch_cli_start_tools(servers, "hutch run", true, &config, &ups, &bridge,
+    hutch_audit_set_values(hutch_gov_audit(gov), a.audit_values);
+    if (hutch_cli_start_tools(a.servers, "hutch run", true, &config, &ups, &bridge,
                               &err) < 0) {
         fprintf(stderr, "hutch run: --servers: %s\n", err.msg);
         goto out;
@@ -465,18 +488,18 @@ int hutch_cmd_run(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
 
     job.principal = "local";
-    job.language = lang;
+    job.language = a.lang;
     job.code = code;
-    job.inputs = inputs;
-    job.ninputs = ninputs;
-    job.nfiles = ninputs;
+    job.inputs = a.inputs;
+    job.ninputs = a.ninputs;
+    job.nfiles = a.ninputs;
     /* Without a policy file, hutch run reads and writes as the invoking
      * user, like any command. */
-    job.host_paths_trusted = policy_file == NULL;
+    job.host_paths_trusted = a.policy_file == NULL;
     /* Plain output without --out shows no files: save the round trip. */
-    job.skip_files = !job.output_dir && !json;
-    job.stream_fd_out = json ? -1 : STDOUT_FILENO;
-    job.stream_fd_err = json ? -1 : STDERR_FILENO;
+    job.skip_files = !job.output_dir && !a.json;
+    job.stream_fd_out = a.json ? -1 : STDOUT_FILENO;
+    job.stream_fd_err = a.json ? -1 : STDERR_FILENO;
     job.cancel = &cancelled;
     job.ask = tty_ask;
 
@@ -490,8 +513,8 @@ int hutch_cmd_run(int argc, char **argv)
         rc = 128 + atomic_load(&cancelled);
         goto out;
     }
-    if (json) {
-        cJSON *o = hutch_result_json(&res, trace, NULL, NULL);
+    if (a.json) {
+        cJSON *o = hutch_result_json(&res, a.trace, NULL, NULL);
         char *s = cJSON_PrintUnformatted(o);
         if (s)
             printf("%s\n", s);
@@ -520,6 +543,6 @@ out:
     hutch_upstreams_free(ups);
     cJSON_Delete(config);
     free(code);
-    free(inputs);
+    free(a.inputs);
     return rc;
 }
