@@ -83,27 +83,36 @@ ok "nothing half-written in --out" test -z "$(ls -A "$T/out5" 2>/dev/null)"
 run_hutch run --lang python -e 'open("/work/out/x", "w").write("y"); print("done")'
 is "without --out or --json, /work/out is not fetched (and does not matter)" "$OUT" "done"
 
-# The local executor's sandboxes are forks of hutch that pack and unpack
-# with libarchive: each must have it loaded whole before it was forked, never
-# dlopen() it itself.  A warm sandbox forked while http.c was loading
-# libmicrohttpd (and libnettle with it) once failed its first result with
-# "cannot load libarchive.so.13 (... undefined symbol: nettle_sha256_update)".
+# The local executor's sandboxes pack and unpack with libarchive in the
+# code they run after fork(): each must have it loaded whole before it was
+# forked, never dlopen() it itself.  A warm sandbox forked while http.c was
+# loading libmicrohttpd (and libnettle with it) once failed its first result
+# with "cannot load libarchive.so.13 (... undefined symbol:
+# nettle_sha256_update)".  They are forks of the factory, hutch's child
+# (hutch __plugin-helper, plugins/local/factory.c), which loads libarchive
+# as it starts: so the sandboxes are the hutch processes among hutch's
+# grandchildren (the factory itself is looked at only through them: it may
+# be seen before it has loaded anything).
 if is_local; then
     PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     env -u HUTCH_TOKEN "$HUTCH" serve --http "127.0.0.1:$PORT" --pool 2 >"$T/serve.log" 2>&1 &
     SPID=$!
+    EXE=$(readlink -f "$HUTCH")
     forks=""
     # A generous budget for the pool's first sandboxes; what is asserted is
     # what they have loaded, not how soon they come.
     for _ in $(seq 1 1200); do
-        forks=$(for c in $(pgrep -P "$SPID"); do
-            [ "$(readlink "/proc/$c/exe" 2>/dev/null)" = "$(readlink -f "$HUTCH")" ] && echo "$c"
+        forks=$(for f in $(pgrep -P "$SPID"); do
+            [ "$(readlink "/proc/$f/exe" 2>/dev/null)" = "$EXE" ] || continue
+            for c in $(pgrep -P "$f"); do
+                [ "$(readlink "/proc/$c/exe" 2>/dev/null)" = "$EXE" ] && echo "$c"
+            done
         done)
         [ -n "$forks" ] && break
         kill -0 "$SPID" 2>/dev/null || break
         sleep 0.1
     done
-    ok "hutch serve --http forks warm sandboxes (local)" test -n "$forks"
+    ok "hutch serve --http forks warm sandboxes (local, from its factory)" test -n "$forks"
     missing=""
     for c in $forks; do
         grep -q 'libarchive\.so' "/proc/$c/maps" 2>/dev/null || missing="$missing $c"
