@@ -1,10 +1,9 @@
 /* plugin_opts.c — the executor options a plugin declares (struct
  * hutch_option in hutch-executor.h), seen from the core: the table checked
  * when the plugin loads, read row by row at the plugin's stride, and a
- * policy's executor_options checked against it (`hutch policy check`,
- * `hutch serve` at start-up).  The plugins check the same rules when a
- * sandbox starts (plugins/common/opts.c), with the same messages.  Reads
- * static tables only: thread-safe. */
+ * policy's executor_options checked against it (`hutch policy check`)
+ * by the judge the plugins use when a sandbox starts
+ * (plugins/common/optcheck.c).  Reads static tables only: thread-safe. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../plugins/common/optcheck.h"
 #include "plugin.h"
 
 /* The first version of the row: every member through flags. */
@@ -107,83 +107,15 @@ const char *hutch_option_type_name(uint32_t type)
                                       : "string";
 }
 
-static int type_ok(const struct hutch_option *o, const char *v)
+static const struct hutch_option *core_row(const void *ex, size_t i)
 {
-    char *end;
-    switch (o->type) {
-    case HUTCH_OPTION_BOOL:
-        return !strcmp(v, "true") || !strcmp(v, "false");
-    case HUTCH_OPTION_INT:
-        errno = 0;
-        (void)strtoll(v, &end, 10);
-        return *v && !*end && !errno;
-    default:
-        return 1;
-    }
-}
-
-/* " (it knows platform, flavour)": what a policy may set, into err. */
-static void append_known(const struct hutch_executor *ex, struct hutch_err *err)
-{
-    const struct hutch_option *o;
-    size_t n = strlen(err->msg);
-    int first = 1;
-
-    for (size_t i = 0; (o = hutch_plugin_option(ex, i)) && n < sizeof(err->msg); i++) {
-        if (o->flags & HUTCH_OPTION_ENV_ONLY)
-            continue;
-        n += (size_t)snprintf(err->msg + n, sizeof(err->msg) - n, "%s%s",
-                              first ? " (it knows " : ", ", o->name);
-        first = 0;
-    }
-    if (first && n < sizeof(err->msg))
-        snprintf(err->msg + n, sizeof(err->msg) - n, " (it has none)");
-    else if (n < sizeof(err->msg))
-        snprintf(err->msg + n, sizeof(err->msg) - n, ")");
+    return hutch_plugin_option(ex, i);
 }
 
 int hutch_plugin_check_options(const struct hutch_executor *ex, const char *json,
                                struct hutch_err *err)
 {
-    cJSON *obj, *it;
-    int r = 0;
-
-    if (!json || !table_of(ex))
+    if (!table_of(ex))
         return 0;
-    obj = cJSON_Parse(json);
-    if (!cJSON_IsObject(obj)) {
-        cJSON_Delete(obj);
-        return hutch_err_set(err, -EINVAL, "executor_options.%s is not an object",
-                             ex->name);
-    }
-    cJSON_ArrayForEach(it, obj)
-    {
-        const struct hutch_option *o = NULL;
-        for (size_t i = 0; (o = hutch_plugin_option(ex, i)); i++)
-            if (!strcmp(o->name, it->string))
-                break;
-        if (!o) {
-            r = hutch_err_set(err, -EINVAL,
-                              "the policy's executor_options.%s.%s: the %s executor "
-                              "has no such option",
-                              ex->name, it->string, ex->name);
-            append_known(ex, err);
-        } else if (o->flags & HUTCH_OPTION_ENV_ONLY) {
-            r = hutch_err_set(err, -EINVAL,
-                              "the policy's executor_options.%s.%s: a setting of the "
-                              "whole hutch process, not of a policy: set %s instead",
-                              ex->name, it->string, o->env);
-        } else if (!cJSON_IsString(it) || !type_ok(o, it->valuestring)) {
-            r = hutch_err_set(
-                err, -EINVAL, "the policy's executor_options.%s.%s: expected %s",
-                ex->name, it->string,
-                o->type == HUTCH_OPTION_BOOL  ? "a boolean (\"true\" or \"false\")"
-                : o->type == HUTCH_OPTION_INT ? "an integer"
-                                              : "a string");
-        }
-        if (r < 0)
-            break;
-    }
-    cJSON_Delete(obj);
-    return r;
+    return opt_check(ex, core_row, ex->name, json, NULL, NULL, 0, err);
 }
