@@ -231,8 +231,7 @@ out:
     return in;
 }
 
-/* --- checking and parsing ----------------------------------------------------------
- */
+/* --- checking and parsing ------------------------------------------------ */
 
 /* Every message the model reads starts with the tool's name. */
 __attribute__((format(printf, 3, 4))) static int bad(struct hutch_err *err, int code,
