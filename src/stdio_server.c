@@ -65,8 +65,8 @@ int hutch_stdio_serve(struct hutch_mcp *m, struct hutch_upstreams *ups, int in_f
             int len =
                 snprintf(msg, sizeof(msg),
                          "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,"
-                         "\"message\":\"message exceeds 16 MiB\"}}",
-                         HUTCH_RPC_INVALID_REQUEST);
+                         "\"message\":\"message exceeds %u MiB\"}}",
+                         HUTCH_RPC_INVALID_REQUEST, HUTCH_MCP_MAX_MESSAGE >> 20);
             if (!skipping)
                 stdio_send(&out, NULL, msg, (size_t)len, 1);
             skipping = 1;
