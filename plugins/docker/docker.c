@@ -328,8 +328,23 @@ static void docker_close(void *state)
 }
 
 /* The container's definition (caller frees the string). */
+/* The labels of a volume the engine makes for sandbox n's container: its
+ * owner, and the instance and number by which a sweep of this hutch tells
+ * a lost one (the engine restarted, removing the container without it)
+ * from a live one. */
+static void volume_labels(const struct dk_state *st, cJSON *mount, unsigned long n)
+{
+    cJSON *l = cJSON_AddObjectToObject(cJSON_AddObjectToObject(mount, "VolumeOptions"),
+                                       "Labels");
+    char num[24];
+    snprintf(num, sizeof(num), "%lu", n);
+    cJSON_AddStringToObject(l, DK_OWNER_LABEL, st->owner);
+    cJSON_AddStringToObject(l, "hutch.instance", st->instance);
+    cJSON_AddStringToObject(l, DK_SANDBOX_LABEL, num);
+}
+
 static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
-                         const struct hutch_sandbox_class *cls)
+                         const struct hutch_sandbox_class *cls, unsigned long n)
 {
     char tmpopt[96], workopt[128];
     unsigned long long work = box_work_bytes(cls), tmp = box_tmp_bytes(cls);
@@ -432,10 +447,9 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
         cJSON_AddItemToArray(mounts, m);
         goto run_hutch;
     }
-    vo = cJSON_AddObjectToObject(m, "VolumeOptions");
     /* Labelled like its container, so that a leftover is recognisable. */
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(vo, "Labels"), DK_OWNER_LABEL,
-                            st->owner);
+    volume_labels(st, m, n);
+    vo = cJSON_GetObjectItem(m, "VolumeOptions");
     dc = cJSON_AddObjectToObject(vo, "DriverConfig");
     cJSON_AddStringToObject(dc, "Name", "local");
     opts = cJSON_AddObjectToObject(dc, "Options");
@@ -450,9 +464,7 @@ run_hutch:
     m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "Type", "volume");
     cJSON_AddStringToObject(m, "Target", "/run/hutch");
-    cJSON_AddStringToObject(
-        cJSON_AddObjectToObject(cJSON_AddObjectToObject(m, "VolumeOptions"), "Labels"),
-        DK_OWNER_LABEL, st->owner);
+    volume_labels(st, m, n);
     cJSON_AddItemToArray(mounts, m);
     /* Everything init says travels over the attach stream: nothing is
      * logged on the engine's disk. */
@@ -636,7 +648,7 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
         goto cancelled;
     if (api->podman && (r = work_volume_create(st, sb, cls, n, err)) < 0)
         goto out;
-    body = create_body(st, sb, cls);
+    body = create_body(st, sb, cls, n);
     if (!body) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;

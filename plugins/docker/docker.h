@@ -26,6 +26,9 @@
 #include "sbio.h"
 
 #define DK_OWNER_LABEL "hutch.owner"
+/* On the volumes the engine makes with a container (anonymous: their names
+ * say nothing): the number of the sandbox they belong to. */
+#define DK_SANDBOX_LABEL "hutch.sandbox"
 
 /* The program's host uid (and gid) in a container: DK_UID_BASE + (hutch's
  * pid << 8 | a slot this process holds while the container lives).  pids

@@ -227,8 +227,15 @@ static unsigned sweep_engine(struct dk_state *st, const struct dk_api *api,
             cJSON_GetStringValue(cJSON_GetObjectItem(labels, DK_OWNER_LABEL));
         const char *inst =
             cJSON_GetStringValue(cJSON_GetObjectItem(labels, "hutch.instance"));
+        const char *num =
+            cJSON_GetStringValue(cJSON_GetObjectItem(labels, DK_SANDBOX_LABEL));
         unsigned long n = number_of(st, name, "-work");
         char vpath[300];
+        /* An anonymous volume (the engine named it) says its sandbox in a
+         * label: the engine's restart removes an auto-removed container
+         * without its volumes. */
+        if (!n && num && strlen(num) < 14 && strspn(num, "0123456789") == strlen(num))
+            n = strtoul(num, NULL, 10);
         long status = 0;
         if (!name || strlen(name) > 200 ||
             strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(name))
