@@ -50,6 +50,13 @@ await clientSuite({
         DISABLE_TELEMETRY: "1",
         DISABLE_ERROR_REPORTING: "1",
         MCP_CONNECTION_NONBLOCKING: "0",
+        // Even "blocking", Claude Code waits for the MCP servers only
+        // MCP_CONNECT_TIMEOUT_MS (5 s by default) before its first request,
+        // then goes on without the tools of one still starting: on a loaded
+        // machine server-everything (node) took longer, and the control's
+        // model never saw get-tiny-image.  The same generous budget as
+        // MCP_TIMEOUT.
+        MCP_CONNECT_TIMEOUT_MS: "120000",
         MCP_TIMEOUT: "120000",
         MCP_TOOL_TIMEOUT: "240000",
       }),
