@@ -11,7 +11,8 @@
 #include "hutch-executor.h"
 
 /* Row i of `table`, NULL past its end: the plugin steps through its own
- * array, the core at the stride the plugin declared. */
+ * array, the core at the stride the plugin declared.  opt_check asks for
+ * rows 0, 1, … in order and never past the first NULL. */
 typedef const struct hutch_option *(*opt_row_fn)(const void *table, size_t i);
 
 /* `json` (the policy's executor_options for `executor`; NULL: none) checked
