@@ -174,6 +174,23 @@ int box_cpu_weight_check(uint32_t weight, struct hutch_err *err)
     return 0;
 }
 
+int box_write_str(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    ssize_t n;
+    int e = 0;
+
+    if (fd < 0)
+        return -errno;
+    n = write(fd, s, strlen(s));
+    if (n < 0)
+        e = -errno;
+    else if ((size_t)n != strlen(s))
+        e = -EIO;
+    close(fd);
+    return e;
+}
+
 uint32_t box_cpu_shares(uint32_t weight)
 {
     uint32_t shares = weight * 1024u / 100u;

@@ -79,6 +79,9 @@ int box_flavour(const char *value, const char *executor, struct hutch_err *err);
 /* cpu_weight()'s argument: 0 when in range (HUTCH_CPU_WEIGHT_MIN..MAX),
  * else -EINVAL with err saying so. */
 int box_cpu_weight_check(uint32_t weight, struct hutch_err *err);
+/* Writes the string s to the file at path (a cgroup's or /proc's, which
+ * take one write): 0, or -errno (-EIO for a short write). */
+int box_write_str(const char *path, const char *s);
 /* The cgroup v1 cpu.shares of a weight on v2's scale: 1024 for the default
  * 100, never below v1's minimum of 2. */
 uint32_t box_cpu_shares(uint32_t weight);

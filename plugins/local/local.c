@@ -98,22 +98,6 @@ static uint64_t mono_us(void)
 
 /* --- cgroups -------------------------------------------------------------- */
 
-static int write_str(const char *path, const char *s)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    ssize_t n;
-    if (fd < 0)
-        return -errno;
-    n = write(fd, s, strlen(s));
-    if (n < 0) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    close(fd);
-    return 0;
-}
-
 static int read_str(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -190,7 +174,7 @@ static void cgroup_detect(struct cgroup_set *cg)
         {
             char sub[PATH_MAX + 32];
             snprintf(sub, sizeof(sub), "%s/cgroup.subtree_control", cg->mem_parent);
-            if (write_str(sub, "+memory +pids") == -EBUSY) {
+            if (box_write_str(sub, "+memory +pids") == -EBUSY) {
                 char leaf[PATH_MAX + 32], procs[PATH_MAX + 64], pid[32];
                 snprintf(leaf, sizeof(leaf), "%s/hutch-self-%d", cg->mem_parent,
                          getpid());
@@ -203,7 +187,8 @@ static void cgroup_detect(struct cgroup_set *cg)
                     return;
                 }
                 snprintf(cg->self_leaf, sizeof(cg->self_leaf), "%s", leaf);
-                if (write_str(procs, pid) < 0 || write_str(sub, "+memory +pids") < 0) {
+                if (box_write_str(procs, pid) < 0 ||
+                    box_write_str(sub, "+memory +pids") < 0) {
                     snprintf(cg->reason, sizeof(cg->reason),
                              "cannot enable memory and pids controllers under %s",
                              cg->mem_parent);
@@ -216,7 +201,7 @@ static void cgroup_detect(struct cgroup_set *cg)
             /* The cpu controller is optional: without it, no CPU limit. */
             char sub[PATH_MAX + 32];
             snprintf(sub, sizeof(sub), "%s/cgroup.subtree_control", cg->mem_parent);
-            if (strstr(ctl, "cpu") && write_str(sub, "+cpu") == 0)
+            if (strstr(ctl, "cpu") && box_write_str(sub, "+cpu") == 0)
                 snprintf(cg->cpu_parent, sizeof(cg->cpu_parent), "%s", cg->mem_parent);
         }
         cg->version = 2;
@@ -268,7 +253,7 @@ static int cg_write(const char *dir, const char *file, const char *val)
 {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/%s", dir, file);
-    return write_str(path, val);
+    return box_write_str(path, val);
 }
 
 static void cg_remove(char *dir)
@@ -290,7 +275,7 @@ static void cg_remove_leftover(const char *dir)
 
     snprintf(path, sizeof(path), "%s", dir);
     snprintf(procs, sizeof(procs), "%s/cgroup.kill", path);
-    if (write_str(procs, "1") < 0) { /* v1, or v2 before Linux 5.14 */
+    if (box_write_str(procs, "1") < 0) { /* v1, or v2 before Linux 5.14 */
         snprintf(procs, sizeof(procs), "%s/cgroup.procs", path);
         f = fopen(procs, "re");
         while (f && fscanf(f, "%d", &pid) == 1)
@@ -1050,7 +1035,7 @@ static int write_map(pid_t pid, const char *file, const char *line)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
-    return write_str(path, line);
+    return box_write_str(path, line);
 }
 
 static int local_start(void *state, const struct hutch_sandbox_class *cls,
