@@ -77,7 +77,12 @@ if (process.argv[2] === "--hostile") {
       headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream", Authorization: `Bearer ${token}` },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize",
         params: { protocolVersion: V25, capabilities: {}, clientInfo: { name: "mallory", version: "1" } } }),
-    }).then((r) => { r.body?.cancel?.(); if (r.status === 200) counts.sessions++; }).catch(() => {});
+      signal: AbortSignal.timeout(30000),
+    }).then((r) => {
+      r.body?.cancel?.();
+      if (r.status === 200) counts.sessions++;
+      else if (whys.length < 3) whys.push(`initialize: HTTP ${r.status}`);
+    }).catch((e) => { if (whys.length < 3) whys.push(`initialize: ${e.message}`); });
   if (PARTS.includes("sessions")) (async () => {
     for (let i = 0; i < 40 && !stopping; i++) await initialize();
     while (!stopping) {
