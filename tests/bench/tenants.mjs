@@ -38,7 +38,8 @@
 // HOSTILE_PARTS (what mallory does, sessions,slow,flood,big: some of them
 // alone, to see which costs the others what), PHASES (after the quiet one:
 // spin,sleep,hogs, some of them), HUTCH_SANDBOXES_CPU_WEIGHT (12; empty
-// for the gvisor executor's default).
+// for the gvisor executor's default), HUTCH_CGROUP_PARENT (gVisor's; one
+// of the bench's own by default, removed at the end).
 import crypto from "node:crypto";
 import http from "node:http";
 import net from "node:net";
@@ -184,7 +185,20 @@ const PHASES = (process.env.PHASES || "spin,sleep,hogs").split(",").map((s) => s
 // doc/operating.md advises: gVisor's sandboxes weigh 12 together, below
 // hutch's own threads.  HUTCH_SANDBOXES_CPU_WEIGHT= (empty) for the
 // default (the parent's weight left as it is).
+// The weight stays on the parent after hutch ends, so the bench's gVisor
+// hutch gets a parent of its own (unless the environment names one),
+// removed at the end: the host's /hutch-gvisor keeps its weight.
 const SANDBOXES_CPU_WEIGHT = process.env.HUTCH_SANDBOXES_CPU_WEIGHT ?? "12";
+const CGROUP_PARENT = process.env.HUTCH_CGROUP_PARENT || `/hutch-gvisor-bench-${process.pid}`;
+function removeParent() {
+  if (process.env.HUTCH_CGROUP_PARENT) return;
+  const roots = ["/sys/fs/cgroup", ...fs.readdirSync("/sys/fs/cgroup").map((d) => `/sys/fs/cgroup/${d}`)];
+  for (const r of roots) {
+    try {
+      fs.rmdirSync(r + CGROUP_PARENT);
+    } catch {} // not there, or not a cgroup hierarchy
+  }
+}
 
 const plugins = spawnSync(hutch, ["plugins"], { encoding: "utf8", env: process.env }).stdout || "";
 const skipped = {};
@@ -314,7 +328,9 @@ for (const [e, why] of Object.entries(skipped)) console.log(`  ${e} skipped: ${w
 
 for (const E of executors) {
   const srv = await spawnHttp({ hutch, servers: fx.servers, args: ["--policy", policy, "--executor", E],
-    env: SANDBOXES_CPU_WEIGHT ? { HUTCH_SANDBOXES_CPU_WEIGHT: SANDBOXES_CPU_WEIGHT } : {} });
+    // gVisor's only: docker reads HUTCH_CGROUP_PARENT too.
+    env: E !== "gvisor" ? {} : { HUTCH_CGROUP_PARENT: CGROUP_PARENT,
+      ...(SANDBOXES_CPU_WEIGHT ? { HUTCH_SANDBOXES_CPU_WEIGHT: SANDBOXES_CPU_WEIGHT } : {}) } });
   try {
     // Upstreams up, pools warm, a few rounds each that are not counted.
     const up = await waitFor(async () => {
@@ -356,6 +372,7 @@ for (const E of executors) {
     console.log(`  ${E}: ${e.message}`);
   } finally {
     await srv.stop();
+    if (E === "gvisor") removeParent();
   }
 }
 
