@@ -209,11 +209,18 @@
 #define HUTCH_HTTP_UNAUTH_PER_ADDRESS  16u
 #define HUTCH_HTTP_HEAD_PEEK           4096u /* a whole head there: not closed for room */
 #define HUTCH_HTTP_ROOM_GRACE_MS       1000u /* nor one younger than this */
-#define HUTCH_HTTP_GUARD_LOG_MS        10000u /* says what it closed, at most this often */
-#define HUTCH_HTTP_CONN_TIMEOUT_S      60u    /* idle keep-alive, stalled upload */
-#define HUTCH_HTTP_CONN_MEMORY         (64u << 10) /* MHD's pool per connection */
-#define HUTCH_HTTP_TICK_MS             100u   /* every wait looks at stop, client */
-#define HUTCH_HTTP_KEEPALIVE_MS        15000u /* SSE comment after this silence */
+/* 1/ROOM_RESERVE_SHARE of the limit is kept free (MHD refuses a connection
+ * past it, and counts one being closed until its thread ends).  While it
+ * is not, one older than ROOM_PRESSED_GRACE_MS without its whole head is
+ * closed for room, and a newcomer from an address that already has one
+ * waiting without its head is closed at once (http_guard.h). */
+#define HUTCH_HTTP_ROOM_RESERVE_SHARE    4u
+#define HUTCH_HTTP_ROOM_PRESSED_GRACE_MS 100u
+#define HUTCH_HTTP_GUARD_LOG_MS          10000u /* says what it closed, at most this often */
+#define HUTCH_HTTP_CONN_TIMEOUT_S        60u /* idle keep-alive, stalled upload */
+#define HUTCH_HTTP_CONN_MEMORY           (64u << 10) /* MHD's pool per connection */
+#define HUTCH_HTTP_TICK_MS               100u   /* every wait looks at stop, client */
+#define HUTCH_HTTP_KEEPALIVE_MS          15000u /* SSE comment after this silence */
 /* Non-final messages (progress) waiting for a slow SSE reader. */
 #define HUTCH_HTTP_SSE_MAX_QUEUED HUTCH_MCP_MAX_MESSAGE
 /* Request bodies held at once, all connections together. */

@@ -754,6 +754,7 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
             .max_conns = srv.k.max_conns,
             .max_unauth = srv.k.max_conns / HUTCH_HTTP_UNAUTH_SHARE,
             .per_address = HUTCH_HTTP_UNAUTH_PER_ADDRESS,
+            .reserve = srv.k.max_conns / HUTCH_HTTP_ROOM_RESERVE_SHARE,
             .head_ms = srv.k.head_ms,
             .trusted_ms = HUTCH_HTTP_CONN_TIMEOUT_S * 1000u};
         srv.guard = hutch_http_guard_new(&go);

@@ -48,6 +48,14 @@ struct hutch_http_guard *hutch_http_guard_new(const struct hutch_http_guard_opts
         g->o.per_address = 1;
     if (!g->o.grace_ms)
         g->o.grace_ms = HUTCH_HTTP_ROOM_GRACE_MS;
+    if (!g->o.room_grace_ms)
+        g->o.room_grace_ms = HUTCH_HTTP_ROOM_PRESSED_GRACE_MS;
+    if (g->o.room_grace_ms > g->o.grace_ms)
+        g->o.room_grace_ms = g->o.grace_ms;
+    if (!g->o.reserve)
+        g->o.reserve = 1;
+    if (g->o.reserve > g->o.max_conns)
+        g->o.reserve = g->o.max_conns;
     return g;
 }
 
@@ -121,19 +129,19 @@ static int head_arrived(const struct hutch_http_conn *c)
 
 /* Under g->mu: the oldest unauthenticated connection waiting for a head,
  * other than `keep`, from `like`'s address when `like` is set, that has
- * had grace_ms to send its head and has not sent it whole.  A client that
+ * had `grace` ms to send its head and has not sent it whole.  A client that
  * opens many connections at once connects them all before it writes on
  * any: at the accept of its 17th, the first may hold nothing yet. */
 static struct hutch_http_conn *oldest_unauth(struct hutch_http_guard *g,
                                              const struct hutch_http_conn *keep,
                                              const struct hutch_http_conn *like,
-                                             uint64_t now)
+                                             uint64_t now, unsigned grace)
 {
     struct hutch_http_conn *best = NULL;
 
     for (struct hutch_http_conn *c = g->head; c; c = c->next)
         if (c != keep && unauth_waiting(c) && (!like || same_address(c, like)) &&
-            (!best || c->since < best->since) && now - c->since >= g->o.grace_ms &&
+            (!best || c->since < best->since) && now - c->since >= grace &&
             !head_arrived(c))
             best = c;
     return best;
@@ -159,19 +167,56 @@ static void make_room(struct hutch_http_guard *g, struct hutch_http_conn *c,
         /* Past a share with nobody of it to close (their heads have
          * arrived), the next rule decides. */
         if (here > g->o.per_address)
-            victim = oldest_unauth(g, keep, c, now);
+            victim = oldest_unauth(g, keep, c, now, g->o.grace_ms);
         if (!victim && unauth > g->o.max_unauth)
-            victim = oldest_unauth(g, keep, NULL, now);
-        /* The transport refuses a connection past its limit: keep one place
-         * free for the next one as long as an unauthenticated connection
-         * can give it up. */
-        if (!victim && live >= g->o.max_conns)
-            victim = oldest_unauth(g, keep, NULL, now);
+            victim = oldest_unauth(g, keep, NULL, now, g->o.grace_ms);
+        /* The transport refuses a connection past its limit, and counts
+         * one closed here until its thread is done with it: keep `reserve`
+         * places free for the next ones as long as an unauthenticated
+         * connection can give one up.  Pressed for room, a connection has
+         * only room_grace_ms to send its head: a client that reconnects
+         * at once whenever it is closed would otherwise keep a second of
+         * its connections each out of the shares' reach. */
+        if (!victim && live + g->o.reserve > g->o.max_conns)
+            victim = oldest_unauth(g, keep, NULL, now, g->o.room_grace_ms);
         if (!victim)
             return;
         shut(victim);
         g->stats.evicted++;
     }
+}
+
+/* Under g->mu: fewer than `reserve` places of the limit are free. */
+static int pressed(const struct hutch_http_guard *g)
+{
+    unsigned live = 0;
+
+    for (const struct hutch_http_conn *i = g->head; i; i = i->next)
+        live += !i->closing;
+    return live + g->o.reserve > g->o.max_conns;
+}
+
+/* Under g->mu: `c` just came, and the limit is pressed.  A client that
+ * reconnects at once whenever one of its connections is closed would keep
+ * the places freed for others filled with connections in their grace, and
+ * the transport refuses everyone past its limit: so a newcomer from an
+ * address that already has a connection waiting room_grace_ms or more
+ * without its whole head is closed at once, unless its own head is
+ * already there.  A client at another address, one that sends its head at
+ * once, and a burst of connections from one address (each read within
+ * room_grace_ms) still get in. */
+static int bounce(struct hutch_http_guard *g, struct hutch_http_conn *c, uint64_t now)
+{
+    if (!pressed(g) || head_arrived(c))
+        return 0;
+    for (struct hutch_http_conn *i = g->head; i; i = i->next)
+        if (i != c && unauth_waiting(i) && same_address(i, c) &&
+            now - i->since >= g->o.room_grace_ms && !head_arrived(i)) {
+            shut(c);
+            g->stats.evicted++;
+            return 1;
+        }
+    return 0;
 }
 
 struct hutch_http_conn *hutch_http_guard_open(struct hutch_http_guard *g, int fd,
@@ -193,7 +238,8 @@ struct hutch_http_conn *hutch_http_guard_open(struct hutch_http_guard *g, int fd
     else
         g->head = c;
     g->tail = c;
-    make_room(g, c, c, now_ms);
+    if (!bounce(g, c, now_ms))
+        make_room(g, c, c, now_ms);
     pthread_mutex_unlock(&g->mu);
     return c;
 }

@@ -14,9 +14,15 @@
  * before it writes on any), and one whose complete head already waits in
  * its socket's receive buffer (it sent its head at once and is about to be
  * served); hutch_http_guard_tick closes, once they may be, what the shares
- * could not close yet.  An authenticated connection may wait for its
- * next head up to trusted_ms (a deadline, not an idle timer that each byte
- * restarts).  A connection whose request is being handled is never touched
+ * could not close yet.  The oldest is also closed to keep `reserve` places
+ * of the limit free (the transport refuses a connection past its limit):
+ * then a connection has only room_grace_ms, shorter than grace_ms, to send
+ * its head, and a newcomer from an address that already has one waiting
+ * that long without its head is closed at once, so that a client that
+ * reconnects at once each time it is closed cannot fill the limit with
+ * connections still in their grace.  An authenticated connection may wait
+ * for its next head up to trusted_ms (a deadline, not an idle timer that
+ * each byte restarts).  A connection whose request is being handled is never touched
  * here: a long execution is not an idle connection.
  *
  * Knows nothing of HTTP or libmicrohttpd: the transport says when a
@@ -39,12 +45,15 @@ struct hutch_http_guard;
 struct hutch_http_conn;
 
 struct hutch_http_guard_opts {
-    unsigned max_conns;   /* the transport's connection limit */
-    unsigned max_unauth;  /* unauthenticated connections waiting for a head */
-    unsigned per_address; /* … of them from one client address */
-    unsigned head_ms;     /* to complete a request head, unauthenticated */
-    unsigned trusted_ms;  /* to complete the next head, authenticated */
-    unsigned grace_ms;    /* never closed for room younger; 0: the default */
+    unsigned max_conns;     /* the transport's connection limit */
+    unsigned max_unauth;    /* unauthenticated connections waiting for a head */
+    unsigned per_address;   /* … of them from one client address */
+    unsigned head_ms;       /* to complete a request head, unauthenticated */
+    unsigned trusted_ms;    /* to complete the next head, authenticated */
+    unsigned grace_ms;      /* never closed for a share younger; 0: the default */
+    unsigned reserve;       /* places of max_conns kept free; 0: one */
+    unsigned room_grace_ms; /* … for which one younger than grace_ms may be
+                             * closed; 0: the default (at most grace_ms) */
 };
 
 /* What the guard closed since it was made. */

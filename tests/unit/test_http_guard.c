@@ -273,5 +273,99 @@ int main(void)
         close_end(g, &s[4]);
         hutch_http_guard_free(g);
     }
+    /* Kept free: `reserve` places.  Pressed for them, a connection in its
+     * grace (a client that reconnects at once whenever it is closed) gives
+     * its place up once room_grace_ms have passed without its head. */
+    {
+        const struct hutch_http_guard_opts o = {.max_conns = 6,
+                                                .max_unauth = 6,
+                                                .per_address = 6,
+                                                .head_ms = 5000,
+                                                .trusted_ms = 60000,
+                                                .grace_ms = 1000,
+                                                .reserve = 2,
+                                                .room_grace_ms = 100};
+        struct hutch_http_guard *g = hutch_http_guard_new(&o);
+        struct end s[7];
+        for (int i = 0; i < 4; i++)
+            open_end(g, &s[i], (struct sockaddr *)&a, 100 + i);
+        ok(!closed(&s[0]) && !closed(&s[3]), "four of six places: nothing closed");
+        open_end(g, &s[4], (struct sockaddr *)&b, 150);
+        ok(!closed(&s[0]) && !closed(&s[4]),
+           "the fifth, into the reserve: nobody has had 100 ms, nothing closed");
+        ok(hutch_http_guard_tick(g, 199) == 0 && !closed(&s[0]),
+           "the tick keeps them before 100 ms");
+        hutch_http_guard_tick(g, 200);
+        ok(closed(&s[0]) && !closed(&s[1]) && !closed(&s[4]),
+           "at 100 ms the oldest gives its place up, well within its grace");
+        hutch_http_guard_close(g, s[0].c);
+        close(s[0].ours);
+        close(s[0].peer);
+        hutch_http_guard_head(g, s[1].c);
+        hutch_http_guard_trust(g, s[1].c);
+        open_end(g, &s[5], (struct sockaddr *)&c, 300);
+        ok(closed(&s[2]) && !closed(&s[1]) && !closed(&s[5]),
+           "a newcomer: the oldest unauthenticated one gives its place up, "
+           "not the authenticated one");
+        hutch_http_guard_stats(g, &st);
+        ok(st.evicted == 2 && st.head_timeouts == 0, "counted as closed for room");
+        for (int i = 1; i < 6; i++)
+            close_end(g, &s[i]);
+        hutch_http_guard_free(g);
+    }
+    /* Pressed for room, a newcomer from an address that already has one
+     * waiting 100 ms without its head is closed at once (it would
+     * reconnect into the places kept free), unless its own head is there;
+     * a newcomer from another address is not, nor one beside connections
+     * of its address younger than that (a burst). */
+    {
+        static const char full[] = "POST /mcp HTTP/1.1\r\nHost: h\r\n\r\n{}";
+        const struct hutch_http_guard_opts o = {.max_conns = 8,
+                                                .max_unauth = 8,
+                                                .per_address = 8,
+                                                .head_ms = 5000,
+                                                .trusted_ms = 60000,
+                                                .grace_ms = 1000,
+                                                .reserve = 5,
+                                                .room_grace_ms = 100};
+        struct hutch_http_guard *g = hutch_http_guard_new(&o);
+        struct end s[7];
+        for (int i = 0; i < 3; i++)
+            open_end(g, &s[i], (struct sockaddr *)&a, 100 + i);
+        open_end(g, &s[3], (struct sockaddr *)&a, 150);
+        ok(!closed(&s[3]) && !closed(&s[0]),
+           "pressed: a newcomer beside connections of its address younger than 100 ms "
+           "gets in");
+        open_end(g, &s[4], (struct sockaddr *)&a, 250);
+        ok(closed(&s[4]) && !closed(&s[0]) && !closed(&s[3]),
+           "… one beside a connection of its address waiting 100 ms is closed at once");
+        hutch_http_guard_close(g, s[4].c);
+        close(s[4].ours);
+        close(s[4].peer);
+        open_end(g, &s[5], (struct sockaddr *)&b, 251);
+        ok(!closed(&s[5]) && closed(&s[0]) && closed(&s[1]) && !closed(&s[2]),
+           "a newcomer from another address gets in; the oldest give their places "
+           "up until five are free");
+        {
+            int sv[2];
+            if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
+                s[6].ours = sv[0];
+                s[6].peer = sv[1];
+                (void)!write(s[6].peer, full, sizeof(full) - 1);
+                s[6].c =
+                    hutch_http_guard_open(g, s[6].ours, (struct sockaddr *)&a, 252);
+            }
+        }
+        ok(!closed(&s[6]),
+           "one whose whole head is already there gets in from that address");
+        hutch_http_guard_stats(g, &st);
+        ok(!closed(&s[3]) && closed(&s[2]), "… and the oldest left gives its place up");
+        ok(st.evicted == 4,
+           "counted as closed for room, the one closed at once included");
+        for (int i = 0; i < 7; i++)
+            if (i != 4)
+                close_end(g, &s[i]);
+        hutch_http_guard_free(g);
+    }
     return tap_done();
 }
