@@ -477,6 +477,14 @@
 #define HUTCH_POOL_BACKOFF_MIN_MS  500    /* after a failed refill */
 #define HUTCH_POOL_BACKOFF_MAX_MS  30000
 #define HUTCH_POOL_DEFAULT_SIZE    2 /* hutch serve, per language */
+/* A class that ran dry grows: each take that finds it empty adds one
+ * sandbox to keep warm, up to GROW_FACTOR times its size (and
+ * HUTCH_POOL_MAX_SIZE); after SHRINK_MS without such a take it gives one
+ * back ($HUTCH_POOL_SHRINK_MS, at least SHRINK_MIN_MS), down to its size. */
+#define HUTCH_POOL_GROW_FACTOR   4
+#define HUTCH_POOL_SHRINK_MS     60000
+#define HUTCH_POOL_SHRINK_MIN_MS 1000
+#define HUTCH_POOL_SHRINK_MAX_MS 3600000
 
 /* Plugins. */
 #define HUTCH_MAX_PLUGINS 64

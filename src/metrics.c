@@ -299,15 +299,18 @@ static int render_calls(struct hutch_buf *b, const struct snapshot *s)
 }
 
 /* Pool classes with the same labels (they differ in options or CPUs) are
- * summed: one series each.  v: size, idle, starting, hits, misses,
+ * summed: one series each.  v: size, target, idle, starting, hits, misses,
  * failures, in pool_names' order. */
+#define POOL_SERIES 7
 struct pool_row {
     char executor[HUTCH_MAX_EXECUTOR_NAME + 1], language[16], memory[24], pids[24];
-    double v[6];
+    double v[POOL_SERIES];
 };
 
-static const char *const pool_names[6][3] = {
-    {"hutch_pool_size", "gauge", "Warm sandboxes a pool class is kept at."},
+static const char *const pool_names[POOL_SERIES][3] = {
+    {"hutch_pool_size", "gauge", "Warm sandboxes a pool class is configured to keep."},
+    {"hutch_pool_target", "gauge",
+     "Warm sandboxes a pool class keeps now: its size, and what demand added."},
     {"hutch_pool_idle", "gauge", "Warm sandboxes waiting for a job."},
     {"hutch_pool_starting", "gauge", "Warm sandboxes being started."},
     {"hutch_pool_hits_total", "counter", "Jobs that got a warm sandbox."},
@@ -326,8 +329,9 @@ static int render_pools(struct hutch_buf *b, const struct hutch_metrics_source *
         return -ENOMEM;
     for (size_t k = 0; k < nst; k++) {
         const struct hutch_pool_status *c = &st[k];
-        struct pool_row row = {.v = {c->size, c->idle, c->starting, (double)c->hits,
-                                     (double)c->misses, (double)c->failures}};
+        struct pool_row row = {.v = {c->size, c->target, c->idle, c->starting,
+                                     (double)c->hits, (double)c->misses,
+                                     (double)c->failures}};
         size_t i;
         snprintf(row.executor, sizeof(row.executor), "%s", c->executor);
         snprintf(row.language, sizeof(row.language), "%s", c->language);
@@ -340,14 +344,14 @@ static int render_pools(struct hutch_buf *b, const struct hutch_metrics_source *
                 !strcmp(rows[i].memory, row.memory) && !strcmp(rows[i].pids, row.pids))
                 break;
         if (i < n) {
-            for (int f = 0; f < 6; f++)
+            for (int f = 0; f < POOL_SERIES; f++)
                 rows[i].v[f] += row.v[f];
         } else if (n < HUTCH_POOL_MAX_CLASSES) {
             rows[n++] = row;
         }
     }
     free(st);
-    for (int f = 0; r == 0 && f < 6; f++) {
+    for (int f = 0; r == 0 && f < POOL_SERIES; f++) {
         r = family(b, pool_names[f][0], pool_names[f][1], pool_names[f][2]);
         for (size_t i = 0; r == 0 && i < n; i++) {
             const char *kv[] = {"executor",       rows[i].executor, "language",

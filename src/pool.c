@@ -1,10 +1,14 @@
 /* pool.c — warm pools of single-use sandboxes (see pool.h).
  *
- * A class is a (plugin, sandbox class) with a target size and a FIFO of
- * idle boxes, oldest first.  HUTCH_POOL_REFILL_THREADS threads do all the
- * work: each loops over the classes under the mutex, takes out what must be
- * destroyed (boxes too old or no longer pristine, classes drained), picks a
- * class below its size, and starts one sandbox for it outside the mutex.
+ * A class is a (plugin, sandbox class) with a size and a FIFO of idle
+ * boxes, oldest first.  It keeps `size + grown` boxes warm: a take that
+ * finds it empty (demand outran the refills) adds one to `grown`, up to
+ * HUTCH_POOL_GROW_FACTOR times the size; each shrink_ms without such a
+ * take gives one back, and the oldest idle box past the target goes.
+ * HUTCH_POOL_REFILL_THREADS threads do all the work: each loops over the
+ * classes under the mutex, takes out what must be destroyed (boxes too old
+ * or no longer pristine, past the target, classes drained), picks a class
+ * below its target, and starts one sandbox for it outside the mutex.
  * They wake on a condition variable (a take, a want, a commit) and at least
  * once a second to look at the idle boxes.
  *
@@ -36,7 +40,8 @@ struct klass {
     struct hutch_sandbox_class cls; /* language and options point below */
     char language[16];
     char *options;
-    int size;      /* target; 0: drain */
+    int size;      /* configured; 0: drain */
+    int grown;     /* kept warm beyond size, for demand (see above) */
     int wanted;    /* named in the current configuration round */
     int on_demand; /* added by a miss, not by the configuration */
     atomic_int draining;
@@ -45,6 +50,7 @@ struct klass {
     int starting;
     uint64_t hits, misses, failures, recycled;
     uint64_t last_take_ms, backoff_until_ms, backoff_ms;
+    uint64_t last_dry_ms;    /* a take found it empty, or it last shrank */
     uint64_t short_since_ms; /* below its size since (0: full) */
     int failing;             /* the last refill failed: logged once until it recovers */
     char last_error[300];
@@ -61,6 +67,7 @@ struct hutch_pool {
     atomic_int stopping;
     uint64_t seq;
     uint64_t max_idle_ms; /* HUTCH_POOL_MAX_IDLE_MS, or $HUTCH_POOL_MAX_IDLE_MS */
+    uint64_t shrink_ms;   /* HUTCH_POOL_SHRINK_MS, or $HUTCH_POOL_SHRINK_MS */
     pthread_t th[HUTCH_POOL_REFILL_THREADS];
     int nth;
 };
@@ -95,6 +102,19 @@ static struct klass *find(struct hutch_pool *p, struct hutch_plugin *pl,
     return NULL;
 }
 
+/* How many boxes `k` keeps warm now (under mu). */
+static int target(const struct klass *k)
+{
+    return k->size > 0 ? k->size + k->grown : 0;
+}
+
+/* The most it may grow to. */
+static int ceiling(const struct klass *k)
+{
+    int c = k->size * HUTCH_POOL_GROW_FACTOR;
+    return c > HUTCH_POOL_MAX_SIZE ? HUTCH_POOL_MAX_SIZE : c;
+}
+
 static void klass_free(struct klass *k)
 {
     free(k->options);
@@ -107,10 +127,16 @@ static int start_cancelled(void *arg)
     return atomic_load(&k->draining) || atomic_load(&k->pool->stopping);
 }
 
-/* Under mu: take the idle boxes out of `k` (all, or only the stale ones). */
+/* Under mu: take the idle boxes out of `k` (all, or only the stale ones
+ * and the oldest past its target). */
 static void take_idle(struct klass *k, int all, uint64_t now, struct doomed *d)
 {
     int keep = 0;
+    while (!all && k->nidle > target(k) && k->nidle > 0) {
+        doom(d, k->idle[0]);
+        memmove(&k->idle[0], &k->idle[1], (size_t)(k->nidle - 1) * sizeof(k->idle[0]));
+        k->nidle--;
+    }
     for (int i = 0; i < k->nidle; i++) {
         struct hutch_box *b = k->idle[i];
         int stale = now - b->t_ready_us / 1000 > k->pool->max_idle_ms;
@@ -144,6 +170,12 @@ static struct klass *next_job(struct hutch_pool *p, struct doomed *d, int *defer
             k->size = 0;
             atomic_store(&k->draining, 1);
         }
+        if (k->grown > 0 && now - k->last_dry_ms >= p->shrink_ms) {
+            k->grown--;
+            k->last_dry_ms = now;
+            hutch_debug("pool: %s %s keeps %d warm (no demand beyond it lately)",
+                        k->pl->name, k->language, target(k));
+        }
         if (d->n + k->nidle <= (int)(sizeof(d->v) / sizeof(d->v[0])))
             take_idle(k, k->size == 0, now, d);
         if (k->size == 0 && k->nidle == 0 && k->starting == 0) {
@@ -153,7 +185,7 @@ static struct klass *next_job(struct hutch_pool *p, struct doomed *d, int *defer
             continue;
         }
         if (k->size > 0 && now >= k->backoff_until_ms) {
-            int gap = k->size - k->nidle - k->starting;
+            int gap = target(k) - k->nidle - k->starting;
             if (gap <= 0)
                 k->short_since_ms = 0;
             else if (!k->short_since_ms)
@@ -194,7 +226,7 @@ static void refill_one(struct hutch_pool *p, struct klass *k, struct doomed *d)
         k->failing = 0;
         k->backoff_ms = 0;
         if (!atomic_load(&p->stopping) && !atomic_load(&k->draining) &&
-            k->nidle + k->starting < k->size)
+            k->nidle + k->starting < target(k))
             k->idle[k->nidle++] = b;
         else
             doom(d, b);
@@ -261,13 +293,18 @@ int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
     uint64_t idle_ms;
     /* $HUTCH_POOL_MAX_IDLE_MS may shorten the idle age (tests, operators
      * who want fresher sandboxes), never lengthen it (its max). */
+    uint64_t shrink_ms;
     int r = hutch_knob_uint(HUTCH_KNOB_POOL_MAX_IDLE_MS, &idle_ms, err);
+    if (r < 0)
+        return r;
+    r = hutch_knob_uint(HUTCH_KNOB_POOL_SHRINK_MS, &shrink_ms, err);
     if (r < 0)
         return r;
     p = calloc(1, sizeof(*p));
     if (!p)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     p->max_idle_ms = idle_ms;
+    p->shrink_ms = shrink_ms;
     pthread_mutex_init(&p->mu, NULL);
     hutch_cond_init_mono(&p->cv);
     for (int i = 0; i < HUTCH_POOL_REFILL_THREADS; i++) {
@@ -448,6 +485,8 @@ void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
         k->on_demand = 0;
     }
     k->size = size;
+    if (k->size + k->grown > ceiling(k))
+        k->grown = ceiling(k) > k->size ? ceiling(k) - k->size : 0;
     atomic_store(&k->draining, size == 0);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
@@ -476,10 +515,18 @@ struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
                 doom(&d, c);
             }
         }
-        if (b)
+        if (b) {
             k->hits++;
-        else
+        } else {
             k->misses++;
+            /* Demand outran the refills: keep one more warm. */
+            k->last_dry_ms = k->last_take_ms;
+            if (k->size > 0 && !k->failing && target(k) < ceiling(k)) {
+                k->grown++;
+                hutch_debug("pool: %s %s ran dry, keeps %d warm", k->pl->name,
+                            k->language, target(k));
+            }
+        }
         pthread_cond_broadcast(&p->cv); /* refill what was taken */
     }
     pthread_mutex_unlock(&p->mu);
@@ -524,6 +571,7 @@ int hutch_pool_snapshot(struct hutch_pool *p, struct hutch_pool_status **rows,
         o->memory_mb = k->cls.memory_bytes >> 20;
         o->pids = k->cls.pids_max;
         o->size = k->size;
+        o->target = target(k);
         o->idle = k->nidle;
         o->starting = k->starting;
         o->hits = k->hits;

@@ -4,10 +4,13 @@
  * queue of boxes: sandboxes started ahead of any job whose runner has said
  * "ready".  A job takes one, runs on it, and the sandbox is destroyed
  * afterwards (exec.c): a box is never used twice.  Refill threads keep each
- * class at its size with bounded parallelism; an idle box that is older
- * than HUTCH_POOL_MAX_IDLE_MS, or whose runner stirred or died while idle,
- * is destroyed and replaced.  A class whose refills fail backs off (the
- * reason is logged once, jobs start cold) and recovers by itself.
+ * class at its target with bounded parallelism: its size, grown by one for
+ * each take that found it empty (up to HUTCH_POOL_GROW_FACTOR times the
+ * size) and shrunk by one for each $HUTCH_POOL_SHRINK_MS without one.  An
+ * idle box that is older than HUTCH_POOL_MAX_IDLE_MS, or whose runner
+ * stirred or died while idle, is destroyed and replaced.  A class whose
+ * refills fail backs off (the reason is logged once, jobs start cold) and
+ * recovers by itself.
  *
  * What does not live here: which classes are wanted and how big (job.c
  * decides from the plan govern.c resolves from the policy and the flags),

@@ -39,6 +39,7 @@ cJSON *hutch_pool_status_json(const struct hutch_pool_status *rows, size_t n,
             !cJSON_AddNumberToObject(o, "memory_mb", (double)k->memory_mb) ||
             !cJSON_AddNumberToObject(o, "pids", k->pids) ||
             !cJSON_AddNumberToObject(o, "size", k->size) ||
+            !cJSON_AddNumberToObject(o, "target", k->target) ||
             !cJSON_AddNumberToObject(o, "idle", k->idle) ||
             !cJSON_AddNumberToObject(o, "starting", k->starting) ||
             !cJSON_AddNumberToObject(o, "hits", (double)k->hits) ||

@@ -27,7 +27,8 @@ struct hutch_pool_status {
     char language[16];
     uint64_t memory_mb; /* the class's memory limit, in MiB */
     uint32_t pids;      /* its pids limit */
-    int size;           /* target */
+    int size;           /* configured */
+    int target;         /* kept warm now: size, and what demand added */
     int idle, starting; /* warm boxes waiting, being started */
     uint64_t hits, misses, failures, recycled;
     bool on_demand; /* added by a miss, not by the configuration */

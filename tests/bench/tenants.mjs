@@ -342,7 +342,7 @@ for (const E of executors) {
     // its connections), the pools are full again.
     const settle = async () => {
       await waitFor(async () => {
-        const size = await metric(srv, "hutch_pool_size");
+        const size = await metric(srv, "hutch_pool_target"); // grown with demand, or not
         return (await metric(srv, "hutch_pool_idle")) === size && (await metric(srv, "hutch_sandboxes_alive")) === size;
       }, 180000, 250);
       await sleep(1000);

@@ -9,6 +9,8 @@
 //     drained;
 //   - sizes from the policy's pool field (and an executor's table), a flag
 //     over them;
+//   - a pool that ran dry grows with demand (up to four times its size)
+//     and shrinks back ($HUTCH_POOL_SHRINK_MS) when the demand is gone;
 //   - TypeScript runs in a warm sandbox of the javascript pool;
 //   - an idle sandbox older than HUTCH_POOL_MAX_IDLE_MS is replaced;
 //   - kill -9 of hutch with full pools leaves nothing after the next start
@@ -187,6 +189,63 @@ await t.step("pool sizes come from the policy's pool field; an executor's table 
     { javascript: 1, python: 3 }, `pool = { ..., ${E} = { python = 3 } }`);
   await run(`return { ${allow}, pool = { python = 1, javascript = 0, [${JSON.stringify(E)}] = { python = 3 } } }\n`,
     ["--pool", "python=2,javascript=1"], { javascript: 1, python: 2 }, "--pool over the policy's pool");
+}, STEP_S);
+
+await t.step("a pool that ran dry grows with demand, and shrinks back when demand is gone", async () => {
+  const pol = path.join(tmp, "grow.lua");
+  fs.writeFileSync(pol, 'return { tools = { allow = { "*" } } }\n');
+  const python = (cs) => cs.find((c) => c.language === "python") || {};
+  // Four at once on a pool of one: the three that find it empty each add
+  // one to keep warm (up to four times its size).  Once it filled to
+  // that, three at once all come warm (HUTCH_POOL_SHRINK_MS at its most,
+  // an hour: nothing is given back meanwhile, however slow the machine).
+  {
+    const audit = path.join(tmp, "grow.jsonl");
+    const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=1,javascript=0", "--policy", pol, "--audit", audit],
+      env: { ...env, HUTCH_POOL_SHRINK_MS: "3600000" } });
+    try {
+      await poolUntil(h, audit, (cs) => python(cs).idle === 1, "filled");
+      const burst = async (n) => Promise.all(Array.from({ length: n }, (_, i) => execute(h.client, py(`${i} + 1`), { executor: E })));
+      // Each burst of four finds the pool short at least three times
+      // less what it grew already; a few bursts reach the ceiling.
+      let cs = [];
+      for (let i = 0; i < 6 && python(cs).target !== 4; i++) {
+        for (const x of await burst(4)) if (x.s.exit_code !== 0) throw new Error(JSON.stringify(x.s).slice(0, 300));
+        cs = await poolUntil(h, audit, () => true, "a pool record");
+      }
+      cs = await poolUntil(h, audit, (cs) => python(cs).size === 1 && python(cs).target === 4 && python(cs).idle === 4,
+        "grown to four and filled");
+      t.diag(`after bursts of four: ${JSON.stringify(python(cs))}`);
+      const xs = await burst(3);
+      if (xs.some((x) => x.s.exit_code !== 0 || x.s.warm !== true || x.s.executor !== E)) {
+        throw new Error(`not all three warm on ${E}: ${JSON.stringify(xs.map((x) => x.s)).slice(0, 600)}`);
+      }
+    } finally {
+      await h.close();
+    }
+  }
+  // With HUTCH_POOL_SHRINK_MS=1000 it gives one back each second without
+  // a dry take, down to its size.
+  {
+    const audit = path.join(tmp, "shrink.jsonl");
+    const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=1,javascript=0", "--policy", pol, "--audit", audit],
+      env: { ...env, HUTCH_POOL_SHRINK_MS: "1000" } });
+    try {
+      await poolUntil(h, audit, (cs) => python(cs).idle === 1, "filled");
+      let cs = [];
+      for (let i = 0; i < 6 && !(python(cs).misses >= 1); i++) {
+        await Promise.all(Array.from({ length: 4 }, () => execute(h.client, py("1"), { executor: E })));
+        cs = await poolUntil(h, audit, () => true, "a pool record");
+      }
+      if (!(python(cs).misses >= 1)) throw new Error(`bursts of four never found the pool of one empty: ${JSON.stringify(python(cs))}`);
+      cs = await poolUntil(h, audit, (cs) => python(cs).size === 1 && python(cs).target === 1 && python(cs).idle === 1 &&
+        python(cs).starting === 0, "shrunk back to its size");
+      t.diag(`after ${python(cs).misses} dry takes it is back to: ${JSON.stringify(python(cs))}`);
+
+    } finally {
+      await h.close();
+    }
+  }
 }, STEP_S);
 
 await t.step("TypeScript takes a warm sandbox of the javascript pool (no class of its own)", async () => {

@@ -86,7 +86,9 @@ if (ENGINE2) {
   if (r.rc !== 0) throw new Error(`dockerd2_env ${ENGINE2}: ${r.err}`);
   ENDPOINTS = `main=${process.env.DOCKER_HOST || "unix:///var/run/docker.sock"} second=${r.out}`;
 }
-const ENV = ENDPOINTS ? { HUTCH_DOCKER_ENDPOINTS: ENDPOINTS } : {};
+// A pool that grew under the load gives its sandboxes back each second
+// (not each minute): the settled counts compare with the baseline's.
+const ENV = { HUTCH_POOL_SHRINK_MS: "1000", ...(ENDPOINTS ? { HUTCH_DOCKER_ENDPOINTS: ENDPOINTS } : {}) };
 const ARGS = ["--policy", policy, "--executor", E, "--timeout", "120000"];
 
 // --- helpers -----------------------------------------------------------------------
@@ -384,14 +386,16 @@ const upUntil = async (srv, budget = 180000) =>
     }
   }, budget, 500);
 
-// Settled: the pools full again (as many sandboxes alive as `want`), the
-// fds and threads back to at most `fds` and `threads`.
+// Settled: the pools full again and back to their size (as many
+// sandboxes alive as `want`), the fds and threads back to at most `fds`
+// and `threads`.
 async function settle(srv, want, budget = 240000) {
   let last = {};
   const ok = await waitFor(async () => {
     last = { sandboxes: await metric(srv, "hutch_sandboxes_alive"), idle: await metric(srv, "hutch_pool_idle"),
-      size: await metric(srv, "hutch_pool_size"), fds: fdCount(srv.pid), threads: threadCount(srv.pid) };
-    return last.idle === last.size && (want === undefined || (last.sandboxes === want.sandboxes &&
+      size: await metric(srv, "hutch_pool_size"), target: await metric(srv, "hutch_pool_target"),
+      fds: fdCount(srv.pid), threads: threadCount(srv.pid) };
+    return last.idle === last.size && last.target === last.size && (want === undefined || (last.sandboxes === want.sandboxes &&
       last.fds <= want.fds && last.threads <= want.threads));
   }, budget, 1000);
   return { ok, ...last };

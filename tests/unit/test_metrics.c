@@ -36,6 +36,7 @@ static const struct hutch_pool_status pools[] = {
      .memory_mb = 512,
      .pids = 64,
      .size = 2,
+     .target = 3,
      .idle = 1,
      .starting = 1,
      .hits = 5,
@@ -45,6 +46,7 @@ static const struct hutch_pool_status pools[] = {
      .memory_mb = 512,
      .pids = 64,
      .size = 1,
+     .target = 1,
      .idle = 1,
      .hits = 2,
      .recycled = 3},
@@ -53,6 +55,7 @@ static const struct hutch_pool_status pools[] = {
      .memory_mb = 256,
      .pids = 32,
      .size = 1,
+     .target = 1,
      .failures = 4,
      .on_demand = true,
      .failing = true,
@@ -96,6 +99,12 @@ static void typed_rows(void)
     ok(text && strstr(text, "hutch_pool_idle{executor=\"local\",language=\"python\","
                             "memory_mb=\"512\",pids=\"64\"} 2\n"),
        "pool classes with the same labels are summed");
+    ok(text &&
+           strstr(text, "hutch_pool_target{executor=\"local\",language=\"python\","
+                        "memory_mb=\"512\",pids=\"64\"} 4\n") &&
+           strstr(text, "hutch_pool_size{executor=\"local\",language=\"python\","
+                        "memory_mb=\"512\",pids=\"64\"} 3\n"),
+       "a pool's target (what demand added) beside its configured size");
     ok(text && strstr(text, "hutch_pool_failures_total{executor=\"docker\","
                             "language=\"node\",memory_mb=\"256\",pids=\"32\"} 4\n"),
        "each field of a row is its own family");
@@ -105,7 +114,8 @@ static void typed_rows(void)
     js = o ? cJSON_PrintUnformatted(o) : NULL;
     ok(ready && js && !strstr(js, "no such image") &&
            strstr(js, "\"pools\":[{\"executor\":\"local\",\"language\":\"python\","
-                      "\"memory_mb\":512,\"pids\":64,\"size\":2,\"idle\":1,"
+                      "\"memory_mb\":512,\"pids\":64,\"size\":2,\"target\":3,"
+                      "\"idle\":1,"
                       "\"starting\":1,\"hits\":5,\"misses\":1,\"failures\":0,"
                       "\"recycled\":0,\"on_demand\":false},") &&
            strstr(js, "\"upstreams\":[],"),
