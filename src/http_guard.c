@@ -147,6 +147,16 @@ static struct hutch_http_conn *oldest_unauth(struct hutch_http_guard *g,
     return best;
 }
 
+/* Under g->mu: fewer than `reserve` places of the limit are free. */
+static int pressed(const struct hutch_http_guard *g)
+{
+    unsigned live = 0;
+
+    for (const struct hutch_http_conn *i = g->head; i; i = i->next)
+        live += !i->closing;
+    return live + g->o.reserve > g->o.max_conns;
+}
+
 /* Under g->mu: make room, as http_guard.h says, for `c` that just came
  * (keep == c: it is not the one closed), or, from the tick, around `c`
  * that is waiting (keep NULL: the oldest may be c itself). */
@@ -154,11 +164,10 @@ static void make_room(struct hutch_http_guard *g, struct hutch_http_conn *c,
                       const struct hutch_http_conn *keep, uint64_t now)
 {
     for (;;) {
-        unsigned live = 0, unauth = 0, here = 0;
+        unsigned unauth = 0, here = 0;
         struct hutch_http_conn *victim = NULL;
 
         for (struct hutch_http_conn *i = g->head; i; i = i->next) {
-            live += !i->closing;
             if (unauth_waiting(i)) {
                 unauth++;
                 here += same_address(i, c);
@@ -177,23 +186,13 @@ static void make_room(struct hutch_http_guard *g, struct hutch_http_conn *c,
          * only room_grace_ms to send its head: a client that reconnects
          * at once whenever it is closed would otherwise keep a second of
          * its connections each out of the shares' reach. */
-        if (!victim && live + g->o.reserve > g->o.max_conns)
+        if (!victim && pressed(g))
             victim = oldest_unauth(g, keep, NULL, now, g->o.room_grace_ms);
         if (!victim)
             return;
         shut(victim);
         g->stats.evicted++;
     }
-}
-
-/* Under g->mu: fewer than `reserve` places of the limit are free. */
-static int pressed(const struct hutch_http_guard *g)
-{
-    unsigned live = 0;
-
-    for (const struct hutch_http_conn *i = g->head; i; i = i->next)
-        live += !i->closing;
-    return live + g->o.reserve > g->o.max_conns;
 }
 
 /* Under g->mu: `c` just came, and the limit is pressed.  A client that
