@@ -51,7 +51,7 @@ struct klass {
     uint64_t hits, misses, failures, recycled;
     uint64_t last_take_ms, backoff_until_ms, backoff_ms;
     uint64_t last_dry_ms;    /* a take found it empty, or it last shrank */
-    uint64_t short_since_ms; /* below its size since (0: full) */
+    uint64_t short_since_ms; /* below its target since (0: full) */
     int failing;             /* the last refill failed: logged once until it recovers */
     char last_error[300];
 };
@@ -131,16 +131,13 @@ static int start_cancelled(void *arg)
  * and the oldest past its target). */
 static void take_idle(struct klass *k, int all, uint64_t now, struct doomed *d)
 {
-    int keep = 0;
-    while (!all && k->nidle > target(k) && k->nidle > 0) {
-        doom(d, k->idle[0]);
-        memmove(&k->idle[0], &k->idle[1], (size_t)(k->nidle - 1) * sizeof(k->idle[0]));
-        k->nidle--;
-    }
+    int keep = 0, past = k->nidle - target(k); /* the oldest `past` go */
     for (int i = 0; i < k->nidle; i++) {
         struct hutch_box *b = k->idle[i];
         int stale = now - b->t_ready_us / 1000 > k->pool->max_idle_ms;
-        if (all || stale || !hutch_box_idle_ok(b)) {
+        if (i < past) {
+            doom(d, b); /* the class shrank: not a replacement */
+        } else if (all || stale || !hutch_box_idle_ok(b)) {
             if (!all) {
                 k->recycled++;
                 hutch_debug("pool: %s %s sandbox replaced (%s)", k->pl->name,
@@ -290,10 +287,9 @@ static void *refill_main(void *arg)
 int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
 {
     struct hutch_pool *p;
-    uint64_t idle_ms;
+    uint64_t idle_ms, shrink_ms;
     /* $HUTCH_POOL_MAX_IDLE_MS may shorten the idle age (tests, operators
      * who want fresher sandboxes), never lengthen it (its max). */
-    uint64_t shrink_ms;
     int r = hutch_knob_uint(HUTCH_KNOB_POOL_MAX_IDLE_MS, &idle_ms, err);
     if (r < 0)
         return r;
