@@ -401,9 +401,18 @@ await t.step("a refill that fails degrades to cold starts, says why, and recover
     }, 60000, 300);
     if (!logged) throw new Error(`the pool's failure is not in the log:\n${h.logs().slice(-2000)}`);
     fs.renameSync(path.join(runners, "runner.py.away"), path.join(runners, "runner.py"));
+    // A box that a refill started before the runner went away may still
+    // be idle (a pool that grew refills two at once): an execution can come
+    // warm before any start has worked again.  So the recovery is awaited
+    // in the log first, and a warm execution after it.
+    const recovered = await waitFor(async () => {
+      if (/sandboxes start again/.test(h.logs())) return true;
+      await execute(h.client, py("1"), { executor: E });
+      return /sandboxes start again/.test(h.logs());
+    }, 60000, 300);
+    if (!recovered) throw new Error(`the recovery is not in the log:\n${h.logs().slice(-2000)}`);
     const back = await untilWarm(h);
     if (back.s.exit_code !== 0) throw new Error(JSON.stringify(back.s));
-    if (!/sandboxes start again/.test(h.logs())) throw new Error("the recovery is not in the log");
   } finally {
     await h.close();
   }
