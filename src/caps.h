@@ -485,6 +485,15 @@
 #define HUTCH_POOL_SHRINK_MS     60000
 #define HUTCH_POOL_SHRINK_MIN_MS 1000
 #define HUTCH_POOL_SHRINK_MAX_MS 3600000
+/* Shares between principals: a principal that took a sandbox within
+ * SHARE_MS ($HUTCH_POOL_SHARE_MS, SHARE_MIN_MS..SHARE_MAX_MS) and has fewer
+ * jobs under way than another is left one idle box of a class by it.  The
+ * pool tracks SHARE_SLOTS principals; one past them (all with jobs under
+ * way) takes as if the policy listed none. */
+#define HUTCH_POOL_SHARE_MS     30000
+#define HUTCH_POOL_SHARE_MIN_MS 1000
+#define HUTCH_POOL_SHARE_MAX_MS 3600000
+#define HUTCH_POOL_SHARE_SLOTS  64
 
 /* Plugins. */
 #define HUTCH_MAX_PLUGINS 64

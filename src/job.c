@@ -570,7 +570,7 @@ static int host_paths(struct hutch_job_req *job, struct hutch_policy *p,
 void hutch_job_release(struct hutch_jobs *j, struct hutch_job_req *job)
 {
     if (job->pooled)
-        hutch_pool_discard(j->pool, hutch_steal(&job->spent));
+        hutch_pool_discard(j->pool, hutch_steal(&job->spent), job->pool_who);
     else
         hutch_box_destroy(hutch_steal(&job->spent));
     job->pooled = 0;
@@ -754,7 +754,10 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     cls.language = runtime;
     job->pooled = j->pool && (pl->ex->caps & HUTCH_CAP_PRESTART);
     if (job->pooled) {
-        box = hutch_pool_take(j->pool, pl, &cls);
+        /* Warm boxes are shared between the policy's principals (pool.h). */
+        snprintf(job->pool_who, sizeof(job->pool_who), "%s",
+                 plan->has_principals ? gx.principal : "");
+        box = hutch_pool_take(j->pool, pl, &cls, job->pool_who);
         if (!box) {
             /* A miss: keep this class warm from now on, when the policy
              * pools its language on this executor. */

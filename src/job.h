@@ -152,9 +152,11 @@ struct hutch_job_req {
     struct hutch_elicitor elicit;
     /* Out: the execution id (also in the audit log). */
     char execution[40];
-    /* Private: the spent sandbox, until hutch_job_release. */
+    /* Private: the spent sandbox, until hutch_job_release; the principal
+     * the pool counts it for ("": none). */
     struct hutch_box *spent;
     int pooled;
+    char pool_who[64];
 };
 
 /* Call once the result of hutch_job_run has been rendered and sent (also

@@ -12,6 +12,15 @@
  * They wake on a condition variable (a take, a want, a commit) and at least
  * once a second to look at the idle boxes.
  *
+ * Shares: where the policy lists principals, the pool counts each one's
+ * jobs under way (take to discard, warm or cold) and when it last took.  A
+ * take by `who` gets a warm box only if more are idle than the principals
+ * that took within share_ms and have fewer jobs under way than `who`: each
+ * of those is left one.  So a principal flooding executions starts cold
+ * while the others' next executions find a warm box, and the lightest
+ * user never waits on a reserve.  A take refused so is a miss: the class
+ * grows, the demand is real.
+ *
  * A start under way is cancelled (start() polls cancelled()) when its class
  * is drained or the pool is freed.  A class is freed only when it has no
  * idle box and no start under way.
@@ -56,6 +65,13 @@ struct klass {
     char last_error[300];
 };
 
+/* A principal in the shares (see above; under mu). */
+struct share {
+    char who[64]; /* "" : a free slot */
+    int held;     /* jobs between take and discard */
+    uint64_t last_take_ms;
+};
+
 struct hutch_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -68,6 +84,8 @@ struct hutch_pool {
     uint64_t seq;
     uint64_t max_idle_ms; /* HUTCH_POOL_MAX_IDLE_MS, or $HUTCH_POOL_MAX_IDLE_MS */
     uint64_t shrink_ms;   /* HUTCH_POOL_SHRINK_MS, or $HUTCH_POOL_SHRINK_MS */
+    uint64_t share_ms;    /* HUTCH_POOL_SHARE_MS, or $HUTCH_POOL_SHARE_MS */
+    struct share shares[HUTCH_POOL_SHARE_SLOTS];
     pthread_t th[HUTCH_POOL_REFILL_THREADS];
     int nth;
 };
@@ -287,7 +305,7 @@ static void *refill_main(void *arg)
 int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
 {
     struct hutch_pool *p;
-    uint64_t idle_ms, shrink_ms;
+    uint64_t idle_ms, shrink_ms, share_ms;
     /* $HUTCH_POOL_MAX_IDLE_MS may shorten the idle age (tests, operators
      * who want fresher sandboxes), never lengthen it (its max). */
     int r = hutch_knob_uint(HUTCH_KNOB_POOL_MAX_IDLE_MS, &idle_ms, err);
@@ -296,11 +314,15 @@ int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
     r = hutch_knob_uint(HUTCH_KNOB_POOL_SHRINK_MS, &shrink_ms, err);
     if (r < 0)
         return r;
+    r = hutch_knob_uint(HUTCH_KNOB_POOL_SHARE_MS, &share_ms, err);
+    if (r < 0)
+        return r;
     p = calloc(1, sizeof(*p));
     if (!p)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     p->max_idle_ms = idle_ms;
     p->shrink_ms = shrink_ms;
+    p->share_ms = share_ms;
     pthread_mutex_init(&p->mu, NULL);
     hutch_cond_init_mono(&p->cv);
     for (int i = 0; i < HUTCH_POOL_REFILL_THREADS; i++) {
@@ -488,19 +510,68 @@ void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Under mu: `who`'s slot in the shares, claimed when it has none (a free
+ * slot, else the one that took least recently with no job under way);
+ * NULL for `who` NULL or too long, or when every slot has jobs under way. */
+static struct share *share_of(struct hutch_pool *p, const char *who)
+{
+    struct share *free_slot = NULL;
+
+    if (!who || !who[0] || strlen(who) >= sizeof(p->shares[0].who))
+        return NULL;
+    for (int i = 0; i < HUTCH_POOL_SHARE_SLOTS; i++) {
+        struct share *s = &p->shares[i];
+        if (!strcmp(s->who, who))
+            return s;
+        if (s->held == 0 &&
+            (!free_slot || !s->who[0] ||
+             (free_slot->who[0] && s->last_take_ms < free_slot->last_take_ms)))
+            free_slot = s;
+    }
+    if (free_slot) {
+        snprintf(free_slot->who, sizeof(free_slot->who), "%s", who);
+        free_slot->held = 0;
+        free_slot->last_take_ms = 0;
+    }
+    return free_slot;
+}
+
+/* Under mu: how many idle boxes of a class `me` leaves to the others (see
+ * the top of the file). */
+static int share_reserve(const struct hutch_pool *p, const struct share *me,
+                         uint64_t now)
+{
+    int n = 0;
+
+    if (!me)
+        return 0;
+    for (int i = 0; i < HUTCH_POOL_SHARE_SLOTS; i++) {
+        const struct share *s = &p->shares[i];
+        if (s != me && s->who[0] && s->held < me->held &&
+            now - s->last_take_ms < p->share_ms)
+            n++;
+    }
+    return n;
+}
+
 struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
-                                  const struct hutch_sandbox_class *cls)
+                                  const struct hutch_sandbox_class *cls,
+                                  const char *who)
 {
     struct doomed d = {.n = 0};
     struct hutch_box *b = NULL;
+    struct share *me;
     struct klass *k;
 
     pthread_mutex_lock(&p->mu);
     p->busy++;
+    me = share_of(p, who);
     k = find(p, pl, cls);
     if (k) {
+        int reserve;
         k->last_take_ms = hutch_now_ms();
-        while (!b && k->nidle > 0) {
+        reserve = share_reserve(p, me, k->last_take_ms);
+        while (!b && k->nidle > reserve) {
             struct hutch_box *c = k->idle[0];
             memmove(&k->idle[0], &k->idle[1], (size_t)(k->nidle - 1) * sizeof(c));
             k->nidle--;
@@ -515,6 +586,10 @@ struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
             k->hits++;
         } else {
             k->misses++;
+            if (reserve > 0 && k->nidle > 0)
+                hutch_debug("pool: %s starts a %s %s sandbox cold, leaving %d idle to "
+                            "%d principal(s) with fewer executions under way",
+                            who, k->pl->name, k->language, k->nidle, reserve);
             /* Demand outran the refills: keep one more warm. */
             k->last_dry_ms = k->last_take_ms;
             if (k->size > 0 && !k->failing && target(k) < ceiling(k)) {
@@ -525,16 +600,27 @@ struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
         }
         pthread_cond_broadcast(&p->cv); /* refill what was taken */
     }
+    if (me) {
+        me->held++;
+        me->last_take_ms = hutch_now_ms();
+    }
     pthread_mutex_unlock(&p->mu);
     destroy_doomed(&d);
     return b;
 }
 
-void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b)
+void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b, const char *who)
 {
     pthread_mutex_lock(&p->mu);
     if (p->busy > 0)
         p->busy--;
+    if (who && who[0]) {
+        for (int i = 0; i < HUTCH_POOL_SHARE_SLOTS; i++)
+            if (p->shares[i].held > 0 && !strcmp(p->shares[i].who, who)) {
+                p->shares[i].held--;
+                break;
+            }
+    }
     if (b) {
         b->next = p->spent;
         p->spent = b;

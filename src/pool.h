@@ -50,12 +50,18 @@ void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
 /* A warm box of exactly this class, or NULL (a miss: start cold).  The
  * caller owns the box, and ends its job with hutch_pool_discard (with the
  * box it ran on, warm or cold, or NULL when it got none): refills wait
- * while jobs run, unless a class ran dry. */
+ * while jobs run, unless a class ran dry.
+ *
+ * `who` names the principal the job runs for (NULL: the policy lists
+ * none), for the shares: a principal with more jobs under way than
+ * another that took within HUTCH_POOL_SHARE_MS leaves that one an idle box
+ * of the class, and starts cold instead (a miss, so the class grows). */
 struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
-                                  const struct hutch_sandbox_class *cls);
+                                  const struct hutch_sandbox_class *cls,
+                                  const char *who);
 /* The job that called take is over: `b` (may be NULL) is destroyed by the
- * pool's threads, off the caller's path. */
-void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b);
+ * pool's threads, off the caller's path.  `who` as given to take. */
+void hutch_pool_discard(struct hutch_pool *p, struct hutch_box *b, const char *who);
 
 /* Every class as it is now, one row each (status.h), in *rows (caller
  * frees with free()) and *n.  0, or -ENOMEM. */

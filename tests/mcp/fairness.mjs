@@ -13,7 +13,11 @@
 //     goes back down after it;
 //   - hutch's memory shared: while alice's executions hold what they may of
 //     the process budget (HUTCH_MEMORY_BUDGET_MB=256), her second 76 MiB
-//     call is refused as past her share, and bob's 37 MiB call still fits.
+//     call is refused as past her share, and bob's 37 MiB call still fits;
+//   - warm sandboxes shared: on a pool of one, while one of alice's
+//     executions runs, her next one starts cold and leaves the idle
+//     sandbox to bob (who took one lately and has none under way), whose
+//     execution comes warm.
 // Nothing here is timed: overlaps are counted from the programs' own clock
 // readings, and every wait is a generous budget.  TAP.
 import crypto from "node:crypto";
@@ -97,7 +101,7 @@ function sandboxWeights(pid) {
   return out;
 }
 
-const only = process.env.FAIRNESS_STEP; // one step alone, when debugging
+const only = process.env.FAIRNESS_STEP; // some steps alone (tests/docker/fairness.sh)
 const step = (n, name, f, budget) => (!only || only.split(",").includes(String(n)) ? t.step(name, f, budget) : null);
 await step(1, "the link store: alice's 1100 links drop her own oldest, not bob's live link", async () => {
   const files = (n) => `import os
@@ -252,6 +256,53 @@ r`;
   const refused = states.filter((s) => /principal \\?"alice\\?" may hold/.test(JSON.stringify(s?.result ?? "")));
   if (refused.length < 1) throw new Error(`none of alice's calls was refused as past her share: ${JSON.stringify(states).slice(0, 600)}`);
   t.diag(`alice refused: ${text(refused[0].result).slice(0, 400)}`);
+}, 600);
+
+await step(5, "warm sandboxes: alice with one under way leaves the idle one to bob", async () => {
+  // A server of its own with a pool of one python sandbox; nothing given
+  // back or forgotten meanwhile (an hour each), however slow the machine.
+  const ps = await spawnHttp({
+    hutch, servers: fx.servers,
+    args: ["--policy", policy, "--timeout", "600000", "--executor", E, "--pool", "python=1,javascript=0"],
+    env: { HUTCH_POOL_SHRINK_MS: "3600000", HUTCH_POOL_SHARE_MS: "3600000" },
+  });
+  try {
+    const call = (who, code, opts) =>
+      postModern(ps.url, tok[who], "tools/call",
+        { name: "execute_code", arguments: { language: "python", code, timeout_ms: 500000 } },
+        { capabilities: opts?.tasks ? { extensions: TASKS } : {}, timeoutMs: 600000 });
+    const metric = async (name) => {
+      const r = await fetch(`http://127.0.0.1:${ps.port}/metrics`, { headers: { Authorization: `Bearer ${tok.carol}` } });
+      const m = new RegExp(`^${name}\\{[^}]*language="python"[^}]*\\} (\\S+)$`, "m").exec(await r.text());
+      return m ? Number(m[1]) : NaN;
+    };
+    const settle = async (hits, what) => {
+      const ok = await waitFor(async () => (await metric("hutch_pool_hits_total")) === hits &&
+        (await metric("hutch_pool_idle")) === 1, 300000, 200);
+      if (!ok) throw new Error(`${what}: hits ${await metric("hutch_pool_hits_total")}, idle ${await metric("hutch_pool_idle")}`);
+    };
+    const sc = (r) => r.result?.structuredContent || {};
+    await settle(0, "the pool filled");
+    const b1 = await call("bob", "1");
+    if (sc(b1).warm !== true || sc(b1).executor !== E) throw new Error(`bob's first: ${JSON.stringify(sc(b1))}`);
+    await settle(1, "bob's sandbox replaced");
+    // alice's first is held upstream (a task, cancelled at the end).
+    const a1 = await call("alice", "tools.recorder.slow(ms=500000)", { tasks: true });
+    const a1id = a1.result?.taskId;
+    if (!a1id) throw new Error(JSON.stringify(a1));
+    try {
+      await settle(2, "alice's first took the warm sandbox, which was replaced");
+      const a2 = await call("alice", "1");
+      if (sc(a2).exit_code !== 0 || sc(a2).warm !== false || sc(a2).executor !== E)
+        throw new Error(`alice's second, with one under way, starts cold on ${E}: ${JSON.stringify(sc(a2))}`);
+      const b2 = await call("bob", "1");
+      if (sc(b2).warm !== true || sc(b2).executor !== E) throw new Error(`bob's second comes warm: ${JSON.stringify(sc(b2))}`);
+    } finally {
+      await postModern(ps.url, tok.alice, "tasks/cancel", { taskId: a1id }, { capabilities: { extensions: TASKS } });
+    }
+  } finally {
+    await ps.stop();
+  }
 }, 600);
 
 const stopped = await srv.stop();
