@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -195,4 +197,77 @@ uint32_t box_cpu_shares(uint32_t weight)
 {
     uint32_t shares = weight * 1024u / 100u;
     return shares < 2 ? 2 : shares;
+}
+
+int box_cpu_weight_parse(const char *value, uint32_t *weight, struct hutch_err *err)
+{
+    char *end;
+    unsigned long w;
+
+    errno = 0;
+    w = strtoul(value, &end, 10);
+    if (errno || end == value || *end || value[0] == '-' || w < HUTCH_CPU_WEIGHT_MIN ||
+        w > HUTCH_CPU_WEIGHT_MAX)
+        return hutch_err_set(
+            err, -EINVAL,
+            "HUTCH_SANDBOXES_CPU_WEIGHT=%.32s: want a weight from %u to "
+            "%u (the kernel's default is %u)",
+            value, HUTCH_CPU_WEIGHT_MIN, HUTCH_CPU_WEIGHT_MAX,
+            HUTCH_CPU_WEIGHT_DEFAULT);
+    *weight = (uint32_t)w;
+    return 0;
+}
+
+int box_cpu_root(char *out, size_t len)
+{
+    static const char *const v1[] = {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct",
+                                     "/sys/fs/cgroup/cpuacct,cpu"};
+    char file[PATH_MAX];
+
+    if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+        snprintf(out, len, "/sys/fs/cgroup");
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof(v1) / sizeof(v1[0]); i++) {
+        snprintf(file, sizeof(file), "%s/cpu.shares", v1[i]);
+        if (access(file, F_OK) == 0) {
+            snprintf(out, len, "%s", v1[i]);
+            return 1;
+        }
+    }
+    return -ENOENT;
+}
+
+int box_parent_cpu_weight(const char *parent, uint32_t weight, char *dir, size_t len,
+                          struct hutch_err *err)
+{
+    char root[64], file[PATH_MAX + 32], val[32];
+    int v, r;
+
+    if (!parent[0] || strstr(parent, "..") || strlen(parent) > 200)
+        return hutch_err_set(
+            err, -EINVAL, "the cgroup parent \"%.64s\" is not a cgroup path", parent);
+    if ((v = box_cpu_root(root, sizeof(root))) < 0)
+        return hutch_err_set(err, v,
+                             "no cpu controller is mounted below /sys/fs/cgroup");
+    snprintf(dir, len, "%s%s%s", root, parent[0] == '/' ? "" : "/", parent);
+    for (char *p = dir + strlen(root) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        (void)mkdir(dir, 0755);
+        *p = '/';
+    }
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return hutch_err_set(err, -errno, "cannot make the cgroup %s: %s", dir,
+                             strerror(errno));
+    if (v == 2) {
+        snprintf(file, sizeof(file), "%s/cpu.weight", dir);
+        snprintf(val, sizeof(val), "%u", weight);
+    } else {
+        snprintf(file, sizeof(file), "%s/cpu.shares", dir);
+        snprintf(val, sizeof(val), "%u", box_cpu_shares(weight));
+    }
+    if ((r = box_write_str(file, val)) < 0)
+        return hutch_err_set(err, r, "cannot write %s to %s: %s", val, file,
+                             strerror(-r));
+    return 0;
 }

@@ -85,6 +85,20 @@ int box_write_str(const char *path, const char *s);
 /* The cgroup v1 cpu.shares of a weight on v2's scale: 1024 for the default
  * 100, never below v1's minimum of 2. */
 uint32_t box_cpu_shares(uint32_t weight);
+/* HUTCH_SANDBOXES_CPU_WEIGHT's text as a weight (HUTCH_CPU_WEIGHT_MIN..MAX,
+ * v2's scale): 0, or -EINVAL saying what is wanted. */
+int box_cpu_weight_parse(const char *value, uint32_t *weight, struct hutch_err *err);
+/* Where the cpu controller is mounted: 2 for cgroup v2 (/sys/fs/cgroup), 1
+ * for v1 (/sys/fs/cgroup/cpu, or cpu,cpuacct and cpuacct,cpu where that is
+ * the directory), with the path in out; -ENOENT for none. */
+int box_cpu_root(char *out, size_t len);
+/* The sandboxes' cgroup parent `parent` (a cgroup path, as runsc
+ * and Docker's cgroupfs driver take it) made in the cpu hierarchy (and the
+ * directories above it), and its weight set: cpu.weight on v2, cpu.shares
+ * (box_cpu_shares) on v1.  0 with the directory in dir; else -errno and err
+ * says what failed (no cpu controller, not writable, a bad path). */
+int box_parent_cpu_weight(const char *parent, uint32_t weight, char *dir, size_t len,
+                          struct hutch_err *err);
 unsigned long long box_work_bytes(const struct hutch_sandbox_class *cls);
 unsigned long long box_tmp_bytes(const struct hutch_sandbox_class *cls);
 

@@ -297,6 +297,12 @@ static int docker_open(const struct hutch_host *host, const struct hutch_config 
     r = box_find_init(dk_options, st->init_path, sizeof(st->init_path), err);
     pthread_mutex_init(&st->boot_mu, NULL);
     pthread_mutex_init(&st->live_mu, NULL);
+    pthread_mutex_init(&st->cg_mu, NULL);
+    {
+        const char *w = opt_env(dk_options, "sandboxes_cpu_weight");
+        if (r == 0 && w)
+            r = box_cpu_weight_parse(w, &st->cpu_weight, err);
+    }
     if (r == 0)
         r = make_boot(st, boot_stamp(st), &st->boot, err);
     if (r == 0) {
@@ -324,6 +330,7 @@ static void docker_close(void *state)
     dk_engines_free(&st->engines);
     boot_put(st->boot);
     pthread_mutex_destroy(&st->live_mu);
+    pthread_mutex_destroy(&st->cg_mu);
     free(st);
 }
 
@@ -341,6 +348,78 @@ static void volume_labels(const struct dk_state *st, cJSON *mount, unsigned long
     cJSON_AddStringToObject(l, DK_OWNER_LABEL, st->owner);
     cJSON_AddStringToObject(l, "hutch.instance", st->instance);
     cJSON_AddStringToObject(l, DK_SANDBOX_LABEL, num);
+}
+
+/* The engine's cgroup driver ("cgroupfs", "systemd"), from GET /info:
+ * 0, or -errno with err saying why. */
+static int engine_cgroup_driver(const struct dk_engine *e, char *out, size_t len,
+                                struct hutch_err *err)
+{
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
+    cJSON *j, *d;
+    int r = dk_json(&e->api, "GET", "/info", NULL, NULL, &b, err);
+
+    if (r == 0) {
+        j = cJSON_ParseWithLength(b.data, b.len);
+        d = cJSON_GetObjectItem(j, "CgroupDriver");
+        if (cJSON_IsString(d) && d->valuestring[0])
+            snprintf(out, len, "%s", d->valuestring);
+        else
+            r = hutch_err_set(err, -EPROTO, "its /info names no cgroup driver");
+        cJSON_Delete(j);
+    }
+    hutch_buf_free(&b);
+    return r;
+}
+
+/* The cgroup parent of the containers on e (NULL: the daemon's default),
+ * decided at e's first container: cgroup_parent as set.  With
+ * sandboxes_cpu_weight, on an engine of this host (a unix socket) whose
+ * cgroup driver is cgroupfs, that parent (/hutch-docker when unset) is
+ * made here and weighs that much, all sandboxes of the engine together,
+ * against dockerd, hutch's threads and every other process at its level,
+ * as gVisor's does (gvisor.c, cpu_setup).  Elsewhere the weight is not
+ * applied, and the log says why once: a remote engine's cgroups are on
+ * another host; the systemd driver wants a slice, whose CPUWeight= is
+ * systemd's to set. */
+static const char *engine_cgroup_parent(struct dk_state *st, struct dk_engine *e)
+{
+    const char *opt = opt_env(dk_options, "cgroup_parent");
+    const char *out;
+
+    if (!st->cpu_weight)
+        return opt;
+    pthread_mutex_lock(&st->cg_mu);
+    if (!e->cg_decided) {
+        struct hutch_err why = HUTCH_ERR_INIT;
+        char driver[32] = "", dir[PATH_MAX];
+        const char *parent = opt ? opt : "/hutch-docker";
+        snprintf(e->cg_parent, sizeof(e->cg_parent), "%s", opt ? opt : "");
+        if (!e->api.unix_path[0])
+            hutch_err_set(&why, -EREMOTE, "the engine %s is not on this host",
+                          e->api.where);
+        else if (engine_cgroup_driver(e, driver, sizeof(driver), &why) == 0 &&
+                 strcmp(driver, "cgroupfs"))
+            hutch_err_set(&why, -ENOTSUP,
+                          "the engine %s uses the %s cgroup driver (set CPUWeight= on "
+                          "the slice in cgroup_parent instead)",
+                          e->api.where, driver);
+        else if (!why.msg[0] && box_parent_cpu_weight(parent, st->cpu_weight, dir,
+                                                      sizeof(dir), &why) == 0) {
+            snprintf(e->cg_parent, sizeof(e->cg_parent), "%s", parent);
+            st->host->log(HUTCH_LOG_DEBUG, "docker",
+                          "the sandboxes on %s below %s weigh %u", e->api.where, dir,
+                          st->cpu_weight);
+        }
+        if (why.msg[0])
+            st->host->log(HUTCH_LOG_WARN, "docker",
+                          "HUTCH_SANDBOXES_CPU_WEIGHT=%u not applied: %s",
+                          st->cpu_weight, why.msg);
+        e->cg_decided = 1;
+    }
+    out = e->cg_parent[0] ? e->cg_parent : NULL;
+    pthread_mutex_unlock(&st->cg_mu);
+    return out;
 }
 
 static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
@@ -425,7 +504,7 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     {
         /* Deployments (and the hostile tests' outer guard) may want every
          * sandbox below a cgroup of their own. */
-        const char *parent = opt_env(dk_options, "cgroup_parent");
+        const char *parent = engine_cgroup_parent(st, sb->eng);
         if (parent)
             cJSON_AddStringToObject(hc, "CgroupParent", parent);
     }

@@ -66,6 +66,10 @@ struct dk_state {
      * comeback must not sweep. */
     pthread_mutex_t live_mu;
     struct dk_sandbox *live;
+    /* sandboxes_cpu_weight (0: unset), and the lock of the engines'
+     * cg_decided and cg_parent. */
+    uint32_t cpu_weight;
+    pthread_mutex_t cg_mu;
 };
 
 struct dk_sandbox {

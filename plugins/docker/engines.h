@@ -42,6 +42,10 @@ struct dk_engine {
     unsigned live;           /* containers of this hutch on it (atomic) */
     unsigned comebacks;      /* times it answered again after it was down */
     unsigned swept;          /* … of which dk_engine_came_back said so */
+    /* The cgroup parent of its containers, decided at its first container
+     * (docker.c, engine_cgroup_parent; under the state's cg_mu). */
+    int cg_decided;
+    char cg_parent[256]; /* "": the daemon's default */
 };
 
 struct dk_engines {

@@ -30,7 +30,16 @@ const struct hutch_option dk_options[] = {
     OPT_ROW("cgroup_parent", HUTCH_OPTION_STRING, "HUTCH_CGROUP_PARENT",
             HUTCH_OPTION_ENV_ONLY,
             "The cgroup parent of the sandboxes' containers (default the "
-            "daemon's)."),
+            "daemon's; /hutch-docker with sandboxes_cpu_weight)."),
+    OPT_ROW("sandboxes_cpu_weight", HUTCH_OPTION_INT, "HUTCH_SANDBOXES_CPU_WEIGHT",
+            HUTCH_OPTION_ENV_ONLY,
+            "The CPU weight of the containers' cgroup parent, all sandboxes of "
+            "an engine together, on cgroup v2's scale (1-10000; unset: the "
+            "daemon's parent, as it is).  Applied on an engine of this host "
+            "with the cgroupfs driver, where hutch makes the parent; elsewhere "
+            "the log says why not.  As for gvisor: 12 puts hutch's own "
+            "threads and the Docker daemon first while sandboxes use the CPU, "
+            "for a host that runs nothing else CPU-bound."),
     BOX_OPTION_INIT,
     OPT_END,
 };

@@ -403,62 +403,24 @@ static void cg_each(const char *rel,
  * range. */
 static int cpu_setup(struct gv_state *st, struct hutch_err *err)
 {
-    static const char *const v1[] = {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct",
-                                     "/sys/fs/cgroup/cpuacct,cpu"};
     const char *env = opt_env(gv_options, "sandboxes_cpu_weight");
-    const char *parent = cg_parent(), *slash = parent[0] == '/' ? "" : "/";
-    int v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
-    char dir[PATH_MAX], file[PATH_MAX + 32], val[32];
-    unsigned long w;
-    const char *root = v2 ? "/sys/fs/cgroup" : NULL;
+    struct hutch_err why = HUTCH_ERR_INIT;
+    char dir[PATH_MAX];
+    uint32_t w;
+    int r;
 
     /* Unset, nothing is written: a `hutch run` beside a `hutch serve` that
      * set a weight must not undo it (both use the same parent). */
     if (!env)
         return 0;
-    {
-        char *end;
-        errno = 0;
-        w = strtoul(env, &end, 10);
-        if (errno || *end || w < HUTCH_CPU_WEIGHT_MIN || w > HUTCH_CPU_WEIGHT_MAX)
-            return hutch_err_set(err, -EINVAL,
-                                 "HUTCH_SANDBOXES_CPU_WEIGHT=%s: want a weight from %u "
-                                 "to %u (the kernel's default is %u)",
-                                 env, HUTCH_CPU_WEIGHT_MIN, HUTCH_CPU_WEIGHT_MAX,
-                                 HUTCH_CPU_WEIGHT_DEFAULT);
+    if ((r = box_cpu_weight_parse(env, &w, err)) < 0)
+        return r;
+    if (box_parent_cpu_weight(cg_parent(), w, dir, sizeof(dir), &why) < 0) {
+        st->host->log(HUTCH_LOG_WARN, "gvisor",
+                      "HUTCH_SANDBOXES_CPU_WEIGHT=%s not applied: %s", env, why.msg);
+        return 0;
     }
-    for (size_t i = 0; !root && i < sizeof(v1) / sizeof(v1[0]); i++) {
-        snprintf(file, sizeof(file), "%s/cpu.shares", v1[i]);
-        if (access(file, W_OK) == 0)
-            root = v1[i];
-    }
-    if (!root || strstr(parent, ".."))
-        goto none;
-    snprintf(dir, sizeof(dir), "%s%s%s", root, slash, parent);
-    for (char *p = dir + strlen(root) + 1; (p = strchr(p, '/')); p++) {
-        *p = '\0';
-        (void)mkdir(dir, 0755);
-        *p = '/';
-    }
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        goto none;
-    if (v2) {
-        snprintf(file, sizeof(file), "%s/cpu.weight", dir);
-        snprintf(val, sizeof(val), "%lu", w);
-    } else {
-        snprintf(file, sizeof(file), "%s/cpu.shares", dir);
-        snprintf(val, sizeof(val), "%u", box_cpu_shares((uint32_t)w));
-    }
-    if (box_write_str(file, val) < 0)
-        goto none;
-    st->host->log(HUTCH_LOG_DEBUG, "gvisor", "the sandboxes below %s weigh %lu", dir,
-                  w);
-    return 0;
-none:
-    st->host->log(HUTCH_LOG_WARN, "gvisor",
-                  "HUTCH_SANDBOXES_CPU_WEIGHT=%s not applied: no writable cpu "
-                  "controller for %s",
-                  env, parent);
+    st->host->log(HUTCH_LOG_DEBUG, "gvisor", "the sandboxes below %s weigh %u", dir, w);
     return 0;
 }
 

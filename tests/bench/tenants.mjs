@@ -37,9 +37,9 @@
 // 24), SLOW (slow connections, 100), HOSTILE_SECONDS (each program's 3),
 // HOSTILE_PARTS (what mallory does, sessions,slow,flood,big: some of them
 // alone, to see which costs the others what), PHASES (after the quiet one:
-// spin,sleep,hogs, some of them), HUTCH_SANDBOXES_CPU_WEIGHT (12; empty
-// for the gvisor executor's default), HUTCH_CGROUP_PARENT (gVisor's; one
-// of the bench's own by default, removed at the end).
+// spin,sleep,hogs, some of them), HUTCH_SANDBOXES_CPU_WEIGHT (12, for
+// docker and gvisor; empty for their default), HUTCH_CGROUP_PARENT (one
+// of the bench's own per executor by default, removed at the end).
 import crypto from "node:crypto";
 import http from "node:http";
 import net from "node:net";
@@ -182,16 +182,19 @@ const SELF = new URL(import.meta.url).pathname;
 // CPU), hogs (CPU hogs only).
 const PHASES = (process.env.PHASES || "spin,sleep,hogs").split(",").map((s) => s.trim());
 // A host that serves many principals and runs nothing else CPU-bound, as
-// doc/operating.md advises: gVisor's sandboxes weigh 12 together, below
-// hutch's own threads.  HUTCH_SANDBOXES_CPU_WEIGHT= (empty) for the
-// default (the parent's weight left as it is).
-// The weight stays on the parent after hutch ends, so the bench's gVisor
-// hutch gets a parent of its own (unless the environment names one),
-// removed at the end: the host's /hutch-gvisor keeps its weight.
+// doc/operating.md advises: docker's and gVisor's sandboxes weigh 12
+// together, below hutch's own threads.  HUTCH_SANDBOXES_CPU_WEIGHT=
+// (empty) for the default (the daemon's parent for docker; gVisor's
+// parent's weight left as it is).
+// The weight stays on the parent after hutch ends, so the bench's hutch
+// gets a parent of its own (unless the environment names one), removed at
+// the end: the host's /hutch-gvisor keeps its weight.
 const SANDBOXES_CPU_WEIGHT = process.env.HUTCH_SANDBOXES_CPU_WEIGHT ?? "12";
-const CGROUP_PARENT = process.env.HUTCH_CGROUP_PARENT || `/hutch-gvisor-bench-${process.pid}`;
-function removeParent() {
+const WEIGHED = new Set(["docker", "gvisor"]);
+const parentOf = (E) => process.env.HUTCH_CGROUP_PARENT || `/hutch-${E}-bench-${process.pid}`;
+function removeParent(E) {
   if (process.env.HUTCH_CGROUP_PARENT) return;
+  const CGROUP_PARENT = parentOf(E);
   const roots = ["/sys/fs/cgroup", ...fs.readdirSync("/sys/fs/cgroup").map((d) => `/sys/fs/cgroup/${d}`)];
   for (const r of roots) {
     try {
@@ -323,13 +326,12 @@ const results = [];
 let broken = false;
 console.log(`bench-tenants: alice and bob (ordinary) beside mallory (hostile), one hutch serve --http per executor; ` +
   `${ROUNDS} rounds of search_tools + execute_code per ordinary principal and phase; ${os.cpus().length} CPUs; ` +
-  `HUTCH_SANDBOXES_CPU_WEIGHT=${SANDBOXES_CPU_WEIGHT || "(unset)"} (gvisor)`);
+  `HUTCH_SANDBOXES_CPU_WEIGHT=${SANDBOXES_CPU_WEIGHT || "(unset)"} (docker, gvisor)`);
 for (const [e, why] of Object.entries(skipped)) console.log(`  ${e} skipped: ${why}`);
 
 for (const E of executors) {
   const srv = await spawnHttp({ hutch, servers: fx.servers, args: ["--policy", policy, "--executor", E],
-    // gVisor's only: docker reads HUTCH_CGROUP_PARENT too.
-    env: E !== "gvisor" ? {} : { HUTCH_CGROUP_PARENT: CGROUP_PARENT,
+    env: !WEIGHED.has(E) ? {} : { HUTCH_CGROUP_PARENT: parentOf(E),
       ...(SANDBOXES_CPU_WEIGHT ? { HUTCH_SANDBOXES_CPU_WEIGHT: SANDBOXES_CPU_WEIGHT } : {}) } });
   try {
     // Upstreams up, pools warm, a few rounds each that are not counted.
@@ -372,7 +374,7 @@ for (const E of executors) {
     console.log(`  ${E}: ${e.message}`);
   } finally {
     await srv.stop();
-    if (E === "gvisor") removeParent();
+    if (WEIGHED.has(E)) removeParent(E);
   }
 }
 

@@ -17,52 +17,20 @@ T=$(mktemp -d)
 # A parent of this test's own: the weight written is this test's to check,
 # and the directories are this test's to remove.
 export HUTCH_CGROUP_PARENT=/hutch-gvisor-cputest-$$
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-    CPU=/sys/fs/cgroup
-    WEIGHT_FILE=cpu.weight
-    want() { echo "$1"; }
-else
-    CPU=""
-    for d in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup/cpuacct,cpu; do
-        [ -w "$d/cpu.shares" ] && CPU=$d && break
-    done
-    WEIGHT_FILE=cpu.shares
-    want() { echo $(($1 * 1024 / 100)); }
-fi
+. "$HUTCH_SRCDIR/tests/lib/cpu.sh"
 cleanup() {
-    local d
-    for d in /sys/fs/cgroup/*"$HUTCH_CGROUP_PARENT" /sys/fs/cgroup"$HUTCH_CGROUP_PARENT"; do
-        [ -d "$d" ] || continue
-        find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
-    done
+    remove_parent "$HUTCH_CGROUP_PARENT"
     rm -rf "$T"
 }
 trap cleanup EXIT
-if [ -z "$CPU" ] || [ ! -f "$CPU/cgroup.procs" ]; then
+if [ -z "$CPU" ]; then
     skip_all "no writable cpu controller on this host"
 fi
 PARENT=$CPU$HUTCH_CGROUP_PARENT
 
-# cgroup_of PID: the process's cgroup in the cpu hierarchy.
-cgroup_of() {
-    if [ "$CPU" = /sys/fs/cgroup ]; then
-        sed -n 's/^0:://p' "/proc/$1/cgroup"
-    else
-        awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3 }' "/proc/$1/cgroup"
-    fi
-}
-
 # While a program sleeps, where its runsc commands and its sandbox run.
-"$HUTCH" run --lang python --timeout 600000 -e 'import time
-print("started", flush=True)
-time.sleep(600)' >"$T/out" 2>"$T/err" </dev/null &
-hp=$!
-for _ in $(seq 1200); do
-    grep -q started "$T/out" && break
-    kill -0 "$hp" 2>/dev/null || break
-    sleep 0.1
-done
-is "a program runs and says so" "$(cat "$T/out")" "started"
+sleeper "$T"
+hp=$HP
 hstart=$(proc_start "$hp")
 cli="" sandbox=""
 for p in $(pgrep -f -- "--root=$GVISOR_DIR/$hp.$hstart/root"); do
@@ -85,8 +53,7 @@ is "hutch itself is not below the parent" \
     "$(cgroup_of "$hp" | grep -c "^$HUTCH_CGROUP_PARENT")" 0
 is "unset: the parent runsc made weighs the kernel's default ($WEIGHT_FILE)" \
     "$(cat "$PARENT/$WEIGHT_FILE")" "$(want 100)"
-kill -TERM "$hp"
-wait "$hp" 2>/dev/null
+stop_sleeper
 
 # The weight is the operator's to choose.
 for w in 12 50; do

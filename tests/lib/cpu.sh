@@ -1,0 +1,65 @@
+# cpu.sh — the cpu controller for the tests of HUTCH_SANDBOXES_CPU_WEIGHT
+# (tests/gvisor/cpu.sh, tests/docker/cpu.sh).  Sourced after tap.sh; sets
+# CPU (the hierarchy with the cpu controller: /sys/fs/cgroup on v2, v1's cpu
+# directory, "" for none writable) and WEIGHT_FILE, and defines:
+#   want W           the file's value for weight W (v1: W * 1024 / 100)
+#   cgroup_of PID    the process's cgroup in the cpu hierarchy
+#   remove_parent P  removes the cgroup P and what is below it, in every
+#                    hierarchy (a test's own parent, at its end)
+#   sleeper DIR [VAR=VALUE...]
+#                    starts `hutch run` of a program that sleeps, with the
+#                    variables given, its output in DIR/out and DIR/err;
+#                    sets HP (hutch's pid) once the program said it started
+#                    (a TAP check)
+#   stop_sleeper     ends it
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    CPU=/sys/fs/cgroup
+    WEIGHT_FILE=cpu.weight
+    want() { echo "$1"; }
+else
+    CPU=""
+    for d in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup/cpuacct,cpu; do
+        [ -w "$d/cpu.shares" ] && CPU=$d && break
+    done
+    WEIGHT_FILE=cpu.shares
+    want() { echo $(($1 * 1024 / 100)); }
+fi
+if [ -n "$CPU" ] && [ ! -f "$CPU/cgroup.procs" ]; then
+    CPU=""
+fi
+
+cgroup_of() {
+    if [ "$CPU" = /sys/fs/cgroup ]; then
+        sed -n 's/^0:://p' "/proc/$1/cgroup"
+    else
+        awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3 }' "/proc/$1/cgroup"
+    fi
+}
+
+remove_parent() {
+    local d
+    for d in /sys/fs/cgroup/*"$1" /sys/fs/cgroup"$1"; do
+        [ -d "$d" ] || continue
+        find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+}
+
+sleeper() {
+    local dir=$1
+    shift
+    env "$@" "$HUTCH" run --lang python --timeout 600000 -e 'import time
+print("started", flush=True)
+time.sleep(600)' >"$dir/out" 2>"$dir/err" </dev/null &
+    HP=$!
+    for _ in $(seq 1200); do
+        grep -q started "$dir/out" && break
+        kill -0 "$HP" 2>/dev/null || break
+        sleep 0.1
+    done
+    is "a program runs and says so${*:+ ($*)}" "$(cat "$dir/out")" "started"
+}
+
+stop_sleeper() {
+    kill -TERM "$HP"
+    wait "$HP" 2>/dev/null
+}
