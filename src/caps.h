@@ -495,6 +495,12 @@
 #define HUTCH_POOL_SHARE_MAX_MS 3600000
 #define HUTCH_POOL_SHARE_SLOTS  64
 
+/* The janitor (janitor.h): how long it waits for a dead hutch to be reaped
+ * before it gives up, and when it sweeps again after the first sweep. */
+#define HUTCH_JANITOR_REAP_MS   600000
+#define HUTCH_JANITOR_AGAIN1_MS 3000
+#define HUTCH_JANITOR_AGAIN2_MS 15000
+
 /* Plugins. */
 #define HUTCH_MAX_PLUGINS 64
 

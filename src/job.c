@@ -27,6 +27,7 @@
 #include "caps.h"
 #include "fair.h"
 #include "govern.h"
+#include "janitor.h"
 #include "job.h"
 #include "knobs.h"
 #include "log.h"
@@ -252,7 +253,15 @@ int hutch_jobs_new(const struct hutch_jobs_opts *opts, struct hutch_jobs **out,
     }
     /* A hutch killed with SIGKILL (a client ending it so) left its
      * sandboxes: any hutch that starts removes them, on every executor. */
-    hutch_plugins_sweep(j->ps, &j->host);
+    hutch_plugins_sweep(j->ps, &j->host, 0);
+    /* And when this one dies so, its janitor removes what it left. */
+    {
+        struct hutch_err jerr = HUTCH_ERR_INIT;
+        if (hutch_janitor_start(hutch_plugin_dir(opts->plugin_dir), &jerr) < 0)
+            hutch_warn("%s (the next hutch that starts removes what this one leaves "
+                       "if it is killed)",
+                       jerr.msg);
+    }
     current_plan(j, &plan);
     r = plan_executor(&plan, err);
     if (r < 0)
@@ -312,6 +321,7 @@ void hutch_jobs_free(struct hutch_jobs *j)
     audit_pools(j, "exit");
     hutch_pool_free(j->pool); /* before the plugins it uses close */
     hutch_plugins_free(j->ps);
+    hutch_janitor_release(); /* everything is removed: nothing to sweep */
     hutch_plan_release(&j->configured);
     hutch_admit_free(j->admit);
     free(j->executor_flag);

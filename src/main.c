@@ -7,6 +7,7 @@
 
 #include "caps.h"
 #include "cli.h"
+#include "janitor.h"
 #include "knobs.h"
 #include "log.h"
 #include "plugin.h"
@@ -75,6 +76,9 @@ int main(int argc, char **argv)
      * before anything of hutch's starts. */
     if (argc >= 2 && !strcmp(argv[1], HUTCH_HELPER_VERB))
         return hutch_plugin_helper_main(argc, argv);
+    /* The janitor of a hutch (janitor.h), as fresh as a helper. */
+    if (argc >= 2 && !strcmp(argv[1], HUTCH_JANITOR_VERB))
+        return hutch_janitor_main(argc, argv);
     /* A runner that goes away mid-write must not take hutch with it. */
     signal(SIGPIPE, SIG_IGN);
     /* Large buffers (messages, results, tars) are mapped and unmapped

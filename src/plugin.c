@@ -414,7 +414,8 @@ static int holds_gone(const char *dir)
     return gone;
 }
 
-void hutch_plugins_sweep(struct hutch_plugins *ps, const struct hutch_host *host)
+void hutch_plugins_sweep(struct hutch_plugins *ps, const struct hutch_host *host,
+                         int always)
 {
     char base[PATH_MAX], exdir[PATH_MAX + 80];
 
@@ -425,7 +426,7 @@ void hutch_plugins_sweep(struct hutch_plugins *ps, const struct hutch_host *host
             !p->ex->sweep)
             continue;
         snprintf(exdir, sizeof(exdir), "%s/%s", base, p->ex->name);
-        if (!holds_gone(exdir))
+        if (!always && !holds_gone(exdir))
             continue;
         hutch_debug("executor %s: removing what gone hutch processes left (%s)",
                     p->ex->name, exdir);

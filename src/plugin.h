@@ -50,10 +50,13 @@ int hutch_plugin_open(struct hutch_plugin *p, const struct hutch_host *host,
                       struct hutch_err *err);
 /* What hutch processes that are gone left behind, on every usable
  * executor that has a sweep(), whether this hutch opens it or not: called
- * once at start, before any plugin is opened.  Cheap when nothing was
- * left: a sweep() is called only for an executor whose state directories
- * include one of a gone process. */
-void hutch_plugins_sweep(struct hutch_plugins *ps, const struct hutch_host *host);
+ * once at start, before any plugin is opened, and by the janitor
+ * (janitor.h).  Cheap when nothing was left: unless `always` (the
+ * janitor's later sweeps, for what an engine made after the first), a
+ * sweep() is called only for an executor whose state directories include
+ * one of a gone process. */
+void hutch_plugins_sweep(struct hutch_plugins *ps, const struct hutch_host *host,
+                         int always);
 /* Unique per hutch process (16 hex digits): plugins label what they make
  * with it. */
 const char *hutch_instance_id(void);

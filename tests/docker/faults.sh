@@ -133,13 +133,16 @@ like "missing image: named" "$ERR" "hutch-nosuch:1"
 like "missing image: says how to build it" "$ERR" "make images"
 
 # --- hutch killed with SIGKILL mid-run -----------------------------------
+# With its janitor killed first: what it leaves waits for the next start.
 "$HUTCH" run --lang python -e "$SLEEPER" >"$T/k.out" 2>"$T/k.err" </dev/null &
 HP=$!
 BG="$BG $HP"
 ok "kill -9: the run started" wait_for "$T/k.out" started 30
 CID=$(docker_container_of "$HP")
 ok "kill -9: its container is labelled hutch.owner with hutch's pid" test -n "$CID"
-kill -9 "$HP"
+JP=$(janitor_of "$HP")
+ok "kill -9: hutch has a janitor" test -n "$JP"
+kill -9 "$JP" "$HP"
 wait "$HP" 2>/dev/null
 # Its init ends with the attach stream, and the engine removes a container
 # that ended (AutoRemove): nothing waits for the next hutch's sweep.
@@ -156,6 +159,39 @@ run_hutch run --lang python -e 'print("next")'
 is "kill -9: the next run works" "$OUT" "next"
 not_ok "kill -9: the next run removed the dead hutch's container" exists "$CID"
 is "kill -9: ... and its socket directory" "$(sockdir_of "$HP")" ""
+
+# hutch alone killed, while the containers of a pool of four are being
+# created: its janitor removes everything of it (containers, volumes,
+# socket directory; one the engine was still creating included) with no
+# other hutch started.  Where the kill lands is the machine's choice;
+# whatever it is, nothing may stay.
+# (stdin: a fifo this shell holds open, read and write, so that serve
+# never sees its end.)
+mkfifo "$T/in"
+exec 7<>"$T/in"
+"$HUTCH" serve --pool python=4,javascript=0 <&7 >"$T/p.out" 2>"$T/p.err" &
+HP=$!
+exec 7>&-
+BG="$BG $HP"
+HS=""
+for _ in $(seq 1200); do
+    [ -z "$HS" ] && HS=$(proc_start "$HP")
+    [ -n "$(docker_container_of "$HP")" ] && break
+    kill -0 "$HP" 2>/dev/null || break
+    sleep 0.05
+done
+ok "janitor: the pool's first container exists" test -n "$(docker_container_of "$HP")"
+JP=$(janitor_of "$HP")
+ok "janitor: hutch serve has one" test -n "$JP"
+kill -9 "$HP"
+wait "$HP" 2>/dev/null
+left_of() { hutch_resources "$HP" "$HS"; }
+for _ in $(seq 1200); do
+    [ -z "$(left_of)" ] && ! kill -0 "$JP" 2>/dev/null && break
+    sleep 0.1
+done
+is "janitor: nothing of the killed hutch is left, no other hutch started" "$(left_of)" ""
+not_ok "janitor: it has exited" kill -0 "$JP"
 
 # --- dockerd stopped before a run ----------------------------------------
 ok "$DAEMON stops" dockerd_stop

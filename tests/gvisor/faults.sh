@@ -48,7 +48,8 @@ is "damaged rootfs: nothing left" "$(gv_left)" ""
 
 # kill -9 of hutch in the middle of a run: the sandbox ends by itself (its
 # init loses hutch's sockets), what it leaves on the host (state directory,
-# the /work tmpfs) the next start removes.
+# the /work tmpfs) the next start removes (its janitor, which would remove
+# it first, killed too).
 "$HUTCH" run --lang python -e 'import time; print("up", flush=True); time.sleep(60)' \
     >"$T/killed.out" 2>&1 &
 victim=$!
@@ -57,7 +58,9 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 like "kill -9: the run was under way" "$(cat "$T/killed.out")" "up"
-kill -9 "$victim"
+jp=$(janitor_of "$victim")
+ok "kill -9: hutch has a janitor" test -n "$jp"
+kill -9 "$jp" "$victim"
 wait "$victim" 2>/dev/null
 left_dir=$(ls -d "$GV/$victim".* 2>/dev/null)
 ok "kill -9: the dead hutch left its state directory" test -n "$left_dir"

@@ -156,6 +156,12 @@ proc_start() {
     sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $20 }'
 }
 
+# janitor_of PID: the pid of hutch PID's janitor (src/janitor.h), its
+# child that outlives it to sweep; nothing when it has none.
+janitor_of() {
+    pgrep -P "$1" -f -- " __janitor $1 " | head -1
+}
+
 # hutch_resources PID START: what the hutch process PID, started at START
 # (proc_start), made, or left once gone, on this host, whatever its
 # executor: its state directories (every executor), the local executor's

@@ -14,7 +14,8 @@
 //   - TypeScript runs in a warm sandbox of the javascript pool;
 //   - an idle sandbox older than HUTCH_POOL_MAX_IDLE_MS is replaced;
 //   - kill -9 of hutch with full pools leaves nothing after the next start
-//     (local: nor cgroups);
+//     (local: nor cgroups), its janitor killed too; killed alone, its
+//     janitor removes all of it with no other hutch started;
 //   - a pool whose refill fails degrades to cold starts with the reason in
 //     the log, and recovers by itself.
 // Budgets are generous: nothing here depends on the machine's speed.  TAP.
@@ -341,12 +342,18 @@ function leftovers(pid, cgdirs = []) {
   });
 }
 
-await t.step("kill -9 of hutch with full pools leaves nothing after the next start", async () => {
+// hutch's janitor (src/janitor.h): the child that outlives it to sweep.
+const janitorOf = (pid) => descendants(pid).find((p) => p.cmd.includes(` __janitor ${pid} `));
+
+await t.step("kill -9 of hutch (and its janitor) with full pools leaves nothing after the next start", async () => {
   const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2,javascript=2"], env });
   await untilWarm(h);
   await untilWarm(h, js("1"));
   await sleep(3000); // refills under way finish (not a timing assertion: more only helps)
   const pid = h.pid;
+  const janitor = janitorOf(pid);
+  if (!janitor) throw new Error(`hutch ${pid} has no janitor: ${JSON.stringify(descendants(pid).map((p) => p.cmd))}`);
+  process.kill(janitor.pid, "SIGKILL"); // what it would sweep waits for the next start
   const below = descendants(pid).map((p) => p.pid);
   const cgdirs = cgroupDirs(pid);
   // With cgroup limits (root, or a delegated cgroup), the pooled sandboxes'
@@ -367,6 +374,28 @@ await t.step("kill -9 of hutch with full pools leaves nothing after the next sta
   const alive = await waitFor(() => below.every((p) => !pidAlive(p)) && leftovers(pid, cgdirs).length === 0, 60000);
   if (!alive) {
     throw new Error(`left: processes ${JSON.stringify(below.filter(pidAlive))}, ${JSON.stringify(leftovers(pid, cgdirs))}`);
+  }
+  await h.close().catch(() => {});
+}, STEP_S);
+
+await t.step("kill -9 of hutch alone: its janitor removes what it left, no other hutch started", async () => {
+  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2,javascript=2"], env });
+  await untilWarm(h);
+  const pid = h.pid;
+  const janitor = janitorOf(pid);
+  if (!janitor) throw new Error(`hutch ${pid} has no janitor: ${JSON.stringify(descendants(pid).map((p) => p.cmd))}`);
+  // Its sandboxes (warm, and those being started: a refill follows each
+  // take) and their processes, whatever the moment of the kill.
+  await execute(h.client, py("1"), { executor: E });
+  const below = descendants(pid).filter((p) => p.pid !== janitor.pid).map((p) => p.pid);
+  const cgdirs = cgroupDirs(pid);
+  process.kill(pid, "SIGKILL");
+  await waitFor(() => !pidAlive(pid), 30000);
+  const clean = await waitFor(() => below.every((p) => !pidAlive(p)) && leftovers(pid, cgdirs).length === 0 &&
+    !pidAlive(janitor.pid), 120000, 500);
+  if (!clean) {
+    throw new Error(`left: processes ${JSON.stringify(below.filter(pidAlive))}, ${JSON.stringify(leftovers(pid, cgdirs))}, ` +
+      `janitor ${pidAlive(janitor.pid) ? "still running" : "gone"}`);
   }
   await h.close().catch(() => {});
 }, STEP_S);

@@ -199,15 +199,20 @@ int main(void)
         r = hutch_plugins_load(dir, &host, &ps, &err);
         ok(r == 0 && fd >= 0, "the plugins load again (%s)", err.msg);
         if (r == 0 && fd >= 0) {
-            hutch_plugins_sweep(ps, &host); /* what earlier runs left */
+            hutch_plugins_sweep(ps, &host, 0); /* what earlier runs left */
             if (ftruncate(fd, 0) < 0)
                 perror(log);
             snprintf(live, sizeof(live), "%s/%d.%llu.7", exdir, (int)getpid(),
                      box_proc_start(getpid()));
             mkdir(live, 0700);
-            hutch_plugins_sweep(ps, &host);
+            hutch_plugins_sweep(ps, &host, 0);
             ok(lseek(fd, 0, SEEK_END) == 0,
                "a live process's state directory starts no sweep");
+            hutch_plugins_sweep(ps, &host, 1);
+            ok(lseek(fd, 0, SEEK_END) > 0, "the janitor's (always) starts it even so");
+            ok(access(live, F_OK) == 0, "and the live one stays");
+            if (ftruncate(fd, 0) < 0)
+                perror(log);
             /* A process that is gone: a child, seen alive, then reaped. */
             child = pipe(pfd) == 0 ? fork() : -1;
             if (child == 0) {
@@ -224,7 +229,7 @@ int main(void)
             snprintf(gone, sizeof(gone), "%s/%d.%llu", exdir, (int)child, start);
             ok(start && mkdir(gone, 0700) == 0, "a gone process's state directory: %s",
                gone);
-            hutch_plugins_sweep(ps, &host);
+            hutch_plugins_sweep(ps, &host, 0);
             if (pread(fd, line, sizeof(line) - 1, 0) < 0)
                 line[0] = '\0';
             line[strcspn(line, "\n")] = '\0';
