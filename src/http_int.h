@@ -91,10 +91,11 @@ struct http_session {
      * it. */
     int transient;
     /* Under srv->mu: */
-    int refs;   /* the table while linked, plus each request using it */
-    int linked; /* in the table, counted in its caps */
-    int ready;  /* its initialize succeeded: it can be found */
-    uint64_t last_used;
+    int refs;           /* the table while linked, plus each request using it */
+    int linked;         /* in the table, counted in its caps */
+    int ready;          /* its initialize succeeded: it can be found */
+    uint64_t last_used; /* ms: a request began or ended (idle expiry) */
+    uint64_t began;     /* srv->began when its latest request began (eviction) */
     struct http_stream *pending;
 };
 
@@ -121,6 +122,7 @@ struct http_server {
     struct hutch_http_guard *guard;
     pthread_mutex_t mu;
     struct http_session *sessions;
+    uint64_t began;      /* requests begun on sessions, counted */
     unsigned nsessions;  /* linked: initialized or being initialized */
     unsigned ntransient; /* 2026 requests the core is not done with */
 };

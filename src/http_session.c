@@ -102,6 +102,7 @@ struct http_session *http_session_lookup(struct http_server *srv, const char *id
         if (hs->ready && http_secret_equal(hs->id, strlen(hs->id), id, n)) {
             hs->refs++;
             hs->last_used = hutch_now_ms();
+            hs->began = ++srv->began;
             break;
         }
     }
@@ -131,7 +132,10 @@ static int session_unlink_locked(struct http_server *srv, struct http_session *h
 }
 
 /* Under srv->mu: the table is full and `who`, holding `mine`, asks for a
- * session.  The oldest idle session of the principal holding the most,
+ * session.  The oldest idle session (whose latest request began first:
+ * `began`, not `last_used`, which a request's end sets, and the end of a
+ * client's request may come after its next began, on another connection's
+ * thread) of the principal holding the most,
  * when that is more than `mine` (ties: the oldest idle session of them);
  * NULL when nobody holds more or they are all busy.  A principal's share
  * may be more than the table divided by the principals in use: this is
@@ -157,15 +161,14 @@ static struct http_session *fullest_idle_locked(struct http_server *srv, unsigne
             h[nh++].name = hs->principal;
         }
         h[i].n++;
-        if (session_idle(hs) &&
-            (!h[i].oldest || hs->last_used < h[i].oldest->last_used))
+        if (session_idle(hs) && (!h[i].oldest || hs->began < h[i].oldest->began))
             h[i].oldest = hs;
     }
     for (size_t i = 0; i < nh; i++) {
         if (h[i].n <= mine || !h[i].oldest)
             continue;
         if (!best || h[i].n > best->n ||
-            (h[i].n == best->n && h[i].oldest->last_used < best->oldest->last_used))
+            (h[i].n == best->n && h[i].oldest->began < best->oldest->began))
             best = &h[i];
     }
     {
@@ -210,7 +213,7 @@ struct http_session *http_session_create(struct http_server *srv, const char *pr
         if (strcmp(i->principal, principal) != 0)
             continue;
         mine++;
-        if (session_idle(i) && (!mine_oldest || i->last_used < mine_oldest->last_used))
+        if (session_idle(i) && (!mine_oldest || i->began < mine_oldest->began))
             mine_oldest = i;
     }
     if (mine >= srv->k.per_principal) {
@@ -234,6 +237,7 @@ struct http_session *http_session_create(struct http_server *srv, const char *pr
     }
     if (victim)
         left = session_unlink_locked(srv, victim);
+    hs->began = ++srv->began; /* its initialize */
     hs->next = srv->sessions;
     srv->sessions = hs;
     hs->linked = 1;
