@@ -221,6 +221,13 @@
 #define HUTCH_HTTP_CONN_MEMORY           (64u << 10) /* MHD's pool per connection */
 #define HUTCH_HTTP_TICK_MS               100u   /* every wait looks at stop, client */
 #define HUTCH_HTTP_KEEPALIVE_MS          15000u /* SSE comment after this silence */
+/* Accepting (http.c): a connection is handed to libmicrohttpd only while
+ * it has room for it (connections it counts, and those handed over in the
+ * last ACCEPT_SETTLE_MS that it has not started yet), at most ACCEPT_BATCH
+ * at a time; the rest wait in the listen backlog. */
+#define HUTCH_HTTP_ACCEPT_BATCH     16u
+#define HUTCH_HTTP_ACCEPT_SETTLE_MS 100u
+#define HUTCH_HTTP_ACCEPT_WAIT_MS   10u /* no room: looked at again after */
 /* Non-final messages (progress) waiting for a slow SSE reader. */
 #define HUTCH_HTTP_SSE_MAX_QUEUED HUTCH_MCP_MAX_MESSAGE
 /* Request bodies held at once, all connections together. */

@@ -38,6 +38,14 @@
  * them, Host/Origin and the bearer token (http_auth.c, which says why
  * /.well-known/ answers 404).
  *
+ * Accepting: the listening socket is hutch's.  libmicrohttpd, at its
+ * connection limit, accepts a new connection and closes it unread (a
+ * client that sent its request sees it reset), and it counts a connection
+ * until that connection's thread has ended, after the guard closed it.  So
+ * the serving thread accepts, and hands a connection to it
+ * (MHD_add_connection) only while it has room; the rest wait in the
+ * kernel's listen backlog, in their order, while the guard makes room.
+ *
  * Threading: libmicrohttpd runs one thread per connection, so a request may
  * block until its answer is ready; every wait wakes at least every 100 ms to
  * notice shutdown and a client that went away.  (MHD's thread pool with
@@ -45,8 +53,8 @@
  * the guard gives the same protection against slow clients with the
  * threads kept: a connection that sends nothing useful is closed within
  * the head deadline, so it holds a thread a few seconds at most.)  The
- * thread that calls hutch_http_serve runs the sweeps: idle sessions, and
- * the guard's deadlines every 50 ms.  The core sends from any
+ * thread that calls hutch_http_serve accepts, and runs the sweeps: idle
+ * sessions, and the guard's deadlines every 10 ms at most.  The core sends from any
  * thread onto the request's stream (http_stream.c): a queue with its own
  * lock, reference counted so that the HTTP side (client gone, server
  * stopping) and the core (final response, session freed) can each finish
@@ -59,6 +67,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -543,6 +552,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     struct http_server *srv = cls;
 
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        unsigned n = __atomic_load_n(&srv->handed, __ATOMIC_ACQUIRE);
+        while (n && !__atomic_compare_exchange_n(&srv->handed, &n, n - 1, 0,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            ;
         const union MHD_ConnectionInfo *fd =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         const union MHD_ConnectionInfo *addr =
@@ -730,19 +743,85 @@ static void guard_report(struct http_server *srv, struct hutch_http_guard_stats 
     *said = now;
 }
 
+/* The listening socket (non-blocking, close-on-exec): its descriptor, or
+ * -errno. */
+static int listen_on(const union sockaddr_any *sa, int v6)
+{
+    int one = 1, fd, e;
+    socklen_t len = v6 ? sizeof(sa->v6) : sizeof(sa->v4);
+
+    fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (v6)
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, &sa->sa, len) < 0 || listen(fd, SOMAXCONN) < 0) {
+        e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+/* Whether MHD has room for one more connection now (see "Accepting" at the
+ * top): what it counts, and what was handed to it lately and has not
+ * started (a handover it refused never starts: after
+ * HUTCH_HTTP_ACCEPT_SETTLE_MS without one, none is counted). */
+static int has_room(struct http_server *srv, struct MHD_Daemon *d,
+                    uint64_t last_hand_ms, uint64_t now)
+{
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    unsigned cur = info ? info->num_connections : 0;
+    unsigned handed = __atomic_load_n(&srv->handed, __ATOMIC_ACQUIRE);
+
+    if (handed && now - last_hand_ms >= HUTCH_HTTP_ACCEPT_SETTLE_MS) {
+        __atomic_store_n(&srv->handed, 0, __ATOMIC_RELEASE);
+        handed = 0;
+    }
+    return cur + handed < srv->k.max_conns;
+}
+
+/* Accepts what waits, while there is room, at most HUTCH_HTTP_ACCEPT_BATCH;
+ * *last_hand_ms is when the last was handed to MHD. */
+static void accept_some(struct http_server *srv, struct MHD_Daemon *d, int lfd,
+                        uint64_t *last_hand_ms)
+{
+    for (unsigned i = 0; i < HUTCH_HTTP_ACCEPT_BATCH; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        uint64_t now = hutch_now_ms();
+        int fd;
+
+        if (!has_room(srv, d, *last_hand_ms, now))
+            return;
+        fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                errno != ECONNABORTED)
+                hutch_debug("http: accept: %s", strerror(errno));
+            return; /* EMFILE and the like: it waits in the backlog */
+        }
+        __atomic_add_fetch(&srv->handed, 1, __ATOMIC_ACQ_REL);
+        *last_hand_ms = now;
+        /* Refused (the address's own limit, memory): MHD closed it. */
+        (void)MHD_add_connection(d, fd, (struct sockaddr *)&ss, len);
+    }
+}
+
 int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
                      volatile sig_atomic_t *stop, struct hutch_err *err)
 {
     const char *addr = opts->addr ? opts->addr : "127.0.0.1";
-    const struct timespec tick = {0, 50 * 1000000L};
+    const struct timespec no_room = {0, HUTCH_HTTP_ACCEPT_WAIT_MS * 1000000L};
     char a[INET6_ADDRSTRLEN];
     struct http_server srv;
     union sockaddr_any sa;
-    const union MHD_DaemonInfo *info;
     struct MHD_Daemon *d;
     struct hutch_http_guard_stats said = {0}, counted = {0};
-    int v6, loopback, rc, e;
-    uint64_t last_sweep, last_said, sweep_ms;
+    int v6, loopback, rc, e, lfd;
+    uint64_t last_sweep, last_said, last_tick, last_hand = 0, sweep_ms;
     unsigned flags;
 
     memset(&srv, 0, sizeof(srv));
@@ -774,20 +853,30 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     /* Thread per connection: handlers may block until the core answers.
      * poll(), not select(): hutch holds many descriptors (sandboxes,
      * upstreams) and select() breaks past FD_SETSIZE. */
+    lfd = listen_on(&sa, v6);
+    if (lfd < 0) {
+        hutch_http_guard_free(srv.guard);
+        pthread_mutex_destroy(&srv.mu);
+        return hutch_err_set(err, lfd, "cannot listen on %s port %u: %s", addr,
+                             (unsigned)opts->port, strerror(-lfd));
+    }
+    /* Connections come from accept_some (MHD_USE_ITC: MHD's thread hears
+     * of each at once). */
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-            MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+            MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET |
+            (v6 ? MHD_USE_IPv6 : 0);
     errno = 0;
-    d = MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, &srv,
-                         MHD_OPTION_SOCK_ADDR, &sa.sa, MHD_OPTION_CONNECTION_LIMIT,
-                         srv.k.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                         srv.k.per_address, MHD_OPTION_CONNECTION_TIMEOUT,
-                         HUTCH_HTTP_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                         (size_t)HUTCH_HTTP_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-                         on_completed, &srv, MHD_OPTION_NOTIFY_CONNECTION,
-                         on_connection, &srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-                         &srv, MHD_OPTION_END);
+    d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, &srv, MHD_OPTION_CONNECTION_LIMIT,
+        srv.k.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, srv.k.per_address,
+        MHD_OPTION_CONNECTION_TIMEOUT, HUTCH_HTTP_CONN_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HUTCH_HTTP_CONN_MEMORY,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &srv, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, &srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, &srv,
+        MHD_OPTION_END);
     if (!d) {
         e = errno ? errno : EIO;
+        close(lfd);
         hutch_http_guard_free(srv.guard);
         pthread_mutex_destroy(&srv.mu);
         return hutch_err_set(err, -e, "cannot listen on %s port %u: %s", addr,
@@ -795,8 +884,13 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
                              srv.start_msg[0] ? srv.start_msg : strerror(e));
     }
     __atomic_store_n(&srv.started, 1, __ATOMIC_RELEASE);
-    info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    opts->bound_port = info && info->port ? info->port : opts->port;
+    {
+        union sockaddr_any bound;
+        socklen_t blen = sizeof(bound);
+        opts->bound_port = opts->port;
+        if (getsockname(lfd, &bound.sa, &blen) == 0)
+            opts->bound_port = ntohs(v6 ? bound.v6.sin6_port : bound.v4.sin_port);
+    }
     /* Always said (not a log line): with port 0 it is how a user or a test
      * learns where to connect. */
     {
@@ -817,10 +911,22 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     last_said = 0;
     sweep_ms = srv.k.idle_ms / 2 < HUTCH_HTTP_SWEEP_MS ? srv.k.idle_ms / 2
                                                        : HUTCH_HTTP_SWEEP_MS;
+    last_tick = 0;
     while (!*stop) {
-        uint64_t now;
-        nanosleep(&tick, NULL);
+        uint64_t now = hutch_now_ms();
+        /* New connections while there is room (waking for each), else a
+         * short wait for some to end; the guard's deadlines in between. */
+        if (has_room(&srv, d, last_hand, now)) {
+            struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+            if (poll(&pfd, 1, 50) > 0 && (pfd.revents & POLLIN))
+                accept_some(&srv, d, lfd, &last_hand);
+        } else {
+            nanosleep(&no_room, NULL);
+        }
         now = hutch_now_ms();
+        if (now - last_tick < HUTCH_HTTP_ACCEPT_WAIT_MS)
+            continue;
+        last_tick = now;
         hutch_http_guard_tick(srv.guard, now);
         guard_count(&srv, &counted);
         if (now - last_said >= HUTCH_HTTP_GUARD_LOG_MS &&
@@ -838,6 +944,7 @@ int hutch_http_serve(struct hutch_mcp *m, struct hutch_http_opts *opts,
     /* Waiting handlers see this within HUTCH_HTTP_TICK_MS, so that stopping MHD
      * (which joins every connection thread) does not hang. */
     __atomic_store_n(&srv.stopping, 1, __ATOMIC_RELEASE);
+    close(lfd); /* what waits in the backlog is refused */
     MHD_stop_daemon(d);
     http_sessions_sweep(&srv, 1);
     /* 2026 requests whose sandboxes are still being torn down (their

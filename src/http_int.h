@@ -120,6 +120,7 @@ struct http_server {
     int started;
     struct http_knobs k;
     struct hutch_http_guard *guard;
+    unsigned handed; /* atomic: handed to MHD, not yet started (http.c) */
     pthread_mutex_t mu;
     struct http_session *sessions;
     uint64_t began;      /* requests begun on sessions, counted */

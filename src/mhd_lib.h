@@ -22,6 +22,7 @@
 #define HUTCH_LIBMHD_FUNCS(X)                                                          \
     X(MHD_start_daemon)                                                                \
     X(MHD_stop_daemon)                                                                 \
+    X(MHD_add_connection)                                                              \
     X(MHD_get_daemon_info)                                                             \
     X(MHD_get_connection_info)                                                         \
     X(MHD_get_connection_values)                                                       \
@@ -47,6 +48,7 @@ int hutch_libmhd_load(struct hutch_err *err);
 #ifndef HUTCH_LIBMHD_IMPL
 #define MHD_start_daemon                  hutch_lm.MHD_start_daemon
 #define MHD_stop_daemon                   hutch_lm.MHD_stop_daemon
+#define MHD_add_connection                hutch_lm.MHD_add_connection
 #define MHD_get_daemon_info               hutch_lm.MHD_get_daemon_info
 #define MHD_get_connection_info           hutch_lm.MHD_get_connection_info
 #define MHD_get_connection_values         hutch_lm.MHD_get_connection_values
