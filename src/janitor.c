@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "caps.h"
@@ -83,13 +82,6 @@ void hutch_janitor_release(void)
     janitor_pid = -1;
 }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 static void sweep_all(const char *plugin_dir)
 {
     struct hutch_plugins *ps = NULL;
@@ -130,15 +122,15 @@ int hutch_janitor_main(int argc, char **argv)
     /* hutch is gone, or going: the sweeps judge by its process (the start
      * time), which a zombie still has until its parent reaps it. */
     while (!box_process_gone(pid, start) && waited < HUTCH_JANITOR_REAP_MS) {
-        sleep_ms(100);
+        hutch_sleep_ms(100);
         waited += 100;
     }
     if (!box_process_gone(pid, start))
         return 1;
     sweep_all(argv[4]);
-    sleep_ms(HUTCH_JANITOR_AGAIN1_MS);
+    hutch_sleep_ms(HUTCH_JANITOR_AGAIN1_MS);
     sweep_all(argv[4]);
-    sleep_ms(HUTCH_JANITOR_AGAIN2_MS - HUTCH_JANITOR_AGAIN1_MS);
+    hutch_sleep_ms(HUTCH_JANITOR_AGAIN2_MS - HUTCH_JANITOR_AGAIN1_MS);
     sweep_all(argv[4]);
     return 0;
 }

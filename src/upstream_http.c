@@ -541,8 +541,8 @@ static int resume_wait(struct server *s, const struct xfer *x, unsigned ms)
     for (uint64_t until = hutch_now_ms() + ms, now; (now = hutch_now_ms()) < until;) {
         if (x->stop_aborts && stopping(s->u))
             return -ECANCELED;
-        sleep_ms(until - now < HUTCH_UPSTREAM_POLL_MS ? (unsigned)(until - now)
-                                                      : HUTCH_UPSTREAM_POLL_MS);
+        hutch_sleep_ms(until - now < HUTCH_UPSTREAM_POLL_MS ? (unsigned)(until - now)
+                                                            : HUTCH_UPSTREAM_POLL_MS);
     }
     return 0;
 }

@@ -197,12 +197,6 @@ static inline void gen_bump(struct hutch_upstreams *u)
 {
     __atomic_add_fetch(&u->generation, 1, __ATOMIC_ACQ_REL);
 }
-static inline void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
 static inline unsigned ms_left(uint64_t deadline)
 {
     uint64_t now = hutch_now_ms();

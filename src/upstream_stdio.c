@@ -820,7 +820,7 @@ static bool wait_exit(struct child *c, unsigned ms)
             return true;
         if (hutch_now_ms() >= deadline)
             return false;
-        sleep_ms(5);
+        hutch_sleep_ms(5);
     }
 }
 

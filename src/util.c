@@ -40,6 +40,13 @@ uint64_t hutch_now_ms(void)
     return hutch_now_us() / 1000u;
 }
 
+void hutch_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
 void hutch_cond_init_mono(pthread_cond_t *c)
 {
     pthread_condattr_t a;

@@ -25,6 +25,8 @@ static inline void *hutch_steal(void *pp)
 }
 
 uint64_t hutch_now_ms(void); /* monotonic */
+/* Sleeps ms milliseconds, through signals. */
+void hutch_sleep_ms(unsigned ms);
 /* A condition variable on hutch_now_ms()'s clock, and a wait on it until
  * deadline_ms (that clock's time): ETIMEDOUT once it has passed. */
 void hutch_cond_init_mono(pthread_cond_t *c);

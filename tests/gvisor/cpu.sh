@@ -63,11 +63,6 @@ for w in 12 50; do
         "$(cat "$PARENT/$WEIGHT_FILE")" "$(want "$w")"
 done
 
-for bad in 0 10001 abc -5; do
-    HUTCH_SANDBOXES_CPU_WEIGHT=$bad run_hutch run --lang python -e 'print(1)'
-    is "HUTCH_SANDBOXES_CPU_WEIGHT=$bad: refused (exit 125)" "$RC" 125
-    like "HUTCH_SANDBOXES_CPU_WEIGHT=$bad: says the variable, the value and the range" \
-        "$ERR" "HUTCH_SANDBOXES_CPU_WEIGHT=$bad: want a weight from 1 to 10000"
-done
+refuses_bad_weights
 
 done_testing

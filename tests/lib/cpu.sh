@@ -12,6 +12,9 @@
 #                    sets HP (hutch's pid) once the program said it started
 #                    (a TAP check)
 #   stop_sleeper     ends it
+#   refuses_bad_weights
+#                    0, 10001, abc and -5 refused at start, each with the
+#                    variable, the value and the range (TAP checks)
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     CPU=/sys/fs/cgroup
     WEIGHT_FILE=cpu.weight
@@ -62,4 +65,14 @@ time.sleep(600)' >"$dir/out" 2>"$dir/err" </dev/null &
 stop_sleeper() {
     kill -TERM "$HP"
     wait "$HP" 2>/dev/null
+}
+
+refuses_bad_weights() {
+    local bad
+    for bad in 0 10001 abc -5; do
+        HUTCH_SANDBOXES_CPU_WEIGHT=$bad run_hutch run --lang python -e 'print(1)'
+        is "HUTCH_SANDBOXES_CPU_WEIGHT=$bad: refused (exit 125)" "$RC" 125
+        like "HUTCH_SANDBOXES_CPU_WEIGHT=$bad: says the variable, the value and the range" \
+            "$ERR" "HUTCH_SANDBOXES_CPU_WEIGHT=$bad: want a weight from 1 to 10000"
+    done
 }
