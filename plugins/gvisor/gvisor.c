@@ -130,7 +130,7 @@ struct gv_state {
 struct gv_sandbox {
     struct hutch_sandbox pub; /* first: the core sees this */
     struct gv_state *st;
-    char id[64];
+    char id[96]; /* hutch-PID.START.N-box: see gv_start */
     char bundle[PATH_MAX];
     char work[PATH_MAX + 8];
     char cgroup[PATH_MAX]; /* cgroupsPath given to runsc */
@@ -138,7 +138,8 @@ struct gv_sandbox {
     int work_mounted;
     int log_mounted;
     char log_dir[PATH_MAX + 8]; /* tmpfs holding runsc.log */
-    pid_t runsc_pid;            /* `runsc run`, our child */
+    pid_t runsc_pid;            /* `runsc run`, our child; 0 once reaped */
+    int runsc_unclean;          /* it ended without deleting the sandbox */
     struct sbio io;
     int killed;
     char label[64]; /* how->label, then the job's: for log lines */
@@ -269,24 +270,31 @@ static pid_t runsc_spawn(const struct gv_state *st, const char *root,
     return pid;
 }
 
-/* Wait for `pid` at most ms; kill it past that.  Exit status, or -1. */
-static int wait_for(pid_t pid, int ms)
+/* Wait for `pid` at most ms; kill it past that.  0 with its wait status
+ * in *status when it ended by itself, -1 when it was killed (or is not
+ * our child). */
+static int wait_for(pid_t pid, int ms, int *status)
 {
     uint64_t deadline = box_now_ms() + (uint64_t)ms;
-    int status;
     for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
+        pid_t r = waitpid(pid, status, WNOHANG);
         if (r == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            return 0;
         if (r < 0 && errno != EINTR)
             return -1;
         if (box_now_ms() >= deadline) {
             kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
+            waitpid(pid, status, 0);
             return -1;
         }
         usleep(2000);
     }
+}
+
+/* A wait status as a shell shows it: the exit status, or 128 + signal. */
+static int exit_code(int status)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /* A runsc subcommand run to completion.  Its exit status, or -1. */
@@ -294,7 +302,8 @@ static int runsc_cmd(const struct gv_state *st, const char *root, const char *pl
                      const char *const *tail, int ms)
 {
     pid_t pid = runsc_spawn(st, root, platform, tail, -1);
-    return pid < 0 ? -1 : wait_for(pid, ms);
+    int status;
+    return pid < 0 || wait_for(pid, ms, &status) < 0 ? -1 : exit_code(status);
 }
 
 static void read_tail(const char *path, char *out, size_t len)
@@ -331,11 +340,13 @@ static void clean_dir(const struct gv_state *st, const char *dir)
     if (d) {
         for (struct dirent *de; (de = readdir(d));) {
             const char *tail[] = {"delete", "--force", NULL, NULL};
-            char id[80];
-            if (de->d_name[0] == '.' || strcmp(de->d_name, "root") == 0)
-                continue;
-            /* bundle N holds sandbox hutch-PID.START.N */
-            snprintf(id, sizeof(id), "hutch-%s.%s", strrchr(dir, '/') + 1, de->d_name);
+            char id[96];
+            size_t len = strlen(de->d_name);
+            if (!len || len > 20 || strspn(de->d_name, "0123456789") != len)
+                continue; /* not a bundle: root */
+            /* bundle N holds sandbox hutch-PID.START.N-box */
+            snprintf(id, sizeof(id), "hutch-%s.%s-box", strrchr(dir, '/') + 1,
+                     de->d_name);
             tail[2] = id;
             runsc_cmd(st, root, NULL, tail, GV_CMD_MS);
             snprintf(sub, sizeof(sub), "%s/%s/work", dir, de->d_name);
@@ -433,7 +444,7 @@ static void cg_rmdir(const struct gv_state *st, const char *dir)
 /* runsc removes a sandbox's cgroups when it deletes the sandbox, but not
  * when it was killed first (a hutch whose processes were all killed, a
  * `runsc run` killed for not ending in time): the empty cgroups of
- * sandboxes (hutch-PID.START.N) whose hutch is gone are removed here. */
+ * sandboxes (hutch-PID.START.N-box) whose hutch is gone are removed here. */
 static void cg_sweep_dir(const struct gv_state *st, const char *dir)
 {
     DIR *d = opendir(dir);
@@ -825,12 +836,12 @@ static int still_running(void *arg, struct hutch_err *err)
     if (waitpid(sb->runsc_pid, &status, WNOHANG) != sb->runsc_pid)
         return 0;
     sb->runsc_pid = 0;
+    sb->runsc_unclean = WIFSIGNALED(status);
     snprintf(log, sizeof(log), "%s/runsc.log", sb->log_dir);
     read_tail(log, tail, sizeof(tail));
-    return hutch_err_set(
-        err, -EIO, "runsc ended (status %d) before the sandbox came up%s%s",
-        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-        tail[0] ? ": " : "", tail);
+    return hutch_err_set(err, -EIO,
+                         "runsc ended (status %d) before the sandbox came up%s%s",
+                         exit_code(status), tail[0] ? ": " : "", tail);
 }
 
 /* The memory cgroup of the sandbox counted an OOM kill (v1, else v2). */
@@ -867,12 +878,24 @@ static void sandbox_free(struct gv_sandbox *sb)
         return;
     st = sb->st;
     /* Closing ctl ends init, and with it the sandbox: `runsc run` returns
-     * and deletes it.  A sandbox that does not go is killed and deleted. */
+     * and deletes it.  A sandbox that does not go is killed and deleted.
+     * Only then: runsc takes an id it does not find as the prefix of one it
+     * does, so a delete of a sandbox that is gone used to delete another
+     * (hutch-P.S.1 took hutch-P.S.10; ids are prefix-free now, see
+     * gv_start, and a sandbox that is gone is not named either). */
     sbio_close(&sb->io);
-    if (sb->runsc_pid > 0 && wait_for(sb->runsc_pid, GV_EXIT_MS) < 0)
-        st->host->log(HUTCH_LOG_WARN, "gvisor", "sandbox %s did not end; killed",
-                      sb->id);
-    if (sb->runsc_pid > 0 || sb->killed) {
+    if (sb->runsc_pid > 0) {
+        int status;
+        if (wait_for(sb->runsc_pid, GV_EXIT_MS, &status) < 0) {
+            st->host->log(HUTCH_LOG_WARN, "gvisor", "sandbox %s did not end; killed",
+                          sb->id);
+            sb->runsc_unclean = 1;
+        } else if (WIFSIGNALED(status)) {
+            sb->runsc_unclean = 1;
+        }
+        sb->runsc_pid = 0;
+    }
+    if (sb->runsc_unclean) {
         const char *tail[] = {"delete", "--force", sb->id, NULL};
         runsc_cmd(st, NULL, sb->platform, tail, GV_CMD_MS);
     }
@@ -963,7 +986,11 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     st->host->log(HUTCH_LOG_DEBUG, "gvisor", "%s: sandbox on platform %s over %s",
                   sb->label, sb->platform, real_rootfs);
     n = __atomic_add_fetch(&st->seq, 1, __ATOMIC_RELAXED);
-    snprintf(sb->id, sizeof(sb->id), "hutch-%s.%lu", strrchr(st->dir, '/') + 1, n);
+    /* runsc takes an id it does not find as the prefix of one it does (a
+     * kill or delete racing a sandbox's end would reach another one), so
+     * the ids of one state root are prefix-free: the number ends with a
+     * fixed suffix that does not start with a digit. */
+    snprintf(sb->id, sizeof(sb->id), "hutch-%s.%lu-box", strrchr(st->dir, '/') + 1, n);
     snprintf(sb->bundle, sizeof(sb->bundle), "%s/%lu", st->dir, n);
     {
         snprintf(sb->cgroup, sizeof(sb->cgroup), "%s/%s", cg_parent(), sb->id);
@@ -1124,10 +1151,28 @@ static int gv_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex
         sbio_exit_from_status(SIGKILL, 0, ex);
         return 0;
     }
-    return hutch_err_set(err, -EIO,
-                         "the gVisor sandbox %s ended under the program (killed from "
-                         "outside?)%s%s",
-                         sb->id, tail[0] ? "; runsc said: " : "", tail);
+    /* How `runsc run` ended says who ended it (init's exit status, or a
+     * signal to runsc), and its last words come as it ends. */
+    {
+        char how[64] = "";
+        int status;
+        if (sb->runsc_pid > 0) {
+            if (wait_for(sb->runsc_pid, GV_EXIT_MS, &status) < 0) {
+                snprintf(how, sizeof(how), "; runsc run did not end and was killed");
+                sb->runsc_unclean = 1;
+            } else {
+                snprintf(how, sizeof(how), "; runsc run ended with status %d",
+                         exit_code(status));
+                sb->runsc_unclean = WIFSIGNALED(status);
+            }
+            sb->runsc_pid = 0;
+            read_tail(log, tail, sizeof(tail));
+        }
+        return hutch_err_set(err, -EIO,
+                             "the gVisor sandbox %s ended under the program (killed "
+                             "from outside?)%s%s%s",
+                             sb->id, how, tail[0] ? "; runsc said: " : "", tail);
+    }
 }
 
 static int gv_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_fn,
@@ -1246,7 +1291,8 @@ static int try_platform(const struct gv_state *st, const char *platform,
     free(json);
     if (r == 0) {
         pid_t pid = runsc_spawn(st, root, platform, tail, -1);
-        r = pid < 0 ? -1 : wait_for(pid, 5000);
+        int status;
+        r = pid < 0 || wait_for(pid, 5000, &status) < 0 ? -1 : exit_code(status);
         if (r != 0)
             snprintf(
                 why, whylen,

@@ -45,7 +45,7 @@ for c in $cli; do
 done
 ok "the sandbox's gofer and sentry run" test -n "$sandbox"
 for c in $sandbox; do
-    # PARENT/hutch-PID.START.N
+    # PARENT/hutch-PID.START.N-box
     is "gofer and sentry: in their sandbox's cgroup below the parent" "${c%.*}" \
         "$HUTCH_CGROUP_PARENT/hutch-$hp.$hstart"
 done

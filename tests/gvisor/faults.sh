@@ -75,7 +75,7 @@ is "kill -9: the next run works" "$OUT" "2"
 ok "kill -9: and the state directory" test ! -e "$left_dir"
 is "kill -9: and its mounts" "$(grep -cF " $left_dir/" /proc/self/mountinfo)" 0
 
-# The cgroups runsc makes for a sandbox (PARENT/hutch-PID.START.N) stay
+# The cgroups runsc makes for a sandbox (PARENT/hutch-PID.START.N-box) stay
 # when runsc itself was killed before it could delete the sandbox (all of a
 # hutch's processes killed at once, a `runsc run` killed for not ending):
 # a start removes those of a hutch that is gone, even with nothing else of
@@ -84,7 +84,7 @@ is "kill -9: and its mounts" "$(grep -cF " $left_dir/" /proc/self/mountinfo)" 0
 CGP=${HUTCH_CGROUP_PARENT:-/hutch-gvisor}
 sleep 600 &
 gone_pid=$!
-gone=hutch-$gone_pid.$(proc_start "$gone_pid").1
+gone=hutch-$gone_pid.$(proc_start "$gone_pid").1-box
 kill "$gone_pid"
 wait "$gone_pid" 2>/dev/null
 live=hutch-$$.$(proc_start $$).1

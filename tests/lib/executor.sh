@@ -166,7 +166,7 @@ janitor_of() {
 # (proc_start), made, or left once gone, on this host, whatever its
 # executor: its state directories (every executor), the local executor's
 # sandbox cgroups (hutch-PID.START-…, wherever they are) and gVisor's
-# (hutch-gvisor/hutch-PID.START.N), the runsc processes and mounts of its
+# (hutch-gvisor/hutch-PID.START.N-box), the runsc processes and mounts of its
 # gVisor state root, and the containers and volumes labelled with it on
 # $DOCKER_HOST's engine.  One "KIND WHAT" line each; nothing once there is
 # nothing.  By pid and start time, never by a pattern another hutch's

@@ -538,6 +538,50 @@ out:
     conv_free(&c);
 }
 
+/* Ending one sandbox leaves every other one running, whatever their
+ * names: the first sandbox of the executor's state is destroyed while the
+ * tenth waits for its job, which must then run.  runsc takes an id it does
+ * not find as the prefix of one it does, and gVisor's delete of its first
+ * sandbox (hutch-P.S.1, already gone) took the tenth (hutch-P.S.10) with
+ * it.  Run first after open(), so that the numbers are those. */
+#define NEIGHBOURS 10
+static void neighbours(struct hutch_plugin *p, const char *label)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    struct conv first, last;
+    int r, i;
+
+    conv_init(&first, p);
+    conv_init(&last, p);
+    r = start_one(&first, "python", label, 1, NULL, NULL, &err);
+    for (i = 2; r == 0 && i < NEIGHBOURS; i++) {
+        struct conv mid;
+        conv_init(&mid, p);
+        r = start_one(&mid, "python", label, 1, NULL, NULL, &err);
+        conv_free(&mid);
+    }
+    if (r == 0)
+        r = start_one(&last, "python", label, 1, NULL, NULL, &err);
+    if (r == 0 && (r = wait_ready(&last)) < 0)
+        snprintf(err.msg, sizeof(err.msg), "%s", last.why);
+    ok(r == 0, "%s: %d sandboxes started, the first and the last kept (%s)", who,
+       NEIGHBOURS, r ? err.msg : "ok");
+    if (r < 0)
+        goto out;
+    first.ex->destroy(first.state, first.sb);
+    first.sb = NULL;
+    r = assign_one(&last, label, &err);
+    if (r == 0)
+        r = run_job(&last, "python", "print('still here')\n");
+    ok(r == 0 && last.got_done && last.done_ok && last.exit.exit_code == 0 &&
+           contains(&last.out, "still here"),
+       "%s: destroying the first sandbox left the %dth running: its job ran (%s)", who,
+       NEIGHBOURS, r ? (last.why[0] ? last.why : err.msg) : "ok");
+out:
+    conv_free(&first);
+    conv_free(&last);
+}
+
 /* An executor's helper processes (children of this process running
  * HUTCH_HELPER_VERB), killed with SIGKILL: the next sandbox still starts,
  * runs and gives its files back (the plugin starts its helper again). */
@@ -677,7 +721,7 @@ out:
 
 /* The weight, on cgroup v2's scale (v1's cpu.shares / 10.24), of the cpu
  * cgroup of a process whose cpu cgroup is named for this test's process
- * (the local executor's hutch-PID.START-…, gVisor's …/hutch-PID.START.N):
+ * (the local executor's hutch-PID.START-…, gVisor's …/hutch-PID.START.N-box):
  * one of this test's sandboxes.  0 when none is found. */
 static unsigned sandbox_weight(char *where, size_t len)
 {
@@ -1118,6 +1162,7 @@ int main(void)
                (HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT),
            "%s: says PRESTART and CONCURRENT", who);
         snprintf(label, sizeof(label), "contract-%d-%s", (int)getpid(), who);
+        neighbours(p, label);
         whole_life(p, "python", label);
         whole_life(p, "javascript", label);
         nonzero_exit(p, "python", label);
