@@ -1207,19 +1207,21 @@ static int gv_cpu_weight(void *state, struct hutch_sandbox *pub, uint32_t weight
                          struct hutch_err *err)
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
-    char path[PATH_MAX + 64], val[32];
-    int r;
+    char path[PATH_MAX + 128], root[64], val[32];
+    int r, v;
 
     (void)state;
     if ((r = box_cpu_weight_check(weight, err)) < 0)
         return r;
     if (!sb->cgroup[0])
         return hutch_err_set(err, -ENOTSUP, "the sandbox has no cgroup");
-    if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
-        snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.weight", sb->cgroup);
+    if ((v = box_cpu_root(root, sizeof(root))) < 0)
+        return hutch_err_set(err, -ENOTSUP, "no cpu controller for %s", sb->cgroup);
+    if (v == 2) {
+        snprintf(path, sizeof(path), "%s%s/cpu.weight", root, sb->cgroup);
         snprintf(val, sizeof(val), "%u", weight);
     } else {
-        snprintf(path, sizeof(path), "/sys/fs/cgroup/cpu%s/cpu.shares", sb->cgroup);
+        snprintf(path, sizeof(path), "%s%s/cpu.shares", root, sb->cgroup);
         snprintf(val, sizeof(val), "%u", box_cpu_shares(weight));
     }
     r = box_write_str(path, val);
