@@ -475,7 +475,7 @@
 /* Warm pools (src/pool.c). */
 #define HUTCH_POOL_MAX_SIZE        64     /* sandboxes of one class */
 #define HUTCH_POOL_MAX_CLASSES     16     /* classes kept warm at once */
-#define HUTCH_POOL_REFILL_THREADS  2      /* sandboxes started at once */
+#define HUTCH_POOL_REFILL_THREADS  2      /* refill threads that always run */
 #define HUTCH_POOL_EXIT_THREADS    8      /* sandboxes destroyed at once at exit */
 #define HUTCH_POOL_MAX_IDLE_MS     300000 /* an idle sandbox is replaced */
 #define HUTCH_POOL_MIN_IDLE_MS     1000   /* $HUTCH_POOL_MAX_IDLE_MS at least */
@@ -484,6 +484,12 @@
 #define HUTCH_POOL_BACKOFF_MIN_MS  500    /* after a failed refill */
 #define HUTCH_POOL_BACKOFF_MAX_MS  30000
 #define HUTCH_POOL_DEFAULT_SIZE    2 /* hutch serve, per language */
+/* More refill threads start while more sandboxes are missing than threads
+ * are free, up to $HUTCH_POOL_REFILL_MAX (default: the CPUs, at least
+ * REFILL_THREADS, at most REFILL_MAX_THREADS); one with nothing to do for
+ * REFILL_LINGER_MS ends. */
+#define HUTCH_POOL_REFILL_MAX_THREADS 16
+#define HUTCH_POOL_REFILL_LINGER_MS   10000
 /* A class that ran dry grows: each take that finds it empty adds one
  * sandbox to keep warm, up to GROW_FACTOR times its size (and
  * HUTCH_POOL_MAX_SIZE); after SHRINK_MS without such a take it gives one

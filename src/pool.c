@@ -5,12 +5,17 @@
  * finds it empty (demand outran the refills) adds one to `grown`, up to
  * HUTCH_POOL_GROW_FACTOR times the size; each shrink_ms without such a
  * take gives one back, and the oldest idle box past the target goes.
- * HUTCH_POOL_REFILL_THREADS threads do all the work: each loops over the
- * classes under the mutex, takes out what must be destroyed (boxes too old
- * or no longer pristine, past the target, classes drained), picks a class
- * below its target, and starts one sandbox for it outside the mutex.
- * They wake on a condition variable (a take, a want, a commit) and at least
- * once a second to look at the idle boxes.
+ * Refill threads do all the work: each loops over the classes under the
+ * mutex, takes out what must be destroyed (boxes too old or no longer
+ * pristine, past the target, classes drained), picks a class below its
+ * target, and starts one sandbox for it outside the mutex.  They wake on a
+ * condition variable (a take, a want, a commit) and at least once a second
+ * to look at the idle boxes.  HUTCH_POOL_REFILL_THREADS always run; a
+ * thread that takes a start while more sandboxes are missing than threads
+ * wait wakes one, or starts one more, up to `max_workers`
+ * ($HUTCH_POOL_REFILL_MAX): a pool that ran dry refills in parallel.  Such
+ * an extra thread ends after HUTCH_POOL_REFILL_LINGER_MS with nothing to
+ * do.
  *
  * Shares: where the policy lists principals, the pool counts each one's
  * jobs under way (take to discard, warm or cold) and when it last took.  A
@@ -30,6 +35,7 @@
  * are started and destroyed without `mu` held. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +71,15 @@ struct klass {
     char last_error[300];
 };
 
+/* A refill thread's slot (under mu). */
+struct worker {
+    struct hutch_pool *pool;
+    pthread_t th;
+    int state; /* W_FREE, W_RUNNING, or W_ENDED (to be joined) */
+    int extra; /* ends when idle (see above) */
+};
+enum { W_FREE, W_RUNNING, W_ENDED };
+
 /* A principal in the shares (see above; under mu). */
 struct share {
     char who[64]; /* "" : a free slot */
@@ -86,8 +101,10 @@ struct hutch_pool {
     uint64_t shrink_ms;   /* HUTCH_POOL_SHRINK_MS, or $HUTCH_POOL_SHRINK_MS */
     uint64_t share_ms;    /* HUTCH_POOL_SHARE_MS, or $HUTCH_POOL_SHARE_MS */
     struct share shares[HUTCH_POOL_SHARE_SLOTS];
-    pthread_t th[HUTCH_POOL_REFILL_THREADS];
-    int nth;
+    struct worker workers[HUTCH_POOL_REFILL_MAX_THREADS];
+    int max_workers; /* $HUTCH_POOL_REFILL_MAX, or the CPUs */
+    int nrunning;    /* workers W_RUNNING */
+    int nwaiting;    /* of them, waiting on cv */
 };
 
 /* A batch of boxes to destroy once the mutex is released. */
@@ -172,7 +189,8 @@ static void take_idle(struct klass *k, int all, uint64_t now, struct doomed *d)
 
 /* Under mu: housekeeping, then the class most in need of a sandbox (or
  * NULL).  Boxes to destroy go to `d`. */
-static struct klass *next_job(struct hutch_pool *p, struct doomed *d, int *deferred)
+static struct klass *next_job(struct hutch_pool *p, struct doomed *d, int *deferred,
+                              int *missing)
 {
     uint64_t now = hutch_now_ms();
     struct klass *best = NULL, **kp = &p->classes;
@@ -211,9 +229,12 @@ static struct klass *next_job(struct hutch_pool *p, struct doomed *d, int *defer
             if (gap > 0 && p->busy > 0 && k->nidle > 0 &&
                 now - k->short_since_ms < HUTCH_POOL_REFILL_DEFER_MS) {
                 *deferred = 1;
-            } else if (gap > best_gap) {
-                best = k;
-                best_gap = gap;
+            } else if (gap > 0) {
+                *missing += gap;
+                if (gap > best_gap) {
+                    best = k;
+                    best_gap = gap;
+                }
             }
         }
         kp = &k->next;
@@ -262,15 +283,52 @@ static void refill_one(struct hutch_pool *p, struct klass *k, struct doomed *d)
     k->failing = 1;
 }
 
+static void *refill_main(void *arg);
+
+/* Under mu: one more refill thread, when there is room for it (0), else
+ * -EAGAIN.  A slot whose thread ended is joined first (it has left the
+ * mutex for good: joining it is quick). */
+static int spawn_worker(struct hutch_pool *p, int extra)
+{
+    struct worker *w = NULL;
+    pthread_attr_t attr;
+    int r;
+
+    if (atomic_load(&p->stopping) || p->nrunning >= p->max_workers)
+        return -EAGAIN;
+    for (int i = 0; i < HUTCH_POOL_REFILL_MAX_THREADS && !w; i++)
+        if (p->workers[i].state != W_RUNNING)
+            w = &p->workers[i];
+    if (!w)
+        return -EAGAIN;
+    if (w->state == W_ENDED)
+        pthread_join(w->th, NULL);
+    w->state = W_FREE;
+    w->pool = p;
+    w->extra = extra;
+    pthread_attr_init(&attr);
+    /* A start may run set-up code of its executor on this thread. */
+    pthread_attr_setstacksize(&attr, 1u << 20);
+    r = pthread_create(&w->th, &attr, refill_main, w);
+    pthread_attr_destroy(&attr);
+    if (r != 0)
+        return -r;
+    w->state = W_RUNNING;
+    p->nrunning++;
+    return 0;
+}
+
 static void *refill_main(void *arg)
 {
-    struct hutch_pool *p = arg;
+    struct worker *w = arg;
+    struct hutch_pool *p = w->pool;
     struct doomed d = {.n = 0};
+    uint64_t idle_since = hutch_now_ms();
 
     pthread_mutex_lock(&p->mu);
     while (!atomic_load(&p->stopping)) {
         struct klass *k;
-        int deferred = 0;
+        int deferred = 0, missing = 0;
         if (p->spent) {
             /* Spent boxes first: they hold what new ones need. */
             struct hutch_box *list = p->spent;
@@ -284,7 +342,7 @@ static void *refill_main(void *arg)
             pthread_mutex_lock(&p->mu);
             continue;
         }
-        k = next_job(p, &d, &deferred);
+        k = next_job(p, &d, &deferred, &missing);
         if (d.n) {
             pthread_mutex_unlock(&p->mu);
             destroy_doomed(&d);
@@ -292,20 +350,43 @@ static void *refill_main(void *arg)
             continue;
         }
         if (k) {
+            /* More missing than this start and the threads waiting: one
+             * more thread, up to the ceiling. */
+            if (missing - 1 > p->nwaiting)
+                (void)spawn_worker(p, 1);
+            else if (missing > 1)
+                pthread_cond_signal(&p->cv);
             refill_one(p, k, &d);
+            idle_since = hutch_now_ms();
             continue;
         }
+        if (w->extra && hutch_now_ms() - idle_since >= HUTCH_POOL_REFILL_LINGER_MS)
+            break;
+        p->nwaiting++;
         hutch_cond_wait_until(&p->cv, &p->mu, hutch_now_ms() + (deferred ? 20 : 1000));
+        p->nwaiting--;
     }
+    w->state = W_ENDED;
+    p->nrunning--;
     pthread_mutex_unlock(&p->mu);
     destroy_doomed(&d);
     return NULL;
 }
 
+int hutch_pool_default_refill_max(void)
+{
+    cpu_set_t set;
+    int n = HUTCH_POOL_REFILL_THREADS;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > n)
+        n = CPU_COUNT(&set);
+    return n > HUTCH_POOL_REFILL_MAX_THREADS ? HUTCH_POOL_REFILL_MAX_THREADS : n;
+}
+
 int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
 {
     struct hutch_pool *p;
-    uint64_t idle_ms, shrink_ms, share_ms;
+    uint64_t idle_ms, shrink_ms, share_ms, max_workers;
     /* $HUTCH_POOL_MAX_IDLE_MS may shorten the idle age (tests, operators
      * who want fresher sandboxes), never lengthen it (its max). */
     int r = hutch_knob_uint(HUTCH_KNOB_POOL_MAX_IDLE_MS, &idle_ms, err);
@@ -317,25 +398,25 @@ int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err)
     r = hutch_knob_uint(HUTCH_KNOB_POOL_SHARE_MS, &share_ms, err);
     if (r < 0)
         return r;
+    r = hutch_knob_uint(HUTCH_KNOB_POOL_REFILL_MAX, &max_workers, err);
+    if (r < 0)
+        return r;
+    if (r == 0)
+        max_workers = hutch_pool_default_refill_max();
     p = calloc(1, sizeof(*p));
     if (!p)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     p->max_idle_ms = idle_ms;
     p->shrink_ms = shrink_ms;
     p->share_ms = share_ms;
+    p->max_workers = (int)max_workers;
     pthread_mutex_init(&p->mu, NULL);
     hutch_cond_init_mono(&p->cv);
-    for (int i = 0; i < HUTCH_POOL_REFILL_THREADS; i++) {
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        /* A local start forks from this thread: room for the child's
-         * set-up code. */
-        pthread_attr_setstacksize(&attr, 1u << 20);
-        if (pthread_create(&p->th[p->nth], &attr, refill_main, p) == 0)
-            p->nth++;
-        pthread_attr_destroy(&attr);
-    }
-    if (p->nth == 0) {
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < HUTCH_POOL_REFILL_THREADS; i++)
+        (void)spawn_worker(p, 0);
+    pthread_mutex_unlock(&p->mu);
+    if (p->nrunning == 0) {
         hutch_pool_free(p);
         return hutch_err_set(err, -EAGAIN, "cannot start the pool's threads");
     }
@@ -421,8 +502,21 @@ void hutch_pool_free(struct hutch_pool *p)
     }
     pthread_mutex_unlock(&p->mu);
     destroy_at_exit(left, n);
-    for (int i = 0; i < p->nth; i++)
-        pthread_join(p->th[i], NULL);
+    /* No thread starts once stopping is set (spawn_worker): the slots are
+     * read under mu, the threads joined without it. */
+    {
+        pthread_t th[HUTCH_POOL_REFILL_MAX_THREADS];
+        int nth = 0;
+        pthread_mutex_lock(&p->mu);
+        for (int i = 0; i < HUTCH_POOL_REFILL_MAX_THREADS; i++)
+            if (p->workers[i].state != W_FREE) {
+                th[nth++] = p->workers[i].th;
+                p->workers[i].state = W_FREE;
+            }
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < nth; i++)
+            pthread_join(th[i], NULL);
+    }
     /* What a refill brought up after stopping was set its thread
      * destroyed; a box discarded since (a job ending late) is here. */
     n = 0;

@@ -27,6 +27,11 @@
 struct hutch_pool;
 
 int hutch_pool_new(struct hutch_pool **out, struct hutch_err *err);
+
+/* How many sandboxes the pools start at once at most, unless
+ * $HUTCH_POOL_REFILL_MAX says: this machine's CPUs, at least
+ * HUTCH_POOL_REFILL_THREADS, at most HUTCH_POOL_REFILL_MAX_THREADS. */
+int hutch_pool_default_refill_max(void);
 /* Stops the refills: starts under way are cancelled at their next step,
  * and nothing new starts.  The first thing a shutdown does (the idle
  * sandboxes stay until hutch_pool_free; takes still work). */
