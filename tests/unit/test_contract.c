@@ -332,6 +332,8 @@ static void list_dir(const char *dir, char *out, size_t len)
 }
 
 /* The parent of `pid` and its command line (NULs as spaces) into cmd. */
+static char proc_state; /* the state letter proc_info() last read */
+
 static int proc_info(int pid, int *ppid, char *cmd, size_t len)
 {
     char path[64], buf[8192];
@@ -339,6 +341,7 @@ static int proc_info(int pid, int *ppid, char *cmd, size_t len)
     ssize_t n;
     *ppid = 0;
     cmd[0] = '\0';
+    proc_state = '?';
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -349,7 +352,7 @@ static int proc_info(int pid, int *ppid, char *cmd, size_t len)
         char *p;
         buf[n] = '\0';
         p = strrchr(buf, ')');
-        if (!p || sscanf(p + 2, "%*c %d", ppid) != 1)
+        if (!p || sscanf(p + 2, "%c %d", &proc_state, ppid) != 2)
             *ppid = 0;
     }
     snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
@@ -369,8 +372,8 @@ static int proc_info(int pid, int *ppid, char *cmd, size_t len)
  * of this process (the local executor's sandbox factory: its children are
  * sandboxes; the helper itself lives as long as the plugin is open), or
  * whose command line contains `needle` (when not NULL): a space-separated
- * list of pids. */
-static void processes_of(const char *needle, char *out, size_t len)
+ * list of pids, each with its state letter. */
+static void processes_now(const char *needle, char *out, size_t len)
 {
     DIR *d = opendir("/proc");
     int helpers[16], nh = 0;
@@ -398,10 +401,26 @@ static void processes_of(const char *needle, char *out, size_t len)
         if (ppid == getpid() || (needle && strstr(cmd, needle)))
             hit = 1;
         if (hit && o < len)
-            o += (size_t)snprintf(out + o, len - o, "%d ", pid);
+            o += (size_t)snprintf(out + o, len - o, "%d(%c) ", pid, proc_state);
     }
     if (d)
         closedir(d);
+}
+
+/* processes_now(), once what is on its way out has gone: a sandbox's C1
+ * has exited when destroy() returns, but its parent (the local factory)
+ * reaps it a moment later, and a zombie until then is no leftover.  A
+ * process still alive, or a zombie never reaped, is there after the
+ * budget too. */
+static void processes_of(const char *needle, char *out, size_t len)
+{
+    uint64_t end = hutch_now_ms() + 10000;
+    for (;;) {
+        processes_now(needle, out, len);
+        if (!out[0] || hutch_now_ms() >= end)
+            return;
+        hutch_sleep_ms(20);
+    }
 }
 
 /* GET `path` from the Docker daemon over its socket: the body's first line
