@@ -66,6 +66,9 @@
 #define HUTCH_WIRE_READY_MS       30000 /* runner start-up (a loaded machine: generous) */
 #define HUTCH_WIRE_GONE_MS        5000 /* a runner that failed to start: its exit report */
 #define HUTCH_WIRE_MAX_PENDING    (64u << 20) /* unread by the runner, then give up */
+/* A start for a pool: nobody waits on it, and the data flavour's runner
+ * imports its packages before it says ready (seconds on gVisor). */
+#define HUTCH_WIRE_READY_POOL_MS 120000
 /* Tool calls of one execution running at once, each on a worker thread of
  * the execution's own pool (calls.c); past them, calls wait in a queue. */
 #define HUTCH_CALL_WORKERS 32

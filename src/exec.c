@@ -459,7 +459,7 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cl
     char errtext[601];
     size_t errlen = 0;
     uint64_t deadline;
-    int r, ready = 0, gone = 0;
+    int r, ready = 0, gone = 0, ready_ms;
 
     if (!b)
         return hutch_err_set(err, -ENOMEM, "out of memory");
@@ -487,7 +487,8 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cl
 
     /* Until "ready": the channel, stderr (kept for the message when the
      * runner fails), stdout (drained), the exit event, the deadline. */
-    deadline = hutch_now_ms() + HUTCH_WIRE_READY_MS;
+    ready_ms = pooled ? HUTCH_WIRE_READY_POOL_MS : HUTCH_WIRE_READY_MS;
+    deadline = hutch_now_ms() + (uint64_t)ready_ms;
     while (!ready && !gone) {
         struct pollfd fds[4] = {
             {b->sb->chan_fd, POLLIN, 0},
@@ -500,7 +501,7 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cl
         if (now >= deadline) {
             r = hutch_err_set(err, -ETIMEDOUT,
                               "the %s runner did not start within %d ms", cls->language,
-                              HUTCH_WIRE_READY_MS);
+                              ready_ms);
             goto fail;
         }
         if (cancelled && cancelled(arg)) {

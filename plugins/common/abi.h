@@ -6,6 +6,7 @@
 #ifndef HUTCH_PLUGIN_ABI_H
 #define HUTCH_PLUGIN_ABI_H
 
+#include <string.h>
 #include <sys/wait.h>
 
 #include "hutch-executor.h"
@@ -15,6 +16,22 @@ static inline int plugin_start_cancelled(const struct hutch_start *how)
 {
     return how && HUTCH_HAS_MEMBER(how, struct hutch_start, cancel_arg) &&
            how->cancelled && how->cancelled(how->cancel_arg);
+}
+
+/* A start for a pool (its job comes later), not for a job waiting. */
+static inline int plugin_start_pooled(const struct hutch_start *how)
+{
+    return how && HUTCH_HAS_MEMBER(how, struct hutch_start, pooled) && how->pooled;
+}
+
+/* The runner imports the data flavour's packages before it says ready:
+ * for a python sandbox of the data flavour started for a pool (a cold
+ * start's job would wait for imports it may not need). */
+static inline int plugin_preload(const struct hutch_sandbox_class *cls, int data,
+                                 const struct hutch_start *how)
+{
+    return data == 1 && strcmp(cls->language, "python") == 0 &&
+           plugin_start_pooled(how);
 }
 
 /* how->label, or `dflt`. */

@@ -119,7 +119,7 @@ unsigned long long box_tmp_bytes(const struct hutch_sandbox_class *cls)
 }
 
 cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid,
-                   const char *const *flags)
+                   const char *const *flags, int preload)
 {
     unsigned long long work = box_work_bytes(cls), tmp = box_tmp_bytes(cls);
     char user[32], nofile[24], fsize[32];
@@ -131,6 +131,7 @@ cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned
                         "-I",
                         "-S",
                         BOX_RUNNER "/runner.py",
+                        preload ? "--preload" : NULL,
                         NULL};
     const char *js[] = {
         BOX_INIT, user, nofile, fsize, "/usr/bin/node", BOX_RUNNER "/runner.js", NULL};

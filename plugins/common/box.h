@@ -61,9 +61,10 @@ uint64_t box_now_ms(void);
  * NULL), the user it runs the program as, its limits, the runner) and
  * environment, as JSON string arrays (caller frees).  The command runs as
  * root with the capabilities BOX_INIT_CAPS, and nothing else; hutch-init
- * drops them all for the program. */
+ * drops them all for the program.  `preload` (python): the runner imports
+ * the data flavour's packages before it says ready (BOX_PRELOAD). */
 cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid,
-                   const char *const *flags);
+                   const char *const *flags, int preload);
 cJSON *box_environment(void);
 
 /* A JSON array of the NULL-terminated strings v (caller frees). */

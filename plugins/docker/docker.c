@@ -445,7 +445,8 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
     cJSON_AddItemToObject(
         c, "Cmd",
         box_command(cls, sb->uid, sb->uid,
-                    (const char *const[]){"--seccomp", "--attach", "--view", NULL}));
+                    (const char *const[]){"--seccomp", "--attach", "--view", NULL},
+                    sb->preload));
     cJSON_AddItemToObject(c, "Env", box_environment());
     /* hutch-init runs as root with the few capabilities it needs (CapAdd
      * below), and runs the program as the sandbox user with none (see
@@ -818,7 +819,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     struct dk_state *st = state;
     struct dk_sandbox *sb;
     struct dk_engine *failed = NULL;
-    int r;
+    int r, preload;
 
     *out = NULL;
     if (strcmp(cls->language, "python") != 0 &&
@@ -832,6 +833,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
         r = opt_get(dk_options, "docker", cls, "flavour", 0, fl, sizeof(fl), err);
         if (r == 0)
             r = box_flavour(fl, "docker", err);
+        preload = plugin_preload(cls, r, how);
         if (r >= 0)
             dk_image_for(st->host->version, cls->language, r, image, sizeof(image));
         if (r >= 0)
@@ -857,6 +859,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
         memcpy(sb->image, image, sizeof(image));
         memcpy(sb->runtime, runtime, sizeof(runtime));
         memcpy(sb->endpoints, endpoints, sizeof(endpoints));
+        sb->preload = preload;
     }
     sb->st = st;
     sb->uid_slot = -1;

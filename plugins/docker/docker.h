@@ -82,6 +82,7 @@ struct dk_sandbox {
     char id[80];
     char image[256];
     char runtime[64]; /* the policy's executor_options.docker.runtime, or "" */
+    int preload;      /* plugin_preload(): the runner's --preload */
     struct sbio io;
     struct dk_attach *att;
     char work_volume[160]; /* Podman: /work's volume, made before the container */

@@ -142,6 +142,7 @@ struct gv_sandbox {
     int runsc_unclean;          /* it ended without deleting the sandbox */
     struct sbio io;
     int killed;
+    int preload;    /* plugin_preload(): the runner's --preload */
     char label[64]; /* how->label, then the job's: for log lines */
 };
 
@@ -719,9 +720,10 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     cJSON_AddNumberToObject(user, "uid", 0);
     cJSON_AddNumberToObject(user, "gid", 0);
     /* --hide-init: gVisor shows /proc/1 to any uid (plugins/init/init.c). */
-    cJSON_AddItemToObject(
-        proc, "args",
-        box_command(cls, BOX_UID, BOX_GID, (const char *const[]){"--hide-init", NULL}));
+    cJSON_AddItemToObject(proc, "args",
+                          box_command(cls, BOX_UID, BOX_GID,
+                                      (const char *const[]){"--hide-init", NULL},
+                                      sb->preload));
     cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");
@@ -973,6 +975,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     if (!sb)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     sb->st = st;
+    sb->preload = plugin_preload(cls, data, how);
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     for (int i = 0; i < SBIO_NSOCK; i++)

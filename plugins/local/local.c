@@ -1063,8 +1063,9 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
             return r;
         if (r == 1 && !local_has_data(st, why, sizeof(why)))
             return hutch_err_set(err, -ENOENT, "%s", why);
+        memset(&p, 0, sizeof(p));
+        p.preload = plugin_preload(cls, r, how);
     }
-    memset(&p, 0, sizeof(p));
     sb = calloc(1, sizeof(*sb));
     if (!sb)
         return hutch_err_set(err, -ENOMEM, "out of memory");

@@ -552,6 +552,8 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
         argv[argc++] = "-S";
     }
     argv[argc++] = script;
+    if (p->preload)
+        argv[argc++] = "--preload";
     argv[argc] = NULL;
     if (chdir("/work") < 0)
         _exit(127);

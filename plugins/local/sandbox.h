@@ -76,6 +76,7 @@ struct lsb_params {
     size_t bpf_len;
     int have_memcg;  /* memory limit enforced by a cgroup */
     int have_pidscg; /* pids limit enforced by a cgroup */
+    int preload;     /* plugin_preload(): the runner's --preload */
 };
 
 /* Child side of fork(): never returns. */

@@ -576,6 +576,42 @@ def _run(code, cwd):
     _finish(0, value)
 
 
+_DIST = ('/usr/local/lib/%s/dist-packages', '/usr/lib/python3/dist-packages',
+         '/usr/lib/%s/dist-packages')
+
+
+def _preload():
+    """The data flavour's packages, imported before `ready` in a sandbox
+    started for a pool (the plugin passes --preload then, never for a cold
+    start, whose job waits): the program's `import pandas` finds them
+    loaded.  Each sandbox is its own process, so nothing here is shared
+    with another execution; what an import seeds (numpy's global random
+    state, hash seeds) is seeded from this process's own entropy.  A
+    package that fails to import is left out: the program's own import
+    then says why.  matplotlib writes its font cache under $HOME (/work),
+    as a program's own first import would."""
+    version = 'python%d.%d' % sys.version_info[:2]
+    added = [d % version if '%' in d else d for d in _DIST]
+    sys.path += added
+    try:
+        import io
+        import numpy  # noqa: F401
+        import pandas
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+        # A first chart loads what a chart needs (pandas' plotting module,
+        # the fonts, the PNG writer); closed, so the program starts with
+        # no figure.
+        pandas.DataFrame({'x': [0, 1]}).plot()
+        plt.savefig(io.BytesIO(), format='png')
+        plt.close('all')
+    except Exception:
+        pass
+    for d in added:
+        sys.path.remove(d)
+
+
 def main():
     global _fd, _pid
     try:
@@ -583,6 +619,8 @@ def main():
         posix.close(3)
     except OSError:
         _protocol_error('fd 3 (the channel to the core) is not open')
+    if sys.argv[1:] == ['--preload']:
+        _preload()
     _send(b'{"t":"ready","lang":"python","version":"%d.%d.%d"}\n' % sys.version_info[:3])
     # What every job needs, done while the core has no job for us yet (a warm
     # pool's sandbox waits here; a cold one has its job queued already, so
@@ -610,9 +648,7 @@ def main():
     # the host's packages, and the exit()/quit() builtins from site.
     version = 'python%d.%d' % sys.version_info[:2]
     sys.path[:0] = [cwd]
-    sys.path += ['/usr/local/lib/%s/dist-packages' % version,
-                 '/usr/lib/python3/dist-packages',
-                 '/usr/lib/%s/dist-packages' % version]
+    sys.path += [d % version if '%' in d else d for d in _DIST]
     sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
     builtins.exit = builtins.quit = sys.exit
     builtins.help = _help  # site's, which -S drops, did not know the tools

@@ -12,6 +12,9 @@
 //   - a pool that ran dry grows with demand (up to four times its size)
 //     and shrinks back ($HUTCH_POOL_SHRINK_MS) when the demand is gone;
 //   - TypeScript runs in a warm sandbox of the javascript pool;
+//   - the data flavour's warm sandboxes have numpy, pandas and matplotlib
+//     loaded before the program starts (a cold one not), and two of them
+//     draw different numbers from numpy's random state;
 //   - an idle sandbox older than HUTCH_POOL_MAX_IDLE_MS is replaced;
 //   - kill -9 of hutch with full pools leaves nothing after the next start
 //     (local: nor cgroups), its janitor killed too; killed alone, its
@@ -265,6 +268,44 @@ await t.step("TypeScript takes a warm sandbox of the javascript pool (no class o
     }
   } finally {
     await h.close();
+  }
+}, STEP_S);
+
+await t.step("the data flavour: a warm sandbox has numpy, pandas and matplotlib loaded, a cold one not", async () => {
+  // What the program finds imported before its own imports, and a draw
+  // from numpy's global random state (seeded per process: two sandboxes
+  // never draw the same).
+  const prog = py([
+    "import sys",
+    "pre = [m for m in ('numpy', 'pandas', 'matplotlib.pyplot') if m in sys.modules]",
+    "import os, numpy, matplotlib",
+    "matplotlib.use('Agg')",
+    "os.makedirs('/work/out', exist_ok=True)",
+    "import matplotlib.pyplot as plt",
+    "plt.plot([1, 2, 3]); plt.savefig('/work/out/c.png')",
+    "[pre, float(numpy.random.random())]",
+  ].join("\n"));
+  const h = await startStdio({ sdk, hutch, args: [...base, "--flavour", "data", "--pool", "python=1,javascript=0"], env });
+  let first;
+  try {
+    first = await untilWarm(h, prog);
+    const again = await untilWarm(h, prog);
+    for (const x of [first, again]) {
+      if (x.s.exit_code !== 0 || x.s.executor !== E) throw new Error(JSON.stringify(x.s).slice(0, 600));
+      t.is(x.s.result[0], ["numpy", "pandas", "matplotlib.pyplot"], "warm: numpy, pandas and matplotlib.pyplot are loaded before the program imports them");
+    }
+    t.ok(first.s.result[1] !== again.s.result[1], "two warm sandboxes draw different numbers from numpy's global random state",
+      `both drew ${first.s.result[1]}`);
+  } finally {
+    await h.close();
+  }
+  const c = await startStdio({ sdk, hutch, args: [...base, "--flavour", "data", "--pool", "0"], env });
+  try {
+    const x = await execute(c.client, prog, { executor: E });
+    if (x.s.exit_code !== 0 || x.s.warm !== false) throw new Error(JSON.stringify(x.s).slice(0, 600));
+    t.is(x.s.result[0], [], "cold: nothing is loaded before the program's imports (its job does not wait for them)");
+  } finally {
+    await c.close();
   }
 }, STEP_S);
 
