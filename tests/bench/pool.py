@@ -35,6 +35,7 @@ def arg(i, name, default):
 ROUNDS = arg(1, "ROUNDS", 15)
 BURST = arg(2, "BURST", 200)
 MEM_N = arg(3, "POOL_N", 3)
+DATA_ROUNDS = int(os.environ.get("DATA_ROUNDS", "5"))
 PAUSE = float(os.environ.get("PAUSE_MS", "200")) / 1000
 BURST_MAX_S = float(os.environ.get("BURST_MAX_S", "30"))  # per executor
 HUTCH = os.environ.get("HUTCH", "hutch")
@@ -76,6 +77,20 @@ def children(pid):
                 pass
     except OSError:
         pass
+    return out
+
+
+def sandboxes(pid):
+    """The host processes that are sandboxes of hutch `pid`: its children
+    (gvisor: `runsc run`), the local executor's factory's children, not its
+    helpers themselves (the factory, the janitor)."""
+    out = []
+    for c in children(pid):
+        cmd = cmdline(c)
+        if "__plugin-helper" in cmd:
+            out += children(c)
+        elif "__janitor" not in cmd:
+            out.append(c)
     return out
 
 
@@ -189,13 +204,13 @@ class Serve:
     """One `hutch serve --executor E --pool SPEC`, spoken to as a client."""
     all = []
 
-    def __init__(self, executor, pool, size):
+    def __init__(self, executor, pool, size, env=None, args=()):
         self.executor, self.pool, self.size = executor, pool, size
         self.p = subprocess.Popen(
             [HUTCH, "serve", "--executor", executor, "--pool", pool, "-vv",
-             "--audit", "/dev/null"],
+             "--audit", "/dev/null", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=ENV)
+            env={**ENV, **(env or {})})
         Serve.all.append(self)
         self.pid = self.p.pid
         self.start = start_time(self.pid)
@@ -301,7 +316,7 @@ class Serve:
         if self.executor == "docker":
             count = lambda: docker_count(self.pid)  # noqa: E731
         else:
-            count = lambda: len(children(self.pid))  # noqa: E731
+            count = lambda: len(sandboxes(self.pid))  # noqa: E731
         n = count()
         while n is not None and n > self.size:
             if time.monotonic() > deadline:
@@ -566,25 +581,69 @@ t_lat = time.monotonic() - t_begin
 
 # --- 4: back to back --------------------------------------------------------------------
 
-burst = {}
-for e in executors:
-    progress(f"4: {BURST} back-to-back executions on {e}")
-    s = hit[e]
-    settle_all()
-    rec = []
-    t0 = time.perf_counter()
-    for _ in range(BURST):
-        ms, sc = s.call()
-        rec.append((ms, bool(sc.get("warm"))))
-        if time.perf_counter() - t0 > BURST_MAX_S:
-            note(f"4: {e} stopped after {len(rec)} of {BURST} executions "
-                 f"({BURST_MAX_S:.0f} s, BURST_MAX_S)")
-            break
-    wall = time.perf_counter() - t0
-    burst[e] = (wall, rec)
-    s.settle()
 for s in list(hit.values()) + list(cold.values()):
     s.close()
+# Each burst on a server of its own per HUTCH_POOL_REFILL_MAX of BURST_REFILL
+# ("2": the two refill threads hutch had before they grew with demand, the
+# baseline; "default": unset, the machine's CPUs), one after the other per
+# executor, alternating.
+burst = {}
+REFILLS = [x.strip() for x in os.environ.get("BURST_REFILL", "2,default").split(",")
+           if x.strip()]
+for e in executors:
+    for rf in REFILLS:
+        progress(f"4: {BURST} back-to-back executions on {e}, refill {rf}")
+        s = Serve(e, "python=2,javascript=0", 2,
+                  None if rf == "default" else {"HUTCH_POOL_REFILL_MAX": rf})
+        s.settle()
+        time.sleep(PAUSE)
+        rec = []
+        t0 = time.perf_counter()
+        for _ in range(BURST):
+            ms, sc = s.call()
+            rec.append((ms, bool(sc.get("warm"))))
+            if time.perf_counter() - t0 > BURST_MAX_S:
+                note(f"4: {e} refill {rf} stopped after {len(rec)} of {BURST} "
+                     f"executions ({BURST_MAX_S:.0f} s, BURST_MAX_S)")
+                break
+        wall = time.perf_counter() - t0
+        burst[(e, rf)] = (wall, rec)
+        s.close()
+
+# --- 6: the data flavour's chart, warm and cold -----------------------------------------
+
+CHART = """import os
+import pandas as pd
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt
+os.makedirs('/work/out', exist_ok=True)
+df = pd.DataFrame({'x': range(10), 'y': [i * i for i in range(10)]})
+df.plot(x='x', y='y')
+plt.savefig('/work/out/chart.png')
+print(1)
+"""
+chart = {}
+for e in executors:
+    progress(f"6: {DATA_ROUNDS} rounds of the data flavour's chart on {e}, warm and cold")
+    w = Serve(e, "python=1,javascript=0", 1, args=["--flavour", "data"])
+    c = Serve(e, "0", 0, args=["--flavour", "data"])
+    try:
+        got = {"warm": [], "cold": []}
+        for i in range(DATA_ROUNDS + 1):  # the first round warms caches up, not counted
+            for name, s in (("warm", w), ("cold", c)):
+                s.settle()
+                time.sleep(PAUSE)
+                ms, sc = s.call(code=CHART)
+                if bool(sc.get("warm")) != (name == "warm"):
+                    note(f"6: a {name} chart on {e} came {'warm' if sc.get('warm') else 'cold'}")
+                elif i:
+                    got[name].append(ms)
+        chart[e] = got
+    except SystemExit as ex:
+        note(f"6: {e} skipped: {ex}")
+    w.close()
+    c.close()
 
 # --- 5: memory of idle pooled sandboxes -------------------------------------------------
 
@@ -604,7 +663,7 @@ def sandbox_groups(e, s):
                 "containerd-shim" in cmdline(shim) else [init] + descendants(init)
             groups.append(("javascript" if "hutch-node" in image else "python", pids))
         return groups
-    for c in children(s.pid):
+    for c in sandboxes(s.pid):
         pids = [c] + descendants(c)
         lang = "python"
         if e == "gvisor":
@@ -647,6 +706,15 @@ for e in executors:
         memory[(e, lang)] = g
         if len(g) != MEM_N:
             note(f"{e} {lang}: {len(g)} idle sandboxes found, {MEM_N} expected")
+    s.close()
+    # The data flavour's, which hold numpy, pandas and matplotlib (preloaded).
+    s = Serve(e, f"python={MEM_N},javascript=0", MEM_N, args=["--flavour", "data"])
+    s.settle()
+    time.sleep(1)
+    g = [group_memory(e, s, pids) for l, pids in sandbox_groups(e, s) if l == "python"]
+    memory[(e, "python data")] = g
+    if len(g) != MEM_N:
+        note(f"{e} python data: {len(g)} idle sandboxes found, {MEM_N} expected")
     s.close()
 
 cleanup()
@@ -715,23 +783,31 @@ for e, text, base, goal in rows:
         print(f"     {text:38} {r:5.3f} (goal <= {goal}: {'PASS' if r <= goal else 'MISS'})")
 print()
 print(f"4. {BURST} execute_code back to back (no pause), pool of 2 python sandboxes "
-      f"(at most {BURST_MAX_S:.0f} s each)")
-print(f"     {'':8} {'wall s':>7} {'exec/s':>7} {'warm':>9} {'p50':>8} {'p50 warm':>9} "
-      f"{'p50 cold':>9} {'p99':>8}")
+      f"(at most {BURST_MAX_S:.0f} s each), per HUTCH_POOL_REFILL_MAX (refill: 2 is "
+      f"the baseline, default the CPUs)")
+print(f"     {'':8} {'refill':>7} {'wall s':>7} {'exec/s':>7} {'warm':>9} {'p50':>8} "
+      f"{'p50 warm':>9} {'p50 cold':>9} {'p99':>8} {'rate/base':>9}")
 for e in executors:
-    wall, rec = burst[e]
-    allv = [m for m, _ in rec]
-    w = [m for m, x in rec if x]
-    c = [m for m, x in rec if not x]
-    med = lambda v: statistics.median(v) if v else float("nan")
-    print(f"     {e:8} {wall:7.2f} {len(rec) / wall:7.1f} {len(w):4}/{len(rec):<4} "
-          f"{med(allv):8.2f} {med(w):9.2f} {med(c):9.2f} {pct(allv, 99):8.2f}")
+    base_rate = None
+    for rf in REFILLS:
+        wall, rec = burst[(e, rf)]
+        allv = [m for m, _ in rec]
+        w = [m for m, x in rec if x]
+        c = [m for m, x in rec if not x]
+        med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
+        rate = len(rec) / wall
+        if base_rate is None:
+            base_rate = rate
+        print(f"     {e:8} {rf:>7} {wall:7.2f} {rate:7.1f} {len(w):4}/{len(rec):<4} "
+              f"{med(allv):8.2f} {med(w):9.2f} {med(c):9.2f} {pct(allv, 99):8.2f} "
+              f"{rate / base_rate:9.2f}")
 for e in executors:
-    rec = burst[e][1]
-    pattern = "".join("W" if x else "." for _, x in rec)
-    print(f"     {e} (W warm, . cold):")
-    for i in range(0, len(pattern), 100):
-        print(f"       {pattern[i:i + 100]}")
+    for rf in REFILLS:
+        rec = burst[(e, rf)][1]
+        pattern = "".join("W" if x else "." for _, x in rec)
+        print(f"     {e}, refill {rf} (W warm, . cold):")
+        for i in range(0, len(pattern), 100):
+            print(f"       {pattern[i:i + 100]}")
 print()
 MB = 1 << 20
 print(f"5. memory held per idle pooled sandbox (pool of {MEM_N} per language), MiB per "
@@ -741,7 +817,7 @@ print("     USS (its own pages); cgroup: its memory cgroup's usage less inactive
 print("     cache, as docker stats shows it")
 print(f"     {'':20} {'n':>3} {'RSS':>7} {'PSS':>7} {'USS':>7} {'cgroup':>7}")
 for e in executors:
-    for lang in ("python", "javascript"):
+    for lang in ("python", "javascript", "python data"):
         g = memory.get((e, lang), [])
         if not g:
             print(f"     {e:8} {lang:11} {0:3}       -")
@@ -750,11 +826,25 @@ for e in executors:
         cgv = [x[3] for x in g]
         cg = f"{sum(cgv) / len(cgv) / MB:7.1f}" if None not in cgv else "      -"
         print(f"     {e:8} {lang:11} {len(g):3} {avg(0):7.1f} {avg(1):7.1f} {avg(2):7.1f} {cg}")
-what = {"local": "the sandbox's processes (fork of hutch, init, runner)",
+what = {"local": "the sandbox's processes (a child of the local factory, init, runner)",
         "docker": "containerd-shim and the container's processes",
         "gvisor": "runsc run, its gofer, sentry and ptrace stubs"}
 for e in executors:
     print(f"     {e}: {what[e]}")
+print()
+print(f"6. the data flavour's chart (import pandas and matplotlib, plot, save a PNG), "
+      f"{DATA_ROUNDS} rounds: a warm sandbox (its runner preloads the packages) "
+      f"against a cold start")
+print(f"     {'':8} {'warm p50':>9} {'cold p50':>9} {'warm/cold':>9}")
+for e in executors:
+    got = chart.get(e)
+    if not got or not got["warm"] or not got["cold"]:
+        print(f"     {e:8}       n/a")
+        continue
+    wv, cv = statistics.median(got["warm"]), statistics.median(got["cold"])
+    r = wv / cv
+    print(f"     {e:8} {wv:9.1f} {cv:9.1f} {r:9.3f} (goal <= 0.1: "
+          f"{'PASS' if r <= 0.1 else 'MISS'})")
 print()
 print(f"took {t_total:.0f} s ({t_lat:.0f} s for 1-3)")
 if notes:

@@ -21,11 +21,18 @@
 #     image (the baseline for docker and gvisor);
 #  4. BURST (default 200) executions back to back with a pool of 2: how fast,
 #     how many came warm, and the order of warm and cold (the pool running
-#     dry);
+#     dry), on a server per HUTCH_POOL_REFILL_MAX of BURST_REFILL (default
+#     "2,default": the two refill threads of before as the baseline, then
+#     the default, the machine's CPUs; e.g. BURST_REFILL=2,4,8), with the
+#     rate as a ratio to the first;
 #  5. the memory held per idle pooled sandbox (a pool of N, default 3, per
 #     language): RSS, PSS and USS of its host processes, its cgroup's usage;
+#  6. the data flavour's chart (import pandas and matplotlib, plot, save a
+#     PNG) on a warm sandbox, whose runner preloaded the packages, against
+#     a cold start, DATA_ROUNDS (default 5) interleaved rounds;
 # and the goals: warm local p50 / python3 -c pass ≤ 0.25, warm docker p50 /
-# docker exec ≤ 0.1, warm gvisor p50 / docker exec ≤ 0.1 (PASS or MISS; a
+# docker exec ≤ 0.1, warm gvisor p50 / docker exec ≤ 0.1, the warm chart ≤ 0.1
+# of the cold one (PASS or MISS; a
 # MISS does not fail).  Everything it starts is gone when it ends.
 # EXECUTORS=local,docker limits the executors measured.
 here=$(cd "$(dirname "$0")" && pwd)
