@@ -39,7 +39,9 @@
 // alone, to see which costs the others what), PHASES (after the quiet one:
 // spin,sleep,hogs, some of them), HUTCH_SANDBOXES_CPU_WEIGHT (12, for
 // docker and gvisor; empty for their default), HUTCH_CGROUP_PARENT (one
-// of the bench's own per executor by default, removed at the end).
+// of the bench's own per executor by default, removed at the end),
+// HUTCH_POOL_REFILL_MAX (passed to hutch: how many sandboxes its pools
+// start at once; unset, the CPUs).
 import crypto from "node:crypto";
 import http from "node:http";
 import net from "node:net";
@@ -326,12 +328,14 @@ const results = [];
 let broken = false;
 console.log(`bench-tenants: alice and bob (ordinary) beside mallory (hostile), one hutch serve --http per executor; ` +
   `${ROUNDS} rounds of search_tools + execute_code per ordinary principal and phase; ${os.cpus().length} CPUs; ` +
-  `HUTCH_SANDBOXES_CPU_WEIGHT=${SANDBOXES_CPU_WEIGHT || "(unset)"} (docker, gvisor)`);
+  `HUTCH_SANDBOXES_CPU_WEIGHT=${SANDBOXES_CPU_WEIGHT || "(unset)"} (docker, gvisor); ` +
+  `HUTCH_POOL_REFILL_MAX=${process.env.HUTCH_POOL_REFILL_MAX || "(unset: the CPUs)"}`);
 for (const [e, why] of Object.entries(skipped)) console.log(`  ${e} skipped: ${why}`);
 
 for (const E of executors) {
+  const refill = process.env.HUTCH_POOL_REFILL_MAX ? { HUTCH_POOL_REFILL_MAX: process.env.HUTCH_POOL_REFILL_MAX } : {};
   const srv = await spawnHttp({ hutch, servers: fx.servers, args: ["--policy", policy, "--executor", E],
-    env: !WEIGHED.has(E) ? {} : { HUTCH_CGROUP_PARENT: parentOf(E),
+    env: !WEIGHED.has(E) ? refill : { ...refill, HUTCH_CGROUP_PARENT: parentOf(E),
       ...(SANDBOXES_CPU_WEIGHT ? { HUTCH_SANDBOXES_CPU_WEIGHT: SANDBOXES_CPU_WEIGHT } : {}) } });
   try {
     // Upstreams up, pools warm, a few rounds each that are not counted.
