@@ -239,11 +239,44 @@ int box_cpu_root(char *out, size_t len)
     return -ENOENT;
 }
 
+/* `weight` into the cpu cgroup directory `dir`, on the hierarchy of version
+ * v (box_cpu_root's answer). */
+static int write_cpu_weight(const char *dir, int v, uint32_t weight,
+                            struct hutch_err *err)
+{
+    char file[PATH_MAX + 32], val[32];
+    int r;
+
+    if (v == 2) {
+        snprintf(file, sizeof(file), "%s/cpu.weight", dir);
+        snprintf(val, sizeof(val), "%u", weight);
+    } else {
+        snprintf(file, sizeof(file), "%s/cpu.shares", dir);
+        snprintf(val, sizeof(val), "%u", box_cpu_shares(weight));
+    }
+    if ((r = box_write_str(file, val)) < 0)
+        return hutch_err_set(err, r, "cannot write %s to %s: %s", val, file,
+                             strerror(-r));
+    return 0;
+}
+
+int box_cgroup_cpu_weight(const char *cgroup, uint32_t weight, struct hutch_err *err)
+{
+    char root[64], dir[PATH_MAX];
+    int v;
+
+    if ((v = box_cpu_root(root, sizeof(root))) < 0)
+        return hutch_err_set(err, v,
+                             "no cpu controller is mounted below /sys/fs/cgroup");
+    snprintf(dir, sizeof(dir), "%s%s%s", root, cgroup[0] == '/' ? "" : "/", cgroup);
+    return write_cpu_weight(dir, v, weight, err);
+}
+
 int box_parent_cpu_weight(const char *parent, uint32_t weight, char *dir, size_t len,
                           struct hutch_err *err)
 {
-    char root[64], file[PATH_MAX + 32], val[32];
-    int v, r;
+    char root[64];
+    int v;
 
     if (!parent[0] || strstr(parent, "..") || strlen(parent) > 200)
         return hutch_err_set(
@@ -260,15 +293,5 @@ int box_parent_cpu_weight(const char *parent, uint32_t weight, char *dir, size_t
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return hutch_err_set(err, -errno, "cannot make the cgroup %s: %s", dir,
                              strerror(errno));
-    if (v == 2) {
-        snprintf(file, sizeof(file), "%s/cpu.weight", dir);
-        snprintf(val, sizeof(val), "%u", weight);
-    } else {
-        snprintf(file, sizeof(file), "%s/cpu.shares", dir);
-        snprintf(val, sizeof(val), "%u", box_cpu_shares(weight));
-    }
-    if ((r = box_write_str(file, val)) < 0)
-        return hutch_err_set(err, r, "cannot write %s to %s: %s", val, file,
-                             strerror(-r));
-    return 0;
+    return write_cpu_weight(dir, v, weight, err);
 }

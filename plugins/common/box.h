@@ -62,7 +62,7 @@ uint64_t box_now_ms(void);
  * environment, as JSON string arrays (caller frees).  The command runs as
  * root with the capabilities BOX_INIT_CAPS, and nothing else; hutch-init
  * drops them all for the program.  `preload` (python): the runner imports
- * the data flavour's packages before it says ready (BOX_PRELOAD). */
+ * the data flavour's packages before it says ready (plugin_preload()). */
 cJSON *box_command(const struct hutch_sandbox_class *cls, unsigned uid, unsigned gid,
                    const char *const *flags, int preload);
 cJSON *box_environment(void);
@@ -100,6 +100,10 @@ int box_cpu_root(char *out, size_t len);
  * says what failed (no cpu controller, not writable, a bad path). */
 int box_parent_cpu_weight(const char *parent, uint32_t weight, char *dir, size_t len,
                           struct hutch_err *err);
+/* The weight of the cgroup `cgroup` (a cgroup path, which exists) in the
+ * cpu hierarchy, as box_parent_cpu_weight sets it: 0, or -errno (-ENOENT
+ * without a cpu controller or that cgroup) and err says what failed. */
+int box_cgroup_cpu_weight(const char *cgroup, uint32_t weight, struct hutch_err *err);
 unsigned long long box_work_bytes(const struct hutch_sandbox_class *cls);
 unsigned long long box_tmp_bytes(const struct hutch_sandbox_class *cls);
 

@@ -307,6 +307,27 @@ static int runsc_cmd(const struct gv_state *st, const char *root, const char *pl
     return pid < 0 || wait_for(pid, ms, &status) < 0 ? -1 : exit_code(status);
 }
 
+/* `runsc run` of sb was reaped with `status`: it deleted its sandbox
+ * unless a signal ended it. */
+static void runsc_reaped(struct gv_sandbox *sb, int status)
+{
+    sb->runsc_pid = 0;
+    sb->runsc_unclean = WIFSIGNALED(status);
+}
+
+/* Waits for `runsc run` of sb to end, at most GV_EXIT_MS (killed past
+ * that, and then it deleted nothing): 0 with its wait status, or -1. */
+static int end_runsc(struct gv_sandbox *sb, int *status)
+{
+    if (wait_for(sb->runsc_pid, GV_EXIT_MS, status) < 0) {
+        sb->runsc_pid = 0;
+        sb->runsc_unclean = 1;
+        return -1;
+    }
+    runsc_reaped(sb, *status);
+    return 0;
+}
+
 static void read_tail(const char *path, char *out, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -837,8 +858,7 @@ static int still_running(void *arg, struct hutch_err *err)
 
     if (waitpid(sb->runsc_pid, &status, WNOHANG) != sb->runsc_pid)
         return 0;
-    sb->runsc_pid = 0;
-    sb->runsc_unclean = WIFSIGNALED(status);
+    runsc_reaped(sb, status);
     snprintf(log, sizeof(log), "%s/runsc.log", sb->log_dir);
     read_tail(log, tail, sizeof(tail));
     return hutch_err_set(err, -EIO,
@@ -888,14 +908,9 @@ static void sandbox_free(struct gv_sandbox *sb)
     sbio_close(&sb->io);
     if (sb->runsc_pid > 0) {
         int status;
-        if (wait_for(sb->runsc_pid, GV_EXIT_MS, &status) < 0) {
+        if (end_runsc(sb, &status) < 0)
             st->host->log(HUTCH_LOG_WARN, "gvisor", "sandbox %s did not end; killed",
                           sb->id);
-            sb->runsc_unclean = 1;
-        } else if (WIFSIGNALED(status)) {
-            sb->runsc_unclean = 1;
-        }
-        sb->runsc_pid = 0;
     }
     if (sb->runsc_unclean) {
         const char *tail[] = {"delete", "--force", sb->id, NULL};
@@ -1160,15 +1175,11 @@ static int gv_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit *ex
         char how[64] = "";
         int status;
         if (sb->runsc_pid > 0) {
-            if (wait_for(sb->runsc_pid, GV_EXIT_MS, &status) < 0) {
+            if (end_runsc(sb, &status) < 0)
                 snprintf(how, sizeof(how), "; runsc run did not end and was killed");
-                sb->runsc_unclean = 1;
-            } else {
+            else
                 snprintf(how, sizeof(how), "; runsc run ended with status %d",
                          exit_code(status));
-                sb->runsc_unclean = WIFSIGNALED(status);
-            }
-            sb->runsc_pid = 0;
             read_tail(log, tail, sizeof(tail));
         }
         return hutch_err_set(err, -EIO,
@@ -1210,29 +1221,17 @@ static int gv_cpu_weight(void *state, struct hutch_sandbox *pub, uint32_t weight
                          struct hutch_err *err)
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
-    char path[PATH_MAX + 128], root[64], val[32];
-    int r, v;
+    int r;
 
     (void)state;
     if ((r = box_cpu_weight_check(weight, err)) < 0)
         return r;
     if (!sb->cgroup[0])
         return hutch_err_set(err, -ENOTSUP, "the sandbox has no cgroup");
-    if ((v = box_cpu_root(root, sizeof(root))) < 0)
-        return hutch_err_set(err, -ENOTSUP, "no cpu controller for %s", sb->cgroup);
-    if (v == 2) {
-        snprintf(path, sizeof(path), "%s%s/cpu.weight", root, sb->cgroup);
-        snprintf(val, sizeof(val), "%u", weight);
-    } else {
-        snprintf(path, sizeof(path), "%s%s/cpu.shares", root, sb->cgroup);
-        snprintf(val, sizeof(val), "%u", box_cpu_shares(weight));
-    }
-    r = box_write_str(path, val);
+    r = box_cgroup_cpu_weight(sb->cgroup, weight, err);
     if (r == -ENOENT)
         return hutch_err_set(err, -ENOTSUP, "no cpu controller for %s", sb->cgroup);
-    if (r < 0)
-        return hutch_err_set(err, r, "writing %s: %s", path, strerror(-r));
-    return 0;
+    return r;
 }
 
 static void gv_kill(void *state, struct hutch_sandbox *pub)
