@@ -12,7 +12,6 @@
  * wake-up). */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,12 +51,9 @@ struct hutch_admit {
 
 unsigned hutch_admit_machine_total(void)
 {
-    cpu_set_t set;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    unsigned cpus = 1, by_mem = HUTCH_ADMIT_MAX_TOTAL, total;
+    unsigned cpus = hutch_cpus(), by_mem = HUTCH_ADMIT_MAX_TOTAL, total;
 
-    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-        cpus = (unsigned)CPU_COUNT(&set);
     if (pages > 0 && page > 0) {
         unsigned long long mem = (unsigned long long)pages * (unsigned long long)page;
         unsigned long long n =

@@ -35,7 +35,6 @@
  * are started and destroyed without `mu` held. */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,11 +374,10 @@ static void *refill_main(void *arg)
 
 int hutch_pool_default_refill_max(void)
 {
-    cpu_set_t set;
-    int n = HUTCH_POOL_REFILL_THREADS;
+    int n = (int)hutch_cpus();
 
-    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > n)
-        n = CPU_COUNT(&set);
+    if (n < HUTCH_POOL_REFILL_THREADS)
+        n = HUTCH_POOL_REFILL_THREADS;
     return n > HUTCH_POOL_REFILL_MAX_THREADS ? HUTCH_POOL_REFILL_MAX_THREADS : n;
 }
 

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,14 @@ uint64_t hutch_now_us(void)
 uint64_t hutch_now_ms(void)
 {
     return hutch_now_us() / 1000u;
+}
+
+unsigned hutch_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    return 1;
 }
 
 void hutch_sleep_ms(unsigned ms)

@@ -25,6 +25,8 @@ static inline void *hutch_steal(void *pp)
 }
 
 uint64_t hutch_now_ms(void); /* monotonic */
+/* The CPUs this process may run on (its affinity mask), at least 1. */
+unsigned hutch_cpus(void);
 /* Sleeps ms milliseconds, through signals. */
 void hutch_sleep_ms(unsigned ms);
 /* A condition variable on hutch_now_ms()'s clock, and a wait on it until
