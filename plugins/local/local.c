@@ -1049,7 +1049,7 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     int opipe[2] = {-1, -1}, epipe[2] = {-1, -1};
     struct lsb_hdr h;
     char *payload = NULL, map[128];
-    int r;
+    int r, data;
 
     {
         /* One option: the flavour.  The sandboxes run the host's Python
@@ -1063,9 +1063,10 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
             return r;
         if (r == 1 && !local_has_data(st, why, sizeof(why)))
             return hutch_err_set(err, -ENOENT, "%s", why);
-        memset(&p, 0, sizeof(p));
-        p.preload = plugin_preload(cls, r, how);
+        data = r;
     }
+    memset(&p, 0, sizeof(p));
+    p.preload = plugin_preload(cls, data, how);
     sb = calloc(1, sizeof(*sb));
     if (!sb)
         return hutch_err_set(err, -ENOMEM, "out of memory");

@@ -576,8 +576,12 @@ def _run(code, cwd):
     _finish(0, value)
 
 
-_DIST = ('/usr/local/lib/%s/dist-packages', '/usr/lib/python3/dist-packages',
-         '/usr/lib/%s/dist-packages')
+def _dist_packages():
+    """The system's package directories (-I -S leaves them out)."""
+    version = 'python%d.%d' % sys.version_info[:2]
+    return ['/usr/local/lib/%s/dist-packages' % version,
+            '/usr/lib/python3/dist-packages',
+            '/usr/lib/%s/dist-packages' % version]
 
 
 def _preload():
@@ -590,8 +594,7 @@ def _preload():
     package that fails to import is left out: the program's own import
     then says why.  matplotlib writes its font cache under $HOME (/work),
     as a program's own first import would."""
-    version = 'python%d.%d' % sys.version_info[:2]
-    added = [d % version if '%' in d else d for d in _DIST]
+    added = _dist_packages()
     sys.path += added
     try:
         import io
@@ -646,9 +649,8 @@ def main():
     _pid = posix.getpid()
     # -I -S drops what `python3 main.py` would have: the script's directory,
     # the host's packages, and the exit()/quit() builtins from site.
-    version = 'python%d.%d' % sys.version_info[:2]
     sys.path[:0] = [cwd]
-    sys.path += [d % version if '%' in d else d for d in _DIST]
+    sys.path += _dist_packages()
     sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
     builtins.exit = builtins.quit = sys.exit
     builtins.help = _help  # site's, which -S drops, did not know the tools
