@@ -87,7 +87,7 @@ gone_pid=$!
 gone=hutch-$gone_pid.$(proc_start "$gone_pid").1-box
 kill "$gone_pid"
 wait "$gone_pid" 2>/dev/null
-live=hutch-$$.$(proc_start $$).1
+live=hutch-$$.$(proc_start $$).1-box
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     CGROOTS="/sys/fs/cgroup$CGP"
 else

@@ -331,17 +331,17 @@ static void list_dir(const char *dir, char *out, size_t len)
     free(v);
 }
 
-/* The parent of `pid` and its command line (NULs as spaces) into cmd. */
-static char proc_state; /* the state letter proc_info() last read */
-
-static int proc_info(int pid, int *ppid, char *cmd, size_t len)
+/* The parent of `pid`, its state letter (state may be NULL) and its
+ * command line (NULs as spaces) into cmd. */
+static int proc_info(int pid, int *ppid, char *state, char *cmd, size_t len)
 {
-    char path[64], buf[8192];
+    char path[64], buf[8192], st = '?';
     int fd;
     ssize_t n;
     *ppid = 0;
     cmd[0] = '\0';
-    proc_state = '?';
+    if (state)
+        *state = '?';
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -352,8 +352,10 @@ static int proc_info(int pid, int *ppid, char *cmd, size_t len)
         char *p;
         buf[n] = '\0';
         p = strrchr(buf, ')');
-        if (!p || sscanf(p + 2, "%c %d", &proc_state, ppid) != 2)
+        if (!p || sscanf(p + 2, "%c %d", &st, ppid) != 2)
             *ppid = 0;
+        else if (state)
+            *state = st;
     }
     snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -382,7 +384,7 @@ static void processes_now(const char *needle, char *out, size_t len)
     out[0] = '\0';
     for (struct dirent *de; d && (de = readdir(d));) {
         int pid = atoi(de->d_name), ppid;
-        if (pid > 0 && nh < 16 && proc_info(pid, &ppid, cmd, sizeof(cmd)) == 0 &&
+        if (pid > 0 && nh < 16 && proc_info(pid, &ppid, NULL, cmd, sizeof(cmd)) == 0 &&
             ppid == getpid() && strstr(cmd, " " HUTCH_HELPER_VERB " "))
             helpers[nh++] = pid;
     }
@@ -390,7 +392,9 @@ static void processes_now(const char *needle, char *out, size_t len)
         rewinddir(d);
     for (struct dirent *de; d && (de = readdir(d));) {
         int pid = atoi(de->d_name), ppid, hit = 0, helper = 0;
-        if (pid <= 0 || pid == getpid() || proc_info(pid, &ppid, cmd, sizeof(cmd)) < 0)
+        char state;
+        if (pid <= 0 || pid == getpid() ||
+            proc_info(pid, &ppid, &state, cmd, sizeof(cmd)) < 0)
             continue;
         for (int i = 0; i < nh; i++) {
             helper |= pid == helpers[i];
@@ -401,7 +405,7 @@ static void processes_now(const char *needle, char *out, size_t len)
         if (ppid == getpid() || (needle && strstr(cmd, needle)))
             hit = 1;
         if (hit && o < len)
-            o += (size_t)snprintf(out + o, len - o, "%d(%c) ", pid, proc_state);
+            o += (size_t)snprintf(out + o, len - o, "%d(%c) ", pid, state);
     }
     if (d)
         closedir(d);
@@ -611,7 +615,7 @@ static void helper_killed(struct hutch_plugin *p, const char *label)
     int killed = 0;
     for (struct dirent *de; d && (de = readdir(d));) {
         int pid = atoi(de->d_name), ppid;
-        if (pid > 0 && proc_info(pid, &ppid, cmd, sizeof(cmd)) == 0 &&
+        if (pid > 0 && proc_info(pid, &ppid, NULL, cmd, sizeof(cmd)) == 0 &&
             ppid == getpid() && strstr(cmd, " " HUTCH_HELPER_VERB " ") &&
             kill(pid, SIGKILL) == 0)
             killed++;
