@@ -302,7 +302,7 @@ await t.step("the data flavour: a warm sandbox has numpy, pandas and matplotlib 
   const c = await startStdio({ sdk, hutch, args: [...base, "--flavour", "data", "--pool", "0"], env });
   try {
     const x = await execute(c.client, prog, { executor: E });
-    if (x.s.exit_code !== 0 || x.s.warm !== false) throw new Error(JSON.stringify(x.s).slice(0, 600));
+    if (x.s.exit_code !== 0 || x.s.warm !== false || x.s.executor !== E) throw new Error(JSON.stringify(x.s).slice(0, 600));
     t.is(x.s.result[0], [], "cold: nothing is loaded before the program's imports (its job does not wait for them)");
   } finally {
     await c.close();
