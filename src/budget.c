@@ -51,28 +51,36 @@ static void note_burst(const struct hutch_budget *p, size_t used)
  * hold nothing, that trims the heap HUTCH_MALLOC_TRIM_DELAY_MS after they
  * last did (no new work meanwhile): late enough that what their requests
  * still held (a response on its way out, a spent sandbox's buffers) is
- * freed too. */
+ * freed too.  A give only moves trim_at (under trim_mu) and wakes the
+ * trimmer only when it was not already waiting for a time: a tool call
+ * gives several times, and waking a thread for each one cost more than
+ * the call's own work (bench-mcp). */
 static pthread_mutex_t trim_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t trim_cv;
-static int trim_started, trim_wanted;
+static int trim_started;
+static uint64_t trim_at;                /* ms; 0: no trim wanted */
+static unsigned long trim_wakes, trims; /* hutch_budget_trim_stats */
 
 static void *trimmer(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&trim_mu);
     for (;;) {
-        while (!trim_wanted)
+        uint64_t at = trim_at;
+        if (!at) {
             pthread_cond_wait(&trim_cv, &trim_mu);
-        trim_wanted = 0;
-        /* Once more at the end of a delay in which nothing asked again. */
-        while (hutch_cond_wait_until(&trim_cv, &trim_mu,
-                                     hutch_now_ms() + HUTCH_MALLOC_TRIM_DELAY_MS) !=
-                   ETIMEDOUT ||
-               trim_wanted)
-            trim_wanted = 0;
+            continue;
+        }
+        if (hutch_now_ms() < at) {
+            /* A later give moves trim_at on: looked at again at wake-up. */
+            hutch_cond_wait_until(&trim_cv, &trim_mu, at);
+            continue;
+        }
+        trim_at = 0;
         pthread_mutex_unlock(&trim_mu);
         malloc_trim(0);
         pthread_mutex_lock(&trim_mu);
+        trims++;
     }
     return NULL;
 }
@@ -85,6 +93,8 @@ static void *trimmer(void *arg)
  * MiB of 0.8 that 75 s of executions left in the heap). */
 static void after_give(const struct hutch_budget *p)
 {
+    int idle;
+
     if (p != &process || atomic_load(&process.used) != 0 ||
         !atomic_exchange(&charged, 0))
         return;
@@ -105,8 +115,20 @@ static void after_give(const struct hutch_budget *p)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         pthread_attr_destroy(&attr);
     }
-    trim_wanted = 1;
-    pthread_cond_signal(&trim_cv);
+    idle = trim_at == 0;
+    trim_at = hutch_now_ms() + HUTCH_MALLOC_TRIM_DELAY_MS;
+    if (idle) {
+        trim_wakes++;
+        pthread_cond_signal(&trim_cv);
+    }
+    pthread_mutex_unlock(&trim_mu);
+}
+
+void hutch_budget_trim_stats(unsigned long *wakes, unsigned long *done)
+{
+    pthread_mutex_lock(&trim_mu);
+    *wakes = trim_wakes;
+    *done = trims;
     pthread_mutex_unlock(&trim_mu);
 }
 

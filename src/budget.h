@@ -84,6 +84,11 @@ size_t hutch_budget_share_used(const struct hutch_budget_share *s);
 int hutch_budget_take(struct hutch_budget *b, size_t n);
 /* Gives back what a take charged.  b NULL or n 0: nothing. */
 void hutch_budget_give(struct hutch_budget *b, size_t n);
+/* The heap trimmer's counts (for tests): how often a give woke it, how
+ * often it trimmed.  A give to the process budget that leaves it empty
+ * asks for a trim HUTCH_MALLOC_TRIM_DELAY_MS later and wakes the trimmer
+ * only if no trim was already due. */
+void hutch_budget_trim_stats(unsigned long *wakes, unsigned long *trims);
 
 /* What `from` holds becomes `to`'s to give back (same parent and share):
  * a charge that outlives the struct that made it (a result, until it has

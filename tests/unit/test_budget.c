@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "budget.h"
 #include "tap.h"
+#include "util.h"
 
 static void test_charges(void)
 {
@@ -174,6 +176,40 @@ static void test_check(void)
     free(text);
 }
 
+/* The heap trimmer is asked once per quiet spell, not woken per give: a
+ * tool call gives several times, and a wake-up each cost more than the
+ * call's own work (bench-mcp).  It still trims once the process holds
+ * nothing for HUTCH_MALLOC_TRIM_DELAY_MS. */
+static void test_trimmer(void)
+{
+    struct hutch_budget b;
+    unsigned long w0, t0, w, t;
+    uint64_t until;
+
+    hutch_budget_init(&b, 1u << 20);
+    b.parent = hutch_budget_process();
+    hutch_budget_trim_stats(&w0, &t0);
+    for (int i = 0; i < 1000; i++) {
+        hutch_budget_take(&b, 100);
+        hutch_budget_give(&b, 100);
+    }
+    hutch_budget_trim_stats(&w, &t);
+    /* Once, and once more only after each trim the loop itself waited for
+     * (a machine busy enough to stall it for the delay). */
+    ok(w - w0 >= 1 && w - w0 <= 1 + (t - t0),
+       "1000 gives that empty the budget woke the trimmer %lu times (%lu trims "
+       "between)",
+       w - w0, t - t0);
+    until = hutch_now_ms() + 30000;
+    do {
+        hutch_budget_trim_stats(&w, &t);
+        if (t > t0)
+            break;
+        usleep(20000);
+    } while (hutch_now_ms() < until);
+    ok(t > t0, "and it trimmed once they stopped (%lu trims)", t - t0);
+}
+
 int main(void)
 {
     test_charges();
@@ -181,5 +217,6 @@ int main(void)
     test_shares();
     test_estimate();
     test_check();
+    test_trimmer();
     return tap_done();
 }
