@@ -11,6 +11,7 @@
 #include "knobs.h"
 #include "log.h"
 #include "plugin.h"
+#include "util.h"
 
 static void usage(FILE *f)
 {
@@ -94,6 +95,9 @@ int main(int argc, char **argv)
      * stayed resident (46 MiB) after a burst, or not, depending on what the
      * arena freed next.  Per-thread tcache still makes small frees cheap. */
     mallopt(M_MXFAST, 0);
+    /* Few arenas (caps.h): hutch's threads mostly wait, and tcache keeps
+     * small allocations off the arenas' locks. */
+    mallopt(M_ARENA_MAX, (int)(HUTCH_MALLOC_ARENAS_PER_CPU * hutch_cpus()));
     /* Every command's diagnostics; `serve --log-format` overrides it.  A
      * bad value is refused below, or by serve and run themselves. */
     (void)hutch_log_set_format_name(hutch_knob_str(HUTCH_KNOB_LOG_FORMAT));

@@ -560,11 +560,14 @@ else await t.step("A, after the same warm-up, holds what it held at the start (f
 }, 600);
 if (end) {
   if (asan(A.pid)) t.skip("A's RSS is back within 10% of the start's", "AddressSanitizer's quarantine holds freed memory");
-  // Open (issue 21): on docker, with the second engine's daemon killed,
-  // A's anonymous memory grows by 2.5-3 MiB in 75 s and 3.9 MiB in 10
-  // minutes (file-backed pages do not move; LeakSanitizer finds no leak;
-  // MALLOC_ARENA_MAX=2 changes nothing).  make soak (SOAK_FULL=1) asserts
-  // it; the short soak in make check prints the figures above.
+  // On docker, with the second engine's daemon killed, A's anonymous
+  // memory grew by 2.5-3 MiB in 75 s and 3.9 MiB in 10 minutes with the
+  // in-use bytes unchanged (mallinfo2): 15 malloc arenas each kept its free
+  // and part-used pages.  hutch now makes at most 2 per CPU (caps.h
+  // HUTCH_MALLOC_ARENAS_PER_CPU): +0.8 MiB in 5 minutes.  (An earlier note
+  // here said MALLOC_ARENA_MAX=2 changed nothing: hutchEnv() never passed
+  // it on.)  make soak (SOAK_FULL=1) asserts it; the short soak in make
+  // check prints the figures above.
   else if (E === "docker" && ENGINE2 && !process.env.SOAK_FULL)
     t.skip("A's RSS is back within 10% of the start's", "docker with daemon kills: known growth, asserted by make soak (issue 21)");
   else
