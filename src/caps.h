@@ -113,6 +113,9 @@
  * files, and the most it copies of each of those files. */
 #define HUTCH_SANDBOX_VIEW_BYTES (16u << 20)
 #define HUTCH_SANDBOX_ETC_BYTES  (64u << 10)
+/* One line hutch-init says on its ctl stream (plugins/common/sbio.c holds
+ * it until its newline; a longer one ends the conversation). */
+#define HUTCH_SANDBOX_CTL_LINE 128
 
 /* MCP, both directions. */
 #define HUTCH_MCP_MAX_MESSAGE         (16u << 20)  /* one JSON-RPC message */

@@ -204,7 +204,22 @@ int sbio_wait_hello(struct sbio *io, int timeout_ms,
     return wait_for(io, timeout_ms, "say hello", hello_step, alive, arg, how, err);
 }
 
-/* Reads whatever init has said; sets exited/stopped/ctl_eof. */
+/* "work MAJ:MIN INO SEC.NSEC" (see struct sbio_work): 0, or -1 when the
+ * line is not one. */
+static int parse_work(const char *line, struct sbio_work *w)
+{
+    struct sbio_work v = {.known = 1};
+    int end = 0;
+
+    if (sscanf(line, "work %u:%u %llu %lld.%ld%n", &v.major, &v.minor, &v.ino,
+               &v.ctime_sec, &v.ctime_nsec, &end) != 5 ||
+        line[end] != '\0' || v.ctime_nsec < 0 || v.ctime_nsec > 999999999)
+        return -1;
+    *w = v;
+    return 0;
+}
+
+/* Reads whatever init has said; sets exited/stopped/work/ctl_eof. */
 static void read_ctl(struct sbio *io)
 {
     while (!io->ctl_eof) {
@@ -231,6 +246,9 @@ static void read_ctl(struct sbio *io)
             *nl = '\0';
             if (strcmp(io->line, "hello") == 0) {
                 io->hello = 1;
+            } else if (strncmp(io->line, "work ", 5) == 0) {
+                if (parse_work(io->line, &io->work) < 0)
+                    io->work.known = 0;
             } else if (strncmp(io->line, "noview ", 7) == 0) {
                 snprintf(io->noview, sizeof(io->noview), "%s", io->line + 7);
             } else if (!io->exited &&
@@ -267,6 +285,7 @@ int sbio_stop(struct sbio *io, int timeout_ms)
 
     io->stopped = 0;
     io->out[0] = '\0';
+    io->work.known = 0;
     if (io->fd[SBIO_CTL] < 0 || io->ctl_eof ||
         send(io->fd[SBIO_CTL], cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) !=
             (ssize_t)sizeof(cmd) - 1)

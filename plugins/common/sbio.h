@@ -15,19 +15,32 @@
 #include <limits.h>
 #include <stdint.h>
 
+#include "caps.h"
 #include "hutch-executor.h"
 
 enum { SBIO_CTL, SBIO_CHAN, SBIO_OUT, SBIO_ERR, SBIO_NSOCK };
 
 struct sbio {
-    char dir[PATH_MAX];  /* host side of /run/hutch/io */
-    int lfd[SBIO_NSOCK]; /* listeners, -1 once accepted */
-    int fd[SBIO_NSOCK];  /* connections from init */
-    char line[64];       /* partial line read from ctl */
+    char dir[PATH_MAX];                /* host side of /run/hutch/io */
+    int lfd[SBIO_NSOCK];               /* listeners, -1 once accepted */
+    int fd[SBIO_NSOCK];                /* connections from init */
+    char line[HUTCH_SANDBOX_CTL_LINE]; /* partial line read from ctl */
     size_t line_len;
     int exited, status, oom; /* from init's "exit STATUS OOM" */
     int stopped;             /* init said "stopped" */
     char out[16];            /* what init said of /work/out with "stopped" */
+    /* What init said of /work itself just before "stopped" (--attach):
+     * "work MAJ:MIN INO SEC.NSEC", its device, inode and change time as
+     * the container's kernel has them.  The Docker executor's proof that a
+     * directory of the host is the container's /work (docker.c,
+     * docker_get); known is 0 until said, and again at every sbio_stop. */
+    struct sbio_work {
+        int known;
+        unsigned major, minor;
+        unsigned long long ino;
+        long long ctime_sec;
+        long ctime_nsec;
+    } work;
     int ctl_eof;
     int hello; /* init said "hello" (attach mode) */
     /* init said "noview STEP ERRNO" (before hello): the engine refused the
@@ -65,8 +78,8 @@ int sbio_wait_hello(struct sbio *io, int timeout_ms,
 int sbio_poll_exit(struct sbio *io);
 
 /* Ask init to kill every process but itself and wait for it to confirm
- * (the runner's exit, if still unknown, arrives on the way).  0, or
- * -EPIPE / -ETIMEDOUT. */
+ * (the runner's exit, if still unknown, arrives on the way, and with
+ * --attach what /work is, io->work).  0, or -EPIPE / -ETIMEDOUT. */
 int sbio_stop(struct sbio *io, int timeout_ms);
 
 /* After sbio_stop: may /work/out be fetched by someone who follows

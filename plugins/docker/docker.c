@@ -17,7 +17,10 @@
  * archive endpoints while the container runs.  Files go in with
  * PUT /archive once the runner waits, and come out with GET /archive after
  * init has killed every other process; init keeps the container (and so the
- * volume) alive until then.
+ * volume) alive until then.  When the engine runs beside hutch, the result
+ * files are packed instead from the volume's directory on this host, once
+ * it is proven to be the container's /work (docker_get): nothing needs a
+ * path of the host, but a proven one saves the endpoint's round trip.
  *
  * Every container carries hutch.instance, hutch.execution and hutch.owner
  * (hostname:pid:start time), and is named hutch-INSTANCE-N (N: the
@@ -46,6 +49,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -595,6 +599,73 @@ static int still_running(void *arg, struct hutch_err *err)
     return running ? 0 : -ESRCH;
 }
 
+/* The OCI runtimes that run a container's processes on the engine's own
+ * kernel, so that its /work is the very tmpfs the engine mounted on its
+ * host (a VM's or gVisor's kernel sees its own file systems, and may hold
+ * writes the host does not see yet). */
+static const char *const same_kernel_runtimes[] = {"runc", "crun",
+                                                   "io.containerd.runc.v2"};
+static const size_t n_same =
+    sizeof(same_kernel_runtimes) / sizeof(same_kernel_runtimes[0]);
+
+/* Where sb's engine keeps /work on the host, when hutch may look there
+ * (docker_get): an engine on this host (a unix socket) that runs the
+ * container with runc or crun, and a /work volume whose Source (the local
+ * driver's Mountpoint) is an absolute path.  Asked once, after hello, from
+ * the engine's own description of the container: sb->work_host, else
+ * sb->work_host_why.  Only a candidate: what a path of the engine's names
+ * here may be another directory (a rootless daemon's or Docker Desktop's
+ * are in another mount namespace or machine, and a daemon may lie), so
+ * docker_get proves it is /work before it reads anything there. */
+static void work_host_find(struct dk_sandbox *sb)
+{
+    struct hutch_buf b = HUTCH_BUF_INIT(DK_MAX_REPLY);
+    struct hutch_err err = HUTCH_ERR_INIT;
+    const char *runtime = NULL, *src = NULL;
+    char path[160];
+    cJSON *j = NULL, *m;
+    int same = 0;
+
+    sb->work_host[0] = '\0';
+    if (!sb->eng->api.unix_path[0]) {
+        snprintf(sb->work_host_why, sizeof(sb->work_host_why),
+                 "the engine is not on this host");
+        goto out;
+    }
+    snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
+    if (dk_json(&sb->eng->api, "GET", path, NULL, NULL, &b, &err) < 0) {
+        snprintf(sb->work_host_why, sizeof(sb->work_host_why),
+                 "the engine did not describe the container (%.100s)", err.msg);
+        goto out;
+    }
+    j = cJSON_ParseWithLength(b.data, b.len);
+    runtime = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "HostConfig"), "Runtime"));
+    for (size_t i = 0; runtime && i < n_same; i++)
+        same |= strcmp(runtime, same_kernel_runtimes[i]) == 0;
+    if (!same) {
+        snprintf(sb->work_host_why, sizeof(sb->work_host_why),
+                 "the container's runtime (%.40s) may not run on this kernel",
+                 runtime ? runtime : "unnamed");
+        goto out;
+    }
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(j, "Mounts"))
+    {
+        const char *dst = cJSON_GetStringValue(cJSON_GetObjectItem(m, "Destination"));
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(m, "Type"));
+        if (dst && type && !strcmp(dst, "/work") && !strcmp(type, "volume"))
+            src = cJSON_GetStringValue(cJSON_GetObjectItem(m, "Source"));
+    }
+    if (!src || src[0] != '/' || strlen(src) >= sizeof(sb->work_host))
+        snprintf(sb->work_host_why, sizeof(sb->work_host_why),
+                 "the engine names no host path of /work");
+    else
+        memcpy(sb->work_host, src, strlen(src) + 1);
+out:
+    cJSON_Delete(j);
+    hutch_buf_free(&b);
+}
+
 /* A slot no live container of this process holds (the next free one after
  * the last taken, so a uid is not reused at once), or, when all are held,
  * the one after the last taken, shared.  Sets sb->uid_slot and sb->uid. */
@@ -791,6 +862,8 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
     if (r < 0)
         goto out;
     r = sbio_wait_hello(&sb->io, DK_READY_MS, still_running, sb, how, err);
+    if (r == 0)
+        work_host_find(sb);
     if (r == 0 && sb->io.noview[0] &&
         !__atomic_exchange_n(&st->noview_said, 1, __ATOMIC_RELAXED)) {
         char step[48] = "?";
@@ -1055,6 +1128,92 @@ static int docker_reap(void *state, struct hutch_sandbox *pub, struct hutch_exit
     return r;
 }
 
+/* After sbio_stop: the container's /work, opened through the host path
+ * its engine named (work_host_find), when that is /work itself: the same
+ * device and inode as init said (io.work), the same change time to the
+ * nanosecond, owned by the sandbox's uid and gid; and its out reachable
+ * as /proc/self/fd/FD/out, the path the packer is given.  The fd, or -1
+ * with `why` saying why not.
+ *
+ * On one kernel a device number names one mounted file system and an
+ * inode number one file of it, so equal numbers are the same directory,
+ * whatever the path that led to it, and the fd holds that directory
+ * whatever the path names later.  The change time and the owner make a
+ * match by chance (another kernel's numbers: an engine in a VM whose
+ * socket is forwarded here) or by a lying engine (one naming a directory
+ * of this host it cannot see) hopeless: the uid is one no account of the
+ * host has (DK_UID_BASE), the time the one /work took when the program
+ * last changed it. */
+static int work_host_open(struct dk_sandbox *sb, char *why, size_t len)
+{
+    const struct sbio_work *w = &sb->io.work;
+    char out[48];
+    struct stat st, a, b;
+    int fd;
+
+    if (!sb->work_host[0]) {
+        snprintf(why, len, "%s", sb->work_host_why);
+        return -1;
+    }
+    if (!w->known) {
+        snprintf(why, len, "the sandbox's init did not say what /work is");
+        return -1;
+    }
+    fd = open(sb->work_host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, len, "%.600s: %s", sb->work_host, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) < 0 || major(st.st_dev) != w->major ||
+        minor(st.st_dev) != w->minor || (unsigned long long)st.st_ino != w->ino ||
+        (long long)st.st_ctim.tv_sec != w->ctime_sec ||
+        (long)st.st_ctim.tv_nsec != w->ctime_nsec || st.st_uid != sb->uid ||
+        st.st_gid != sb->uid) {
+        snprintf(why, len,
+                 "%.600s is not the container's /work (device, inode, change time "
+                 "or owner differ)",
+                 sb->work_host);
+        close(fd);
+        return -1;
+    }
+    snprintf(out, sizeof(out), "/proc/self/fd/%d/out", fd);
+    if (fstatat(fd, "out", &a, AT_SYMLINK_NOFOLLOW) < 0 || stat(out, &b) < 0 ||
+        !S_ISDIR(a.st_mode) || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        snprintf(why, len, "/work/out cannot be reached through /proc/self/fd");
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Packs /work/out from the container's /work open at fd (work_host_open)
+ * as the gVisor executor packs its own: the core's packer, which never
+ * follows a symbolic link and skips what is not a file or a directory,
+ * within `lim`.  Nothing in the container can change /work meanwhile: init
+ * has killed (and reaped) every other process, and itself never touches
+ * /work, so what was proven is what is packed; the walk starts from the
+ * fd, not from the engine's path, and no link is followed below it, so
+ * nothing outside /work is read.  Owners 0:0 and modes 0644/0755, as
+ * archive_filter gives the API's tar. */
+static int pack_from_host(struct dk_sandbox *sb, int fd, hutch_write_fn write_fn,
+                          void *arg, const struct hutch_archive_limits *lim,
+                          struct hutch_err *err)
+{
+    char out[48];
+    char *p;
+    int r;
+
+    snprintf(out, sizeof(out), "/proc/self/fd/%d/out", fd);
+    r = sb->st->host->archive_pack_dir(out, write_fn, arg, lim, err);
+    /* The packer names the path it was given: say the program's. */
+    if (r < 0 && (p = strstr(err->msg, out))) {
+        char tail[sizeof(err->msg)];
+        snprintf(tail, sizeof(tail), "%s", p + strlen(out));
+        snprintf(p, sizeof(err->msg) - (size_t)(p - err->msg), "/work/out%s", tail);
+    }
+    return r;
+}
+
 static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn write_fn,
                       void *arg, uint64_t max_bytes, struct hutch_err *err)
 {
@@ -1069,9 +1228,9 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
     /* Tar headers and padding on top of the file data. */
     struct hutch_buf b =
         HUTCH_BUF_INIT((size_t)max_bytes + (max_bytes >> 3) + (16u << 20));
-    char path[160];
+    char path[160], why[HUTCH_ERR_MSG];
     long status = 0, ms;
-    int r;
+    int r, fd;
 
     r = sbio_stop(&sb->io, DK_STOP_MS);
     if (r < 0)
@@ -1086,6 +1245,22 @@ static int docker_get(void *state, struct hutch_sandbox *pub, hutch_write_fn wri
     r = sbio_out_check(&sb->io, err);
     if (r != 0)
         return r < 0 ? r : 0;
+    /* On this host, without the endpoint's round trip (tens of ms) when the
+     * engine's directory behind /work is proven to be it. */
+    fd = work_host_open(sb, why, sizeof(why));
+    if (fd >= 0) {
+        r = pack_from_host(sb, fd, write_fn, arg, &lim, err);
+        close(fd);
+        sb->st->host->log(HUTCH_LOG_DEBUG, "docker",
+                          "%s (container %.12s): result files packed from /work on "
+                          "this host (%s)",
+                          sb->label, sb->id, sb->work_host);
+        return r;
+    }
+    sb->st->host->log(HUTCH_LOG_DEBUG, "docker",
+                      "%s (container %.12s): result files through the engine's "
+                      "archive endpoint: %s",
+                      sb->label, sb->id, why);
     snprintf(path, sizeof(path), "/containers/%s/archive?path=/work/out/.", sb->id);
     ms = archive_ms(sb);
     r = dk_call(&sb->eng->api, "GET", path, NULL, NULL, 0, ms, &status, &b, NULL, NULL,

@@ -86,6 +86,11 @@ struct dk_sandbox {
     struct sbio io;
     struct dk_attach *att;
     char work_volume[160]; /* Podman: /work's volume, made before the container */
+    /* Where the engine says /work is on this host (work_host_find), "" when
+     * nowhere hutch may look, work_host_why saying why: a candidate that
+     * docker_get proves before it reads anything there. */
+    char work_host[PATH_MAX];
+    char work_host_why[160];
     int killed;
     char label[64];       /* how->label, then the job's: for log lines */
     uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */

@@ -12,8 +12,12 @@
  *         "stop\n" asks init to kill every other process, answered with
  *         "stopped OUT\n", OUT saying what /work/out is now that nothing
  *         can change it any more (ok, absent, symlink, notdir, owner, or
- *         errno=N: see sbio_out_check); "noview STEP ERRNO\n" (before
- *         hello, with --view) when the program runs without its view;
+ *         errno=N: see sbio_out_check), just after "work MAJ:MIN INO
+ *         SEC.NSEC\n" with --attach: /work's device, inode and change
+ *         time, by which the Docker executor proves that the directory its
+ *         engine names on the host is this /work (docker_get);
+ *         "noview STEP ERRNO\n" (before hello, with --view) when the
+ *         program runs without its view;
  *         end of file (the plugin closed it) ends init and so the
  *         sandbox.
  *   chan  the runner's fd 3 (wire protocol, see src/runners/PROTOCOL.md)
@@ -699,12 +703,14 @@ static void flush_exit(int force)
 
 /* What /work/out is, once every other process is gone and nothing can
  * change it any more: the plugin may then let a daemon that follows
- * symbolic links as root (Docker's archive endpoint) fetch it. */
+ * symbolic links as root (Docker's archive endpoint) fetch it.  With
+ * --attach, what /work is first: nothing changes it any more either, so
+ * its change time too is what the host will find, if the host sees it. */
 static void say_stopped(void)
 {
     flush_exit(1);
-    struct stat st;
-    char line[48];
+    struct stat st, work;
+    char line[48], wline[HUTCH_SANDBOX_CTL_LINE];
     const char *what = "ok";
 
     if (lstat("/work/out", &st) < 0)
@@ -719,6 +725,13 @@ static void say_stopped(void)
         snprintf(line, sizeof(line), "stopped %s\n", what);
     else
         snprintf(line, sizeof(line), "stopped errno=%d\n", errno);
+    if (attach_mode && lstat("/work", &work) == 0 && S_ISDIR(work.st_mode)) {
+        snprintf(wline, sizeof(wline), "work %u:%u %llu %lld.%09ld\n",
+                 major(work.st_dev), minor(work.st_dev),
+                 (unsigned long long)work.st_ino, (long long)work.st_ctim.tv_sec,
+                 (long)work.st_ctim.tv_nsec);
+        ctl_say(wline);
+    }
     ctl_say(line);
 }
 
