@@ -478,7 +478,11 @@ out:
  * path twice, no file used as a directory, implied parents counted, checked
  * over the headers first so nothing is written for a refused tar).  For
  * executors whose sandbox hands over its own tar (Docker's archive
- * endpoint). */
+ * endpoint), and for those whose engine unpacks one as root: given an
+ * owner other than root, the directories the tar only implies are written
+ * too, first, owned by it (0755), as extract makes them; an extractor
+ * that makes them itself makes them root's, and the program could not
+ * write in /work/a/b after `--file x:a/b/x`. */
 int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void *arg,
                          const struct hutch_archive_limits *lim, uint32_t uid,
                          uint32_t gid, struct hutch_err *err)
@@ -499,12 +503,11 @@ int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void
         return ar_limits_refused(lim, err);
     lim = ar_limits_or_default(lim, &dl);
     r = ar_judge_tar(tar, len, lim, JUDGE_AS_PACKER, &xs, err);
-    ar_xset_free(&xs);
     if (r < 0)
-        return r;
+        goto out;
     r = ar_judge_open(&j, tar, len, lim, JUDGE_AS_PACKER, err);
     if (r < 0)
-        return r;
+        goto out;
     r = writer_new(&a, &w, err);
     if (r < 0)
         goto out;
@@ -515,6 +518,18 @@ int hutch_archive_filter(const void *tar, size_t len, hutch_write_fn write, void
     }
     p.uid = uid;
     p.gid = gid;
+    /* xs is sorted (ar_xset_validate): a parent before what it holds. */
+    for (size_t i = 0; (uid || gid) && i < xs.n; i++) {
+        const struct xent *x = xs.sorted[i];
+        size_t plen;
+        if (!x->implied)
+            continue;
+        r = packer_path(&p, 0, x->path, &plen, err);
+        if (r == 0)
+            r = packer_header(&p, plen, true, 0, time(NULL), 0755, err);
+        if (r < 0)
+            goto out;
+    }
     for (;;) {
         struct xent x;
         la_ssize_t got;
@@ -558,6 +573,7 @@ out:
     if (a)
         hutch_la.archive_write_free(a);
     packer_free(&p);
+    ar_xset_free(&xs);
     return r;
 }
 

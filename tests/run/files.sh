@@ -23,6 +23,15 @@ is "files land under /work at their DEST" "$OUT" "3
 two
 True"
 
+# The directories a DEST implies are the program's, as /work is, on every
+# executor (docker's engine, unpacking as root, once made them root's).
+run_hutch run --lang python --file "$T/data.csv:deep/er/copy.csv" \
+    --file "$T/tree:inputs/tree" -e '
+for d in ("deep", "deep/er", "inputs", "inputs/tree/sub"):
+    open(d + "/new.txt", "w").write("x")
+print("written")'
+is "the program writes in the directories its files' DESTs made" "$OUT" "written"
+
 run_hutch run --lang python --out "$T/out" -e '
 import os
 os.makedirs("/work/out/nested", exist_ok=True)

@@ -1499,6 +1499,61 @@ static int t_filter(void)
     return r;
 }
 
+/* filter for a sandbox user: the directories the tar only implies come
+ * first, owned by that user, so that an extractor running as root (Docker's
+ * archive endpoint) does not make them root's (`--file x:deep/er/x` left
+ * /work/deep/er unwritable for the program on docker alone); for root, the
+ * tar is left as it is. */
+static int t_filter_parents(void)
+{
+    struct hutch_buf out;
+    struct hutch_err err = {0};
+    struct tw t;
+    char *meta = NULL;
+    int r = 0;
+
+    tw_open(&t, TW_PAX);
+    tw_add(&t, "deep/er/copy.csv", AE_IFREG, 0644, "a,b", NULL, false);
+    tw_add(&t, "deep/own/", AE_IFDIR, 0755, NULL, NULL, false);
+    tw_add(&t, "top.txt", AE_IFREG, 0644, "t", NULL, false);
+    tw_close(&t);
+    for (int owner = 1000; owner >= 0 && !r; owner -= 1000) {
+        hutch_buf_init(&out, 1u << 20);
+        r = hutch_archive_filter(t.b.data, t.b.len, hutch_buf_write, &out, NULL,
+                                 (uint32_t)owner, (uint32_t)owner, &err);
+        if (r < 0) {
+            printf("# filter: %s\n", err.msg);
+            hutch_buf_free(&out);
+            break;
+        }
+        meta = tar_meta(out.data, out.len);
+        r = strcmp(meta, owner ? "deep/ 1000:1000 755 dir\n"
+                                 "deep/er/ 1000:1000 755 dir\n"
+                                 "deep/er/copy.csv 1000:1000 644 file\n"
+                                 "deep/own/ 1000:1000 755 dir\n"
+                                 "top.txt 1000:1000 644 file\n"
+                               : "deep/er/copy.csv 0:0 644 file\n"
+                                 "deep/own/ 0:0 755 dir\n"
+                                 "top.txt 0:0 644 file\n") != 0;
+        if (r)
+            printf("# owner %d, got:\n%s", owner, meta);
+        free(meta);
+        /* What comes out unpacks (its parents are no longer implied). */
+        if (!r && owner) {
+            char *dest = root_path("filter-parents");
+            r = hutch_archive_extract(out.data, out.len, dest, NULL, &err) < 0;
+            if (r)
+                printf("# extract: %s\n", err.msg);
+            else
+                r = !file_is(path_of(dest, "deep/er/copy.csv"), "a,b", 0644);
+            free(dest);
+        }
+        hutch_buf_free(&out);
+    }
+    hutch_buf_free(&t.b);
+    return r;
+}
+
 static int t_filter_rejects(void)
 {
     struct hutch_archive_limits lim = {.struct_size = sizeof(lim),
@@ -1672,6 +1727,8 @@ static const struct {
     {"tar builder round trip", t_builder},
     {"tar builder errors", t_builder_errors},
     {"filter re-packs as pack_dir would: links, devices, fifos dropped", t_filter},
+    {"filter for a sandbox user writes the implied parents, owned by it",
+     t_filter_parents},
     {"filter refuses .., caps, non-tar, a path twice, a file as a directory",
      t_filter_rejects},
 };
