@@ -546,6 +546,9 @@
  * something that is not an execution (another execution's idle sweep,
  * `hutch workspace delete` of another name reading it, a probe). */
 #define HUTCH_WORKSPACE_BUSY_RETRY_MS 1000
+/* What a workspace's taint mark (<name>.taint) holds at most: the source
+ * that tainted the execution that saved it, for messages. */
+#define HUTCH_WORKSPACE_TAINT_MAX 192
 
 /* Exit statuses of `hutch run` for hutch's own outcomes. */
 #define HUTCH_EXIT_TIMEOUT 124

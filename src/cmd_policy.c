@@ -56,14 +56,15 @@ static void usage_test(FILE *f)
     fprintf(
         f,
         "Usage: hutch policy test FILE --tool NAME [--args JSON] [--principal P]\n"
-        "                              [--execution ID]\n"
+        "                              [--execution ID] [--tainted-by SOURCE]\n"
         "       hutch policy test FILE --execute [--lang L] [--code-bytes N]\n"
         "                              [--files N] [--principal P]\n"
         "       hutch policy test FILE --path PATH [--mode ro|rw]\n"
         "\n"
         "Asks FILE for one decision and prints \"allow\" or \"deny: reason\".\n"
         "  --tool NAME       a tool call, NAME is server.tool (tools.allow/deny and\n"
-        "                    on_tool_call); --args is its arguments as a JSON object\n"
+        "                    on_tool_call); --args is its arguments as a JSON object;\n"
+        "                    --tainted-by: the program has read from SOURCE (taint)\n"
         "  --execute         an execution (on_execute); prints the executor and the\n"
         "                    limits it would get\n"
         "  --path PATH       hutch.path_allowed(PATH, MODE); prints the resolved path\n"
@@ -179,6 +180,7 @@ static int cmd_check(int argc, char **argv)
 
 struct test_opts {
     const char *file, *tool, *args, *principal, *execution, *lang, *path, *mode;
+    const char *tainted_by; /* --tainted-by: the execution read from it */
     int execute;
     uint64_t code_bytes, files, n, threads;
 };
@@ -200,6 +202,7 @@ static int parse_opts(int argc, char **argv, struct test_opts *o, void (*help)(F
         {"mode", required_argument, NULL, 'm'},
         {"n", required_argument, NULL, 'n'},
         {"threads", required_argument, NULL, 'T'},
+        {"tainted-by", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -220,6 +223,9 @@ static int parse_opts(int argc, char **argv, struct test_opts *o, void (*help)(F
             break;
         case 'x':
             o->execution = optarg;
+            break;
+        case 'S':
+            o->tainted_by = optarg;
             break;
         case 'e':
             o->execute = 1;
@@ -322,6 +328,8 @@ static int cmd_test(int argc, char **argv)
     if (o.tool) {
         r = hutch_policy_check_tool(p, o.principal, o.execution, NULL, o.tool, args,
                                     reason, sizeof(reason));
+        r = hutch_policy_check_taint(p, NULL, o.tool, o.tainted_by, r, reason,
+                                     sizeof(reason), NULL);
         if (r == 0)
             printf("allow\n");
         else if (r == HUTCH_POLICY_ASK)

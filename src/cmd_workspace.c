@@ -51,6 +51,7 @@ struct ws_row {
     char *principal, *name, *path; /* list: principal, name; show: path */
     uint64_t bytes;
     int64_t mtime;
+    int tainted;
 };
 
 struct ws_rows {
@@ -86,7 +87,7 @@ static void rows_free(struct ws_rows *rs)
 }
 
 static void add_entry(void *arg, const char *principal, const char *name,
-                      uint64_t bytes, int64_t mtime)
+                      uint64_t bytes, int64_t mtime, int tainted)
 {
     struct ws_rows *rs = arg;
     struct ws_row *r = row_add(rs);
@@ -96,6 +97,7 @@ static void add_entry(void *arg, const char *principal, const char *name,
     r->name = strdup(name);
     r->bytes = bytes;
     r->mtime = mtime;
+    r->tainted = tainted;
     if (!r->principal || !r->name)
         rs->oom = 1;
 }
@@ -147,6 +149,7 @@ static void print_list(struct ws_rows *rs, int json, int all)
             cJSON_AddStringToObject(o, "name", r->name);
             cJSON_AddNumberToObject(o, "bytes", (double)r->bytes);
             cJSON_AddStringToObject(o, "last_used", when);
+            cJSON_AddBoolToObject(o, "tainted", r->tainted);
             cJSON_AddItemToArray(arr, o);
         } else {
             char *who = hutch_text_escape(r->principal, HUTCH_ESCAPE_NAME);
@@ -154,7 +157,8 @@ static void print_list(struct ws_rows *rs, int json, int all)
             if (who && name) {
                 if (all)
                     printf("%s\t", who);
-                printf("%s\t%.0f bytes\tlast used %s\n", name, (double)r->bytes, when);
+                printf("%s\t%.0f bytes\tlast used %s%s\n", name, (double)r->bytes, when,
+                       r->tainted ? "\ttainted" : "");
             }
             free(who);
             free(name);

@@ -413,6 +413,8 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
     }
     if (x->ws[0])
         cJSON_AddStringToObject(extra, "workspace", x->ws);
+    if (hutch_gov_tainted(x))
+        cJSON_AddStringToObject(extra, "tainted_by", x->taint);
     if (res) {
         /* The per-call trace, which results carry only when asked. */
         hutch_result_trace_audit(x->g->audit, x->principal, x->execution,
@@ -429,6 +431,37 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
     hutch_plan_release(&x->plan);
     hutch_policy_unref(x->policy);
     x->policy = NULL;
+}
+
+void hutch_gov_taint(struct hutch_gov_exec *x, const char *source)
+{
+    if (atomic_exchange(&x->taint_claim, 1))
+        return;
+    snprintf(x->taint, sizeof(x->taint), "%s", source);
+    atomic_store_explicit(&x->tainted, 1, memory_order_release);
+}
+
+const char *hutch_gov_tainted(struct hutch_gov_exec *x)
+{
+    return atomic_load_explicit(&x->tainted, memory_order_acquire) ? x->taint : NULL;
+}
+
+/* The taint rule (policy.h) on a call, with what the audit record says
+ * of it. */
+static int taint_rule(struct hutch_gov_exec *x, const struct hutch_catalog_entry *e,
+                      int r, char *reason, size_t reason_len, cJSON *extra)
+{
+    const char *src = hutch_gov_tainted(x), *sink = NULL;
+
+    if (hutch_policy_taint_source(x->policy, e->server, e->tool))
+        cJSON_AddBoolToObject(extra, "taint_source", 1);
+    r = hutch_policy_check_taint(x->policy, e->server, e->tool, src, r, reason,
+                                 reason_len, &sink);
+    if (sink) {
+        cJSON_AddStringToObject(extra, "tainted_by", src);
+        cJSON_AddStringToObject(extra, "taint_sink", sink);
+    }
+    return r;
 }
 
 static int secret(const void *arg, const char *key)
@@ -546,9 +579,9 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
         r = hutch_policy_check_tool(x->policy, x->principal, x->execution, e->server,
                                     e->tool, args, reason, sizeof(reason));
     }
-    dur = (double)(hutch_now_us() - t0) / 1000.0;
-
     extra = cJSON_CreateObject();
+    r = taint_rule(x, e, r, reason, sizeof(reason), extra);
+    dur = (double)(hutch_now_us() - t0) / 1000.0;
     if (r == HUTCH_POLICY_ASK)
         r = ask_user(x, e->qualified, args, timeout_ms, reason, sizeof(reason), extra);
     cJSON_AddItemToObject(extra, "args",
@@ -571,6 +604,10 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     hutch_upstreams_set_elicitor(&x->elicit);
     r = hutch_bridge_call(x->bridge, x->principal, e, args, timeout_ms, reply);
     hutch_upstreams_set_elicitor(NULL);
+    /* Before the program sees what came back, whatever it was (an error
+     * result may carry a third party's text as well). */
+    if (hutch_policy_taint_source(x->policy, e->server, e->tool))
+        hutch_gov_taint(x, e->qualified);
 out:
     hutch_bridge_catalog_put(x->bridge, ref);
     return r;

@@ -11,6 +11,7 @@
 #define HUTCH_GOVERN_H
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 
 #include "bridge.h"
 #include "exec.h"
@@ -171,6 +172,14 @@ struct hutch_gov_exec {
     struct hutch_elicitor elicit;
     /* What it runs with (hutch_gov_begin; released by hutch_gov_end). */
     struct hutch_plan plan;
+    /* Taint (policy.h): what first gave this execution untrusted data (a
+     * taint.sources tool, or the workspace it opened), hutch_gov_taint.
+     * Set once, never cleared; `tainted` is stored after `taint` with
+     * release order, so whoever sees it set reads the whole text.  A source
+     * call marks it before its result goes back to the program, so every
+     * call the program makes knowing that result is decided tainted. */
+    atomic_int taint_claim, tainted;
+    char taint[200];
 };
 
 /* Rate limit, then on_execute.  0: allowed, x->plan holds what to run it
@@ -191,6 +200,12 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
 void hutch_gov_direct_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
                             struct hutch_bridge *bridge, const char *principal);
 void hutch_gov_direct_end(struct hutch_gov_exec *x);
+/* Marks x tainted by `source` (what to name in messages and the audit
+ * log); the first mark stays. */
+void hutch_gov_taint(struct hutch_gov_exec *x, const char *source);
+/* What tainted x, or NULL. */
+const char *hutch_gov_tainted(struct hutch_gov_exec *x);
+
 /* Audit the execution's outcome and drop its policy and its plan. */
 void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res,
                    const char *error);

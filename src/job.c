@@ -619,14 +619,15 @@ static void add_note(struct hutch_exec_result *res, const char *msg)
  * program succeeded (a failed, killed or timed-out one keeps the previous
  * content, and says so). */
 static void close_workspace(struct hutch_job_req *job, struct hutch_ws *ws,
-                            const char *out_dir, struct hutch_exec_result *res)
+                            const char *taint, const char *out_dir,
+                            struct hutch_exec_result *res)
 {
     struct hutch_err werr = HUTCH_ERR_INIT;
     int ok = res->exit_code == 0 && !res->timed_out && !res->oom &&
              !(job->cancel && atomic_load(job->cancel));
     char msg[HUTCH_ERR_MSG + 64];
 
-    if (hutch_ws_split(ws, &res->out_tar, &res->files, ok, out_dir, &werr) < 0) {
+    if (hutch_ws_split(ws, &res->out_tar, &res->files, ok, taint, out_dir, &werr) < 0) {
         add_note(res, werr.msg);
         if (res->exit_code == 0)
             res->exit_code = HUTCH_EXIT_ERROR;
@@ -751,6 +752,14 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
         goto fail;
     if (job->workspace && (r = open_workspace(j, job, plan, tar, &ws, err)) < 0)
         goto fail;
+    if (hutch_ws_taint(ws)) {
+        /* What the workspace holds came through an untrusted source: so
+         * does what this execution reads from it. */
+        char src[sizeof(gx.taint)];
+        snprintf(src, sizeof(src), "workspace \"%s\" (%s)", job->workspace,
+                 hutch_ws_taint(ws));
+        hutch_gov_taint(&gx, src);
+    }
     if (*tar && (r = hutch_tar_finish(*tar, &req.tar, &req.tar_len, err)) < 0)
         goto fail;
     if (req.tar_len > plan->files_bytes) {
@@ -819,7 +828,11 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     if (r < 0)
         goto fail;
     if (ws)
-        close_workspace(job, ws, out_dir[0] ? out_dir : NULL, res);
+        /* A workspace's mark names the first source, not the way through
+         * the workspace it came. */
+        close_workspace(
+            job, ws, hutch_ws_taint(ws) ? hutch_ws_taint(ws) : hutch_gov_tainted(&gx),
+            out_dir[0] ? out_dir : NULL, res);
     hutch_ws_close(ws);
     hutch_admit_leave(j->admit, slot);
     hutch_budget_leave(share);

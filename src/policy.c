@@ -106,9 +106,9 @@ static void policy_free(struct hutch_policy *p)
         free(p->principals[i].token);
     }
     free(p->principals);
-    struct glob *lists[] = {p->allow, p->deny, p->secret};
-    size_t counts[] = {p->nallow, p->ndeny, p->nsecret};
-    for (int k = 0; k < 3; k++) {
+    struct glob *lists[] = {p->allow, p->deny, p->secret, p->sources, p->sinks};
+    size_t counts[] = {p->nallow, p->ndeny, p->nsecret, p->nsources, p->nsinks};
+    for (int k = 0; k < 5; k++) {
         for (size_t i = 0; i < counts[k]; i++) {
             free(lists[k][i].pat);
             free(lists[k][i].orig);
@@ -700,6 +700,70 @@ int hutch_policy_tool_listed(const struct hutch_policy *p, const char *server,
     char full[HUTCH_MAX_QUALIFIED_NAME + 1];
     size_t dot;
     return p && check_globs(p, server, tool, full, sizeof(full), &dot, NULL, 0) == 0;
+}
+
+/* The first of `n` globs that matches server.tool, as written; NULL. */
+static const char *first_glob(const struct glob *g, size_t n, const char *server,
+                              const char *tool)
+{
+    char full[HUTCH_MAX_QUALIFIED_NAME + 1];
+    size_t dot;
+    if (!n || canon_tool(server, tool, full, sizeof(full), &dot) < 0)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (glob_match(g[i].pat, full))
+            return g[i].orig;
+    return NULL;
+}
+
+const char *hutch_policy_taint_source(const struct hutch_policy *p, const char *server,
+                                      const char *tool)
+{
+    return p ? first_glob(p->sources, p->nsources, server, tool) : NULL;
+}
+
+const char *hutch_policy_taint_sink(const struct hutch_policy *p, const char *server,
+                                    const char *tool, int *ask)
+{
+    if (ask)
+        *ask = p && p->taint_ask;
+    return p ? first_glob(p->sinks, p->nsinks, server, tool) : NULL;
+}
+
+int hutch_policy_check_taint(const struct hutch_policy *p, const char *server,
+                             const char *tool, const char *tainted_by, int r,
+                             char *reason, size_t reason_len, const char **sink_out)
+{
+    char full[HUTCH_MAX_QUALIFIED_NAME + 1];
+    const char *sink;
+    size_t dot;
+    int ask;
+
+    if (sink_out)
+        *sink_out = NULL;
+    if (r < 0 || !tainted_by ||
+        !(sink = hutch_policy_taint_sink(p, server, tool, &ask)) ||
+        canon_tool(server, tool, full, sizeof(full), &dot) < 0)
+        return r;
+    if (sink_out)
+        *sink_out = sink;
+    if (!ask)
+        return set_reason(reason, reason_len, -EPERM,
+                          "denied by the policy's taint rule: this program has read "
+                          "untrusted data from %s (taint.sources), and %s may send "
+                          "data out (taint.sinks rule \"%s\")",
+                          tainted_by, full, sink);
+    if (r == HUTCH_POLICY_ASK) {
+        size_t n = strlen(reason);
+        snprintf(reason + n, reason_len - n,
+                 " (this program has read untrusted data from %s)", tainted_by);
+        return r;
+    }
+    return set_reason(reason, reason_len, HUTCH_POLICY_ASK,
+                      "This program has read untrusted data from %s, which may carry "
+                      "instructions from others. Allow it to call %s, which may send "
+                      "data out?",
+                      tainted_by, full);
 }
 
 int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,

@@ -160,6 +160,29 @@ int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,
 int hutch_policy_tool_listed(const struct hutch_policy *p, const char *server,
                              const char *tool);
 
+/* taint: an execution that has received a result from an untrusted source
+ * (a taint.sources glob names the tool) is tainted; a later call of a sink
+ * (a taint.sinks glob) is denied, or asked about under on_sink = "ask"
+ * (govern.c enforces it, the workspace store carries it on).  Each returns
+ * the glob that names `server`.`tool` as the file wrote it, or NULL when
+ * none does (or the policy has no taint table); *ask, when not NULL, is set
+ * to 1 under on_sink = "ask". */
+const char *hutch_policy_taint_source(const struct hutch_policy *p, const char *server,
+                                      const char *tool);
+const char *hutch_policy_taint_sink(const struct hutch_policy *p, const char *server,
+                                    const char *tool, int *ask);
+
+/* The taint rule on a call of `server`.`tool` by an execution tainted by
+ * `tainted_by` (what gave it untrusted data; NULL: not tainted), after the
+ * globs and on_tool_call said `r`: unchanged unless the call is a sink's;
+ * then -EPERM with `reason` naming the source and the sink rule, or under
+ * on_sink = "ask" HUTCH_POLICY_ASK with a question that names the source
+ * (after the hook's own question when it asked too).  *sink, when not
+ * NULL, receives the taint.sinks glob that decided, or NULL. */
+int hutch_policy_check_taint(const struct hutch_policy *p, const char *server,
+                             const char *tool, const char *tainted_by, int r,
+                             char *reason, size_t reason_len, const char **sink);
+
 /* 1 when the globs deny every tool call whatever the upstream servers
  * offer, why (at most len bytes) saying which: a policy file without a
  * tools.allow glob (the default of a policy file: a tool is allowed only

@@ -94,6 +94,11 @@ struct hutch_policy {
     size_t nprincipals;
     struct glob *allow, *deny, *secret;
     size_t nallow, ndeny, nsecret;
+    /* taint: untrusted sources and sinks (globs over "server.tool", as
+     * tools.allow), and what a sink call of a tainted execution gets. */
+    struct glob *sources, *sinks;
+    size_t nsources, nsinks;
+    int taint_ask; /* taint.on_sink = "ask" (else "deny") */
     int allow_all; /* the built-in default: no allow list */
     int has_execute, has_tool_call;
     int direct_tools; /* -1: not said; 0 or 1 (hutch_policy_direct_tools) */

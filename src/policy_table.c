@@ -50,7 +50,7 @@ static const char *const top_fields[] = {
     "executor",   "executor_options", "limits", "tools",
     "paths",      "principals",       "rate",   "audit",
     "on_execute", "on_tool_call",     "pool",   "direct_tools",
-    "workspaces", "concurrency",      NULL};
+    "workspaces", "concurrency",      "taint",  NULL};
 const char *const pol_limit_fields[] = {"timeout_ms",   "memory_mb",   "cpus", "pids",
                                         "output_bytes", "files_bytes", NULL};
 static const char *const tools_fields[] = {"allow", "deny", NULL};
@@ -60,6 +60,7 @@ static const char *const concurrency_fields[] = {"executions", "queued", NULL};
 static const char *const rate_fields[] = {"executions_per_minute",
                                           "tool_calls_per_minute", NULL};
 static const char *const audit_fields[] = {"secret", NULL};
+static const char *const taint_fields[] = {"sources", "sinks", "on_sink", NULL};
 static const char *const workspace_fields[] = {"allow", "max_bytes", "max_count",
                                                "idle_s", NULL};
 
@@ -309,6 +310,37 @@ static void v_tools(lua_State *L, struct vctx *vc, int t)
     lua_pop(L, 1);
     if (pol_rawget_field(L, t, "deny") != LUA_TNIL)
         v_globs(L, vc, lua_gettop(L), "tools.deny", &p->deny, &p->ndeny);
+    lua_pop(L, 1);
+}
+
+/* taint = { sources = {globs}, sinks = {globs}, on_sink = "deny"|"ask" }:
+ * both lists, neither empty (one without the other could never matter,
+ * and is more likely a mistake than a plan). */
+static void v_taint(lua_State *L, struct vctx *vc, int t)
+{
+    struct hutch_policy *p = vc->p;
+    v_table(L, vc, t, "taint", "taint");
+    v_fields(L, vc, t, "taint", taint_fields);
+    if (pol_rawget_field(L, t, "sources") != LUA_TNIL)
+        v_globs(L, vc, lua_gettop(L), "taint.sources", &p->sources, &p->nsources);
+    lua_pop(L, 1);
+    if (pol_rawget_field(L, t, "sinks") != LUA_TNIL)
+        v_globs(L, vc, lua_gettop(L), "taint.sinks", &p->sinks, &p->nsinks);
+    lua_pop(L, 1);
+    if (!p->nsources || !p->nsinks)
+        verr(L, vc, "taint",
+             "taint: needs both sources (the tools whose results may carry "
+             "instructions from others) and sinks (the tools that send, write or "
+             "publish); %s is %s",
+             p->nsources ? "sinks" : "sources",
+             (p->nsources ? p->sinks : p->sources) ? "empty" : "missing");
+    if (pol_rawget_field(L, t, "on_sink") != LUA_TNIL) {
+        const char *s = v_string(L, vc, -1, "taint.on_sink", "on_sink", 16);
+        if (strcmp(s, "deny") && strcmp(s, "ask"))
+            verr(L, vc, "on_sink",
+                 "taint.on_sink: expected \"deny\" or \"ask\", got \"%s\"", s);
+        p->taint_ask = !strcmp(s, "ask");
+    }
     lua_pop(L, 1);
 }
 
@@ -861,6 +893,9 @@ void pol_validate(lua_State *L, struct vctx *vc, int t)
     lua_pop(L, 1);
     if (pol_rawget_field(L, t, "concurrency") != LUA_TNIL)
         v_concurrency(L, vc, lua_gettop(L), "concurrency", &p->conc);
+    lua_pop(L, 1);
+    if (pol_rawget_field(L, t, "taint") != LUA_TNIL)
+        v_taint(L, vc, lua_gettop(L));
     lua_pop(L, 1);
     if (pol_rawget_field(L, t, "on_execute") != LUA_TNIL && !lua_isfunction(L, -1))
         verr(L, vc, "on_execute", "on_execute: expected a function, got %s",

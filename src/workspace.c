@@ -28,7 +28,9 @@ struct hutch_ws {
     char dir[PATH_MAX];  /* the principal's directory */
     char tar[PATH_MAX];  /* <name>.tar */
     char lock[PATH_MAX]; /* <name>.lock */
+    char mark[PATH_MAX]; /* <name>.taint */
     char name[HUTCH_WORKSPACE_NAME_MAX + 1];
+    char taint[HUTCH_WORKSPACE_TAINT_MAX + 1]; /* what <name>.taint says, or "" */
     uint64_t max_bytes;
     int lock_fd;
 };
@@ -287,7 +289,11 @@ static void sweep_dir(const char *pdir, uint64_t idle_s)
         if (fd < 0)
             continue; /* in use: not idle */
         if (lstat(path, &st) == 0 && (uint64_t)(now - st.st_mtime) >= idle_s) {
+            char mark[PATH_MAX];
+            snprintf(mark, sizeof(mark), "%s/%.*s.taint", pdir, (int)(n - 4),
+                     e->d_name);
             unlink(path);
+            unlink(mark);
             unlink(lock);
             hutch_info("workspace %s removed: unused for %llu s or more", path,
                        (unsigned long long)idle_s);
@@ -328,6 +334,29 @@ static size_t count_tars(const char *pdir)
     return c;
 }
 
+/* What <name>.taint says into out ("" when there is none).  A mark that
+ * cannot be read fails the open: a workspace whose taint is unknown is not
+ * handed out as clean. */
+static int read_taint(const char *mark, char *out, size_t len, struct hutch_err *err)
+{
+    char *data = NULL;
+    size_t n = 0;
+    int r = hutch_read_file(mark, HUTCH_WORKSPACE_TAINT_MAX, &data, &n, err);
+    out[0] = '\0';
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return hutch_err_set(err, r, "cannot read the workspace's taint mark %s: %s",
+                             mark, err->msg);
+    /* Shown in messages: control characters become '?'. */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)data[i] < 0x20 || data[i] == 0x7f)
+            data[i] = '?';
+    snprintf(out, len, "%s", n ? data : "an untrusted source");
+    free(data);
+    return 0;
+}
+
 int hutch_ws_open(const char *store, const char *principal, const char *name,
                   const struct hutch_policy_workspaces *pol, struct hutch_ws **out,
                   struct hutch_err *err)
@@ -355,6 +384,7 @@ int hutch_ws_open(const char *store, const char *principal, const char *name,
         goto fail;
     snprintf(w->tar, sizeof(w->tar), "%s/%s.tar", w->dir, name);
     snprintf(w->lock, sizeof(w->lock), "%s/%s.lock", w->dir, name);
+    snprintf(w->mark, sizeof(w->mark), "%s/%s.taint", w->dir, name);
     r = take_lock(w->lock, err);
     for (int waited = 0; r == -EBUSY && waited < HUTCH_WORKSPACE_BUSY_RETRY_MS;
          waited += 10) {
@@ -371,6 +401,8 @@ int hutch_ws_open(const char *store, const char *principal, const char *name,
     if (r < 0)
         goto fail;
     w->lock_fd = r;
+    if ((r = read_taint(w->mark, w->taint, sizeof(w->taint), err)) < 0)
+        goto fail;
     if (lstat(w->tar, &st) < 0 && errno == ENOENT &&
         count_tars(w->dir) >= pol->max_count) {
         r = hutch_err_set(err, -EDQUOT,
@@ -385,6 +417,11 @@ int hutch_ws_open(const char *store, const char *principal, const char *name,
 fail:
     hutch_ws_close(w);
     return r;
+}
+
+const char *hutch_ws_taint(const struct hutch_ws *w)
+{
+    return w && w->taint[0] ? w->taint : NULL;
 }
 
 void hutch_ws_close(struct hutch_ws *w)
@@ -473,7 +510,8 @@ static int tally(void *arg, const char *path, int is_dir, uint64_t size)
  * empty file takes a 512-byte header; counting file data alone let 3000
  * empty files store 1.5 MB under a 256 KB limit).  Over it: -E2BIG,
  * nothing changed. */
-static int save_dir(struct hutch_ws *w, const char *dir, struct hutch_err *err)
+static int save_dir(struct hutch_ws *w, const char *dir, const char *taint,
+                    struct hutch_err *err)
 {
     struct hutch_buf b = HUTCH_BUF_INIT(HUTCH_TAR_MAX_STREAM);
     struct tally t = {0};
@@ -490,6 +528,13 @@ static int save_dir(struct hutch_ws *w, const char *dir, struct hutch_err *err)
                           b.len, (unsigned long long)t.bytes, t.files,
                           (unsigned long long)w->max_bytes);
     }
+    /* The mark before the content: a crash between the two leaves the old
+     * content marked (too careful), never new content unmarked. */
+    if (r == 0 && taint) {
+        char mark[HUTCH_WORKSPACE_TAINT_MAX + 1];
+        snprintf(mark, sizeof(mark), "%s", taint);
+        r = hutch_write_file_atomic(w->mark, mark, strlen(mark), err);
+    }
     if (r == 0)
         r = hutch_write_file_atomic(w->tar, b.data, b.len, err);
     hutch_buf_free(&b);
@@ -497,8 +542,8 @@ static int save_dir(struct hutch_ws *w, const char *dir, struct hutch_err *err)
 }
 
 int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar,
-                   struct hutch_file_list *files, int save, const char *out_dir,
-                   struct hutch_err *err)
+                   struct hutch_file_list *files, int save, const char *taint,
+                   const char *out_dir, struct hutch_err *err)
 {
     char tmp[PATH_MAX], ws[PATH_MAX + 16];
     struct hutch_err e2 = HUTCH_ERR_INIT;
@@ -522,7 +567,7 @@ int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar,
                               "/work/" HUTCH_WORKSPACE_DIR_IN_SANDBOX
                               " is not a folder");
         else
-            r = save_dir(w, ws, err);
+            r = save_dir(w, ws, taint, err);
     }
     /* The rest is the result, whatever happened to the workspace. */
     if (lstat(ws, &st) == 0) {
@@ -588,8 +633,12 @@ int hutch_ws_list(const char *store, const char *principal, uint64_t idle_s,
                 continue;
             snprintf(name, sizeof(name), "%.*s", (int)(n - 4), pe->d_name);
             snprintf(path, sizeof(path), "%s/%s", pdir, pe->d_name);
-            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
-                fn(arg, who, name, (uint64_t)st.st_size, (int64_t)st.st_mtime);
+            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+                struct stat ms;
+                snprintf(path, sizeof(path), "%s/%s.taint", pdir, name);
+                fn(arg, who, name, (uint64_t)st.st_size, (int64_t)st.st_mtime,
+                   lstat(path, &ms) == 0);
+            }
         }
         closedir(pd);
     }
@@ -632,6 +681,11 @@ int hutch_ws_delete(const char *store, const char *principal, const char *name,
     r = unlink(tar) < 0
             ? hutch_err_set(err, -errno, "cannot delete %s: %s", tar, strerror(errno))
             : 0;
+    if (r == 0) {
+        char mark[PATH_MAX + 8];
+        snprintf(mark, sizeof(mark), "%.*s.taint", (int)(strlen(tar) - 4), tar);
+        unlink(mark);
+    }
     unlink(lock);
     release_lock(lock, fd);
     return r;

@@ -10,8 +10,9 @@
  * it.
  *
  * Store: DIR/<hex of the principal>/<name>.tar (the folder as an
- * uncompressed tar) beside <name>.lock.  DIR is --workspaces, else
- * $HUTCH_WORKSPACES, else /var/lib/hutch/workspaces for root, else
+ * uncompressed tar) beside <name>.lock, and <name>.taint when an execution
+ * the policy's taint rule had marked saved it (see hutch_ws_split).  DIR is
+ * --workspaces, else $HUTCH_WORKSPACES, else /var/lib/hutch/workspaces for root, else
  * $XDG_STATE_HOME/hutch/workspaces ($HOME/.local/state/hutch/workspaces).
  * A save writes a temporary file, fsyncs it and renames it over the old
  * one: a crash at any point leaves the previous content.  One execution
@@ -64,17 +65,25 @@ int hutch_ws_load(struct hutch_ws *w, struct hutch_tar **tar, size_t tar_max,
 /* Splits the judged tar of /work/out: `workspace/…` leaves `out_tar` and
  * `files` (the listing of out_tar); then, when `save`, becomes the
  * workspace's new content: refused with -E2BIG over pol->max_bytes (the
- * previous content stays).  out_dir, when not NULL, receives the rest. */
+ * previous content stays).  `taint` (NULL: none) is what tainted the
+ * execution that saves (govern.h): kept in <name>.taint, written before
+ * the content, and never removed but with the workspace, so that every
+ * later execution that opens it starts tainted.  out_dir, when not NULL,
+ * receives the rest. */
 int hutch_ws_split(struct hutch_ws *w, struct hutch_buf *out_tar,
-                   struct hutch_file_list *files, int save, const char *out_dir,
-                   struct hutch_err *err);
+                   struct hutch_file_list *files, int save, const char *taint,
+                   const char *out_dir, struct hutch_err *err);
+/* What tainted the execution that last saved the workspace (its mark), or
+ * NULL: an execution that opens a tainted workspace starts tainted. */
+const char *hutch_ws_taint(const struct hutch_ws *w);
 /* Unlocks. */
 void hutch_ws_close(struct hutch_ws *w);
 
 /* The workspaces of `principal` (NULL: every principal), expired ones
- * removed first when idle_s > 0: fn(arg, principal, name, bytes, mtime). */
+ * removed first when idle_s > 0: fn(arg, principal, name, bytes, mtime,
+ * tainted), tainted 1 when the workspace has a taint mark. */
 typedef void (*hutch_ws_fn)(void *arg, const char *principal, const char *name,
-                            uint64_t bytes, int64_t mtime);
+                            uint64_t bytes, int64_t mtime, int tainted);
 int hutch_ws_list(const char *store, const char *principal, uint64_t idle_s,
                   hutch_ws_fn fn, void *arg, struct hutch_err *err);
 /* Deletes one (-ENOENT when there is none, -EBUSY while an execution holds

@@ -15,6 +15,9 @@
 //   then by hand (allowInputRequired): a tampered state, a replayed one,
 //   another principal's, a missing answer; and every execution ends (the
 //   audit log has each one's end: nothing stays parked).
+// In every era and transport, the taint rule's question (issue 24): a sink
+// (everything.get-sum) called after an untrusted source
+// (everything.get-annotated-message) is asked about, naming the source.
 // No timing: every step waits for a behaviour; "no answer" waits out a
 // budget nobody meets.  TAP.
 import {
@@ -32,6 +35,8 @@ const audit = path.join(fx.dir, "audit.jsonl");
 const policy = path.join(fx.dir, "ask.lua");
 fs.writeFileSync(policy, `return {
   tools = { allow = { "everything.*", "modern.*" } },
+  taint = { sources = { "everything.get-annotated-message" }, sinks = { "everything.get-sum" },
+            on_sink = "ask" },
   on_tool_call = function(call)
     if call.name == "echo" then
       local m = tostring(call.args.message)
@@ -77,6 +82,21 @@ async function steps(label, client) {
     if (asked[0].requestedSchema?.properties?.approve?.type !== "boolean") throw new Error(JSON.stringify(asked[0]));
     const a = lastCall();
     if (a.decision !== "allow" || a.answer !== "approve" || a.question !== "Let the program echo hello?")
+      throw new Error(`audit: ${JSON.stringify(a)}`);
+  });
+  await t.step(`${label}: taint: a sink after an untrusted source is asked about, naming the source`, async () => {
+    answer = { action: "accept", content: { approve: true } };
+    asked = [];
+    const x = await execute(client, py(`
+print("plain:", tools.everything.get_sum(a=1, b=1))
+tools.everything.get_annotated_message(messageType="success")
+print("after:", tools.everything.get_sum(a=2, b=3))`), { executor: E });
+    if (!/plain: The sum of 1 and 1 is 2/.test(x.s.stdout) || !/after: The sum of 2 and 3 is 5/.test(x.s.stdout))
+      throw new Error(x.text);
+    if (asked.length !== 1 || !/read untrusted data from everything\.get-annotated-message/.test(asked[0].message))
+      throw new Error(`the question: ${JSON.stringify(asked)}`);
+    const a = lastCall();
+    if (a.decision !== "allow" || a.answer !== "approve" || a.tainted_by !== "everything.get-annotated-message")
       throw new Error(`audit: ${JSON.stringify(a)}`);
   });
   await t.step(`${label}: declined, the program sees a denial and goes on`, async () => {

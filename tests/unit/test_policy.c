@@ -658,6 +658,88 @@ static void test_principals(void)
     hutch_policy_unref(p);
 }
 
+/* taint (policy.h): sources and sinks are globs like tools.allow; the rule
+ * changes a decision only for a sink of a tainted execution; under "ask" a
+ * hook's own question keeps its words, and the source is added. */
+static void test_taint(void)
+{
+    struct hutch_policy *p = must_load(
+        "return { tools = { allow = { \"*\" } },\n"
+        "  taint = { sources = { \"web.*\", \"mail.read_*\" },\n"
+        "            sinks = { \"mail.send*\", \" GitHub.Create_* \" } },\n"
+        "  on_tool_call = function(c)\n"
+        "    if c.name == 'send_all' then return 'ask', 'Send to everyone?' end\n"
+        "    if c.name == 'send_never' then return false, 'never' end\n"
+        "    return true end }");
+    const char *sink = NULL;
+    int r;
+
+    ok(hutch_policy_taint_source(p, "web", "fetch") &&
+           !strcmp(hutch_policy_taint_source(p, "web", "fetch"), "web.*"),
+       "a source glob names web.fetch");
+    ok(hutch_policy_taint_source(p, NULL, "MAIL.read_inbox") != NULL,
+       "sources match without case");
+    ok(!hutch_policy_taint_source(p, "mail", "send"), "mail.send is no source");
+    ok(hutch_policy_taint_sink(p, "github", "create_issue", NULL) != NULL,
+       "a sink glob is trimmed and matches without case");
+    ok(!hutch_policy_taint_sink(p, "web", "fetch", NULL), "web.fetch is no sink");
+
+    r = tool(p, "mail.send", NULL, NULL);
+    r = hutch_policy_check_taint(p, NULL, "mail.send", NULL, r, reason, sizeof(reason),
+                                 &sink);
+    ok(r == 0 && !sink, "an untainted execution's sink call is allowed");
+    r = tool(p, "mail.send", NULL, NULL);
+    r = hutch_policy_check_taint(p, NULL, "mail.send", "web.fetch", r, reason,
+                                 sizeof(reason), &sink);
+    ok(r == -EPERM && sink && !strcmp(sink, "mail.send*") &&
+           strstr(reason, "untrusted data from web.fetch") &&
+           strstr(reason, "taint.sinks rule \"mail.send*\""),
+       "a tainted execution's sink call is denied, naming source and rule (%s)",
+       reason);
+    r = tool(p, "web.fetch", NULL, NULL);
+    r = hutch_policy_check_taint(p, NULL, "web.fetch", "web.fetch", r, reason,
+                                 sizeof(reason), &sink);
+    ok(r == 0 && !sink, "a tainted execution's other calls are allowed");
+    r = tool(p, "mail.send_never", NULL, NULL);
+    r = hutch_policy_check_taint(p, NULL, "mail.send_never", "web.fetch", r, reason,
+                                 sizeof(reason), &sink);
+    ok(r == -EPERM && !strcmp(reason, "never"), "the hook's denial stays its own (%s)",
+       reason);
+    hutch_policy_unref(p);
+
+    p = must_load(
+        "return { tools = { allow = { \"*\" } },\n"
+        "  taint = { sources = { \"web.*\" }, sinks = { \"mail.*\" },\n"
+        "            on_sink = \"ask\" },\n"
+        "  on_tool_call = function(c)\n"
+        "    if c.name == 'send_all' then return 'ask', 'Send to everyone?' end\n"
+        "    return true end }");
+    r = tool(p, "mail.send", NULL, NULL);
+    r = hutch_policy_check_taint(p, NULL, "mail.send", "web.fetch", r, reason,
+                                 sizeof(reason), &sink);
+    ok(r == HUTCH_POLICY_ASK && strstr(reason, "untrusted data from web.fetch") &&
+           strstr(reason, "mail.send"),
+       "on_sink = \"ask\": a question naming the source and the tool (%s)", reason);
+    r = tool(p, "mail.send_all", NULL, NULL);
+    r = hutch_policy_check_taint(p, NULL, "mail.send_all", "web.fetch", r, reason,
+                                 sizeof(reason), &sink);
+    ok(r == HUTCH_POLICY_ASK && !strcmp(reason, "Send to everyone? (this program has "
+                                                "read untrusted data from web.fetch)"),
+       "the hook's own question keeps its words, the source added (%s)", reason);
+    hutch_policy_unref(p);
+
+    load_fails("return { taint = { sinks = { \"a.*\" } } }",
+               "taint: needs both sources", "taint without sources");
+    load_fails("return { taint = { sources = {}, sinks = { \"a.*\" } } }",
+               "sources is empty", "taint with empty sources");
+    load_fails("return { taint = { sources = { \"a.*\" }, sinks = { 3 } } }",
+               "taint.sinks[1]", "a sink that is not a string");
+    load_fails("return { taint = { sources = { \"a.*\" }, sinks = { \"b\" }, "
+               "on_sink = true } }",
+               "taint.on_sink", "on_sink not a string");
+    load_fails("return { taint = \"web.*\" }", "taint", "taint not a table");
+}
+
 /* concurrency (admit.h): the policy's for everyone, a principal's own per
  * field. */
 static void test_concurrency_limits(void)
@@ -1570,6 +1652,7 @@ int main(void)
     test_validation();
     test_principals();
     test_concurrency_limits();
+    test_taint();
     test_paths();
     test_tool_hook();
     test_ask();

@@ -132,7 +132,7 @@ static int save(const char *store, const char *name, uint64_t max_bytes, int n,
     if (r == 0)
         r = out_tar(&b, n, size) < 0 ? -EIO : 0;
     if (r == 0)
-        r = hutch_ws_split(w, &b, &files, 1, NULL, err);
+        r = hutch_ws_split(w, &b, &files, 1, NULL, NULL, err);
     hutch_ws_close(w);
     hutch_buf_free(&b);
     hutch_file_list_clear(&files);
