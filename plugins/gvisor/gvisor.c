@@ -1253,7 +1253,9 @@ static void gv_destroy(void *state, struct hutch_sandbox *pub)
 /* --- doctor ------------------------------------------------------------ */
 
 /* Runs /bin/true in a throwaway sandbox on `platform`, with a state root
- * of its own: 0 when it works, else why not. */
+ * of its own: 0 when it works, else why not.  Its cgroup (/hutch-try-…, in
+ * every hierarchy) is removed after it: runsc leaves it behind even when
+ * the sandbox ran and ended, one per `hutch doctor`. */
 static int try_platform(const struct gv_state *st, const char *platform,
                         const char *rootfs, char *why, size_t whylen)
 {
@@ -1284,6 +1286,9 @@ static int try_platform(const struct gv_state *st, const char *platform,
         cJSON_AddStringToObject(proc, "cwd", "/");
         cJSON_AddStringToObject(cJSON_AddObjectToObject(c, "root"), "path", rootfs);
         cJSON_AddBoolToObject(cJSON_GetObjectItem(c, "root"), "readonly", 1);
+        snprintf(path, sizeof(path), "/%s", id);
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(c, "linux"), "cgroupsPath",
+                                path);
     }
     json = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
@@ -1305,6 +1310,7 @@ static int try_platform(const struct gv_state *st, const char *platform,
             const char *del[] = {"delete", "--force", id, NULL};
             runsc_cmd(st, root, platform, del, GV_CMD_MS);
         }
+        cg_each(id, cg_rmdir, st);
     } else {
         snprintf(why, whylen, "cannot write the bundle");
     }

@@ -5,6 +5,7 @@
 # host may run another (doc/executors.md: "One runtime per language?").  The rootfs
 # directories are the built ones seen through an overlay whose upper layer
 # holds a made-up version, so the line shown can only come from the file.
+# The sandboxes doctor tries the platforms in leave no cgroup behind.
 . "$HUTCH_SRCDIR/tests/lib/tap.sh"
 export HUTCH_EXECUTOR=gvisor
 . "$HUTCH_SRCDIR/tests/lib/executor.sh"
@@ -46,5 +47,18 @@ rm "$T/images/rootfs-node/etc/hutch-runtime" # through the overlay
 HUTCH_IMAGES_DIR="$T/images" run_hutch doctor
 like "doctor: a rootfs without the file is said to need make images" "$OUT" \
     "rootfs-node (runtime version not recorded: run 'make images' again)"
+
+# Each platform doctor tries runs a sandbox of its own, whose cgroup is
+# /hutch-try-PID-XXXXXX in every hierarchy; runsc left them all behind, 9
+# empty cgroups a doctor on cgroup v1.  By doctor's pid, made after the
+# marker: not another hutch's, nor an old one's whose pid this one reuses.
+touch "$T/marker"
+"$HUTCH" doctor >"$T/doctor.out" 2>&1 </dev/null &
+dp=$!
+wait "$dp"
+like "doctor: the ptrace platform was tried" "$(cat "$T/doctor.out")" "gvisor platform ptrace"
+is "doctor: its try sandboxes left no cgroup" \
+    "$(find /sys/fs/cgroup /sys/fs/cgroup/* -maxdepth 1 -type d -name "hutch-try-$dp-*" \
+        -newer "$T/marker" 2>/dev/null | tr '\n' ' ')" ""
 
 done_testing
