@@ -453,6 +453,38 @@
 #define HUTCH_POLICY_MAX_OPT_NAME   32
 #define HUTCH_POLICY_MAX_OPT_VALUE  256
 
+/* Egress (egress.c, the policy's `egress`).  RULES: patterns in
+ * egress.allow; PATTERN: bytes of one; HOST: a DNS name (RFC 1035's 253).
+ * max_bytes (both directions, every connection of an execution together)
+ * and max_connections (over the execution's life) default to DEFAULT_*,
+ * and the policy may set them up to MAX_*. */
+#define HUTCH_EGRESS_MAX_RULES               256
+#define HUTCH_EGRESS_MAX_PATTERN             300
+#define HUTCH_EGRESS_MAX_HOST                253
+#define HUTCH_EGRESS_DEFAULT_MAX_BYTES       (50ull << 20)
+#define HUTCH_EGRESS_MAX_BYTES               (16ull << 30)
+#define HUTCH_EGRESS_DEFAULT_MAX_CONNECTIONS 64
+#define HUTCH_EGRESS_MAX_CONNECTIONS         4096
+/* Connections of one execution open at once, each on a thread of its own;
+ * one more is refused like one past max_connections. */
+#define HUTCH_EGRESS_MAX_CONCURRENT 32
+/* A request head (request line and headers, blank line included), its
+ * header lines, and the method token.  Past them: 400. */
+#define HUTCH_EGRESS_MAX_HEAD    (16u << 10)
+#define HUTCH_EGRESS_MAX_HEADERS 100
+#define HUTCH_EGRESS_MAX_METHOD  32
+/* The whole head must arrive within HEAD_MS of the connection (a peer that
+ * says nothing holds a thread no longer); a connect to one address gives up
+ * after CONNECT_MS; hutch's own answer (an error, "200 Connection
+ * established") waits at most REPLY_MS for a peer that does not read. */
+#define HUTCH_EGRESS_HEAD_MS    5000
+#define HUTCH_EGRESS_CONNECT_MS 10000
+#define HUTCH_EGRESS_REPLY_MS   1000
+/* Addresses of one name tried (getaddrinfo's answer, or the test
+ * resolver's), and the bytes read or written at once in each direction. */
+#define HUTCH_EGRESS_MAX_ADDRS 16
+#define HUTCH_EGRESS_RELAY_BUF (16u << 10)
+
 /* hutch serve --config: the file's size. */
 #define HUTCH_SERVE_CONFIG_MAX_BYTES (64u << 10)
 
