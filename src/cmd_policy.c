@@ -171,6 +171,12 @@ static int cmd_check(int argc, char **argv)
         fflush(stdout); /* warnings after the "ok:" line on a terminal */
         if (hutch_policy_denies_every_tool(p, why, sizeof(why)))
             fprintf(stderr, "%s: warning: %s\n", argv[i], why);
+        if (hutch_policy_egress(p))
+            fprintf(stderr,
+                    "%s: warning: egress: the proxy judges these rules, but it is not "
+                    "yet handed a sandbox's connections: sandboxes still have no "
+                    "network\n",
+                    argv[i]);
         check_executor_options(argv[i], p, ps, dir, 1);
         hutch_policy_unref(p);
     }

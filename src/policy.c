@@ -23,6 +23,7 @@
 #include <lua.h>
 
 #include "caps.h"
+#include "egress.h"
 #include "log.h"
 #include "policy.h"
 #include "policy_int.h"
@@ -115,6 +116,7 @@ static void policy_free(struct hutch_policy *p)
         }
         free(lists[k]);
     }
+    hutch_egress_rules_free(p->egress);
     if (p->text)
         explicit_bzero(p->text, p->text_len); /* it may hold tokens */
     free(p->text);
@@ -375,6 +377,11 @@ const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *
                                                      size_t i)
 {
     return i < p->npaths ? &p->paths[i] : NULL;
+}
+
+const struct hutch_egress_rules *hutch_policy_egress(const struct hutch_policy *p)
+{
+    return p->egress;
 }
 
 int hutch_policy_direct_tools(const struct hutch_policy *p)

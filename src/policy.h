@@ -17,6 +17,7 @@
 #include "hutch-executor.h"
 
 struct hutch_policy;
+struct hutch_egress_rules;
 
 struct hutch_policy_limits {
     uint64_t timeout_ms;
@@ -111,6 +112,10 @@ int hutch_policy_direct_tools(const struct hutch_policy *p);
  * does not set from the policy's top-level table. */
 void hutch_policy_concurrency(const struct hutch_policy *p, const char *principal,
                               struct hutch_policy_concurrency *out);
+/* The policy's `egress` (egress.h): its rules and caps, owned by the
+ * policy (valid while a reference is held); NULL when the policy has no
+ * `egress` field: egress is off. */
+const struct hutch_egress_rules *hutch_policy_egress(const struct hutch_policy *p);
 /* 1 when the policy lists principals (then HTTP needs one of their tokens). */
 int hutch_policy_has_principals(const struct hutch_policy *p);
 unsigned hutch_policy_nprincipals(const struct hutch_policy *p);

@@ -26,6 +26,7 @@
 #include <lua.h>
 
 #include "caps.h"
+#include "egress.h"
 #include "policy.h"
 
 struct glob {
@@ -102,6 +103,7 @@ struct hutch_policy {
     int allow_all; /* the built-in default: no allow list */
     int has_execute, has_tool_call;
     int direct_tools; /* -1: not said; 0 or 1 (hutch_policy_direct_tools) */
+    struct hutch_egress_rules *egress; /* NULL: no `egress` field, egress off */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;

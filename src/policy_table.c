@@ -24,6 +24,7 @@
 #include <lua.h>
 
 #include "caps.h"
+#include "egress.h"
 #include "path.h"
 #include "policy.h"
 #include "policy_int.h"
@@ -50,7 +51,8 @@ static const char *const top_fields[] = {
     "executor",   "executor_options", "limits", "tools",
     "paths",      "principals",       "rate",   "audit",
     "on_execute", "on_tool_call",     "pool",   "direct_tools",
-    "workspaces", "concurrency",      "taint",  NULL};
+    "workspaces", "concurrency",      "taint",  "egress",
+    NULL};
 const char *const pol_limit_fields[] = {"timeout_ms",   "memory_mb",   "cpus", "pids",
                                         "output_bytes", "files_bytes", NULL};
 static const char *const tools_fields[] = {"allow", "deny", NULL};
@@ -63,6 +65,8 @@ static const char *const audit_fields[] = {"secret", NULL};
 static const char *const taint_fields[] = {"sources", "sinks", "on_sink", NULL};
 static const char *const workspace_fields[] = {"allow", "max_bytes", "max_count",
                                                "idle_s", NULL};
+static const char *const egress_fields[] = {"allow", "max_bytes", "max_connections",
+                                            NULL};
 
 static const char *join(char *buf, size_t len, const char *where, const char *key)
 {
@@ -628,6 +632,65 @@ static void v_workspaces(lua_State *L, struct vctx *vc, int t)
     }
 }
 
+/* egress = { allow = { "host[:port]", ... }, max_bytes, max_connections }:
+ * what a pattern is and how it matches is egress.c's (egress.h).  The
+ * field present turns egress on; without allow, every connection is
+ * refused. */
+static void v_egress(lua_State *L, struct vctx *vc, int t)
+{
+    static const struct {
+        const char *name;
+        uint64_t min, max;
+    } spec[] = {
+        {"max_bytes", 1, HUTCH_EGRESS_MAX_BYTES},
+        {"max_connections", 1, HUTCH_EGRESS_MAX_CONNECTIONS},
+    };
+    struct hutch_policy *p = vc->p;
+    char item[64], msg[192];
+    size_t n = 0;
+    int a;
+
+    v_table(L, vc, t, "egress", "egress");
+    v_fields(L, vc, t, "egress", egress_fields);
+    a = lua_gettop(L) + 1;
+    if (pol_rawget_field(L, t, "allow") != LUA_TNIL)
+        n = v_list(L, vc, a, "egress.allow", "allow", HUTCH_EGRESS_MAX_RULES);
+    if (!(p->egress = hutch_egress_rules_new(n)))
+        verr(L, vc, NULL, "out of memory");
+    for (size_t i = 1; i <= n; i++) {
+        const char *pat;
+        snprintf(item, sizeof(item), "egress.allow[%zu]", i);
+        lua_rawgeti(L, a, (lua_Integer)i);
+        pat = v_string(L, vc, -1, item, "allow", HUTCH_EGRESS_MAX_PATTERN);
+        if (hutch_egress_rule_parse(pat, &p->egress->rule[i - 1], msg, sizeof(msg)) < 0)
+            verr(L, vc, "allow", "%s: \"%s\": %s", item, pat, msg);
+        p->egress->n++;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    for (size_t i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
+        lua_Integer v = 0;
+        int isint = 0;
+        if (pol_rawget_field(L, t, spec[i].name) != LUA_TNIL) {
+            if (lua_type(L, -1) == LUA_TNUMBER)
+                v = lua_tointegerx(L, -1, &isint);
+            if (!isint)
+                verr(L, vc, spec[i].name, "egress.%s: expected an integer, got %s",
+                     spec[i].name, pol_type_of(L, -1));
+            if (v < 0 || (uint64_t)v < spec[i].min || (uint64_t)v > spec[i].max)
+                verr(L, vc, spec[i].name,
+                     "egress.%s: %lld is out of range (%llu to %llu)", spec[i].name,
+                     (long long)v, (unsigned long long)spec[i].min,
+                     (unsigned long long)spec[i].max);
+            if (i == 0)
+                p->egress->max_bytes = (uint64_t)v;
+            else
+                p->egress->max_connections = (uint32_t)v;
+        }
+        lua_pop(L, 1);
+    }
+}
+
 static void v_audit(lua_State *L, struct vctx *vc, int t)
 {
     struct hutch_policy *p = vc->p;
@@ -896,6 +959,9 @@ void pol_validate(lua_State *L, struct vctx *vc, int t)
     lua_pop(L, 1);
     if (pol_rawget_field(L, t, "taint") != LUA_TNIL)
         v_taint(L, vc, lua_gettop(L));
+    lua_pop(L, 1);
+    if (pol_rawget_field(L, t, "egress") != LUA_TNIL)
+        v_egress(L, vc, lua_gettop(L));
     lua_pop(L, 1);
     if (pol_rawget_field(L, t, "on_execute") != LUA_TNIL && !lua_isfunction(L, -1))
         verr(L, vc, "on_execute", "on_execute: expected a function, got %s",

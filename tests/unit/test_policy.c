@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "egress.h"
 #include "log.h"
 #include "policy.h"
 #include "tap.h"
@@ -256,6 +257,7 @@ static void test_default(void)
            hutch_policy_workspaces(p)->max_bytes == HUTCH_WORKSPACE_DEFAULT_MAX_BYTES &&
            hutch_policy_workspaces(p)->idle_s == HUTCH_WORKSPACE_DEFAULT_IDLE_S,
        "default: workspaces allowed, 16 MiB, 30 days idle");
+    ok(!hutch_policy_egress(p), "default: no egress");
     ok(!hutch_policy_path_allowed(p, "/tmp", "ro", NULL, 0), "default: no host path");
     ok(hutch_policy_is_secret(p, "password") &&
            hutch_policy_is_secret(p, "api_token") &&
@@ -631,6 +633,124 @@ static void test_validation(void)
 
 /* --- principals and secrets ----------------------------------------------------------
  */
+
+/* --- egress ------------------------------------------------------------------------
+ */
+
+static void test_egress(void)
+{
+    struct hutch_policy *p;
+    const struct hutch_egress_rules *e;
+    char buf[320];
+
+    p = must_load("return { }");
+    ok(!hutch_policy_egress(p), "egress: no field, egress off");
+    hutch_policy_unref(p);
+
+    p = must_load("return { egress = { allow = { 'API.GitHub.com.', '*.pypi.org:443', "
+                  "'127.0.0.1:8080', '[::1]:9', '[0:0::1]' }, max_bytes = 1024, "
+                  "max_connections = 3 } }");
+    e = hutch_policy_egress(p);
+    ok(e && e->n == 5 && e->max_bytes == 1024 && e->max_connections == 3,
+       "egress: five rules and both caps");
+    ok(e && !strcmp(e->rule[0].host, "api.github.com") && !e->rule[0].wildcard &&
+           e->rule[0].port == 0 && !e->rule[0].is_ip_literal,
+       "egress: a name lower-cased, its trailing dot dropped, no port");
+    ok(e && e->rule[1].wildcard && !strcmp(e->rule[1].host, "pypi.org") &&
+           e->rule[1].port == 443,
+       "egress: a wildcard with a port");
+    ok(e && e->rule[2].is_ip_literal && e->rule[2].port == 8080 &&
+           !strcmp(hutch_egress_rule_str(&e->rule[2], buf, sizeof(buf)),
+                   "127.0.0.1:8080"),
+       "egress: an IPv4 literal");
+    ok(e && e->rule[3].is_ip_literal && !strcmp(e->rule[3].host, "::1") &&
+           !strcmp(hutch_egress_rule_str(&e->rule[4], buf, sizeof(buf)), "[::1]"),
+       "egress: IPv6 literals, canonical");
+    ok(e && hutch_egress_match(e, "a.pypi.org", 443, NULL) == HUTCH_EGRESS_OK &&
+           hutch_egress_match(e, "api.github.com", 443, NULL) == HUTCH_EGRESS_OK,
+       "egress: the policy's rules match");
+    hutch_policy_unref(p);
+
+    p = must_load("return { egress = {} }");
+    e = hutch_policy_egress(p);
+    ok(e && e->n == 0 && e->max_bytes == HUTCH_EGRESS_DEFAULT_MAX_BYTES &&
+           e->max_connections == HUTCH_EGRESS_DEFAULT_MAX_CONNECTIONS &&
+           hutch_egress_match(e, "example.com", 443, NULL) == HUTCH_EGRESS_REFUSED_NAME,
+       "egress = {}: on, nothing allowed, default caps");
+    hutch_policy_unref(p);
+
+    load_fails("return { egres = {} }",
+               "unknown field \"egres\" (did you mean \"egress\"?)", "egres");
+    load_fails("return { egress = { alow = {} } }",
+               "unknown field \"egress.alow\" (did you mean \"egress.allow\"?)",
+               "egress.alow");
+    load_fails("return { egress = 'api.github.com' }",
+               "egress: expected a table, got a string", "egress a string");
+    load_fails("return { egress = { allow = 'x.org' } }",
+               "egress.allow: expected a table, got a string", "allow a string");
+    load_fails("return { egress = { allow = { 'x.org', 7 } } }",
+               "egress.allow[2]: expected a string, got a number", "allow[2] a number");
+    load_fails("return { egress = { allow = { 'x.org', '' } } }",
+               "egress.allow[2]: must not be empty", "allow[2] empty");
+    load_fails("return { egress = { allow = { a = 'x.org' } } }",
+               "egress.allow: expected a list", "allow not a list");
+    load_fails("return { egress = { allow = { 'x.org:0' } } }",
+               "egress.allow[1]: \"x.org:0\": the port is a number from 1 to 65535",
+               "port 0");
+    load_fails("return { egress = { allow = { 'x.org:65536' } } }",
+               "the port is a number from 1 to 65535", "port 65536");
+    load_fails("return { egress = { allow = { 'x.org:' } } }",
+               "the port is a number from 1 to 65535", "empty port");
+    load_fails("return { egress = { allow = { 'x.org:http' } } }",
+               "the port is a number from 1 to 65535", "a port by name");
+    load_fails("return { egress = { allow = { 'a.*.org' } } }",
+               "* may only be the whole leftmost label", "* in the middle");
+    load_fails("return { egress = { allow = { '*x.org' } } }",
+               "* may only be the whole leftmost label", "* in a label");
+    load_fails("return { egress = { allow = { '*' } } }",
+               "* may only be the whole leftmost label", "* alone");
+    load_fails("return { egress = { allow = { '::1' } } }",
+               "an IPv6 address goes in brackets", "bare IPv6");
+    load_fails("return { egress = { allow = { '[::1' } } }", "lacks its \"]\"",
+               "unclosed bracket");
+    load_fails("return { egress = { allow = { '[fe80::1%eth0]' } } }",
+               "not an IPv6 address", "IPv6 zone");
+    load_fails("return { egress = { allow = { 'https://x.org/' } } }",
+               "host[:port], not a URL", "a URL");
+    load_fails("return { egress = { allow = { 'user@x.org' } } }",
+               "host[:port], not a URL", "userinfo");
+    load_fails("return { egress = { allow = { 'x .org' } } }",
+               "without spaces or control characters", "a space");
+    load_fails("return { egress = { allow = { 'x..org' } } }", "an empty label",
+               "empty label");
+    load_fails("return { egress = { allow = { 'x!.org' } } }",
+               "a host name holds letters, digits", "a bad character");
+    load_fails("return { egress = { allow = { '10.1' } } }",
+               "neither a host name (its last label is a number)", "10.1");
+    load_fails("return { egress = { allow = { '2130706433' } } }",
+               "neither a host name", "a decimal address");
+    load_fails("return { egress = { allow = { '256.1.1.1' } } }", "neither a host name",
+               "256.1.1.1");
+    load_fails("return { egress = { max_bytes = 0 } }",
+               "egress.max_bytes: 0 is out of range", "max_bytes 0");
+    load_fails("return { egress = { max_bytes = 1.5 } }",
+               "egress.max_bytes: expected an integer, got a fractional number",
+               "max_bytes 1.5");
+    load_fails("return { egress = { max_connections = 5000 } }",
+               "egress.max_connections: 5000 is out of range (1 to 4096)",
+               "max_connections 5000");
+    load_fails("return { egress = { max_connections = '3' } }",
+               "egress.max_connections: expected an integer, got a string",
+               "max_connections a string");
+    {
+        char big[4096];
+        int n = snprintf(big, sizeof(big), "return { egress = { allow = { ");
+        for (int i = 0; i <= HUTCH_EGRESS_MAX_RULES; i++)
+            n += snprintf(big + n, sizeof(big) - (size_t)n, "'h%d.x',", i);
+        snprintf(big + n, sizeof(big) - (size_t)n, " } } }");
+        load_fails(big, "egress.allow: 257 entries, at most 256", "too many rules");
+    }
+}
 
 static void test_principals(void)
 {
@@ -1650,6 +1770,7 @@ int main(void)
     test_default();
     test_denies_every_tool();
     test_validation();
+    test_egress();
     test_principals();
     test_concurrency_limits();
     test_taint();
