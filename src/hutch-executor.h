@@ -22,7 +22,8 @@
  * a context pointer; hutch_executor has a `version`.  Grown since, at the
  * end (check HUTCH_HAS_MEMBER): hutch_executor's runtime(), then sweep(),
  * then helper(), then cpu_weight(), then options (the declared executor
- * options); hutch_host's helper_exe.
+ * options); hutch_host's helper_exe; hutch_sandbox's egress_fd (with
+ * HUTCH_CAP_EGRESS).
  *
  * Processes.  hutch is multi-threaded: in a child fork()ed from hutch's
  * process a plugin makes only async-signal-safe calls (POSIX; no malloc, no
@@ -239,7 +240,23 @@ struct hutch_sandbox {
     int stdout_fd; /* the program's stdout, read end */
     int stderr_fd; /* the program's stderr, read end */
     int event_fd;  /* readable once the runner ended: call reap() */
+    /* Grown (check HUTCH_HAS_MEMBER), read only with HUTCH_CAP_EGRESS: a
+     * listening stream socket (any family, non-blocking) each accepted
+     * connection of which is one connection the program made to
+     * 127.0.0.1:HUTCH_EGRESS_PORT inside the sandbox, its bytes as the
+     * program sent them (local: the TCP listener itself, made in the
+     * sandbox's network namespace; docker and gvisor: a unix socket that
+     * hutch-init's forwarder connects to once per connection).  The core
+     * owns it once start() returned (it accepts on it during the job, or
+     * closes it at once when the job has no egress, so that the program's
+     * connections are refused) and closes it; the plugin never touches it
+     * again.  -1: none. */
+    int egress_fd;
 };
+/* The port of hutch's egress proxy on the sandbox's loopback: the program
+ * gets HTTP_PROXY and HTTPS_PROXY naming http://127.0.0.1:3128 when its
+ * job has egress. */
+#define HUTCH_EGRESS_PORT 3128
 
 /* The declaration of one executor option (hutch_executor's `options`).
  * An option is a string in the policy's executor_options.EXECUTOR table
@@ -288,6 +305,7 @@ struct hutch_option {
 #define HUTCH_CAP_ARCHIVE    (1u << 0) /* put_archive/get_archive work */
 #define HUTCH_CAP_PRESTART   (1u << 1) /* start() may run before a job exists */
 #define HUTCH_CAP_CONCURRENT (1u << 2) /* one state drives many sandboxes */
+#define HUTCH_CAP_EGRESS     (1u << 3) /* struct hutch_sandbox's egress_fd */
 
 struct hutch_executor {
     uint32_t abi;         /* HUTCH_EXECUTOR_ABI: checked before anything */

@@ -938,6 +938,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     sb->uid_slot = -1;
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
+    sb->pub.egress_fd = -1;
     snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, ""));
     {
         static const int none[SBIO_NSOCK] = {-1, -1, -1, -1};

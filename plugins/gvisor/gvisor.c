@@ -993,6 +993,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     sb->preload = plugin_preload(cls, data, how);
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
+    sb->pub.egress_fd = -1;
     for (int i = 0; i < SBIO_NSOCK; i++)
         sb->io.fd[i] = sb->io.lfd[i] = -1;
     snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, "-"));

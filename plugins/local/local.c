@@ -1072,6 +1072,7 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
         return hutch_err_set(err, -ENOMEM, "out of memory");
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
+    sb->pub.egress_fd = -1;
     sb->ctrl_fd = sb->init_pidfd = sb->c1_pidfd = -1;
     snprintf(sb->label, sizeof(sb->label), "%s", plugin_start_label(how, "-"));
 
