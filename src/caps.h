@@ -483,7 +483,10 @@
 /* Addresses of one name tried (getaddrinfo's answer, or the test
  * resolver's), and the bytes read or written at once in each direction. */
 #define HUTCH_EGRESS_MAX_ADDRS 16
-#define HUTCH_EGRESS_RELAY_BUF (16u << 10)
+/* Connections exec.c takes from a sandbox's egress listener in one turn of
+ * its loop, so that a program opening many cannot starve its output. */
+#define HUTCH_EGRESS_ACCEPT_BATCH 16
+#define HUTCH_EGRESS_RELAY_BUF    (16u << 10)
 
 /* hutch serve --config: the file's size. */
 #define HUTCH_SERVE_CONFIG_MAX_BYTES (64u << 10)

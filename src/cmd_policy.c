@@ -173,9 +173,9 @@ static int cmd_check(int argc, char **argv)
             fprintf(stderr, "%s: warning: %s\n", argv[i], why);
         if (hutch_policy_egress(p))
             fprintf(stderr,
-                    "%s: warning: egress: the proxy judges these rules, but it is not "
-                    "yet handed a sandbox's connections: sandboxes still have no "
-                    "network\n",
+                    "%s: warning: egress: only the local executor carries a "
+                    "program's connections yet; on docker and gvisor an execution "
+                    "this policy gives egress is refused\n",
                     argv[i]);
         check_executor_options(argv[i], p, ps, dir, 1);
         hutch_policy_unref(p);

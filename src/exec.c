@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -187,6 +188,30 @@ static void answers_stuck(struct run *rn)
     rn->fail = 1;
 }
 
+/* The program's new connections to the egress proxy: each handed to the
+ * execution's engine, which answers refusals itself.  A listener that
+ * fails (the sandbox's side went away) is closed: later connections are
+ * refused. */
+static void take_connections(struct run *rn)
+{
+    for (int n = 0; n < HUTCH_EGRESS_ACCEPT_BATCH; n++) {
+        struct hutch_err e = HUTCH_ERR_INIT;
+        int fd = accept4(rn->box->egress_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+                errno == ECONNABORTED)
+                return;
+            hutch_debug("egress: the listener of %s failed (%s): closed",
+                        rn->req->label ? rn->req->label : "a sandbox", strerror(errno));
+            close(rn->box->egress_fd);
+            rn->box->egress_fd = -1;
+            return;
+        }
+        if (hutch_egress_accept(rn->req->egress, fd, &e) < 0)
+            hutch_debug("egress: %s", e.msg);
+    }
+}
+
 static int start_job(struct run *rn, struct hutch_err *err)
 {
     struct hutch_job job = {.struct_size = sizeof(job),
@@ -206,6 +231,17 @@ static int start_job(struct run *rn, struct hutch_err *err)
     cJSON_AddStringToObject(msg, "lang", rn->req->language);
     cJSON_AddStringToObject(msg, "code", rn->req->code);
     cJSON_AddStringToObject(msg, "cwd", "/work");
+    if (rn->req->egress) {
+        /* What Python's urllib and requests, curl, pip and most tools read;
+         * lower case too (curl reads only http_proxy in lower case). */
+        static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+                                            "https_proxy"};
+        char url[64];
+        cJSON *env = cJSON_AddObjectToObject(msg, "env");
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d", HUTCH_EGRESS_PORT);
+        for (size_t i = 0; env && i < sizeof(names) / sizeof(names[0]); i++)
+            cJSON_AddStringToObject(env, names[i], url);
+    }
     r = queue(rn, msg);
     if (r < 0)
         return hutch_err_set(err, r, "queueing the job: %s", strerror(-r));
@@ -384,9 +420,16 @@ int hutch_class_equal(const struct hutch_sandbox_class *a,
 
 static void box_free(struct hutch_box *b)
 {
+    if (b->egress_fd >= 0)
+        close(b->egress_fd);
     hutch_wire_reader_free(&b->rd);
     free(b->options);
     free(b);
+}
+
+int hutch_box_egress(const struct hutch_box *b)
+{
+    return b && b->egress_fd >= 0;
 }
 
 void hutch_box_destroy(struct hutch_box *b)
@@ -465,6 +508,7 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cl
         return hutch_err_set(err, -ENOMEM, "out of memory");
     b->plugin = p;
     b->pooled = pooled;
+    b->egress_fd = -1;
     b->cls = *cls;
     if (cls->options && !(b->options = strdup(cls->options))) {
         free(b);
@@ -480,6 +524,13 @@ int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cl
         return r;
     }
     hutch_metrics_sandbox(1);
+    /* The listener is the core's from here on (hutch-executor.h). */
+    if ((ex->caps & HUTCH_CAP_EGRESS) &&
+        HUTCH_HAS_MEMBER(b->sb, struct hutch_sandbox, egress_fd) &&
+        b->sb->egress_fd >= 0) {
+        b->egress_fd = b->sb->egress_fd;
+        hutch_set_nonblock(b->egress_fd);
+    }
     b->t_started_us = hutch_now_us();
     hutch_set_nonblock(b->sb->chan_fd);
     hutch_set_nonblock(b->sb->stdout_fd);
@@ -636,6 +687,19 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
                           HUTCH_MAX_CODE_BYTES);
         goto out;
     }
+    if (req->egress && b->egress_fd < 0) {
+        r = hutch_err_set(
+            err, -ENOTSUP,
+            "egress: the %s executor's sandboxes cannot carry a program's "
+            "connections",
+            b->plugin->name);
+        goto out;
+    }
+    if (!req->egress && b->egress_fd >= 0) {
+        /* No egress: nobody accepts, so nothing may queue there either. */
+        close(b->egress_fd);
+        b->egress_fd = -1;
+    }
     {
         size_t limit = req->output_bytes && req->output_bytes < HUTCH_OUTPUT_MAX_BYTES
                            ? (size_t)req->output_bytes
@@ -663,8 +727,10 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     /* The outcome is complete when the runner exited, or said_done: then
      * nobody waits for a process to exit. */
     while (!rn.exited && !said_done(&rn)) {
-        struct pollfd fds[5];
-        int nfds = 0, ichan = -1, iout = -1, ierr = -1, iev = -1, icalls = -1, timeout;
+        struct pollfd fds[6];
+        int nfds = 0, ichan = -1, iout = -1, ierr = -1, iev = -1, icalls = -1,
+            iegress = -1;
+        int timeout;
         uint64_t now = hutch_now_ms();
 
         if (rn.fail)
@@ -711,6 +777,10 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
         fds[nfds++] = (struct pollfd){rn.sb->event_fd, POLLIN, 0};
         icalls = nfds;
         fds[nfds++] = (struct pollfd){hutch_calls_fd(rn.calls), POLLIN, 0};
+        if (req->egress && b->egress_fd >= 0) {
+            iegress = nfds;
+            fds[nfds++] = (struct pollfd){b->egress_fd, POLLIN, 0};
+        }
         if (poll(fds, (nfds_t)nfds, timeout) < 0) {
             if (errno == EINTR)
                 continue;
@@ -733,6 +803,8 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
             if (hutch_calls_take(rn.calls) < 0)
                 answers_stuck(&rn);
         }
+        if (iegress >= 0 && (fds[iegress].revents & (POLLIN | POLLHUP | POLLERR)))
+            take_connections(&rn);
         /* The runner's end is often readable together with its done and
          * its output's end: then the outcome is done's.  Reaped first, it
          * took the exited path, which fetched /work/out whatever done said

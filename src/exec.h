@@ -16,6 +16,7 @@
 #include "budget.h"
 #include "buf.h"
 #include "caps.h"
+#include "egress.h"
 #include "hutch-executor.h"
 #include "hutch_archive.h"
 #include "plugin.h"
@@ -50,7 +51,8 @@ struct hutch_box {
     char *options;                  /* cls.options, owned */
     struct hutch_wire_reader rd;    /* "ready" consumed; the rest is the job's */
     int pooled;                     /* started ahead of any job */
-    struct hutch_box *next;         /* the pool's lists */
+    int egress_fd; /* the sandbox's egress listener (HUTCH_CAP_EGRESS), or -1 */
+    struct hutch_box *next; /* the pool's lists */
     uint64_t t_begin_us, t_started_us, t_ready_us;
 };
 
@@ -61,6 +63,9 @@ struct hutch_box {
 int hutch_box_start(struct hutch_plugin *p, const struct hutch_sandbox_class *cls,
                     const char *label, int pooled, int (*cancelled)(void *), void *arg,
                     struct hutch_box **out, struct hutch_err *err);
+/* 1 when the box's sandbox can carry egress (its executor has
+ * HUTCH_CAP_EGRESS and handed over a listener). */
+int hutch_box_egress(const struct hutch_box *b);
 /* Destroy a box that will not run a job (a pool drained or recycled). */
 void hutch_box_destroy(struct hutch_box *b);
 /* 1 when an idle box is still as it was made: nothing arrived on its
@@ -101,6 +106,12 @@ struct hutch_exec_req {
     void *search_arg;
     /* The principal's share of hutch's memory (budget.h), or NULL. */
     struct hutch_budget_share *share;
+    /* The execution's egress proxy (egress.h), or NULL: no egress, and the
+     * sandbox's listener is closed as the job starts, so that the
+     * program's connections are refused.  With one, the box must have a
+     * listener (hutch_box_egress); the program gets HTTP_PROXY and
+     * HTTPS_PROXY, and each connection it makes is handed to the proxy. */
+    struct hutch_egress *egress;
 };
 
 struct hutch_exec_result {

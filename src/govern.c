@@ -17,6 +17,7 @@
 #include "caps.h"
 #include "catalog.h"
 #include "discover.h"
+#include "egress.h"
 #include "govern.h"
 #include "log.h"
 #include "metrics.h"
@@ -289,6 +290,7 @@ void hutch_plan_resolve(struct hutch_policy *p, const struct hutch_policy_decisi
         plan->output_default = plan->output_max;
     plan->files_bytes = lim->files_bytes;
     plan->workspaces = *hutch_policy_workspaces(p);
+    plan->egress = hutch_policy_egress(p);
 
     hutch_policy_concurrency(p, principal ? principal : "local", &plan->concurrency);
     plan->has_principals = hutch_policy_has_principals(p);
@@ -431,6 +433,29 @@ void hutch_gov_end(struct hutch_gov_exec *x, const struct hutch_exec_result *res
     hutch_plan_release(&x->plan);
     hutch_policy_unref(x->policy);
     x->policy = NULL;
+}
+
+void hutch_gov_egress_record(void *arg, const struct hutch_egress_record *rec)
+{
+    struct hutch_gov_exec *x = arg;
+    char where[HUTCH_EGRESS_MAX_HOST + 16];
+    int ok = rec->outcome == HUTCH_EGRESS_OK;
+    cJSON *extra = cJSON_CreateObject();
+
+    snprintf(where, sizeof(where), "%s:%u", rec->host[0] ? rec->host : "?", rec->port);
+    cJSON_AddStringToObject(extra, "outcome", hutch_egress_outcome_name(rec->outcome));
+    cJSON_AddStringToObject(extra, "method", rec->method);
+    cJSON_AddStringToObject(extra, "host", rec->host);
+    cJSON_AddNumberToObject(extra, "port", rec->port);
+    cJSON_AddStringToObject(extra, "address", rec->address);
+    cJSON_AddNumberToObject(extra, "bytes_up", (double)rec->bytes_up);
+    cJSON_AddNumberToObject(extra, "bytes_down", (double)rec->bytes_down);
+    hutch_audit_log(x->g->audit, "egress", x->principal, x->execution, where,
+                    ok ? "allow" : "deny", ok ? NULL : rec->reason, 0, extra);
+    cJSON_Delete(extra);
+    hutch_metrics_egress((unsigned)rec->outcome,
+                         hutch_egress_outcome_name(rec->outcome),
+                         rec->bytes_up + rec->bytes_down);
 }
 
 void hutch_gov_taint(struct hutch_gov_exec *x, const char *source)

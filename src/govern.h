@@ -115,6 +115,9 @@ struct hutch_plan {
     uint64_t output_default; /* per stream, at most output_max */
     uint64_t files_bytes;    /* files in and out, each way */
     struct hutch_policy_workspaces workspaces;
+    /* The policy's egress rules (egress.h), or NULL: the program gets no
+     * network at all. */
+    const struct hutch_egress_rules *egress;
     /* The principal's concurrency limits, and the policy's principals. */
     struct hutch_policy_concurrency concurrency;
     int has_principals;
@@ -200,6 +203,13 @@ int hutch_gov_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
 void hutch_gov_direct_begin(struct hutch_gov *g, struct hutch_gov_exec *x,
                             struct hutch_bridge *bridge, const char *principal);
 void hutch_gov_direct_end(struct hutch_gov_exec *x);
+/* The egress proxy's on_record hook (egress.h) for execution x (arg): each
+ * connection of its program, in the audit log (event "egress": host:port
+ * as the tool, allow or deny, the outcome, the address, the bytes) and in
+ * /metrics. */
+struct hutch_egress_record;
+void hutch_gov_egress_record(void *x, const struct hutch_egress_record *rec);
+
 /* Marks x tainted by `source` (what to name in messages and the audit
  * log); the first mark stays. */
 void hutch_gov_taint(struct hutch_gov_exec *x, const char *source);

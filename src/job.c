@@ -586,6 +586,30 @@ void hutch_job_release(struct hutch_jobs *j, struct hutch_job_req *job)
     job->pooled = 0;
 }
 
+/* The execution's egress proxy, when its plan has egress: only on an
+ * executor whose sandboxes can carry connections. */
+static int open_egress(const struct hutch_plan *plan, const struct hutch_plugin *pl,
+                       struct hutch_gov_exec *gx, struct hutch_egress **out,
+                       struct hutch_err *err)
+{
+    struct hutch_egress_hooks hooks = {.on_record = hutch_gov_egress_record, .arg = gx};
+    int r;
+
+    if (!(pl->ex->caps & HUTCH_CAP_EGRESS))
+        return hutch_err_set(err, -ENOTSUP,
+                             "the policy gives this execution egress, and the %s "
+                             "executor cannot carry a program's connections (see "
+                             "hutch-policy(5), egress)",
+                             plan->executor);
+    r = hutch_egress_new(plan->egress, &hooks, out, err);
+    if (r < 0) {
+        char msg[HUTCH_ERR_MSG];
+        snprintf(msg, sizeof(msg), "%s", err->msg);
+        return hutch_err_set(err, r, "egress: %s", msg);
+    }
+    return 0;
+}
+
 /* Opens the workspace the job names and adds its files to the input. */
 static int open_workspace(struct hutch_jobs *j, struct hutch_job_req *job,
                           const struct hutch_plan *plan, struct hutch_tar **tar,
@@ -708,6 +732,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     struct hutch_admit_slot *slot = NULL;
     struct hutch_budget_share *share = NULL;
     struct hutch_fair_seat *seat = NULL;
+    struct hutch_egress *egress = NULL;
     char reason[600], out_dir[PATH_MAX] = "";
     /* TypeScript runs as JavaScript everywhere but in the runner (the run
      * message names it): the policy, the class and the pool see the
@@ -747,6 +772,8 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
         goto fail;
     }
 
+    if (plan->egress && (r = open_egress(plan, pl, &gx, &egress, err)) < 0)
+        goto fail;
     r = host_paths(job, gx.policy, tar, out_dir, sizeof(out_dir), err);
     if (r < 0)
         goto fail;
@@ -822,9 +849,12 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     req.tick = job->tick;
     req.tick_arg = job->tick_arg;
     req.share = share;
+    req.egress = egress;
     r = hutch_exec_run(box, &req, res, err);
     job->spent = hutch_steal(&box);
     hutch_fair_leave(hutch_steal(&seat));
+    /* Every connection ends (and is audited) before the execution does. */
+    hutch_egress_close(hutch_steal(&egress));
     if (r < 0)
         goto fail;
     if (ws)
@@ -842,6 +872,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     hutch_tar_free(own);
     return 0;
 fail:
+    hutch_egress_close(egress);
     hutch_fair_leave(seat);
     if (box) /* a box that never ran (exec_run's was handed over above) */
         job->spent = hutch_steal(&box);

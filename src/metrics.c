@@ -55,6 +55,14 @@ struct server_series {
     uint64_t count[NCALL_OUTCOMES];
 };
 
+/* Egress connections by outcome (the index and name egress.h gives). */
+#define EGRESS_OUTCOMES 16
+struct egress_series {
+    const char *name[EGRESS_OUTCOMES]; /* static strings; NULL: none seen */
+    uint64_t count[EGRESS_OUTCOMES];
+    uint64_t bytes;
+};
+
 static struct {
     pthread_mutex_t mu;
     struct exec_series exec[HUTCH_METRICS_MAX_EXECUTORS];
@@ -62,6 +70,7 @@ static struct {
     struct server_series server[HUTCH_METRICS_MAX_SERVERS];
     size_t nserver;
     uint64_t denials[2][2]; /* [what][rate_limit] */
+    struct egress_series egress;
 } m = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int64_t sandboxes_alive;
@@ -159,6 +168,17 @@ void hutch_metrics_denial(enum hutch_metrics_denial what, int rate_limit)
     pthread_mutex_unlock(&m.mu);
 }
 
+void hutch_metrics_egress(unsigned outcome, const char *name, uint64_t bytes)
+{
+    if (outcome >= EGRESS_OUTCOMES)
+        return;
+    pthread_mutex_lock(&m.mu);
+    m.egress.name[outcome] = name;
+    m.egress.count[outcome]++;
+    m.egress.bytes += bytes;
+    pthread_mutex_unlock(&m.mu);
+}
+
 void hutch_metrics_sandbox(int delta)
 {
     __atomic_add_fetch(&sandboxes_alive, delta, __ATOMIC_RELAXED);
@@ -226,6 +246,7 @@ struct snapshot {
     struct server_series server[HUTCH_METRICS_MAX_SERVERS];
     size_t nserver;
     uint64_t denials[2][2];
+    struct egress_series egress;
 };
 
 static int render_executions(struct hutch_buf *b, const struct snapshot *s)
@@ -295,6 +316,21 @@ static int render_calls(struct hutch_buf *b, const struct snapshot *s)
             const char *kv[] = {"kind", what[k], "reason", why[y], NULL};
             r = sample(b, "hutch_policy_denials_total", kv, (double)s->denials[k][y]);
         }
+    if (r == 0)
+        r = family(b, "hutch_egress_connections_total", "counter",
+                   "Connections programs made through the egress proxy, by outcome "
+                   "(ok, or why refused or cut).");
+    for (int o = 0; r == 0 && o < EGRESS_OUTCOMES; o++)
+        if (s->egress.name[o]) {
+            const char *kv[] = {"outcome", s->egress.name[o], NULL};
+            r = sample(b, "hutch_egress_connections_total", kv,
+                       (double)s->egress.count[o]);
+        }
+    if (r == 0)
+        r = family(b, "hutch_egress_bytes_total", "counter",
+                   "Bytes the egress proxy relayed, both directions.");
+    if (r == 0)
+        r = sample(b, "hutch_egress_bytes_total", NULL, (double)s->egress.bytes);
     return r;
 }
 
@@ -438,6 +474,7 @@ int hutch_metrics_render(const struct hutch_metrics_source *src,
     memcpy(s.server, m.server, sizeof(s.server));
     s.nserver = m.nserver;
     memcpy(s.denials, m.denials, sizeof(s.denials));
+    s.egress = m.egress;
     pthread_mutex_unlock(&m.mu);
 
     r = family(out, "hutch_build_info", "gauge", "Always 1; the version as a label.");

@@ -50,6 +50,10 @@ void hutch_metrics_denial(enum hutch_metrics_denial what, int rate_limit);
 void hutch_metrics_executor(const char *executor);
 /* A sandbox was started (+1) or destroyed (-1). */
 void hutch_metrics_sandbox(int delta);
+/* One connection through the egress proxy ended: its outcome (egress.h's
+ * enum, below 16) and that outcome's name (a static string), the bytes it
+ * moved. */
+void hutch_metrics_egress(unsigned outcome, const char *name, uint64_t bytes);
 
 /* What `hutch serve --http` ended on its own, or a client ended
  * (hutch_http_connections_closed_total, hutch_http_sessions_ended_total):

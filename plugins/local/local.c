@@ -1049,7 +1049,7 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     int opipe[2] = {-1, -1}, epipe[2] = {-1, -1};
     struct lsb_hdr h;
     char *payload = NULL, map[128];
-    int r, data;
+    int r, data, egress = -1;
 
     {
         /* One option: the flavour.  The sandboxes run the host's Python
@@ -1218,7 +1218,7 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
 
     if ((r = wait_start(ctrl[0], START_TIMEOUT_MS, how)) == -ECANCELED)
         goto cancelled;
-    if (r <= 0 || lsb_recv(ctrl[0], &h, &payload, HUTCH_ERR_MSG) < 0) {
+    if (r <= 0 || lsb_recv_fd(ctrl[0], &h, &payload, HUTCH_ERR_MSG, &egress) < 0) {
         r = hutch_err_set(err, -EIO, "sandbox did not report ready within %d ms",
                           START_TIMEOUT_MS);
         goto fail;
@@ -1250,6 +1250,8 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     sb->pub.stdout_fd = opipe[0];
     sb->pub.stderr_fd = epipe[0];
     sb->pub.event_fd = ctrl[0];
+    sb->pub.egress_fd = egress; /* the core's from here on */
+    egress = -1;
     *out = &sb->pub;
     return 0;
 
@@ -1269,6 +1271,7 @@ fail:
     close_fd(&opipe[1]);
     close_fd(&epipe[0]);
     close_fd(&epipe[1]);
+    close_fd(&egress);
     local_destroy(st, &sb->pub);
     return r;
 }
@@ -1420,7 +1423,8 @@ static const struct hutch_executor local_executor = {
     .name = "local",
     .summary = "Linux namespaces + seccomp + cgroups on this host; needs no daemon",
     .version = PACKAGE_VERSION,
-    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
+    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT |
+            HUTCH_CAP_EGRESS,
     .probe = local_probe,
     .open = local_open,
     .start = local_start,

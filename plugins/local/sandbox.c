@@ -25,6 +25,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -106,12 +107,9 @@ static int read_full(int fd, void *buf, size_t len)
     return 0;
 }
 
-int lsb_recv(int fd, struct lsb_hdr *h, char **payload, size_t max)
+static int lsb_recv_payload(int fd, const struct lsb_hdr *h, char **payload, size_t max)
 {
-    int r = read_full(fd, h, sizeof(*h));
-    *payload = NULL;
-    if (r < 0)
-        return r;
+    int r;
     if (h->len > max)
         return -EMSGSIZE;
     if (h->len == 0)
@@ -127,6 +125,122 @@ int lsb_recv(int fd, struct lsb_hdr *h, char **payload, size_t max)
     }
     (*payload)[h->len] = '\0';
     return 0;
+}
+
+/* Writes all of buf (what a short sendmsg left). */
+static int lsb_send_rest(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int lsb_send_fd(int fd, uint32_t type, int pass)
+{
+    struct lsb_hdr h = {.type = type, .len = 0};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {&h, sizeof(h)};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = u.buf,
+                       .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    ssize_t n;
+
+    memset(&u, 0, sizeof(u));
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass, sizeof(int));
+    do
+        n = sendmsg(fd, &m, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    /* The rest of the header, should the socket have taken only part. */
+    return (size_t)n < sizeof(h)
+               ? lsb_send_rest(fd, (char *)&h + n, sizeof(h) - (size_t)n)
+               : 0;
+}
+
+static int recv_header(int fd, struct lsb_hdr *h, int *passed)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {h, sizeof(*h)};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = u.buf,
+                       .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+
+    *passed = -1;
+    do
+        n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return -EPIPE;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        /* One descriptor is expected; any more are closed. */
+        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (*passed < 0)
+                *passed = f;
+            else
+                close(f);
+        }
+    }
+    if ((size_t)n < sizeof(*h)) {
+        int r = read_full(fd, (char *)h + n, sizeof(*h) - (size_t)n);
+        if (r < 0) {
+            if (*passed >= 0)
+                close(*passed);
+            *passed = -1;
+            return r;
+        }
+    }
+    return 0;
+}
+
+int lsb_recv_fd(int fd, struct lsb_hdr *h, char **payload, size_t max, int *passed)
+{
+    int r = recv_header(fd, h, passed);
+    *payload = NULL;
+    if (r < 0)
+        return r;
+    r = lsb_recv_payload(fd, h, payload, max);
+    if (r < 0 && *passed >= 0) {
+        close(*passed);
+        *passed = -1;
+    }
+    return r;
+}
+
+int lsb_recv(int fd, struct lsb_hdr *h, char **payload, size_t max)
+{
+    int r = read_full(fd, h, sizeof(*h));
+    *payload = NULL;
+    if (r < 0)
+        return r;
+    return lsb_recv_payload(fd, h, payload, max);
 }
 
 /* --- failure reporting ------------------------------------------------- */
@@ -665,6 +779,23 @@ static void reap(pid_t runner, int ctrl, int *runner_done)
     }
 }
 
+/* The egress listener (hutch-executor.h, egress_fd): 127.0.0.1:3128 of the
+ * sandbox's network namespace, made by init before the program exists and
+ * handed to hutch with READY; init keeps no copy, so hutch alone accepts,
+ * and the port is taken before the program could bind it. */
+static int egress_listener(struct lsb_params *p)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(HUTCH_EGRESS_PORT),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        listen(fd, LSB_EGRESS_BACKLOG) < 0)
+        fail(p, "sandbox set-up: the egress listener on 127.0.0.1:%d: %s",
+             HUTCH_EGRESS_PORT, strerror(errno));
+    return fd;
+}
+
 __attribute__((noreturn)) static void init_main(struct lsb_params *p)
 {
     struct hutch_archive_limits lim_in = {
@@ -675,7 +806,7 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
         .max_depth = HUTCH_TAR_MAX_DEPTH,
     };
     struct hutch_err err = HUTCH_ERR_INIT;
-    int ctrl = p->ctrl_fd, devnull, sfd, runner_done = 0;
+    int ctrl = p->ctrl_fd, devnull, sfd, egress, runner_done = 0;
     sigset_t mask;
     pid_t runner;
 
@@ -688,6 +819,7 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
         fail(p, "sandbox set-up: signalfd: %s", strerror(errno));
     sethostname("hutch", 5);
     loopback_up(p);
+    egress = egress_listener(p);
     /* Become the sandbox user now: files and mounts made below must belong
      * to an id mapped in this user namespace (host root is not).  The
      * capabilities of the namespace stay until drop_privileges(). */
@@ -720,7 +852,8 @@ __attribute__((noreturn)) static void init_main(struct lsb_params *p)
     close(p->out_fd);
     close(p->err_fd);
     close(devnull);
-    lsb_send(ctrl, LSB_READY, NULL, 0);
+    lsb_send_fd(ctrl, LSB_READY, egress);
+    close(egress);
 
     for (;;) {
         struct pollfd fds[2] = {{ctrl, POLLIN, 0}, {sfd, POLLIN, 0}};

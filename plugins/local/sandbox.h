@@ -31,7 +31,8 @@
 
 /* Control frames: a fixed header then `len` payload bytes. */
 enum lsb_frame {
-    LSB_READY = 1, /* init -> host: sandbox set up, runner started */
+    LSB_READY = 1, /* init -> host: sandbox set up, runner started; carries
+                      the egress listener (lsb_send_fd) */
     LSB_FAIL,      /* init -> host: set-up failed; payload: message */
     LSB_PUT,       /* host -> init: payload: tar to unpack into /work */
     LSB_PUT_OK,    /* init -> host */
@@ -48,6 +49,9 @@ struct lsb_hdr {
 };
 #define LSB_FRAME_MAX  (HUTCH_TAR_IN_MAX_BYTES + 4096u)
 #define LSB_DATA_CHUNK (256u * 1024u)
+/* Connections the sandbox's egress listener queues before hutch takes
+ * them (listen(2)'s backlog). */
+#define LSB_EGRESS_BACKLOG 64
 
 /* Everything the sandbox side needs, prepared by the host so the child
  * does no path lookups of its own on the host; sent to the factory
@@ -91,6 +95,12 @@ int lsb_landlock_abi(void);
 
 /* Framed I/O on the control socket (blocking). */
 int lsb_send(int fd, uint32_t type, const void *data, size_t len);
+/* An empty frame of `type` carrying descriptor `pass` (SCM_RIGHTS on its
+ * first byte): init's READY hands the sandbox's egress listener over. */
+int lsb_send_fd(int fd, uint32_t type, int pass);
+/* lsb_recv that also takes a descriptor passed with the frame: *passed is
+ * it (close-on-exec), or -1 when none came. */
+int lsb_recv_fd(int fd, struct lsb_hdr *h, char **payload, size_t max, int *passed);
 /* Reads one frame; *payload is malloc'd (NUL-terminated) or NULL when len is
  * 0; caller frees.  Payloads over max are an error. */
 int lsb_recv(int fd, struct lsb_hdr *h, char **payload, size_t max);

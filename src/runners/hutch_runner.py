@@ -121,6 +121,23 @@ def _send(data):
             _protocol_error('cannot write to the channel: %s' % e.strerror)
 
 
+def _set_env(env):
+    """The job's variables (the egress proxy's, PROTOCOL.md): into os.environ
+    when a preloaded package imported os already, else into the process's
+    environment and posix.environ, which os.environ copies when imported."""
+    if type(env) is not dict or not all(type(k) is str and type(v) is str and k
+                                        and '=' not in k and '\0' not in k + v
+                                        for k, v in env.items()):
+        _protocol_error('"env" must be an object of strings')
+    osmod = sys.modules.get('os')
+    for k, v in env.items():
+        if osmod is not None:
+            osmod.environ[k] = v
+        else:
+            posix.putenv(k, v)
+            posix.environ[k.encode()] = v.encode()
+
+
 def _recv():
     """The next message from the core; blocks."""
     global _inbuf
@@ -640,6 +657,7 @@ def main():
     code, cwd = job.get('code'), job.get('cwd', '/work')
     if type(code) is not str or type(cwd) is not str or job.get('lang', 'python') != 'python':
         _protocol_error('"run" needs a string "code", a string "cwd" and lang "python"')
+    _set_env(job.get('env', {}))
     try:
         posix.chdir(cwd)
     except OSError as e:

@@ -464,6 +464,15 @@ function start(job) {
     protocolError('"run" needs a string "code" and lang "javascript" or "typescript"');
   }
   if (typescript) script = 'main.ts';
+  if (job.env !== undefined) {
+    // The job's variables (the egress proxy's, PROTOCOL.md).
+    if (job.env === null || typeof job.env !== 'object' || Array.isArray(job.env) ||
+        !Object.entries(job.env).every(([k, v]) => typeof v === 'string' && k && !k.includes('=') &&
+                                                    !k.includes('\0') && !v.includes('\0'))) {
+      protocolError('"env" must be an object of strings');
+    }
+    for (const [k, v] of Object.entries(job.env)) process.env[k] = v;
+  }
   if (job.cwd !== undefined) {
     try {
       process.chdir(String(job.cwd));
