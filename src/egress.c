@@ -699,7 +699,8 @@ const char *hutch_egress_outcome_name(enum hutch_egress_outcome o)
                                         "cap_connections",
                                         "connect_failed",
                                         "bad_request",
-                                        "timeout"};
+                                        "timeout",
+                                        "refused_policy"};
     return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "unknown";
 }
 
@@ -1238,6 +1239,14 @@ static void serve(struct session *s)
                    h->port, h->host, hutch_egress_rule_str(rule, rs, sizeof(rs)),
                    rule->port ? "" : ", for ports 80 and 443");
         goto refuse;
+    }
+    if (eg->hooks.decide) {
+        char why[sizeof(s->reason)] = "";
+        if (eg->hooks.decide(eg->hooks.arg, h->host, h->port, why, sizeof(why)) < 0) {
+            set_reason(s, HUTCH_EGRESS_REFUSED_POLICY, "%s",
+                       why[0] ? why : "refused by the policy");
+            goto refuse;
+        }
     }
     if (resolve(s, &a) < 0 || connect_any(s, &a) < 0)
         goto refuse;

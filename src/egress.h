@@ -85,6 +85,7 @@ enum hutch_egress_outcome {
     HUTCH_EGRESS_CONNECT_FAILED,  /* no address resolved or answered: 502 */
     HUTCH_EGRESS_BAD_REQUEST,     /* not one of the two forms, or too big: 400 */
     HUTCH_EGRESS_TIMEOUT,         /* head not in time: 408; connect: 504 */
+    HUTCH_EGRESS_REFUSED_POLICY,  /* the decide hook said no (taint): 403 */
 };
 /* "ok", "refused_name", ... (the names above, lower-case). */
 const char *hutch_egress_outcome_name(enum hutch_egress_outcome o);
@@ -163,6 +164,11 @@ struct hutch_egress_hooks {
      * for the call.  May be NULL. */
     void (*on_record)(void *arg, const struct hutch_egress_record *rec);
     void *arg;
+    /* Asked once per connection the rules allow, before hutch resolves or
+     * connects, on the connection's thread (it may block there: a question
+     * to the user): 0 goes ahead; negative refuses it (403,
+     * refused_policy) with `why` as the answer's line.  May be NULL. */
+    int (*decide)(void *arg, const char *host, unsigned port, char *why, size_t len);
     /* 0: HUTCH_EGRESS_HEAD_MS, HUTCH_EGRESS_CONNECT_MS.  For tests. */
     unsigned head_ms;
     unsigned connect_ms;

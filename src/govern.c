@@ -543,6 +543,60 @@ static int ask_user(struct hutch_gov_exec *x, const char *tool, const cJSON *arg
     return -EPERM;
 }
 
+int hutch_gov_egress_decide(void *arg, const char *host, unsigned port, char *why,
+                            size_t len)
+{
+    struct hutch_gov_exec *x = arg;
+    char where[HUTCH_EGRESS_MAX_HOST + 16], reason[512];
+    const char *src = hutch_gov_tainted(x);
+    uint64_t t0 = hutch_now_us();
+    int source, sink, ask, r = 0;
+    cJSON *extra, *args;
+
+    hutch_policy_taint_egress(x->policy, &source, &sink, &ask);
+    snprintf(where, sizeof(where), "%s:%u", host, port);
+    if (sink && src) {
+        extra = cJSON_CreateObject();
+        cJSON_AddStringToObject(extra, "tainted_by", src);
+        cJSON_AddStringToObject(extra, "taint_sink", "egress");
+        if (!ask) {
+            snprintf(
+                reason, sizeof(reason),
+                "denied by the policy's taint rule: this program has read untrusted "
+                "data from %s (taint.sources), and a connection out may send data "
+                "(taint.sinks has \"egress\")",
+                src);
+            r = -EPERM;
+        } else {
+            snprintf(reason, sizeof(reason),
+                     "This program has read untrusted data from %s, which may carry "
+                     "instructions from others. Allow it to connect to %s, which may "
+                     "send data out?",
+                     src, where);
+            args = cJSON_CreateObject();
+            cJSON_AddStringToObject(args, "host", host);
+            cJSON_AddNumberToObject(args, "port", port);
+            r = ask_user(x, "egress", args, 0, reason, sizeof(reason), extra);
+            cJSON_Delete(args);
+        }
+        hutch_audit_log(x->g->audit, "egress_decision", x->principal, x->execution,
+                        where, r == 0 ? "allow" : "deny", r == 0 ? NULL : reason,
+                        (double)(hutch_now_us() - t0) / 1000.0, extra);
+        cJSON_Delete(extra);
+        if (r < 0) {
+            hutch_metrics_denial(HUTCH_DENIAL_TOOL_CALL, 0);
+            snprintf(why, len, "%s", reason);
+            return -EPERM;
+        }
+    }
+    if (source) {
+        char what[sizeof(x->taint)];
+        snprintf(what, sizeof(what), "egress to %s", where);
+        hutch_gov_taint(x, what);
+    }
+    return 0;
+}
+
 /* A tool the catalog lacks: the bridge says why it is unknown, and the
  * nearest tool the policy offers is named (discover.c). */
 static int unknown(struct hutch_gov_exec *x, const char *tool,

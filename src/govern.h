@@ -210,6 +210,13 @@ void hutch_gov_direct_end(struct hutch_gov_exec *x);
 struct hutch_egress_record;
 void hutch_gov_egress_record(void *x, const struct hutch_egress_record *rec);
 
+/* The egress proxy's decide hook (egress.h) for execution x (arg): the
+ * taint rule on a connection.  A tainted execution's connection is denied,
+ * or asked about, when taint.sinks has "egress"; an allowed one taints the
+ * execution when taint.sources has "egress" (before any byte comes back). */
+int hutch_gov_egress_decide(void *x, const char *host, unsigned port, char *why,
+                            size_t len);
+
 /* Marks x tainted by `source` (what to name in messages and the audit
  * log); the first mark stays. */
 void hutch_gov_taint(struct hutch_gov_exec *x, const char *source);

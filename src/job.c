@@ -592,7 +592,9 @@ static int open_egress(const struct hutch_plan *plan, const struct hutch_plugin 
                        struct hutch_gov_exec *gx, struct hutch_egress **out,
                        struct hutch_err *err)
 {
-    struct hutch_egress_hooks hooks = {.on_record = hutch_gov_egress_record, .arg = gx};
+    struct hutch_egress_hooks hooks = {.on_record = hutch_gov_egress_record,
+                                       .decide = hutch_gov_egress_decide,
+                                       .arg = gx};
     int r;
 
     if (!(pl->ex->caps & HUTCH_CAP_EGRESS))

@@ -723,6 +723,22 @@ static const char *first_glob(const struct glob *g, size_t n, const char *server
     return NULL;
 }
 
+static int has_egress(const struct glob *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(g[i].pat, "egress"))
+            return 1;
+    return 0;
+}
+
+void hutch_policy_taint_egress(const struct hutch_policy *p, int *source, int *sink,
+                               int *ask)
+{
+    *source = p && has_egress(p->sources, p->nsources);
+    *sink = p && has_egress(p->sinks, p->nsinks);
+    *ask = p && p->taint_ask;
+}
+
 const char *hutch_policy_taint_source(const struct hutch_policy *p, const char *server,
                                       const char *tool)
 {

@@ -177,6 +177,14 @@ const char *hutch_policy_taint_source(const struct hutch_policy *p, const char *
 const char *hutch_policy_taint_sink(const struct hutch_policy *p, const char *server,
                                     const char *tool, int *ask);
 
+/* Egress in the taint rule: *source is 1 when taint.sources has the entry
+ * "egress" (every connection a program makes through the egress proxy
+ * taints it: what comes back is a third party's), *sink when taint.sinks
+ * has it (a connection may send data out); *ask under on_sink = "ask".
+ * Only that exact entry names egress: a glob ("*") names tools only. */
+void hutch_policy_taint_egress(const struct hutch_policy *p, int *source, int *sink,
+                               int *ask);
+
 /* The taint rule on a call of `server`.`tool` by an execution tainted by
  * `tainted_by` (what gave it untrusted data; NULL: not tainted), after the
  * globs and on_tool_call said `r`: unchanged unless the call is a sink's;

@@ -28,6 +28,7 @@ read -r HP SP <"$T/ports"
 CA=$(cat "$T/ca.pem")
 # Names of the test: api.test and tls.test are the servers' address; evil.test
 # would be refused by name anyway.
+export HUTCH_WORKSPACES="$T/ws"
 export HUTCH_TEST_RESOLVE="api.test=127.0.0.1,tls.test=127.0.0.1,meta.test=169.254.169.254"
 
 cat >"$T/p.lua" <<EOF
@@ -166,6 +167,65 @@ stdout=$(echo "$OUT" | json stdout)
 like "under max_bytes: the first request goes" "$stdout" "200"
 unlike "a download over max_bytes does not arrive whole" "$stdout" "got 500000"
 like "audit: the cut connection says cap_bytes" "$(grep '"event":"egress"' "$T/audit.jsonl")" '"outcome":"cap_bytes"'
+
+# --- taint: egress as an untrusted source and as a sink ---------------------------
+cat >"$T/taint.lua" <<EOF
+return {
+  tools = { allow = { "everything.*" } },
+  egress = { allow = { "127.0.0.1:$HP" } },
+  taint = { sources = { "egress", "everything.echo" }, sinks = { "egress", "everything.get-sum" } },
+}
+EOF
+sed 's/sinks = { "egress", "everything.get-sum" } }/sinks = { "egress", "everything.get-sum" }, on_sink = "ask" }/' \
+    "$T/taint.lua" >"$T/taint_ask.lua"
+NM="$HUTCH_SRCDIR/tests/mcp/node_modules"
+EVERYTHING="$NM/@modelcontextprotocol/server-everything/dist/index.js"
+cat >"$T/servers.json" <<EOF
+{"mcpServers": {"everything": {"command": "/usr/bin/node", "args": ["$EVERYTHING", "stdio"]}}}
+EOF
+trun() { # POLICY CODE
+    run_hutch run --json --servers "$T/servers.json" --policy "$T/$1.lua" \
+        --audit "$T/audit.jsonl" --lang python "${@:3}" -e "$2"
+}
+if [ -f "$EVERYTHING" ]; then
+    trun taint "$GET"'
+print("first:", get("http://127.0.0.1:'"$HP"'/echo")[:3])
+print("second:", get("http://127.0.0.1:'"$HP"'/echo"))
+try:
+    tools.everything.get_sum(a=1, b=2)
+except PermissionError as e:
+    print("sum:", e)'
+    stdout=$(echo "$OUT" | json stdout)
+    like "taint: the first connection goes (nothing read yet)" "$stdout" "first: 200"
+    like "  what it read taints: a second connection is refused, naming the first" "$stdout" \
+        "second: 403 hutch egress: denied by the policy's taint rule: this program has read untrusted data from egress to 127.0.0.1:$HP"
+    like "  and a sink tool is denied, naming the connection" "$stdout" \
+        "sum: denied by the policy's taint rule: this program has read untrusted data from egress to 127.0.0.1:$HP"
+    like "audit: the connection's decision names the source" \
+        "$(grep '"event":"egress_decision"' "$T/audit.jsonl" | tail -1)" '"tainted_by":"egress to 127.0.0.1:'"$HP"'"'
+    trun taint "$GET"'
+tools.everything.echo(message="from a stranger")
+print("after the source:", get("http://127.0.0.1:'"$HP"'/echo"))'
+    like "a tool source taints: a connection after it is refused" "$(echo "$OUT" | json stdout)" \
+        "after the source: 403 hutch egress: denied by the policy's taint rule: this program has read untrusted data from everything.echo"
+    # Through a workspace: the connection's taint reaches the next execution.
+    trun taint "$GET"'
+open("/work/out/workspace/page.txt", "w").write(get("http://127.0.0.1:'"$HP"'/echo"))' -w fetched
+    trun taint "$GET"'
+print(get("http://127.0.0.1:'"$HP"'/echo"))' -w fetched
+    like "a workspace saved after a connection taints the next execution's connections" \
+        "$(echo "$OUT" | json stdout)" 'untrusted data from workspace "fetched" (egress to 127.0.0.1:'"$HP"')'
+    # on_sink = "ask": the user decides on the connection.
+    out=$("$PY" "$HUTCH_SRCDIR/tests/lib/pty_answer.py" y "$HUTCH" run --servers "$T/servers.json" \
+        --policy "$T/taint_ask.lua" --lang python -e "$GET"'
+tools.everything.echo(message="from a stranger")
+print("asked:", get("http://127.0.0.1:'"$HP"'/echo")[:3])' 2>&1)
+    like "ask: the user is asked about the connection, naming the source" "$out" \
+        "Allow it to connect to 127.0.0.1:$HP"
+    like "  approved: it goes" "$out" "asked: 200"
+else
+    not_ok "server-everything is not installed (npm ci in tests/mcp)"
+fi
 
 # --- JavaScript: the same proxy, through the variable -----------------------------
 run_hutch run --json --policy "$T/p.lua" --lang javascript -e '

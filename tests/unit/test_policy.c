@@ -848,6 +848,17 @@ static void test_taint(void)
        "the hook's own question keeps its words, the source added (%s)", reason);
     hutch_policy_unref(p);
 
+    {
+        int src, esink, ask;
+        p = must_load("return { taint = { sources = { \"web.*\", \" EGRESS \" },\n"
+                      "  sinks = { \"*\" }, on_sink = \"ask\" } }");
+        hutch_policy_taint_egress(p, &src, &esink, &ask);
+        ok(src && !esink && ask,
+           "\"egress\" (any case, trimmed) names egress; \"*\" names tools only");
+        hutch_policy_unref(p);
+        hutch_policy_taint_egress(NULL, &src, &esink, &ask);
+        ok(!src && !esink && !ask, "no policy: egress is neither");
+    }
     load_fails("return { taint = { sinks = { \"a.*\" } } }",
                "taint: needs both sources", "taint without sources");
     load_fails("return { taint = { sources = {}, sinks = { \"a.*\" } } }",
