@@ -486,7 +486,9 @@
 /* Connections exec.c takes from a sandbox's egress listener in one turn of
  * its loop, so that a program opening many cannot starve its output. */
 #define HUTCH_EGRESS_ACCEPT_BATCH 16
-#define HUTCH_EGRESS_RELAY_BUF    (16u << 10)
+/* Egress rules execute_code's description names; the rest are counted. */
+#define HUTCH_DISCOVER_EGRESS_RULES 20
+#define HUTCH_EGRESS_RELAY_BUF      (16u << 10)
 
 /* hutch serve --config: the file's size. */
 #define HUTCH_SERVE_CONFIG_MAX_BYTES (64u << 10)

@@ -23,6 +23,7 @@
 
 #include "caps.h"
 #include "discover.h"
+#include "egress.h"
 #include "shape.h"
 #include "util.h"
 
@@ -443,4 +444,30 @@ void hutch_discover_paths(const struct hutch_policy *p, struct hutch_buf *t)
             hutch_buf_appendf(t, "%s %s", w++ ? "," : "", e->host);
     }
     hutch_buf_appendf(t, ".");
+}
+
+void hutch_discover_egress(const struct hutch_policy *p, struct hutch_buf *t)
+{
+    const struct hutch_egress_rules *r = hutch_policy_egress(p);
+    char one[HUTCH_EGRESS_MAX_PATTERN + 8];
+    size_t shown =
+        r && r->n < HUTCH_DISCOVER_EGRESS_RULES ? r->n : HUTCH_DISCOVER_EGRESS_RULES;
+    if (!r)
+        return;
+    hutch_buf_appendf(t,
+                      "- Network: HTTP and HTTPS only through the proxy in "
+                      "HTTP_PROXY/HTTPS_PROXY (Python's urllib and requests, pip and "
+                      "curl use it; in Node send requests to the proxy yourself), and "
+                      "only to");
+    if (!r->n)
+        hutch_buf_appendf(t, " nothing: the policy allows no host.");
+    for (size_t i = 0; i < shown; i++)
+        hutch_buf_appendf(t, "%s %s", i ? "," : "",
+                          hutch_egress_rule_str(&r->rule[i], one, sizeof(one)));
+    if (r->n > shown)
+        hutch_buf_appendf(t, " and %zu more", r->n - shown);
+    if (r->n)
+        hutch_buf_appendf(t,
+                          " (a host without a port: 80 and 443); the rest is refused "
+                          "with a 403 saying why.");
 }

@@ -48,9 +48,16 @@ static const char search_desc[] =
     "name. detail: \"names\" (one line each), \"signatures\" (all, described), "
     "\"full\" (with JSON Schemas).";
 
-static const char execute_desc[] =
+/* The first line names the network: none, or the policy's egress (the
+ * line discover.c adds). */
+static const char execute_head[] =
     "Run a Python or JavaScript program in a fresh sandbox (no network; nothing kept "
-    "between runs unless you name a workspace) and return its output.\n"
+    "between runs unless you name a workspace) and return its output.\n";
+static const char execute_head_egress[] =
+    "Run a Python or JavaScript program in a fresh sandbox (network only as said "
+    "below; nothing kept between runs unless you name a workspace) and return its "
+    "output.\n";
+static const char execute_desc[] =
     "- The user's MCP tools are functions (find them with search_tools): Python "
     "`tools.server.tool(a=1)` returns the parsed result; JavaScript `await "
     "tools.server.tool({a: 1})`; `tools.call(\"server.tool-name\", {...})` for any "
@@ -216,7 +223,13 @@ cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured)
         if (m->o.jobs)
             hutch_jobs_runtime(m->o.jobs, rt, sizeof(rt));
         hutch_buf_init(&desc, HUTCH_MCP_MAX_OUTPUT_TEXT);
+        hutch_buf_appends(&desc, hutch_policy_egress(pol) ? execute_head_egress
+                                                          : execute_head);
         hutch_buf_appends(&desc, execute_desc);
+        if (hutch_policy_egress(pol)) {
+            hutch_buf_appends(&desc, "\n");
+            hutch_discover_egress(pol, &desc);
+        }
         /* The host folders the policy lets `inputs`/`output_dir` name
          * (discover.c), so the agent need not guess; without any, neither
          * argument is offered. */

@@ -381,7 +381,7 @@ const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *
 
 const struct hutch_egress_rules *hutch_policy_egress(const struct hutch_policy *p)
 {
-    return p->egress;
+    return p ? p->egress : NULL;
 }
 
 int hutch_policy_direct_tools(const struct hutch_policy *p)

@@ -255,6 +255,22 @@ static void test_paths_and_switch(void)
     p = policy("return { direct_tools = 1 }", &e);
     ok(!p && strstr(e.msg, "direct_tools: expected true or false"), "a number: %s",
        e.msg);
+
+    /* Egress: the hosts in words, or nothing without the field. */
+    hutch_buf_reset(&t);
+    p = policy("return { egress = { allow = { \"api.github.com\", \"*.pypi.org:443\", "
+               "\"127.0.0.1:8080\" } } }",
+               &e);
+    hutch_discover_egress(p, &t);
+    ok(p && strstr(hutch_buf_str(&t), "HTTP_PROXY") &&
+           strstr(hutch_buf_str(&t), "api.github.com, *.pypi.org:443, 127.0.0.1:8080"),
+       "egress: the hosts a program may reach: %s", hutch_buf_str(&t));
+    hutch_policy_unref(p);
+    hutch_buf_reset(&t);
+    p = policy("return { }", &e);
+    hutch_discover_egress(p, &t);
+    ok(p && t.len == 0, "no egress: nothing said (the first line says no network)");
+    hutch_policy_unref(p);
     hutch_buf_free(&t);
 }
 
