@@ -486,9 +486,26 @@
 /* Connections exec.c takes from a sandbox's egress listener in one turn of
  * its loop, so that a program opening many cannot starve its output. */
 #define HUTCH_EGRESS_ACCEPT_BATCH 16
+#define HUTCH_EGRESS_RELAY_BUF    (16u << 10)
+/* Secrets (egress.secrets): entries, a header's name, a value's bytes
+ * (after ${NAME} expansion, or the file's), and the bytes of a file read
+ * for one (a value plus a newline or two). */
+#define HUTCH_EGRESS_MAX_SECRETS     64
+#define HUTCH_EGRESS_MAX_HEADER_NAME 64
+#define HUTCH_EGRESS_MAX_SECRET      8192
+/* The deployment's CA (egress_tls.c): leaf certificates kept in memory (the
+ * least recently used one is dropped past it), how long a leaf is valid and
+ * how long before that one is made anew, and the bytes of the system's CA
+ * bundle and of HUTCH_EGRESS_TRUST_FILE read. */
+#define HUTCH_EGRESS_MAX_LEAVES   128
+#define HUTCH_EGRESS_LEAF_DAYS    7
+#define HUTCH_EGRESS_LEAF_RENEW_S (24 * 3600)
+#define HUTCH_EGRESS_MAX_BUNDLE   (4u << 20)
+/* An intercepted request's head, rewritten (the secret's line added). */
+#define HUTCH_EGRESS_MAX_INNER_OUT                                                     \
+    (2 * HUTCH_EGRESS_MAX_HEAD + HUTCH_EGRESS_MAX_SECRET + HUTCH_EGRESS_MAX_HOST + 256)
 /* Egress rules execute_code's description names; the rest are counted. */
 #define HUTCH_DISCOVER_EGRESS_RULES 20
-#define HUTCH_EGRESS_RELAY_BUF      (16u << 10)
 
 /* hutch serve --config: the file's size. */
 #define HUTCH_SERVE_CONFIG_MAX_BYTES (64u << 10)

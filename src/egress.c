@@ -1,13 +1,15 @@
 /* egress.c — the egress proxy of one execution (see egress.h for what it
  * allows and refuses): the rules' patterns, matching, the judge of
  * resolved addresses, the request head's parser and rewriter (pure
- * functions over bytes, fuzzed), and the engine that serves each stream
- * handed to it.
+ * functions over bytes, fuzzed), the policy's secrets (checked, expanded,
+ * zeroed when freed), and the engine that serves each stream handed to it:
+ * tunnels, plain HTTP, and the tunnels it intercepts to add a secret.
  *
  * Not here: where the streams come from (the sandbox's forwarder and its
  * wiring), what the records become (audit, metrics: the caller's hook),
- * reading the policy (policy_table.c calls hutch_egress_rule_parse), and
- * secrets or TLS: a CONNECT tunnel carries bytes hutch does not read.
+ * reading the policy (policy_table.c calls hutch_egress_rule_parse and
+ * hutch_egress_secret_add), the CA, certificates and TLS contexts
+ * (egress_tls.c).  A plain tunnel carries bytes hutch does not read.
  *
  * Threads.  One thread per connection, started by hutch_egress_accept (at
  * most HUTCH_EGRESS_MAX_CONCURRENT at once, every signal blocked): it reads
@@ -25,6 +27,7 @@
  * for good: a connect in progress or a silent peer wakes up at once. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -43,6 +46,7 @@
 #include "buf.h"
 #include "caps.h"
 #include "egress.h"
+#include "egress_tls.h"
 #include "knobs.h"
 #include "log.h"
 #include "util.h"
@@ -320,10 +324,21 @@ struct hutch_egress_rules *hutch_egress_rules_new(size_t n)
     return r;
 }
 
+static void secrets_free(struct hutch_egress_secret *sec, size_t n)
+{
+    for (size_t i = 0; sec && i < n; i++)
+        if (sec[i].value) {
+            explicit_bzero(sec[i].value, sec[i].value_len);
+            free(sec[i].value);
+        }
+    free(sec);
+}
+
 void hutch_egress_rules_free(struct hutch_egress_rules *r)
 {
     if (!r)
         return;
+    secrets_free(r->secret, r->nsecrets);
     free(r->rule);
     free(r);
 }
@@ -338,6 +353,233 @@ const char *hutch_egress_rule_str(const struct hutch_egress_rule *r, char *buf,
     snprintf(buf, len, "%s%s%s%s%s", r->wildcard ? "*." : "", v6 ? "[" : "", r->host,
              v6 ? "]" : "", port);
     return buf;
+}
+
+static int tchar(int c);
+static int reserved_header(const char *name, size_t n);
+
+/* Append s[0..n) to out[0..cap) at *o: 0, or -E2BIG (the caller zeroes
+ * what it wrote). */
+static int put(char *out, size_t cap, size_t *o, const char *s, size_t n)
+{
+    if (n > cap - *o)
+        return -E2BIG;
+    memcpy(out + *o, s, n);
+    *o += n;
+    return 0;
+}
+
+/* `value` with each ${NAME} replaced by hutch's environment, into out
+ * (HUTCH_EGRESS_MAX_SECRET + 1 bytes): its length, or -EINVAL with msg. */
+static int expand(const char *value, char *out, char *msg, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = value; *p;) {
+        const char *end, *v;
+        char name[128];
+        size_t nl;
+        if (p[0] != '$' || p[1] != '{') {
+            if (put(out, HUTCH_EGRESS_MAX_SECRET, &o, p, 1) < 0)
+                goto big;
+            p++;
+            continue;
+        }
+        end = strchr(p + 2, '}');
+        nl = end ? (size_t)(end - p - 2) : 0;
+        if (!end || nl == 0 || nl >= sizeof(name) || is_digit((unsigned char)p[2])) {
+            snprintf(msg, len,
+                     "\"${\" starts a variable: ${NAME}, NAME of letters, "
+                     "digits and \"_\"");
+            return -EINVAL;
+        }
+        memcpy(name, p + 2, nl);
+        name[nl] = '\0';
+        for (size_t i = 0; i < nl; i++)
+            if (!name_char((unsigned char)name[i]) || name[i] == '-') {
+                snprintf(msg, len,
+                         "${%s}: a variable's name is letters, digits and \"_\"", name);
+                return -EINVAL;
+            }
+        v = getenv(name);
+        if (!v || !*v) {
+            snprintf(msg, len, "${%s} is %s in hutch's environment", name,
+                     v ? "empty" : "not set");
+            return -EINVAL;
+        }
+        if (put(out, HUTCH_EGRESS_MAX_SECRET, &o, v, strlen(v)) < 0)
+            goto big;
+        p = end + 1;
+    }
+    return (int)o;
+big:
+    snprintf(msg, len, "the value is over %d bytes", HUTCH_EGRESS_MAX_SECRET);
+    return -EINVAL;
+}
+
+/* The file's bytes into out (HUTCH_EGRESS_MAX_SECRET + 3 bytes), its
+ * trailing newline dropped: the length, or -EINVAL with msg. */
+static int read_secret_file(const char *path, char *out, char *msg, size_t len)
+{
+    size_t o = 0;
+    int fd;
+    if (path[0] != '/') {
+        snprintf(msg, len, "file: \"%s\" is not an absolute path", path);
+        return -EINVAL;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(msg, len, "file: cannot read %s: %s", path, strerror(errno));
+        return -EINVAL;
+    }
+    for (;;) {
+        ssize_t r = read(fd, out + o, HUTCH_EGRESS_MAX_SECRET + 2 - o);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(msg, len, "file: cannot read %s: %s", path, strerror(errno));
+            close(fd);
+            return -EINVAL;
+        }
+        if (r == 0)
+            break;
+        o += (size_t)r;
+        if (o == HUTCH_EGRESS_MAX_SECRET + 2)
+            break;
+    }
+    close(fd);
+    if (o && out[o - 1] == '\n')
+        o--;
+    if (o && out[o - 1] == '\r')
+        o--;
+    if (o > HUTCH_EGRESS_MAX_SECRET) {
+        snprintf(msg, len, "file: %s holds over %d bytes", path,
+                 HUTCH_EGRESS_MAX_SECRET);
+        return -EINVAL;
+    }
+    return (int)o;
+}
+
+int hutch_egress_secret_add(struct hutch_egress_rules *r, const char *key,
+                            const char *header, const char *value, const char *file,
+                            char *msg, size_t len)
+{
+    struct hutch_egress_rule k;
+    struct hutch_egress_secret *sec, *grown;
+    char *v;
+    size_t hl = strlen(header);
+    int vn;
+
+    if (hutch_egress_rule_parse(key, &k, msg, len) < 0)
+        return -EINVAL;
+    if (k.wildcard) {
+        snprintf(msg, len,
+                 "a secret goes to one host: a wildcard would send it to every name "
+                 "under %s",
+                 k.host);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < r->nsecrets; i++) {
+        const struct hutch_egress_secret *o = &r->secret[i];
+        if (o->is_ip_literal == k.is_ip_literal && o->port == k.port &&
+            (k.is_ip_literal ? same_addr(o->family, o->addr, k.family, k.addr)
+                             : !strcmp(o->host, k.host))) {
+            snprintf(msg, len, "a second secret for the same host and port");
+            return -EINVAL;
+        }
+    }
+    {
+        char host[HUTCH_EGRESS_MAX_HOST + 3];
+        snprintf(host, sizeof(host), "%s%s%s",
+                 k.is_ip_literal && k.family == AF_INET6 ? "[" : "", k.host,
+                 k.is_ip_literal && k.family == AF_INET6 ? "]" : "");
+        if (hutch_egress_match(r, host, k.port ? k.port : 443, NULL) !=
+            HUTCH_EGRESS_OK) {
+            snprintf(msg, len,
+                     "no rule of egress.allow admits %s at port %u: a secret is for a "
+                     "host the program may reach",
+                     host, k.port ? k.port : 443u);
+            return -EINVAL;
+        }
+    }
+    if (hl == 0 || hl > HUTCH_EGRESS_MAX_HEADER_NAME) {
+        snprintf(msg, len, "header: a name of 1 to %d characters",
+                 HUTCH_EGRESS_MAX_HEADER_NAME);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < hl; i++)
+        if (!tchar((unsigned char)header[i])) {
+            snprintf(msg, len,
+                     "header: \"%s\" is not a header name (a token: letters, "
+                     "digits and !#$%%&'*+-.^_`|~)",
+                     header);
+            return -EINVAL;
+        }
+    if (reserved_header(header, hl)) {
+        snprintf(msg, len,
+                 "header: hutch sets or drops %s itself; a secret cannot be it",
+                 header);
+        return -EINVAL;
+    }
+    if (!value == !file) {
+        snprintf(msg, len, "give value or file, one of them");
+        return -EINVAL;
+    }
+    if (!(v = malloc(HUTCH_EGRESS_MAX_SECRET + 3))) {
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    vn = value ? expand(value, v, msg, len) : read_secret_file(file, v, msg, len);
+    if (vn == 0) {
+        snprintf(msg, len, "the value is empty");
+        vn = -EINVAL;
+    }
+    for (int i = 0; vn > 0 && i < vn; i++)
+        if (((unsigned char)v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f) {
+            /* Not the byte, nor where: the value is not to be shown. */
+            snprintf(msg, len, "the value holds a control character (a newline?)");
+            vn = -EINVAL;
+        }
+    if (vn < 0 || !(grown = realloc(r->secret, (r->nsecrets + 1) * sizeof(*sec)))) {
+        explicit_bzero(v, HUTCH_EGRESS_MAX_SECRET + 3);
+        free(v);
+        if (vn >= 0)
+            snprintf(msg, len, "out of memory");
+        return vn < 0 ? vn : -ENOMEM;
+    }
+    v[vn] = '\0';
+    r->secret = grown;
+    sec = &r->secret[r->nsecrets++];
+    memset(sec, 0, sizeof(*sec));
+    snprintf(sec->host, sizeof(sec->host), "%s", k.host);
+    sec->is_ip_literal = k.is_ip_literal;
+    sec->family = k.family;
+    memcpy(sec->addr, k.addr, sizeof(sec->addr));
+    sec->port = k.port;
+    memcpy(sec->header, header, hl + 1);
+    sec->value = v;
+    sec->value_len = (size_t)vn;
+    return 0;
+}
+
+const struct hutch_egress_secret *
+hutch_egress_secret_find(const struct hutch_egress_rules *r, const char *host,
+                         unsigned port)
+{
+    struct host h;
+    char msg[160];
+    if (!r || !r->nsecrets ||
+        parse_host(host, strlen(host), 0, 1, &h, msg, sizeof(msg)) < 0)
+        return NULL;
+    for (size_t i = 0; i < r->nsecrets; i++) {
+        const struct hutch_egress_secret *sec = &r->secret[i];
+        if (sec->port && sec->port != port)
+            continue;
+        if (sec->is_ip_literal
+                ? h.is_ip && same_addr(h.family, h.addr, sec->family, sec->addr)
+                : !h.is_ip && !strcmp(h.name, sec->host))
+            return sec;
+    }
+    return NULL;
 }
 
 static int port_ok(const struct hutch_egress_rule *r, unsigned port)
@@ -515,9 +757,10 @@ static int head_authority(struct hutch_egress_head *h, const char *s, size_t n,
     return 0;
 }
 
-/* The request line d[0..n) (without its end of line). */
+/* The request line d[0..n) (without its end of line); inner: inside an
+ * intercepted tunnel, origin form only. */
 static int head_request_line(struct hutch_egress_head *h, const char *base,
-                             const char *d, size_t n)
+                             const char *d, size_t n, int inner)
 {
     const char *sp1 = memchr(d, ' ', n), *sp2, *t, *e;
     size_t ml, tl, vl;
@@ -555,6 +798,17 @@ static int head_request_line(struct hutch_egress_head *h, const char *base,
         !strcmp(h->method, "PRI"))
         return head_bad(h, HUTCH_EGRESS_REFUSED_METHOD,
                         "the method %s is not forwarded", h->method);
+    if (inner) {
+        const char *hash;
+        if (!strcmp(h->method, "CONNECT") || t[0] != '/')
+            return head_bad(h, HUTCH_EGRESS_BAD_REQUEST,
+                            "inside a tunnel hutch reads requests in origin form "
+                            "(GET /path HTTP/1.1)");
+        h->form = HUTCH_EGRESS_FORM_ORIGIN;
+        hash = memchr(t, '#', tl);
+        h->path = span(base, t, (size_t)((hash ? hash : t + tl) - t));
+        return 0;
+    }
     if (!strcmp(h->method, "CONNECT")) {
         h->form = HUTCH_EGRESS_FORM_CONNECT;
         return head_authority(h, t, tl, 1);
@@ -611,7 +865,8 @@ static int head_header(struct hutch_egress_head *h, const char *base, const char
     return 0;
 }
 
-int hutch_egress_parse_head(const char *data, size_t len, struct hutch_egress_head *h)
+static int parse_head(const char *data, size_t len, struct hutch_egress_head *h,
+                      int inner)
 {
     const char *p = data, *end = data + len;
     int line = 0;
@@ -636,7 +891,7 @@ int hutch_egress_parse_head(const char *data, size_t len, struct hutch_egress_he
             return head_bad(h, HUTCH_EGRESS_BAD_REQUEST,
                             "a NUL or a lone CR in the head");
         if (line == 0) {
-            if (head_request_line(h, data, p, n) < 0)
+            if (head_request_line(h, data, p, n, inner) < 0)
                 return -EINVAL;
         } else if (n == 0) {
             h->head_len = (size_t)(nl + 1 - data);
@@ -648,6 +903,16 @@ int hutch_egress_parse_head(const char *data, size_t len, struct hutch_egress_he
         p = nl + 1;
     }
     return 0;
+}
+
+int hutch_egress_parse_head(const char *data, size_t len, struct hutch_egress_head *h)
+{
+    return parse_head(data, len, h, 0);
+}
+
+int hutch_egress_parse_inner(const char *data, size_t len, struct hutch_egress_head *h)
+{
+    return parse_head(data, len, h, 1);
 }
 
 static int hop_by_hop(const char *name, size_t n)
@@ -688,6 +953,61 @@ int hutch_egress_rewrite(const struct hutch_egress_head *h, const char *data,
     return r;
 }
 
+static int reserved_header(const char *name, size_t n)
+{
+    static const char *const framing[] = {"content-length", "transfer-encoding",
+                                          "expect", NULL};
+    if (hop_by_hop(name, n))
+        return 1;
+    for (const char *const *d = framing; *d; d++)
+        if (strlen(*d) == n && !strncasecmp(name, *d, n))
+            return 1;
+    return 0;
+}
+
+int hutch_egress_rewrite_inner(const struct hutch_egress_head *h, const char *data,
+                               const char *host, unsigned port,
+                               const struct hutch_egress_secret *secret, char *out,
+                               size_t cap, size_t *n)
+{
+    size_t o = 0, sl = strlen(secret->header);
+    char line[HUTCH_EGRESS_MAX_HOST + 64];
+    int v6 = strchr(host, ':') != NULL, k;
+
+    *n = 0;
+    k = snprintf(line, sizeof(line), "%s ", h->method);
+    if (put(out, cap, &o, line, (size_t)k) < 0 ||
+        put(out, cap, &o, data + h->path.off, h->path.len) < 0 ||
+        put(out, cap, &o, " ", 1) < 0 ||
+        put(out, cap, &o, data + h->version.off, h->version.len) < 0)
+        return -E2BIG;
+    if (port != 443)
+        k = snprintf(line, sizeof(line), "\r\nHost: %s%s%s:%u\r\n", v6 ? "[" : "", host,
+                     v6 ? "]" : "", port);
+    else
+        k = snprintf(line, sizeof(line), "\r\nHost: %s%s%s\r\n", v6 ? "[" : "", host,
+                     v6 ? "]" : "");
+    if (k < 0 || (size_t)k >= sizeof(line) || put(out, cap, &o, line, (size_t)k) < 0)
+        return -E2BIG;
+    for (size_t i = 0; i < h->nhdr; i++) {
+        const char *name = data + h->hdr[i].name.off;
+        size_t nl = h->hdr[i].name.len;
+        if (hop_by_hop(name, nl) ||
+            (nl == sl && !strncasecmp(name, secret->header, sl)))
+            continue;
+        if (put(out, cap, &o, name, nl) < 0 || put(out, cap, &o, ": ", 2) < 0 ||
+            put(out, cap, &o, data + h->hdr[i].value.off, h->hdr[i].value.len) < 0 ||
+            put(out, cap, &o, "\r\n", 2) < 0)
+            return -E2BIG;
+    }
+    if (put(out, cap, &o, secret->header, sl) < 0 || put(out, cap, &o, ": ", 2) < 0 ||
+        put(out, cap, &o, secret->value, secret->value_len) < 0 ||
+        put(out, cap, &o, "\r\nConnection: close\r\n\r\n", 23) < 0)
+        return -E2BIG;
+    *n = o;
+    return 0;
+}
+
 const char *hutch_egress_outcome_name(enum hutch_egress_outcome o)
 {
     static const char *const names[] = {"ok",
@@ -724,6 +1044,7 @@ struct hutch_egress {
     int closing;
     struct conn slot[HUTCH_EGRESS_MAX_CONCURRENT];
     _Atomic uint64_t connections, refused, bytes;
+    struct hutch_egress_ca *ca; /* with secrets: the deployment's CA */
 };
 
 static void emit(struct hutch_egress *eg, const struct hutch_egress_record *rec)
@@ -1210,6 +1531,229 @@ out:
     free(bufs);
 }
 
+/* --- an intercepted tunnel: TLS both ways, one request, a secret added --- */
+
+/* hutch's own answer inside the program's TLS. */
+static void tls_answer(struct session *s, SSL *ps, int status)
+{
+    char text[512], head[256];
+    int tn = snprintf(text, sizeof(text), "hutch egress: %s\n", s->reason), hn;
+    uint64_t deadline = hutch_now_ms() + HUTCH_EGRESS_REPLY_MS;
+    if (tn < 0)
+        return;
+    if ((size_t)tn >= sizeof(text))
+        tn = (int)sizeof(text) - 1;
+    hn = snprintf(head, sizeof(head),
+                  "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                  "Content-Length: %d\r\nConnection: close\r\n\r\n",
+                  status, status_text(status), tn);
+    if (hutch_egress_tls_write_all(ps, s->c->in, head, (size_t)hn, s->c->eg->wake,
+                                   deadline) == 0 &&
+        hutch_egress_tls_write_all(ps, s->c->in, text, (size_t)tn, s->c->eg->wake,
+                                   deadline) == 0)
+        SSL_shutdown(ps);
+}
+
+/* Read the request head from the program's TLS into `in`: 1 parsed, 0
+ * refused (s->rec filled), -1 no answer possible. */
+static int read_inner_head(struct session *s, SSL *ps, struct hutch_buf *in)
+{
+    struct hutch_egress *eg = s->c->eg;
+    unsigned ms = eg->hooks.head_ms ? eg->hooks.head_ms : HUTCH_EGRESS_HEAD_MS;
+    uint64_t deadline = hutch_now_ms() + ms;
+    char buf[4096], msg[300];
+    for (;;) {
+        int r = hutch_egress_parse_inner(hutch_buf_str(in), in->len, &s->head), ww, k;
+        ssize_t n;
+        if (r == 1)
+            return 1;
+        if (r < 0) {
+            set_reason(s, s->head.refusal, "%s", s->head.why);
+            return 0;
+        }
+        if (in->len == in->max) {
+            set_reason(s, HUTCH_EGRESS_BAD_REQUEST, "the request head is over %u bytes",
+                       HUTCH_EGRESS_MAX_HEAD);
+            return 0;
+        }
+        n = hutch_egress_tls_read(
+            ps, buf, in->max - in->len < sizeof(buf) ? in->max - in->len : sizeof(buf),
+            &ww, msg, sizeof(msg));
+        if (n > 0) {
+            hutch_buf_append(in, buf, (size_t)n);
+            continue;
+        }
+        if (n != -EAGAIN) {
+            set_reason(s, HUTCH_EGRESS_BAD_REQUEST,
+                       "the connection ended before the request head did%s%s",
+                       n < 0 ? ": " : "", n < 0 ? msg : "");
+            return -1;
+        }
+        k = wait_fd(eg, s->c->in, ww ? POLLOUT : POLLIN, deadline);
+        if (k == 0) {
+            set_reason(s, HUTCH_EGRESS_TIMEOUT,
+                       "no complete request head in the tunnel within %u ms", ms);
+            return 0;
+        }
+        if (k < 0) {
+            set_reason(s, HUTCH_EGRESS_TIMEOUT, "the execution ended before the head");
+            return -1;
+        }
+    }
+}
+
+/* Relay the origin's answer to the program and what more the program
+ * sends (a body) to the origin, until the origin ends. */
+static void tls_relay(struct session *s, SSL *ps, SSL *os)
+{
+    struct hutch_egress *eg = s->c->eg;
+    int fd[2] = {s->c->in, s->c->out}, up_eof = 0;
+    SSL *ssl[2] = {ps, os};
+    uint64_t *count[2] = {&s->rec.bytes_up, &s->rec.bytes_down};
+    const uint64_t forever = UINT64_MAX / 2;
+    char *buf = malloc(HUTCH_EGRESS_RELAY_BUF), msg[300];
+
+    if (!buf) {
+        set_reason(s, HUTCH_EGRESS_CONNECT_FAILED, "out of memory");
+        return;
+    }
+    for (;;) {
+        int want[2] = {0, 0}, progress = 0;
+        struct pollfd p[3] = {
+            {.fd = -1}, {.fd = -1}, {.fd = eg->wake, .events = POLLIN}};
+        /* k = 1: the origin to the program; k = 0: the program to the origin. */
+        for (int k = 1; k >= 0; k--) {
+            ssize_t n;
+            if (k == 0 && up_eof)
+                continue;
+            n = hutch_egress_tls_read(ssl[k], buf, HUTCH_EGRESS_RELAY_BUF, &want[k],
+                                      msg, sizeof(msg));
+            if (n == -EAGAIN)
+                continue;
+            if (n <= 0 && k == 0) {
+                up_eof = 1; /* the answer may still come */
+                continue;
+            }
+            if (n <= 0) {
+                if (n < 0)
+                    set_reason(s, HUTCH_EGRESS_OK, "the origin's %s", msg);
+                goto out;
+            }
+            if (take_bytes(eg, (size_t)n) < 0) {
+                set_reason(s, HUTCH_EGRESS_CAP_BYTES,
+                           "egress.max_bytes (%llu) crossed: the connection was cut",
+                           (unsigned long long)eg->rules.max_bytes);
+                goto out;
+            }
+            if (hutch_egress_tls_write_all(ssl[1 - k], fd[1 - k], buf, (size_t)n,
+                                           eg->wake, forever) < 0)
+                goto out;
+            *count[k] += (uint64_t)n;
+            progress = 1;
+        }
+        if (progress)
+            continue;
+        /* After the program's end of stream, its side is watched for a
+         * hang-up only: a program gone does not wait for the answer. */
+        p[0] = (struct pollfd){fd[0], up_eof ? 0 : want[0] ? POLLOUT : POLLIN, 0};
+        p[1] = (struct pollfd){fd[1], want[1] ? POLLOUT : POLLIN, 0};
+        if (poll(p, 3, -1) < 0 && errno != EINTR)
+            break;
+        if (p[2].revents) {
+            set_reason(s, HUTCH_EGRESS_OK, "cut: the execution ended");
+            break;
+        }
+        if (up_eof && (p[0].revents & (POLLHUP | POLLERR)))
+            break;
+    }
+out:
+    SSL_shutdown(ps);
+    free(buf);
+}
+
+static void intercept(struct session *s, const struct hutch_egress_secret *sec)
+{
+    struct hutch_egress *eg = s->c->eg;
+    struct hutch_egress_head *h = &s->head;
+    struct hutch_buf in = HUTCH_BUF_INIT(HUTCH_EGRESS_MAX_HEAD);
+    char host[HUTCH_EGRESS_MAX_HOST + 1], msg[300], *head = NULL;
+    unsigned port = h->port, ms;
+    int is_ip = h->host_is_ip, r;
+    size_t hn = 0;
+    SSL *ps, *os = NULL;
+
+    snprintf(host, sizeof(host), "%s", h->host);
+    ps = hutch_egress_tls_server(eg->ca, host, is_ip, s->c->in, msg, sizeof(msg));
+    if (!ps) {
+        set_reason(s, HUTCH_EGRESS_CONNECT_FAILED, "%s", msg);
+        return;
+    }
+    ms = eg->hooks.head_ms ? eg->hooks.head_ms : HUTCH_EGRESS_HEAD_MS;
+    if (hutch_egress_tls_handshake(ps, s->c->in, eg->wake, hutch_now_ms() + ms, msg,
+                                   sizeof(msg)) < 0) {
+        /* Most likely a program that does not trust hutch's CA. */
+        set_reason(s, HUTCH_EGRESS_BAD_REQUEST,
+                   "the program's TLS to %s:%u (intercepted to add a secret): %s", host,
+                   port, msg);
+        goto out;
+    }
+    r = read_inner_head(s, ps, &in);
+    /* The record names the tunnel, not the request inside it. */
+    snprintf(h->host, sizeof(h->host), "%s", host);
+    h->port = port;
+    if (r <= 0) {
+        if (r == 0)
+            tls_answer(s, ps, status_of(s->rec.outcome, 0));
+        goto out;
+    }
+    os = hutch_egress_tls_client(eg->ca, host, is_ip, s->c->out, msg, sizeof(msg));
+    ms = eg->hooks.connect_ms ? eg->hooks.connect_ms : HUTCH_EGRESS_CONNECT_MS;
+    if (!os ||
+        (r = hutch_egress_tls_handshake(os, s->c->out, eg->wake, hutch_now_ms() + ms,
+                                        msg, sizeof(msg))) < 0) {
+        set_reason(s,
+                   r == -ETIMEDOUT ? HUTCH_EGRESS_TIMEOUT : HUTCH_EGRESS_CONNECT_FAILED,
+                   "TLS to %s:%u (%s): %s", host, port, s->address, msg);
+        tls_answer(s, ps, r == -ETIMEDOUT ? 504 : 502);
+        goto out;
+    }
+    if (!(head = malloc(HUTCH_EGRESS_MAX_INNER_OUT)) ||
+        hutch_egress_rewrite_inner(h, hutch_buf_str(&in), host, port, sec, head,
+                                   HUTCH_EGRESS_MAX_INNER_OUT, &hn) < 0) {
+        set_reason(s, HUTCH_EGRESS_BAD_REQUEST, "the rewritten head is too big");
+        tls_answer(s, ps, 400);
+        goto out;
+    }
+    if (take_bytes(eg, hn + in.len - h->head_len) < 0) {
+        set_reason(s, HUTCH_EGRESS_CAP_BYTES, "egress.max_bytes (%llu) crossed",
+                   (unsigned long long)eg->rules.max_bytes);
+        tls_answer(s, ps, 403);
+        goto out;
+    }
+    if (hutch_egress_tls_write_all(os, s->c->out, head, hn, eg->wake,
+                                   hutch_now_ms() + ms) < 0 ||
+        hutch_egress_tls_write_all(os, s->c->out, hutch_buf_str(&in) + h->head_len,
+                                   in.len - h->head_len, eg->wake,
+                                   hutch_now_ms() + ms) < 0) {
+        set_reason(s, HUTCH_EGRESS_CONNECT_FAILED,
+                   "%s:%u (%s) did not take the request", host, port, s->address);
+        tls_answer(s, ps, 502);
+        goto out;
+    }
+    s->rec.secret = sec->header;
+    s->rec.bytes_up += hn + in.len - h->head_len;
+    explicit_bzero(head, hn);
+    tls_relay(s, ps, os);
+out:
+    if (head) {
+        explicit_bzero(head, HUTCH_EGRESS_MAX_INNER_OUT);
+        free(head);
+    }
+    SSL_free(os);
+    SSL_free(ps);
+    hutch_buf_free(&in);
+}
+
 static void serve(struct session *s)
 {
     struct hutch_egress *eg = s->c->eg;
@@ -1254,12 +1798,25 @@ static void serve(struct session *s)
     nrest = s->in.len - h->head_len;
     if (h->form == HUTCH_EGRESS_FORM_CONNECT) {
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        const struct hutch_egress_secret *sec =
+            hutch_egress_secret_find(&eg->rules, h->host, h->port);
+        if (sec && nrest) {
+            /* The TLS hutch reads starts after its answer. */
+            set_reason(s, HUTCH_EGRESS_BAD_REQUEST,
+                       "bytes came after CONNECT before its answer: hutch adds a "
+                       "secret to %s:%u and reads the tunnel itself",
+                       h->host, h->port);
+            goto refuse;
+        }
         if (send_all(eg, s->c->in, ok, sizeof(ok) - 1,
                      hutch_now_ms() + HUTCH_EGRESS_REPLY_MS) < 0) {
             set_reason(s, HUTCH_EGRESS_OK, "the program did not read the answer");
             goto out;
         }
-        relay(s, rest, nrest);
+        if (sec)
+            intercept(s, sec);
+        else
+            relay(s, rest, nrest);
     } else {
         if (hutch_egress_rewrite(h, hutch_buf_str(&s->in), &pre) < 0 ||
             hutch_buf_append(&pre, rest, nrest) < 0) {
@@ -1315,29 +1872,53 @@ static void *conn_main(void *arg)
     return NULL;
 }
 
+/* A copy of n secrets, values included: NULL when out of memory. */
+static struct hutch_egress_secret *secrets_dup(const struct hutch_egress_secret *src,
+                                               size_t n)
+{
+    struct hutch_egress_secret *d = calloc(n ? n : 1, sizeof(*d));
+    for (size_t i = 0; d && i < n; i++) {
+        d[i] = src[i];
+        d[i].value = malloc(src[i].value_len + 1);
+        if (!d[i].value) {
+            secrets_free(d, i);
+            return NULL;
+        }
+        memcpy(d[i].value, src[i].value, src[i].value_len + 1);
+    }
+    return d;
+}
+
 int hutch_egress_new(const struct hutch_egress_rules *rules,
                      const struct hutch_egress_hooks *hooks, struct hutch_egress **out,
                      struct hutch_err *err)
 {
     struct hutch_egress *eg = calloc(1, sizeof(*eg));
     const char *tr = hutch_knob_str(HUTCH_KNOB_TEST_RESOLVE);
+    int r;
 
     *out = NULL;
     if (!eg)
         return hutch_err_set(err, -ENOMEM, "egress: out of memory");
     eg->rules = *rules;
     eg->rules.rule = calloc(rules->n ? rules->n : 1, sizeof(*rules->rule));
+    eg->rules.secret = NULL;
+    eg->rules.nsecrets = 0;
+    if (rules->nsecrets &&
+        (eg->rules.secret = secrets_dup(rules->secret, rules->nsecrets)))
+        eg->rules.nsecrets = rules->nsecrets;
     eg->test_resolve = tr && *tr ? strdup(tr) : NULL;
     eg->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!eg->rules.rule || (tr && *tr && !eg->test_resolve) || eg->wake < 0) {
+    if (!eg->rules.rule || (tr && *tr && !eg->test_resolve) || eg->wake < 0 ||
+        eg->rules.nsecrets != rules->nsecrets) {
         int e = eg->wake < 0 ? -errno : -ENOMEM;
-        if (eg->wake >= 0)
-            close(eg->wake);
-        free(eg->rules.rule);
-        free(eg->test_resolve);
-        free(eg);
-        return hutch_err_set(err, e, "egress: %s", strerror(-e));
+        r = hutch_err_set(err, e, "egress: %s", strerror(-e));
+        goto fail;
     }
+    /* Secrets: the CA now, so that an execution that cannot have it fails
+     * before its program runs. */
+    if (rules->nsecrets && (r = hutch_egress_ca_get(&eg->ca, err)) < 0)
+        goto fail;
     if (rules->n)
         memcpy(eg->rules.rule, rules->rule, rules->n * sizeof(*rules->rule));
     if (hooks)
@@ -1349,6 +1930,20 @@ int hutch_egress_new(const struct hutch_egress_rules *rules,
     }
     *out = eg;
     return 0;
+fail:
+    if (eg->wake >= 0)
+        close(eg->wake);
+    secrets_free(eg->rules.secret, eg->rules.nsecrets);
+    free(eg->rules.rule);
+    free(eg->test_resolve);
+    free(eg);
+    return r;
+}
+
+const char *hutch_egress_ca_bundle(const struct hutch_egress *eg, size_t *len)
+{
+    *len = 0;
+    return eg && eg->ca ? hutch_egress_ca_bundle_pem(eg->ca, len) : NULL;
 }
 
 /* Refuse fd without a thread: one try at the answer, a record. */
@@ -1459,6 +2054,7 @@ void hutch_egress_close(struct hutch_egress *eg)
             pthread_join(eg->slot[i].tid, NULL);
     close(eg->wake);
     pthread_mutex_destroy(&eg->mu);
+    secrets_free(eg->rules.secret, eg->rules.nsecrets);
     free(eg->rules.rule);
     free(eg->test_resolve);
     free(eg);

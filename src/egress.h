@@ -28,9 +28,25 @@
  * and the proxy runs in hutch, not in the sandbox), and the addresses it gives are
  * judged like getaddrinfo's, so it cannot open what the rules refuse.
  *
+ * Secrets (egress.secrets, hutch-policy(5)): a CONNECT to a host:port
+ * with a secret is not tunnelled but intercepted.  After "200 Connection
+ * established" hutch speaks TLS to the program with a certificate for the
+ * requested name that the deployment's CA signs (egress_tls.c; the sandbox
+ * trusts that CA through the bundle hutch_egress_ca_bundle gives), reads
+ * one HTTP/1.1 request in origin form (hutch_egress_parse_inner, the same
+ * rules as the proxy's own head), drops any header of the secret's name,
+ * adds the secret's header, and sends it with "Connection: close" over TLS
+ * to the address it resolved and judged, verifying the origin's
+ * certificate against the requested name (the system's trust store and
+ * HUTCH_EGRESS_TRUST_FILE); then it relays the response until the origin
+ * closes, and closes.  One request per connection.  A secret goes over TLS
+ * only: a plain-HTTP request to the same host is forwarded without it.
+ * What an origin sends back is relayed as it is: an origin that reflects
+ * request headers shows the secret to the program (hutch-policy(5)).
+ *
  * Not here: the forwarder inside a sandbox and the wiring that hands
- * streams over, secrets and TLS interception, taint, the audit log and
- * metrics (a caller's on_record hook feeds them). */
+ * streams over, taint, the audit log and metrics (a caller's on_record
+ * hook feeds them), the CA and TLS contexts (egress_tls.c). */
 #ifndef HUTCH_EGRESS_H
 #define HUTCH_EGRESS_H
 
@@ -56,9 +72,25 @@ struct hutch_egress_rule {
     unsigned char addr[16]; /* network order; IPv4 in the first 4 */
 };
 
+/* One entry of egress.secrets: a header hutch adds to every request it
+ * carries to host[:port] over TLS.  host: a name or an IP literal as a
+ * rule holds it (no wildcard: a secret goes to one host). */
+struct hutch_egress_secret {
+    char host[HUTCH_EGRESS_MAX_HOST + 1];
+    int is_ip_literal;
+    int family;
+    unsigned char addr[16];
+    uint16_t port;                                 /* 0: any port allowed */
+    char header[HUTCH_EGRESS_MAX_HEADER_NAME + 1]; /* as written */
+    char *value; /* NUL-terminated; zeroed (explicit_bzero) when freed */
+    size_t value_len;
+};
+
 struct hutch_egress_rules {
     struct hutch_egress_rule *rule;
     size_t n;
+    struct hutch_egress_secret *secret; /* nsecrets of them, or NULL */
+    size_t nsecrets;
     uint64_t max_bytes;       /* both directions, the whole execution */
     uint32_t max_connections; /* over the execution's life */
 };
@@ -69,7 +101,28 @@ int hutch_egress_rule_parse(const char *pattern, struct hutch_egress_rule *out,
                             char *msg, size_t len);
 /* Rules with n zeroed rules and the default caps; NULL when out of memory. */
 struct hutch_egress_rules *hutch_egress_rules_new(size_t n);
+/* Frees r, its secrets' values zeroed first.  NULL is fine. */
 void hutch_egress_rules_free(struct hutch_egress_rules *r);
+
+/* Add one secret to r (r->secret grown by one): `key` "host[:port]" (a
+ * name or an IP literal, no wildcard), `header` a header name (a token;
+ * not one hutch sets or drops itself: Host, Connection, Content-Length,
+ * Transfer-Encoding, the hop-by-hop ones, Proxy-*), and exactly one of
+ * `value` (its "${NAME}"s expanded from hutch's environment: a variable
+ * unset or empty is an error naming it) or `file` (an absolute path, read
+ * now, its trailing newline dropped).  The value: 1 to
+ * HUTCH_EGRESS_MAX_SECRET bytes without control characters.  A key no
+ * rule of r admits (at its port, or at 443 without one) and a key given
+ * twice are errors.  0, or -EINVAL/-ENOMEM with msg, which never holds
+ * the value. */
+int hutch_egress_secret_add(struct hutch_egress_rules *r, const char *key,
+                            const char *header, const char *value, const char *file,
+                            char *msg, size_t len);
+/* The secret for a request to host:port (host as the head parser gives
+ * it), or NULL. */
+const struct hutch_egress_secret *
+hutch_egress_secret_find(const struct hutch_egress_rules *r, const char *host,
+                         unsigned port);
 /* A rule as the policy would write it ("*.pypi.org:443"). */
 const char *hutch_egress_rule_str(const struct hutch_egress_rule *r, char *buf,
                                   size_t len);
@@ -110,6 +163,7 @@ const char *hutch_egress_addr_class(int family, const void *addr);
 enum hutch_egress_form {
     HUTCH_EGRESS_FORM_CONNECT,  /* CONNECT host:port */
     HUTCH_EGRESS_FORM_ABSOLUTE, /* METHOD http://host[:port]/path */
+    HUTCH_EGRESS_FORM_ORIGIN,   /* METHOD /path: inside an intercepted tunnel */
 };
 struct hutch_egress_span {
     uint32_t off, len; /* into the bytes parsed */
@@ -143,6 +197,20 @@ int hutch_egress_parse_head(const char *data, size_t len, struct hutch_egress_he
  * "Connection: close".  Appended to out; 0 or its -E2BIG/-ENOMEM. */
 int hutch_egress_rewrite(const struct hutch_egress_head *h, const char *data,
                          struct hutch_buf *out);
+/* The same parser for a request inside an intercepted tunnel: origin form
+ * only ("GET /path HTTP/1.1"; CONNECT and absolute URLs refused), h->host
+ * left empty. */
+int hutch_egress_parse_inner(const char *data, size_t len, struct hutch_egress_head *h);
+/* The head to send to the origin for an origin-form request through a
+ * tunnel to host:port (port 443 is left out of Host): the request line as
+ * it came, Host set to host, what hutch_egress_rewrite drops dropped, every
+ * header named `secret->header` (any case) dropped, then the secret's
+ * header and "Connection: close".  Written into out[0..cap) (the caller
+ * zeroes it after use: it holds the secret), *n its length; 0 or -E2BIG. */
+int hutch_egress_rewrite_inner(const struct hutch_egress_head *h, const char *data,
+                               const char *host, unsigned port,
+                               const struct hutch_egress_secret *secret, char *out,
+                               size_t cap, size_t *n);
 
 /* --- the proxy of one execution --- */
 
@@ -155,6 +223,8 @@ struct hutch_egress_record {
     uint64_t bytes_up;   /* to the origin, the rewritten head included */
     uint64_t bytes_down; /* to the program, hutch's own answers excluded */
     const char *reason;  /* a short line: why, or "" for ok */
+    const char *secret;  /* intercepted: the name of the header hutch added
+                            (never its value); else NULL */
 };
 
 struct hutch_egress_hooks {
@@ -182,11 +252,23 @@ struct hutch_egress_stats {
     uint64_t bytes;       /* relayed, both directions */
 };
 
-/* An engine for one execution, over a copy of `rules` (not NULL).  0 or
- * negative with err. */
+/* An engine for one execution, over a copy of `rules` (not NULL; its
+ * secrets copied too, and zeroed at hutch_egress_close).  With secrets it
+ * also loads (or makes, the first time) the deployment's CA
+ * (egress_tls.h): a CA that cannot be had fails here.  0 or negative with
+ * err. */
 int hutch_egress_new(const struct hutch_egress_rules *rules,
                      const struct hutch_egress_hooks *hooks, struct hutch_egress **out,
                      struct hutch_err *err);
+/* Where the program finds that bundle (job.c puts it in the job's files,
+ * relative to /work; exec.c names it in SSL_CERT_FILE and the others):
+ * outside /work/out, so it never comes back as a result file. */
+#define HUTCH_EGRESS_BUNDLE_REL  ".hutch/ca-bundle.pem"
+#define HUTCH_EGRESS_BUNDLE_PATH "/work/" HUTCH_EGRESS_BUNDLE_REL
+/* When the engine intercepts (its rules have secrets): the PEM bundle the
+ * program must trust (the system's CAs and the deployment's CA), *len its
+ * bytes, valid while the engine lives; else NULL. */
+const char *hutch_egress_ca_bundle(const struct hutch_egress *eg, size_t *len);
 /* Take `fd` (a connected stream socket; closed by the engine whatever
  * happens) and serve it on a thread of its own.  0: served, or refused
  * with an answer (max_connections, too many at once) and a record;

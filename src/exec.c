@@ -236,11 +236,23 @@ static int start_job(struct run *rn, struct hutch_err *err)
          * lower case too (curl reads only http_proxy in lower case). */
         static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
                                             "https_proxy"};
+        /* Where hutch adds secrets it shows certificates of its own CA:
+         * the bundle job.c put in the files trusts it and the system's
+         * CAs, for OpenSSL (Python's ssl, curl), requests, curl, pip and
+         * Node. */
+        static const char *const ca_names[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                               "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+                                               "PIP_CERT"};
+        size_t blen;
         char url[64];
         cJSON *env = cJSON_AddObjectToObject(msg, "env");
         snprintf(url, sizeof(url), "http://127.0.0.1:%d", HUTCH_EGRESS_PORT);
         for (size_t i = 0; env && i < sizeof(names) / sizeof(names[0]); i++)
             cJSON_AddStringToObject(env, names[i], url);
+        for (size_t i = 0; env && hutch_egress_ca_bundle(rn->req->egress, &blen) &&
+                           i < sizeof(ca_names) / sizeof(ca_names[0]);
+             i++)
+            cJSON_AddStringToObject(env, ca_names[i], HUTCH_EGRESS_BUNDLE_PATH);
     }
     r = queue(rn, msg);
     if (r < 0)

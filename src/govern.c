@@ -450,6 +450,8 @@ void hutch_gov_egress_record(void *arg, const struct hutch_egress_record *rec)
     cJSON_AddStringToObject(extra, "address", rec->address);
     cJSON_AddNumberToObject(extra, "bytes_up", (double)rec->bytes_up);
     cJSON_AddNumberToObject(extra, "bytes_down", (double)rec->bytes_down);
+    if (rec->secret) /* the header's name: never its value */
+        cJSON_AddStringToObject(extra, "secret", rec->secret);
     hutch_audit_log(x->g->audit, "egress", x->principal, x->execution, where,
                     ok ? "allow" : "deny", ok ? NULL : rec->reason, 0, extra);
     cJSON_Delete(extra);

@@ -735,6 +735,9 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     struct hutch_budget_share *share = NULL;
     struct hutch_fair_seat *seat = NULL;
     struct hutch_egress *egress = NULL;
+    const char *bundle;
+    size_t bundle_len = 0;
+    int had_files;
     char reason[600], out_dir[PATH_MAX] = "";
     /* TypeScript runs as JavaScript everywhere but in the runner (the run
      * message names it): the policy, the class and the pool see the
@@ -789,12 +792,24 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
                  hutch_ws_taint(ws));
         hutch_gov_taint(&gx, src);
     }
+    had_files = *tar != NULL;
+    if ((bundle = hutch_egress_ca_bundle(egress, &bundle_len))) {
+        /* The CA the program trusts where hutch adds secrets: hutch's
+         * file, not the program's, so not counted in files_bytes (its
+         * header and blocks taken off below). */
+        if ((!*tar && (r = hutch_tar_new(tar, HUTCH_TAR_IN_MAX_BYTES, err)) < 0) ||
+            (r = hutch_tar_add_bytes(*tar, HUTCH_EGRESS_BUNDLE_REL, bundle, bundle_len,
+                                     0644, err)) < 0)
+            goto fail;
+        bundle_len = 512 + ((bundle_len + 511) & ~(size_t)511);
+    }
     if (*tar && (r = hutch_tar_finish(*tar, &req.tar, &req.tar_len, err)) < 0)
         goto fail;
-    if (req.tar_len > plan->files_bytes) {
+    if (had_files && req.tar_len - (bundle ? bundle_len : 0) > plan->files_bytes) {
         r = hutch_err_set(err, -E2BIG,
                           "files of %zu bytes exceed the policy's files_bytes (%llu)",
-                          req.tar_len, (unsigned long long)plan->files_bytes);
+                          req.tar_len - (bundle ? bundle_len : 0),
+                          (unsigned long long)plan->files_bytes);
         goto fail;
     }
 

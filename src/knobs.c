@@ -54,6 +54,7 @@ static const struct {
     [HUTCH_KNOB_CHOICE] = {NULL, NULL, NULL},
     [HUTCH_KNOB_NAME] = {"NAME", NULL, NULL},
     [HUTCH_KNOB_DIR] = {"DIR", NULL, NULL},
+    [HUTCH_KNOB_FILE] = {"FILE", NULL, NULL},
     [HUTCH_KNOB_SECRET] = {"TOKEN", NULL, NULL},
 };
 

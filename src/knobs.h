@@ -18,6 +18,7 @@ enum hutch_knob_type {
     HUTCH_KNOB_CHOICE, /* one of the row's choices */
     HUTCH_KNOB_NAME,   /* a name, checked where it is used */
     HUTCH_KNOB_DIR,    /* a directory, checked where it is used */
+    HUTCH_KNOB_FILE,   /* a file, checked where it is used */
     HUTCH_KNOB_SECRET, /* never printed; at least min characters */
 };
 

@@ -66,7 +66,8 @@ static const char *const taint_fields[] = {"sources", "sinks", "on_sink", NULL};
 static const char *const workspace_fields[] = {"allow", "max_bytes", "max_count",
                                                "idle_s", NULL};
 static const char *const egress_fields[] = {"allow", "max_bytes", "max_connections",
-                                            NULL};
+                                            "secrets", NULL};
+static const char *const secret_fields[] = {"header", "value", "file", NULL};
 
 static const char *join(char *buf, size_t len, const char *where, const char *key)
 {
@@ -632,10 +633,55 @@ static void v_workspaces(lua_State *L, struct vctx *vc, int t)
     }
 }
 
-/* egress = { allow = { "host[:port]", ... }, max_bytes, max_connections }:
- * what a pattern is and how it matches is egress.c's (egress.h).  The
- * field present turns egress on; without allow, every connection is
- * refused. */
+/* egress.secrets = { ["host[:port]"] = { header = NAME, value = "..${VAR}.."
+ * | file = "/path" }, ... }: checked and expanded by egress.c
+ * (hutch_egress_secret_add), against the rules already read.  No message
+ * holds a value. */
+static void v_secrets(lua_State *L, struct vctx *vc, int t)
+{
+    struct hutch_egress_rules *r = vc->p->egress;
+    char where[HUTCH_EGRESS_MAX_PATTERN + 32], msg[400];
+    size_t count = 0;
+
+    v_table(L, vc, t, "egress.secrets", "secrets");
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        const char *key, *header, *value = NULL, *file = NULL;
+        int e = lua_gettop(L);
+        if (lua_type(L, -2) != LUA_TSTRING)
+            verr(L, vc, "secrets",
+                 "egress.secrets: keys are hosts, as in [\"api.example.com\"] (found "
+                 "%s)",
+                 pol_type_of(L, -2));
+        key = lua_tostring(L, -2);
+        if (++count > HUTCH_EGRESS_MAX_SECRETS)
+            verr(L, vc, "secrets", "egress.secrets: at most %d entries",
+                 HUTCH_EGRESS_MAX_SECRETS);
+        snprintf(where, sizeof(where), "egress.secrets[\"%.*s\"]",
+                 HUTCH_EGRESS_MAX_PATTERN, key);
+        v_table(L, vc, e, where, "secrets");
+        v_fields(L, vc, e, where, secret_fields);
+        snprintf(msg, sizeof(msg), "%s.header", where);
+        pol_rawget_field(L, e, "header");
+        header = v_string(L, vc, -1, msg, "secrets", HUTCH_EGRESS_MAX_HEADER_NAME);
+        if (pol_rawget_field(L, e, "value") != LUA_TNIL) {
+            snprintf(msg, sizeof(msg), "%s.value", where);
+            value = v_string(L, vc, -1, msg, "secrets", HUTCH_EGRESS_MAX_SECRET);
+        }
+        if (pol_rawget_field(L, e, "file") != LUA_TNIL) {
+            snprintf(msg, sizeof(msg), "%s.file", where);
+            file = v_string(L, vc, -1, msg, "secrets", 4096);
+        }
+        if (hutch_egress_secret_add(r, key, header, value, file, msg, sizeof(msg)) < 0)
+            verr(L, vc, "secrets", "%s: %s", where, msg);
+        lua_settop(L, e - 1); /* the key stays for lua_next */
+    }
+}
+
+/* egress = { allow = { "host[:port]", ... }, max_bytes, max_connections,
+ * secrets }: what a pattern is and how it matches is egress.c's
+ * (egress.h).  The field present turns egress on; without allow, every
+ * connection is refused. */
 static void v_egress(lua_State *L, struct vctx *vc, int t)
 {
     static const struct {
@@ -689,6 +735,9 @@ static void v_egress(lua_State *L, struct vctx *vc, int t)
         }
         lua_pop(L, 1);
     }
+    if (pol_rawget_field(L, t, "secrets") != LUA_TNIL)
+        v_secrets(L, vc, lua_gettop(L));
+    lua_pop(L, 1);
 }
 
 static void v_audit(lua_State *L, struct vctx *vc, int t)

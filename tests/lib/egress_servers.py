@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """egress_servers.py DIR — the origin servers of the egress tests, on
 127.0.0.1 only (ephemeral ports): a plain HTTP server and an HTTPS one
-whose certificate (for 127.0.0.1 and tls.test) a CA of the test's own
-signs (DIR/ca.pem; made with the openssl command).  Both answer:
+whose certificate (for 127.0.0.1, tls.test and secret.test) a CA of the
+test's own signs (DIR/ca.pem; made with the openssl command), and two
+HTTPS servers hutch must refuse to talk to: one whose certificate that CA
+signs for another name (other.test), one whose certificate another CA
+(DIR/rogue-ca.pem, trusted by nobody) signs.  All answer:
 
-  /echo          the request line and headers as the server saw them
+  /echo          the request line and headers as the server saw them (an
+                 origin that reflects what it is sent)
   /redirect?to=U a 302 to U
   /bytes?n=N     N bytes of "x"
 
-Writes "HTTP_PORT HTTPS_PORT" to DIR/ports when listening, then serves
-until killed.  Every request line is appended to DIR/requests.log.
+Writes "HTTP_PORT HTTPS_PORT WRONG_NAME_PORT ROGUE_PORT" to DIR/ports when
+listening, then serves until killed.  Every request line is appended to
+DIR/requests.log, and every request's line and headers to DIR/headers.log
+(what the origin received, for the tests to read).
 """
 import http.server
 import os
@@ -31,6 +37,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         with open(os.path.join(DIR, 'requests.log'), 'a') as f:
             f.write(self.requestline + '\n')
+        with open(os.path.join(DIR, 'headers.log'), 'a') as f:
+            f.write(self.requestline + '\n' + str(self.headers))
         u = urllib.parse.urlsplit(self.path)
         q = urllib.parse.parse_qs(u.query)
         if u.path == '/redirect':
@@ -63,29 +71,42 @@ def openssl(*args):
                    stderr=subprocess.DEVNULL)
 
 
+def leaf(name, san, ca):
+    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=' + name, '-keyout',
+            name + '.key', '-out', name + '.csr')
+    with open(os.path.join(DIR, name + '.cnf'), 'w') as f:
+        f.write('subjectAltName=%s\n' % san)
+    openssl('x509', '-req', '-in', name + '.csr', '-CA', ca + '.pem', '-CAkey', ca + '.key',
+            '-CAcreateserial', '-days', '2', '-extfile', name + '.cnf', '-out',
+            name + '.pem')
+
+
 def make_certs():
-    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj',
-            '/CN=hutch egress test CA', '-keyout', 'ca.key', '-out', 'ca.pem')
-    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout',
-            'leaf.key', '-out', 'leaf.csr')
-    with open(os.path.join(DIR, 'ext.cnf'), 'w') as f:
-        f.write('subjectAltName=IP:127.0.0.1,DNS:tls.test\n')
-    openssl('x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key',
-            '-CAcreateserial', '-days', '2', '-extfile', 'ext.cnf', '-out', 'leaf.pem')
+    for ca, cn in (('ca', 'hutch egress test CA'), ('rogue-ca', 'a CA nobody trusts')):
+        openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj',
+                '/CN=' + cn, '-keyout', ca + '.key', '-out', ca + '.pem')
+    leaf('leaf', 'IP:127.0.0.1,DNS:tls.test,DNS:secret.test', 'ca')
+    leaf('other', 'DNS:other.test', 'ca')
+    leaf('rogue', 'DNS:rogue.test', 'rogue-ca')
+
+
+def https_server(name):
+    s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.path.join(DIR, name + '.pem'), os.path.join(DIR, name + '.key'))
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    return s
 
 
 def main():
     make_certs()
-    plain = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-    tls = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(os.path.join(DIR, 'leaf.pem'), os.path.join(DIR, 'leaf.key'))
-    tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
-    for s in (plain, tls):
+    servers = [http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)]
+    servers += [https_server(n) for n in ('leaf', 'other', 'rogue')]
+    for s in servers:
         threading.Thread(target=s.serve_forever, daemon=True).start()
     tmp = os.path.join(DIR, 'ports.tmp')
     with open(tmp, 'w') as f:
-        f.write('%d %d\n' % (plain.server_address[1], tls.server_address[1]))
+        f.write(' '.join(str(s.server_address[1]) for s in servers) + '\n')
     os.rename(tmp, os.path.join(DIR, 'ports'))
     threading.Event().wait()
 

@@ -4,8 +4,10 @@
 # and HTTPS (CONNECT, the origin's certificate checked by the program
 # against the test's own CA), refusals with a message the program can
 # print (a name, a port, a name that resolves to loopback, a redirect to a
-# refused host), the caps, the audit records, and no egress at all without
-# the field.  Origin servers of the test's own on 127.0.0.1
+# refused host), the caps, the audit records, no egress at all without
+# the field, and secrets (egress.secrets): added by hutch outside the
+# sandbox, over TLS it intercepts with the deployment's CA, never seen by
+# the program but where an origin reflects them.  Origin servers of the test's own on 127.0.0.1
 # (tests/lib/egress_servers.py); names resolve through HUTCH_TEST_RESOLVE
 # only: nothing leaves the machine.  On the local executor, or
 # $HUTCH_EXECUTOR (tests/lib/executor.sh).
@@ -24,12 +26,16 @@ trap cleanup EXIT
 SRV=$!
 for _ in $(seq 600); do [ -f "$T/ports" ] && break; sleep 0.1; done
 [ -f "$T/ports" ] || { cat "$T/servers.err"; echo "Bail out! the origin servers did not start"; exit 1; }
-read -r HP SP <"$T/ports"
+read -r HP SP WP RP <"$T/ports"
 CA=$(cat "$T/ca.pem")
 # Names of the test: api.test and tls.test are the servers' address; evil.test
 # would be refused by name anyway.
 export HUTCH_WORKSPACES="$T/ws"
-export HUTCH_TEST_RESOLVE="api.test=127.0.0.1,tls.test=127.0.0.1,meta.test=169.254.169.254"
+export HUTCH_TEST_RESOLVE="api.test=127.0.0.1,tls.test=127.0.0.1,meta.test=169.254.169.254,\
+secret.test=127.0.0.1,wrong.test=127.0.0.1,rogue.test=127.0.0.1"
+# Secrets: hutch's CA in the test's directory; the origins' CA trusted by
+# hutch on the way out (never by the program, unless it says so itself).
+export HUTCH_EGRESS_CA_DIR="$T/egress-ca" HUTCH_EGRESS_TRUST_FILE="$T/ca.pem"
 
 cat >"$T/p.lua" <<EOF
 return {
@@ -226,6 +232,167 @@ print("asked:", get("http://127.0.0.1:'"$HP"'/echo")[:3])' 2>&1)
 else
     not_ok "server-everything is not installed (npm ci in tests/mcp)"
 fi
+
+# --- secrets: added outside the sandbox ------------------------------------------
+# The secret lives in hutch's environment (and a file) only.  secret.test
+# is the echo origin: /echo reflects the request headers it got, so what it
+# answers shows the secret to the program: hutch cannot stop an origin from
+# repeating what it was sent (hutch-policy(5), egress).  Everything else
+# the program can reach must not hold it.
+SECRET="hutch-secret-$RANDOM$RANDOM$RANDOM"
+export HUTCH_EGRESS_TEST_TOKEN="$SECRET"
+printf '%s\n' "file-$SECRET" >"$T/key.txt"
+cat >"$T/sec.lua" <<LUA
+return { egress = {
+  allow = { "secret.test:$SP", "tls.test:$SP", "wrong.test:$WP", "rogue.test:$RP",
+            "127.0.0.1:$SP", "127.0.0.1:$WP", "127.0.0.1:$RP" },
+  secrets = {
+    ["secret.test:$SP"] = { header = "Authorization", value = "Bearer \${HUTCH_EGRESS_TEST_TOKEN}" },
+    ["wrong.test:$WP"] = { header = "X-Key", file = "$T/key.txt" },
+    ["rogue.test:$RP"] = { header = "X-Key", file = "$T/key.txt" },
+    ["127.0.0.1:$SP"] = { header = "X-Key", file = "$T/key.txt" },
+  } } }
+LUA
+: >"$T/headers.log"
+erun sec "$GET"'
+import os, urllib.request
+print("echo:", get("https://secret.test:'"$SP"'/echo"))
+print("mine:", get(urllib.request.Request("https://secret.test:'"$SP"'/echo?mine",
+    headers={"authorization": "Bearer the-programs-own", "X-Other": "kept"})))
+r = get("https://secret.test:'"$SP"'/bytes?n=10")
+print("bytes:", r[:40], "'"$SECRET"'" in r)
+print("env holds it:", "'"$SECRET"'" in repr(dict(os.environ)))
+print("by address:", get("https://127.0.0.1:'"$SP"'/bytes?n=1"))
+print("ca env:", os.environ["SSL_CERT_FILE"], os.environ["REQUESTS_CA_BUNDLE"],
+      os.environ["NODE_EXTRA_CA_CERTS"], os.environ["CURL_CA_BUNDLE"])'
+stdout=$(echo "$OUT" | json stdout)
+like "a secret: the request reaches the origin through hutch's TLS, trusted by the program's defaults" \
+    "$stdout" "echo: 200 GET /echo HTTP/1.1"
+is "  the origin received the secret's header once per request, from hutch's environment" \
+    "$(grep -c "^Authorization: Bearer $SECRET\$" "$T/headers.log")" 3
+like "  the program is told where the bundle is (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE)" \
+    "$stdout" "ca env: /work/.hutch/ca-bundle.pem /work/.hutch/ca-bundle.pem /work/.hutch/ca-bundle.pem /work/.hutch/ca-bundle.pem"
+unlike "  a header of that name the program sent is replaced, not doubled" \
+    "$(cat "$T/headers.log")" "the-programs-own"
+like "  its other headers go through" "$(cat "$T/headers.log")" "X-Other: kept"
+like "  the origin saw Connection: close" "$(cat "$T/headers.log")" "Connection: close"
+like "an echo origin reflects the secret to the program: hutch cannot stop an origin repeating it" \
+    "$stdout" "Authorization: Bearer $SECRET"
+like "  an origin that does not reflect it: the answer holds no secret" "$stdout" \
+    "bytes: 200 xxxxxxxxxx False"
+like "  nor does the program's environment" "$stdout" "env holds it: False"
+like "a secret for an IP literal: hutch's certificate names the address" "$stdout" "by address: 200 x"
+is "  its value read from a file, the trailing newline dropped" \
+    "$(grep -c "^X-Key: file-$SECRET\$" "$T/headers.log")" 1
+audit=$(grep '"event":"egress"' "$T/audit.jsonl" | grep secret.test | tail -1)
+like "audit: the record names the secret's header, by name" "$audit" '"secret":"Authorization"'
+unlike "  and never its value" "$(cat "$T/audit.jsonl")" "$SECRET"
+
+# Every file the program can read, and every process's environment and
+# command line it can see: no secret (the echo origin is not asked here).
+erun sec '
+import os
+secret = b"'"$SECRET"'"
+found, seen = [], 0
+def look(path):
+    global seen
+    try:
+        with open(path, "rb") as f:
+            data = f.read(4 << 20)
+    except OSError:
+        return
+    seen += 1
+    if secret in data:
+        found.append(path)
+for top in ("/work", "/tmp", "/run", "/etc", "/home", "/root", "/var", "/opt", "/dev/shm"):
+    for d, dirs, files in os.walk(top):
+        for f in files:
+            look(os.path.join(d, f))
+for pid in os.listdir("/proc"):
+    if pid.isdigit() or pid == "self":
+        for f in ("environ", "cmdline"):
+            look("/proc/%s/%s" % (pid, f))
+print("read", seen > 10, "found", found)'
+like "the secret is in no file the program can read (/work, /tmp, /run, /etc, /proc/*/environ, ...)" \
+    "$(echo "$OUT" | json stdout)" "read True found []"
+
+# The program sees hutch's certificate only where hutch adds a secret; a
+# host without one is a plain tunnel, the origin's own certificate checked
+# by the test's CA (not hutch's).
+erun sec '
+import socket, ssl
+def issuer(host, port, ctx):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(("CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (host, port, host, port)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    t = ctx.wrap_socket(s, server_hostname=host)
+    cn = dict(x[0] for x in t.getpeercert()["issuer"])["commonName"]
+    t.close()
+    return cn
+test_ca = ssl.create_default_context(cadata="""'"$CA"'""")
+print("plain:", issuer("tls.test", '"$SP"', test_ca))
+print("secret:", issuer("secret.test", '"$SP"', ssl.create_default_context()))'
+stdout=$(echo "$OUT" | json stdout)
+like "a host without a secret is tunnelled: the program verifies the origin's certificate by the test CA" \
+    "$stdout" "plain: hutch egress test CA"
+like "a host with one: the program sees hutch's CA, which its bundle trusts" "$stdout" \
+    "secret: hutch egress CA"
+is "hutch's CA is kept in HUTCH_EGRESS_CA_DIR, its key 0600" \
+    "$(stat -c %a "$T/egress-ca/ca.key")" 600
+
+# The origin's certificate is verified: another name, an untrusted CA.
+: >"$T/headers.log"
+erun sec "$GET"'
+print("wrong:", get("https://wrong.test:'"$WP"'/echo"))
+print("rogue:", get("https://rogue.test:'"$RP"'/echo"))'
+stdout=$(echo "$OUT" | json stdout)
+like "an origin whose certificate names another host: 502, saying why" "$stdout" \
+    "wrong: 502 hutch egress: TLS to wrong.test:$WP (127.0.0.1): its certificate does not verify: hostname mismatch"
+like "an origin whose certificate no trusted CA signed: 502, saying why" "$stdout" \
+    "rogue: 502 hutch egress: TLS to rogue.test:$RP (127.0.0.1): its certificate does not verify: unable to get local issuer certificate"
+unlike "  neither was sent the secret" "$(cat "$T/headers.log")" "X-Key"
+
+# What the program sets in its environment changes nothing in hutch (the
+# bug class of OpenSandbox PR #1194): not the secret's variable, not
+# hutch's trust or CA directory, not the proxy it is told.
+: >"$T/headers.log"
+erun sec "$GET"'
+import os
+os.environ["HUTCH_EGRESS_TEST_TOKEN"] = "from-the-sandbox"
+os.environ["HUTCH_EGRESS_TRUST_FILE"] = "/work/evil.pem"
+os.environ["HUTCH_EGRESS_CA_DIR"] = "/tmp/evil-ca"
+os.environ["SSLKEYLOGFILE"] = "/tmp/keys"
+os.environ["HTTPS_PROXY"] = os.environ["HTTPS_PROXY"] + "/"
+print("echo:", get("https://secret.test:'"$SP"'/echo")[:3])
+print("rogue:", get("https://rogue.test:'"$RP"'/echo")[:3])'
+stdout=$(echo "$OUT" | json stdout)
+like "variables the program sets: the secret is still hutch's" "$(cat "$T/headers.log")" \
+    "Authorization: Bearer $SECRET"
+unlike "  not the program's" "$(cat "$T/headers.log")" "from-the-sandbox"
+like "  and hutch's trust is still its own" "$stdout" "rogue: 502"
+
+# The policy: a secret is checked when it loads, and never shown.
+pcheck() { # LUA: hutch policy check on egress = { allow = ..., LUA }
+    printf 'return { egress = { allow = { "secret.test" }, %s } }\n' "$1" >"$T/pc.lua"
+    run_hutch policy check "$T/pc.lua"
+}
+pcheck 'secrets = { ["secret.test"] = { header = "Authorization", value = "Bearer ${HUTCH_EGRESS_TEST_TOKEN}" } }'
+is "policy check: a secret from hutch's environment loads" "$RC" 0
+unlike "  and the check shows nothing of it" "$OUT$ERR" "$SECRET"
+pcheck 'secrets = { ["secret.test"] = { header = "Authorization", value = "Bearer ${HUTCH_EGRESS_UNSET_VAR}" } }'
+like "an unset variable: a load error naming it" "$ERR" 'HUTCH_EGRESS_UNSET_VAR} is not set'
+pcheck 'secrets = { ["evil.test"] = { header = "X-Key", value = "v" } }'
+like "a secret for a host no rule admits: an error" "$ERR" "no rule of egress.allow admits evil.test"
+pcheck 'secrets = { ["*.test"] = { header = "X-Key", value = "v" } }'
+like "a wildcard: an error (a secret goes to one host)" "$ERR" "a secret goes to one host"
+pcheck 'secrets = { ["secret.test"] = { header = "Host", value = "v" } }'
+like "a header hutch sets itself: an error" "$ERR" "hutch sets or drops Host itself"
+printf 'line1\nline2-%s\n' "$SECRET" >"$T/bad.txt"
+pcheck 'secrets = { ["secret.test"] = { header = "X-Key", file = "'"$T/bad.txt"'" } }'
+like "a value with a newline: an error" "$ERR" "control character"
+unlike "  that does not show the value" "$ERR" "$SECRET"
 
 # --- JavaScript: the same proxy, through the variable -----------------------------
 run_hutch run --json --policy "$T/p.lua" --lang javascript -e '

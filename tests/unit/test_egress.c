@@ -547,6 +547,133 @@ static void test_head(void)
     hutch_buf_free(&out);
 }
 
+/* Secrets: the key, the header, ${NAME}, a file; the head inside a tunnel
+ * and its rewrite. */
+static void test_secrets(void)
+{
+    struct hutch_egress_rules *r = hutch_egress_rules_new(3);
+    const struct hutch_egress_secret *sec;
+    struct hutch_egress_head h;
+    char msg[300], out[1024], path[] = "/tmp/test_egress_secret.XXXXXX";
+    const char *req;
+    size_t n = 0;
+    int fd;
+
+    for (int i = 0; i < 3; i++)
+        hutch_egress_rule_parse(i == 0   ? "api.test"
+                                : i == 1 ? "127.0.0.1:8443"
+                                         : "*.w.test",
+                                &r->rule[r->n++], msg, sizeof(msg));
+    setenv("TEST_EGRESS_TOKEN", "tok-123", 1);
+    unsetenv("TEST_EGRESS_UNSET");
+    setenv("TEST_EGRESS_EMPTY", "", 1);
+    ok(hutch_egress_secret_add(r, "api.test", "Authorization",
+                               "Bearer ${TEST_EGRESS_TOKEN}!", NULL, msg,
+                               sizeof(msg)) == 0 &&
+           !strcmp(r->secret[0].value, "Bearer tok-123!") &&
+           r->secret[0].value_len == 15,
+       "${NAME} expands from the environment (%s)", msg);
+    ok(hutch_egress_secret_add(r, "api.test:443", "X", "${TEST_EGRESS_UNSET}", NULL,
+                               msg, sizeof(msg)) == -EINVAL &&
+           strstr(msg, "${TEST_EGRESS_UNSET} is not set"),
+       "an unset variable names itself (%s)", msg);
+    ok(hutch_egress_secret_add(r, "api.test:443", "X", "a${TEST_EGRESS_EMPTY}", NULL,
+                               msg, sizeof(msg)) == -EINVAL &&
+           strstr(msg, "is empty"),
+       "an empty variable too");
+    ok(hutch_egress_secret_add(r, "api.test:443", "X", "${1A}", NULL, msg,
+                               sizeof(msg)) == -EINVAL &&
+           hutch_egress_secret_add(r, "api.test:443", "X", "${A", NULL, msg,
+                                   sizeof(msg)) == -EINVAL,
+       "a bad ${...}");
+    ok(hutch_egress_secret_add(r, "api.test", "X", "v", NULL, msg, sizeof(msg)) ==
+               -EINVAL &&
+           strstr(msg, "second secret"),
+       "a host given twice (%s)", msg);
+    ok(hutch_egress_secret_add(r, "other.test", "X", "v", NULL, msg, sizeof(msg)) ==
+               -EINVAL &&
+           strstr(msg, "no rule of egress.allow admits other.test"),
+       "a host no rule admits (%s)", msg);
+    ok(hutch_egress_secret_add(r, "api.test:8080", "X", "v", NULL, msg, sizeof(msg)) ==
+           -EINVAL,
+       "nor at a port no rule admits");
+    ok(hutch_egress_secret_add(r, "*.w.test", "X", "v", NULL, msg, sizeof(msg)) ==
+               -EINVAL &&
+           strstr(msg, "one host"),
+       "a wildcard key");
+    ok(hutch_egress_secret_add(r, "a.w.test", "X Y", "v", NULL, msg, sizeof(msg)) ==
+               -EINVAL &&
+           hutch_egress_secret_add(r, "a.w.test", "Transfer-Encoding", "v", NULL, msg,
+                                   sizeof(msg)) == -EINVAL &&
+           hutch_egress_secret_add(r, "a.w.test", "proxy-authorization", "v", NULL, msg,
+                                   sizeof(msg)) == -EINVAL,
+       "a header that is no token, or one hutch sets or drops");
+    ok(hutch_egress_secret_add(r, "a.w.test", "X", "v\r\nY: z", NULL, msg,
+                               sizeof(msg)) == -EINVAL &&
+           !strstr(msg, "Y: z"),
+       "a value with CR LF: refused, not shown (%s)", msg);
+    ok(hutch_egress_secret_add(r, "a.w.test", "X", "v", "/etc/hostname", msg,
+                               sizeof(msg)) == -EINVAL &&
+           hutch_egress_secret_add(r, "a.w.test", "X", NULL, NULL, msg, sizeof(msg)) ==
+               -EINVAL,
+       "value and file: exactly one");
+    fd = mkstemp(path);
+    ok(fd >= 0 && write(fd, "from-file\r\n", 11) == 11, "a secret file");
+    close(fd);
+    ok(hutch_egress_secret_add(r, "127.0.0.1:8443", "X-Key", NULL, path, msg,
+                               sizeof(msg)) == 0 &&
+           !strcmp(r->secret[1].value, "from-file"),
+       "file: read at once, its line end dropped (%s)", msg);
+    unlink(path);
+    ok(hutch_egress_secret_add(r, "a.w.test", "X", NULL, "relative", msg,
+                               sizeof(msg)) == -EINVAL,
+       "file: an absolute path");
+    ok(r->nsecrets == 2, "refusals add nothing");
+
+    sec = hutch_egress_secret_find(r, "API.test.", 443);
+    ok(sec && !strcmp(sec->header, "Authorization"),
+       "find: by name, any case, any port");
+    ok(hutch_egress_secret_find(r, "::ffff:127.0.0.1", 8443) &&
+           !hutch_egress_secret_find(r, "127.0.0.1", 443) &&
+           !hutch_egress_secret_find(r, "x.api.test", 443),
+       "find: an address at its port; no other host");
+
+    req = "POST /v1/x?y=1 HTTP/1.1\r\nHost: evil.test\r\nauthorization: mine\r\n"
+          "AUTHORIZATION: again\r\nContent-Length: 2\r\nConnection: keep-alive\r\n"
+          "Proxy-Authorization: p\r\n\r\nhi";
+    ok(hutch_egress_parse_inner(req, strlen(req), &h) == 1 &&
+           h.form == HUTCH_EGRESS_FORM_ORIGIN && h.head_len == strlen(req) - 2,
+       "inner: origin form");
+    ok(hutch_egress_rewrite_inner(&h, req, "api.test", 443, sec, out, sizeof(out),
+                                  &n) == 0 &&
+           n == strlen("POST /v1/x?y=1 HTTP/1.1\r\nHost: api.test\r\nContent-Length: "
+                       "2\r\nAuthorization: Bearer tok-123!\r\nConnection: "
+                       "close\r\n\r\n") &&
+           !memcmp(out,
+                   "POST /v1/x?y=1 HTTP/1.1\r\nHost: api.test\r\nContent-Length: "
+                   "2\r\nAuthorization: Bearer tok-123!\r\nConnection: close\r\n\r\n",
+                   n),
+       "rewrite: Host the tunnel's, the program's headers of that name dropped, the "
+       "secret's added once (got %.*s)",
+       (int)n, out);
+    ok(hutch_egress_rewrite_inner(&h, req, "::1", 8443, sec, out, sizeof(out), &n) ==
+               0 &&
+           strstr(out, "Host: [::1]:8443\r\n"),
+       "rewrite: another port, an IPv6 host");
+    ok(hutch_egress_rewrite_inner(&h, req, "api.test", 443, sec, out, 40, &n) == -E2BIG,
+       "rewrite: too small a buffer");
+    req = "GET http://api.test/ HTTP/1.1\r\n\r\n";
+    ok(hutch_egress_parse_inner(req, strlen(req), &h) == -EINVAL,
+       "inner: no absolute form");
+    req = "CONNECT api.test:443 HTTP/1.1\r\n\r\n";
+    ok(hutch_egress_parse_inner(req, strlen(req), &h) == -EINVAL, "inner: no CONNECT");
+    req = "TRACE / HTTP/1.1\r\n\r\n";
+    ok(hutch_egress_parse_inner(req, strlen(req), &h) == -EINVAL &&
+           h.refusal == HUTCH_EGRESS_REFUSED_METHOD,
+       "inner: TRACE refused (it would send the secret back)");
+    hutch_egress_rules_free(r);
+}
+
 /* --- the engine --- */
 
 static void test_connect_tunnel(void)
@@ -910,6 +1037,7 @@ int main(void)
     test_match();
     test_addr_class();
     test_head();
+    test_secrets();
     test_connect_tunnel();
     test_plain_http();
     test_refusals();
