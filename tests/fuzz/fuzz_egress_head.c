@@ -7,7 +7,10 @@
  * to a head that ends with "Connection: close" and carries no Proxy-* line
  * and one Host line; a refusal always says why, in printable ASCII.  The
  * input's first line is also tried as a pattern: one that parses prints
- * back to a pattern that parses to the same rule. */
+ * back to a pattern that parses to the same rule.  The input is also parsed
+ * as a request inside an intercepted tunnel (hutch_egress_parse_inner): one
+ * that parses rewrites with the secret's header exactly once, the program's
+ * headers of that name gone, "Connection: close" last. */
 #include <strings.h>
 
 #include "buf.h"
@@ -15,6 +18,10 @@
 #include "fuzz.h"
 
 static struct hutch_egress_rules *rules;
+static struct hutch_egress_secret secret = {.host = "api.github.com",
+                                            .header = "Authorization",
+                                            .value = "Bearer S3CRET",
+                                            .value_len = 13};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -76,6 +83,32 @@ static void check_head(const char *d, size_t size, const struct hutch_egress_hea
     hutch_buf_free(&out);
 }
 
+static void check_inner(const char *d, size_t size)
+{
+    static char out[HUTCH_EGRESS_MAX_INNER_OUT];
+    struct hutch_egress_head h;
+    size_t n = 0, found = 0;
+    int r = hutch_egress_parse_inner(d, size, &h);
+
+    fuzz_assert(r == 1 || r == 0 || r == -EINVAL);
+    if (r != 1)
+        return;
+    fuzz_assert(h.form == HUTCH_EGRESS_FORM_ORIGIN && in_head(&h, h.path));
+    fuzz_assert(strcmp(h.method, "CONNECT") && strcmp(h.method, "TRACE"));
+    fuzz_assert(hutch_egress_rewrite_inner(&h, d, "api.github.com", 443, &secret, out,
+                                           sizeof(out), &n) == 0);
+    fuzz_assert(n >= 23 && !memcmp(out + n - 23, "\r\nConnection: close\r\n\r\n", 23));
+    for (const char *line = memchr(out, '\n', n) + 1; line < out + n;
+         line = memchr(line, '\n', (size_t)(out + n - line)) + 1) {
+        if (!strncasecmp(line, "authorization:", 14)) {
+            fuzz_assert(!strncmp(line, "Authorization: Bearer S3CRET\r\n", 30));
+            found++;
+        }
+        fuzz_assert(strncasecmp(line, "proxy-", 6));
+    }
+    fuzz_assert(found == 1);
+}
+
 static void check_pattern(const uint8_t *data, size_t size)
 {
     char pat[HUTCH_EGRESS_MAX_PATTERN + 2], back[HUTCH_EGRESS_MAX_PATTERN + 16],
@@ -118,6 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     h2.head_len == h.head_len && h2.port == h.port &&
                     !strcmp(h2.host, h.host));
     }
+    check_inner(d, size);
     check_pattern(data, size);
     return 0;
 }
