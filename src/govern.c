@@ -290,7 +290,9 @@ void hutch_plan_resolve(struct hutch_policy *p, const struct hutch_policy_decisi
         plan->output_default = plan->output_max;
     plan->files_bytes = lim->files_bytes;
     plan->workspaces = *hutch_policy_workspaces(p);
-    plan->egress = hutch_policy_egress(p);
+    plan->egress = d && d->egress_off
+                       ? NULL
+                       : hutch_policy_egress_of(p, principal ? principal : "local");
 
     hutch_policy_concurrency(p, principal ? principal : "local", &plan->concurrency);
     plan->has_principals = hutch_policy_has_principals(p);

@@ -105,6 +105,7 @@ static void policy_free(struct hutch_policy *p)
         if (p->principals[i].token)
             explicit_bzero(p->principals[i].token, p->principals[i].token_len);
         free(p->principals[i].token);
+        hutch_egress_rules_free(p->principals[i].egress);
     }
     free(p->principals);
     struct glob *lists[] = {p->allow, p->deny, p->secret, p->sources, p->sinks};
@@ -382,6 +383,21 @@ const struct hutch_policy_path *hutch_policy_path_at(const struct hutch_policy *
 const struct hutch_egress_rules *hutch_policy_egress(const struct hutch_policy *p)
 {
     return p ? p->egress : NULL;
+}
+
+const struct hutch_egress_rules *hutch_policy_egress_of(const struct hutch_policy *p,
+                                                        const char *principal)
+{
+    for (size_t i = 0; p && principal && i < p->nprincipals; i++) {
+        if (strcmp(p->principals[i].name, principal))
+            continue;
+        if (p->principals[i].egress_off)
+            return NULL;
+        if (p->principals[i].egress)
+            return p->principals[i].egress;
+        break;
+    }
+    return hutch_policy_egress(p);
 }
 
 int hutch_policy_direct_tools(const struct hutch_policy *p)
@@ -885,7 +901,7 @@ static uint64_t get_limit(const struct hutch_policy_limits *l, const char *key)
 /* {executor = "...", limits = {...}}: adjustments, checked like the file. */
 static void read_adjustments(lua_State *L, int t, struct exec_ctx *c)
 {
-    static const char *const fields[] = {"executor", "limits", NULL};
+    static const char *const fields[] = {"executor", "limits", "egress", NULL};
     struct verdict *v = &c->v;
     char msg[256];
 
@@ -905,7 +921,7 @@ static void read_adjustments(lua_State *L, int t, struct exec_ctx *c)
         if (!k || !*f) {
             set_reason(v->reason, sizeof(v->reason), v->code = -EPROTO,
                        "policy error: on_execute returned an unknown field \"%s\" "
-                       "(expected executor, limits)",
+                       "(expected executor, limits, egress)",
                        k ? k : "?");
             lua_pop(L, 1);
             return;
@@ -922,6 +938,18 @@ static void read_adjustments(lua_State *L, int t, struct exec_ctx *c)
         }
         snprintf(c->out->executor, sizeof(c->out->executor), "%s", s);
         c->out->executor_from_hook = 1;
+    }
+    lua_pop(L, 1);
+    /* egress = false: none for this execution (never more than the
+     * principal's: a hook can only take it away). */
+    if (pol_rawget_field(L, t, "egress") != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TBOOLEAN || lua_toboolean(L, -1)) {
+            set_reason(v->reason, sizeof(v->reason), v->code = -EPROTO,
+                       "policy error: on_execute returned egress other than false "
+                       "(a hook may only take egress away)");
+            return;
+        }
+        c->out->egress_off = 1;
     }
     lua_pop(L, 1);
     if (pol_rawget_field(L, t, "limits") != LUA_TNIL) {

@@ -116,6 +116,10 @@ void hutch_policy_concurrency(const struct hutch_policy *p, const char *principa
  * policy (valid while a reference is held); NULL when the policy has no
  * `egress` field: egress is off. */
 const struct hutch_egress_rules *hutch_policy_egress(const struct hutch_policy *p);
+/* The egress of `principal`: its entry's own (principals[i].egress), none
+ * when that is false, else the policy's. */
+const struct hutch_egress_rules *hutch_policy_egress_of(const struct hutch_policy *p,
+                                                        const char *principal);
 /* 1 when the policy lists principals (then HTTP needs one of their tokens). */
 int hutch_policy_has_principals(const struct hutch_policy *p);
 unsigned hutch_policy_nprincipals(const struct hutch_policy *p);
@@ -137,6 +141,7 @@ struct hutch_policy_exec {
 struct hutch_policy_decision {
     char executor[64];
     int executor_from_hook; /* on_execute named it (else the policy's) */
+    int egress_off;         /* on_execute returned egress = false */
     struct hutch_policy_limits limits;
 };
 /* 0 allowed (*out filled), -EPERM refused with `reason`, other negative on

@@ -39,6 +39,8 @@ struct principal {
     char *token;
     size_t token_len;
     struct hutch_policy_concurrency conc; /* its own; 0: the policy's */
+    struct hutch_egress_rules *egress;    /* its own; NULL: the policy's */
+    int egress_off;                       /* egress = false: none for it */
 };
 
 struct lstate {

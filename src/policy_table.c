@@ -57,7 +57,8 @@ const char *const pol_limit_fields[] = {"timeout_ms",   "memory_mb",   "cpus", "
                                         "output_bytes", "files_bytes", NULL};
 static const char *const tools_fields[] = {"allow", "deny", NULL};
 static const char *const path_fields[] = {"host", "sandbox", "mode", NULL};
-static const char *const principal_fields[] = {"name", "token", "concurrency", NULL};
+static const char *const principal_fields[] = {"name", "token", "concurrency", "egress",
+                                               NULL};
 static const char *const concurrency_fields[] = {"executions", "queued", NULL};
 static const char *const rate_fields[] = {"executions_per_minute",
                                           "tool_calls_per_minute", NULL};
@@ -491,6 +492,9 @@ static void v_concurrency(lua_State *L, struct vctx *vc, int t, const char *wher
     }
 }
 
+static void v_egress(lua_State *L, struct vctx *vc, int t, const char *at,
+                     struct hutch_egress_rules **out);
+
 static void v_principals(lua_State *L, struct vctx *vc, int t)
 {
     struct hutch_policy *p = vc->p;
@@ -558,6 +562,19 @@ static void v_principals(lua_State *L, struct vctx *vc, int t)
         if (pol_rawget_field(L, e_top, "concurrency") != LUA_TNIL)
             v_concurrency(L, vc, e_top + 3,
                           join(full, sizeof(full), name, "concurrency"), &pr->conc);
+        /* Its own egress replaces the policy's; false: none for it. */
+        if (pol_rawget_field(L, e_top, "egress") != LUA_TNIL) {
+            join(full, sizeof(full), name, "egress");
+            if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1))
+                pr->egress_off = 1;
+            else if (lua_type(L, -1) == LUA_TBOOLEAN)
+                verr(L, vc, "egress",
+                     "%s: true is not a table of rules (give a table, or false for "
+                     "none)",
+                     full);
+            else
+                v_egress(L, vc, lua_gettop(L), full, &pr->egress);
+        }
         lua_settop(L, e_top - 1);
     }
 }
@@ -637,27 +654,28 @@ static void v_workspaces(lua_State *L, struct vctx *vc, int t)
  * | file = "/path" }, ... }: checked and expanded by egress.c
  * (hutch_egress_secret_add), against the rules already read.  No message
  * holds a value. */
-static void v_secrets(lua_State *L, struct vctx *vc, int t)
+static void v_secrets(lua_State *L, struct vctx *vc, int t, const char *at,
+                      struct hutch_egress_rules *r)
 {
-    struct hutch_egress_rules *r = vc->p->egress;
     char where[HUTCH_EGRESS_MAX_PATTERN + 32], msg[400];
     size_t count = 0;
 
-    v_table(L, vc, t, "egress.secrets", "secrets");
+    snprintf(where, sizeof(where), "%s.secrets", at);
+    v_table(L, vc, t, where, "secrets");
     lua_pushnil(L);
     while (lua_next(L, t)) {
         const char *key, *header, *value = NULL, *file = NULL;
         int e = lua_gettop(L);
         if (lua_type(L, -2) != LUA_TSTRING)
             verr(L, vc, "secrets",
-                 "egress.secrets: keys are hosts, as in [\"api.example.com\"] (found "
+                 "%s.secrets: keys are hosts, as in [\"api.example.com\"] (found "
                  "%s)",
-                 pol_type_of(L, -2));
+                 at, pol_type_of(L, -2));
         key = lua_tostring(L, -2);
         if (++count > HUTCH_EGRESS_MAX_SECRETS)
-            verr(L, vc, "secrets", "egress.secrets: at most %d entries",
+            verr(L, vc, "secrets", "%s.secrets: at most %d entries", at,
                  HUTCH_EGRESS_MAX_SECRETS);
-        snprintf(where, sizeof(where), "egress.secrets[\"%.*s\"]",
+        snprintf(where, sizeof(where), "%s.secrets[\"%.*s\"]", at,
                  HUTCH_EGRESS_MAX_PATTERN, key);
         v_table(L, vc, e, where, "secrets");
         v_fields(L, vc, e, where, secret_fields);
@@ -682,7 +700,8 @@ static void v_secrets(lua_State *L, struct vctx *vc, int t)
  * secrets }: what a pattern is and how it matches is egress.c's
  * (egress.h).  The field present turns egress on; without allow, every
  * connection is refused. */
-static void v_egress(lua_State *L, struct vctx *vc, int t)
+static void v_egress(lua_State *L, struct vctx *vc, int t, const char *at,
+                     struct hutch_egress_rules **out)
 {
     static const struct {
         const char *name;
@@ -691,26 +710,26 @@ static void v_egress(lua_State *L, struct vctx *vc, int t)
         {"max_bytes", 1, HUTCH_EGRESS_MAX_BYTES},
         {"max_connections", 1, HUTCH_EGRESS_MAX_CONNECTIONS},
     };
-    struct hutch_policy *p = vc->p;
-    char item[64], msg[192];
+    char item[96], msg[192];
     size_t n = 0;
     int a;
 
-    v_table(L, vc, t, "egress", "egress");
-    v_fields(L, vc, t, "egress", egress_fields);
+    v_table(L, vc, t, at, "egress");
+    v_fields(L, vc, t, at, egress_fields);
     a = lua_gettop(L) + 1;
     if (pol_rawget_field(L, t, "allow") != LUA_TNIL)
-        n = v_list(L, vc, a, "egress.allow", "allow", HUTCH_EGRESS_MAX_RULES);
-    if (!(p->egress = hutch_egress_rules_new(n)))
+        n = v_list(L, vc, a, join(item, sizeof(item), at, "allow"), "allow",
+                   HUTCH_EGRESS_MAX_RULES);
+    if (!(*out = hutch_egress_rules_new(n)))
         verr(L, vc, NULL, "out of memory");
     for (size_t i = 1; i <= n; i++) {
         const char *pat;
-        snprintf(item, sizeof(item), "egress.allow[%zu]", i);
+        snprintf(item, sizeof(item), "%s.allow[%zu]", at, i);
         lua_rawgeti(L, a, (lua_Integer)i);
         pat = v_string(L, vc, -1, item, "allow", HUTCH_EGRESS_MAX_PATTERN);
-        if (hutch_egress_rule_parse(pat, &p->egress->rule[i - 1], msg, sizeof(msg)) < 0)
+        if (hutch_egress_rule_parse(pat, &(*out)->rule[i - 1], msg, sizeof(msg)) < 0)
             verr(L, vc, "allow", "%s: \"%s\": %s", item, pat, msg);
-        p->egress->n++;
+        (*out)->n++;
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
@@ -721,22 +740,21 @@ static void v_egress(lua_State *L, struct vctx *vc, int t)
             if (lua_type(L, -1) == LUA_TNUMBER)
                 v = lua_tointegerx(L, -1, &isint);
             if (!isint)
-                verr(L, vc, spec[i].name, "egress.%s: expected an integer, got %s",
+                verr(L, vc, spec[i].name, "%s.%s: expected an integer, got %s", at,
                      spec[i].name, pol_type_of(L, -1));
             if (v < 0 || (uint64_t)v < spec[i].min || (uint64_t)v > spec[i].max)
-                verr(L, vc, spec[i].name,
-                     "egress.%s: %lld is out of range (%llu to %llu)", spec[i].name,
-                     (long long)v, (unsigned long long)spec[i].min,
+                verr(L, vc, spec[i].name, "%s.%s: %lld is out of range (%llu to %llu)",
+                     at, spec[i].name, (long long)v, (unsigned long long)spec[i].min,
                      (unsigned long long)spec[i].max);
             if (i == 0)
-                p->egress->max_bytes = (uint64_t)v;
+                (*out)->max_bytes = (uint64_t)v;
             else
-                p->egress->max_connections = (uint32_t)v;
+                (*out)->max_connections = (uint32_t)v;
         }
         lua_pop(L, 1);
     }
     if (pol_rawget_field(L, t, "secrets") != LUA_TNIL)
-        v_secrets(L, vc, lua_gettop(L));
+        v_secrets(L, vc, lua_gettop(L), at, *out);
     lua_pop(L, 1);
 }
 
@@ -1010,7 +1028,7 @@ void pol_validate(lua_State *L, struct vctx *vc, int t)
         v_taint(L, vc, lua_gettop(L));
     lua_pop(L, 1);
     if (pol_rawget_field(L, t, "egress") != LUA_TNIL)
-        v_egress(L, vc, lua_gettop(L));
+        v_egress(L, vc, lua_gettop(L), "egress", &p->egress);
     lua_pop(L, 1);
     if (pol_rawget_field(L, t, "on_execute") != LUA_TNIL && !lua_isfunction(L, -1))
         verr(L, vc, "on_execute", "on_execute: expected a function, got %s",

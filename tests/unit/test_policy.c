@@ -871,6 +871,56 @@ static void test_taint(void)
     load_fails("return { taint = \"web.*\" }", "taint", "taint not a table");
 }
 
+/* egress per principal: its own table replaces the policy's, false takes it
+ * away; on_execute may only take it away for one execution. */
+static void test_egress_principals(void)
+{
+    struct hutch_policy_exec req = {
+        .principal = "bob", .execution = "x", .language = "python"};
+    struct hutch_policy_decision d;
+    struct hutch_policy *p = must_load(
+        "return { egress = { allow = { 'api.github.com' } },\n"
+        "  principals = {\n"
+        "  { name = 'alice', token = 'alice-token-0123456789abcdef',\n"
+        "    egress = { allow = { 'pypi.org:443', '127.0.0.1:8080' }, max_connections "
+        "= 3 } },\n"
+        "  { name = 'bob', token = 'bob-token-0123456789abcdef', egress = false },\n"
+        "  { name = 'carol', token = 'carol-token-0123456789abcdef' } },\n"
+        "  on_execute = function(r) if r.principal == 'carol' then return { egress = "
+        "false } end\n"
+        "    return true end }");
+    const struct hutch_egress_rules *a = hutch_policy_egress_of(p, "alice");
+    ok(a && a->n == 2 && a->max_connections == 3, "alice: her own egress");
+    ok(!hutch_policy_egress_of(p, "bob"), "bob: egress = false, none");
+    a = hutch_policy_egress_of(p, "carol");
+    ok(a && a->n == 1, "carol: the policy's");
+    ok(hutch_policy_egress_of(p, "nobody") == hutch_policy_egress(p),
+       "an unknown principal: the policy's");
+    ok(hutch_policy_check_execute(p, &req, &d, reason, sizeof(reason)) == 0 &&
+           !d.egress_off,
+       "on_execute true: egress left as it is");
+    req.principal = "carol";
+    ok(hutch_policy_check_execute(p, &req, &d, reason, sizeof(reason)) == 0 &&
+           d.egress_off,
+       "on_execute { egress = false }: none for this execution");
+    hutch_policy_unref(p);
+
+    p = must_load("return { on_execute = function() return { egress = { allow = { "
+                  "'x.org' } } } end }");
+    ok(hutch_policy_check_execute(p, &req, &d, reason, sizeof(reason)) < 0 &&
+           strstr(reason, "may only take egress away"),
+       "on_execute cannot give egress: %s", reason);
+    hutch_policy_unref(p);
+    load_fails(
+        "return { principals = { { name = 'a', token = 'a-token-0123456789abcdef',"
+        " egress = true } } }",
+        "principals[1].egress: true is not a table", "a principal's egress = true");
+    load_fails(
+        "return { principals = { { name = 'a', token = 'a-token-0123456789abcdef',"
+        " egress = { allow = { 'a..b' } } } } }",
+        "principals[1].egress.allow[1]", "a principal's bad rule names its path");
+}
+
 /* concurrency (admit.h): the policy's for everyone, a principal's own per
  * field. */
 static void test_concurrency_limits(void)
@@ -1785,6 +1835,7 @@ int main(void)
     test_principals();
     test_concurrency_limits();
     test_taint();
+    test_egress_principals();
     test_paths();
     test_tool_hook();
     test_ask();
