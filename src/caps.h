@@ -116,6 +116,14 @@
 /* One line hutch-init says on its ctl stream (plugins/common/sbio.c holds
  * it until its newline; a longer one ends the conversation). */
 #define HUTCH_SANDBOX_CTL_LINE 128
+/* hutch-init's egress forwarder (plugins/init/forward.c): connections it
+ * relays at once (one more is answered 503 and closed; twice what one
+ * execution's proxy takes at once, HUTCH_EGRESS_MAX_CONCURRENT, so that
+ * the proxy's own refusal, which says why, is what a program past that
+ * sees), and the buffer of each direction of one.  Also the backlog of the
+ * executors' unix listener init connects to. */
+#define HUTCH_SANDBOX_EGRESS_CONNS (2 * HUTCH_EGRESS_MAX_CONCURRENT)
+#define HUTCH_SANDBOX_EGRESS_BUF   HUTCH_EGRESS_RELAY_BUF
 
 /* MCP, both directions. */
 #define HUTCH_MCP_MAX_MESSAGE         (16u << 20)  /* one JSON-RPC message */

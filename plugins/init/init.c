@@ -52,8 +52,16 @@
  * of ctl does with the sockets.
  *
  * usage: hutch-init [--seccomp] [--attach] [--view | --hide-init]
- *                   UID:GID NOFILE FSIZE INTERP [ARG]...
+ *                   [--egress SOCKET] UID:GID NOFILE FSIZE INTERP [ARG]...
  *        (the sandbox user, its limits, the runner's command)
+ *
+ * --egress: init listens on 127.0.0.1:HUTCH_EGRESS_PORT, where the
+ * program's HTTP_PROXY points, and carries each connection to the unix
+ * socket SOCKET, hutch's proxy (forward.c), in the same poll loop as the
+ * rest; before the runner is forked, so the port is init's, never the
+ * program's.  The gVisor executor's SOCKET is in /run/hutch/io and stays
+ * there for the sandbox's life; the docker executor's, where the engine
+ * runs beside hutch, is in a directory of its own.
  *
  * --seccomp installs hutch's system call filter (plugins/common/filter.c,
  * the local executor's) in the runner, on top of the container runtime's
@@ -87,6 +95,7 @@
 #include "../../src/caps.h"
 #include "../common/env.h"
 #include "filter.h"
+#include "forward.h"
 #include "masked.h"
 #include "mux.h"
 
@@ -763,19 +772,22 @@ static void on_sigchld(int sfd)
         reaped(pid, status);
 }
 
-/* The sockets' loop: commands on ctl, the runner's streams are its own. */
+/* The sockets' loop: commands on ctl, the runner's streams are its own;
+ * the egress forwarder's connections. */
 static int socket_loop(int ctl, int sfd)
 {
     for (;;) {
-        struct pollfd p[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
+        struct pollfd p[2 + FWD_POLLFDS] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
+        size_t nf = fwd_poll_fill(p + 2, FWD_POLLFDS);
         char cmd[16];
         ssize_t n;
 
-        if (poll(p, 2, -1) < 0) {
+        if (poll(p, 2 + nf, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return 1;
         }
+        fwd_poll_done(p + 2, nf);
         if (p[1].revents & POLLIN)
             on_sigchld(sfd);
         if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -818,8 +830,9 @@ static int attach_loop(int sfd)
     fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
     fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
     for (;;) {
-        struct pollfd p[6];
+        struct pollfd p[6 + FWD_POLLFDS];
         int idx[6], n = 0;
+        size_t nf;
         int room;
 
         flush_exit(0);
@@ -843,11 +856,14 @@ static int attach_loop(int sfd)
         }
         if (in_eof && !obuf_len)
             return 0; /* the plugin let go, and everything said is out */
-        if (poll(p, (nfds_t)n, -1) < 0) {
+        /* The forwarder's after init's own (idx covers those alone). */
+        nf = fwd_poll_fill(p + n, FWD_POLLFDS);
+        if (poll(p, (nfds_t)n + nf, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return 1;
         }
+        fwd_poll_done(p + n, nf);
         for (int k = 0; k < n; k++) {
             if (!p[k].revents)
                 continue;
@@ -955,6 +971,19 @@ int main(int argc, char **argv)
             view_mode = hide_init = 1;
         } else if (argc > 1 && strcmp(argv[1], "--hide-init") == 0) {
             hide_init = 1;
+        } else if (argc > 2 && strcmp(argv[1], "--egress") == 0) {
+            /* Before anything else, so that a failure is said where the
+             * plugin looks while the sandbox comes up (init's stderr). */
+            int r = fwd_open(argv[2]);
+            if (r < 0) {
+                fprintf(stderr, "hutch-init: listening on 127.0.0.1:%d: %s\n",
+                        HUTCH_EGRESS_PORT, strerror(-r));
+                return 126;
+            }
+            argv[2] = argv[0];
+            argv += 2;
+            argc -= 2;
+            continue;
         } else {
             break;
         }
@@ -965,7 +994,7 @@ int main(int argc, char **argv)
     if (argc < 5 || parse_user(argv[1]) < 0) {
         fprintf(stderr,
                 "usage: hutch-init [--seccomp] [--attach] [--view | --hide-init] "
-                "UID:GID NOFILE FSIZE INTERP [ARG]...\n");
+                "[--egress SOCKET] UID:GID NOFILE FSIZE INTERP [ARG]...\n");
         return 2;
     }
     if (take_environment() < 0)
