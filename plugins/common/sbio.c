@@ -331,8 +331,40 @@ int sbio_out_check(const struct sbio *io, struct hutch_err *err)
                          io->out);
 }
 
+int sbio_egress_listen(const char *dir, struct hutch_err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char path[PATH_MAX];
+    int fd, dfd, r;
+
+    if (snprintf(path, sizeof(path), "%s/" SBIO_EGRESS, dir) >= (int)sizeof(path))
+        return hutch_err_set(err, -ENAMETOOLONG, "%s: the path is too long", dir);
+    /* Bound through /proc/self/fd/N/, as sbio_open's: the sandbox's
+     * /proc/net/unix shows the name bind() was given, not the host's
+     * path. */
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return hutch_err_set(err, -errno, "opening %s: %s", dir, strerror(errno));
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/" SBIO_EGRESS, dfd);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        chmod(path, 0600) < 0 || listen(fd, HUTCH_SANDBOX_EGRESS_CONNS) < 0) {
+        r = hutch_err_set(err, -errno, "listening on %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
+        close(dfd);
+        return r;
+    }
+    close(dfd);
+    return fd;
+}
+
 void sbio_close(struct sbio *io)
 {
+    char path[PATH_MAX + 8];
+
     close_listeners(io);
     for (int i = 0; i < SBIO_NSOCK; i++)
         if (io->fd[i] >= 0) {
@@ -340,6 +372,9 @@ void sbio_close(struct sbio *io)
             io->fd[i] = -1;
         }
     if (io->dir[0]) {
+        /* The egress socket, if there is one: its listener is the core's. */
+        snprintf(path, sizeof(path), "%s/" SBIO_EGRESS, io->dir);
+        unlink(path);
         rmdir(io->dir);
         io->dir[0] = '\0';
     }
@@ -352,6 +387,8 @@ void sbio_remove_leftover(const char *dir)
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         unlink(path);
     }
+    snprintf(path, sizeof(path), "%s/" SBIO_EGRESS, dir);
+    unlink(path);
     rmdir(dir);
 }
 

@@ -5,7 +5,10 @@
  * gVisor: the plugin makes a directory holding four listening unix
  * sockets; the sandbox gets it bind-mounted at /run/hutch/io, and
  * hutch-init, pid 1 of the sandbox, connects to each once.  After that the
- * listeners are closed and removed, so nothing else can connect.
+ * listeners are closed and removed, so nothing else can connect.  One more
+ * may stay for the sandbox's life: the egress socket (sbio_egress_listen),
+ * which init connects to once per connection of the program's to hutch's
+ * proxy (init.c's --egress).
  * Docker: the streams travel framed over the container's attach stream
  * (plugins/docker/attach.c), which hands sbio the socket pairs it feeds
  * (sbio_adopt); the ctl protocol is the same. */
@@ -88,6 +91,17 @@ int sbio_stop(struct sbio *io, int timeout_ms);
  * error worded as the core's own packer words it for the local and gVisor
  * executors. */
 int sbio_out_check(const struct sbio *io, struct hutch_err *err);
+
+/* The egress socket's name in a socket directory. */
+#define SBIO_EGRESS "egress"
+
+/* Listen on DIR/egress for hutch-init's egress forwarder (non-blocking,
+ * close-on-exec, a backlog of HUTCH_SANDBOX_EGRESS_CONNS): the listener,
+ * which the caller hands to the core as its sandbox's egress_fd, or
+ * -errno with err set.  The socket is hutch's user's, mode 0600: in the
+ * sandbox only root, init, may connect to it, not the program.  sbio_close
+ * and sbio_remove_leftover remove it. */
+int sbio_egress_listen(const char *dir, struct hutch_err *err);
 
 /* Close everything and remove the directory.  Closing ctl ends init, and
  * with it the sandbox. */

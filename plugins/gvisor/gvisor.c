@@ -4,7 +4,10 @@
  *
  * As with the Docker executor, pid 1 is hutch-init (plugins/init/init.c)
  * talking to hutch over unix sockets bind-mounted at /run/hutch/io, which
- * runsc lets it reach with --host-uds=open.  /work is a host directory on a
+ * runsc lets it reach with --host-uds=open; among them the egress socket,
+ * the core's listener for the program's connections to hutch's proxy,
+ * which init forwards from 127.0.0.1:HUTCH_EGRESS_PORT of the sandbox's
+ * own loopback (--network=none: no other interface).  /work is a host directory on a
  * tmpfs hutch mounts with the class's size (capped; the host's disk is never
  * touched), bind-mounted into the sandbox; files go in and out through the
  * core's tar code on the host side.  The rootfs is read-only and wrapped in
@@ -740,11 +743,15 @@ static char *oci_spec(struct gv_state *st, struct gv_sandbox *sb,
     user = cJSON_AddObjectToObject(proc, "user");
     cJSON_AddNumberToObject(user, "uid", 0);
     cJSON_AddNumberToObject(user, "gid", 0);
-    /* --hide-init: gVisor shows /proc/1 to any uid (plugins/init/init.c). */
-    cJSON_AddItemToObject(proc, "args",
-                          box_command(cls, BOX_UID, BOX_GID,
-                                      (const char *const[]){"--hide-init", NULL},
-                                      sb->preload));
+    /* --hide-init: gVisor shows /proc/1 to any uid (plugins/init/init.c).
+     * --egress: init's forwarder on 127.0.0.1:HUTCH_EGRESS_PORT carries the
+     * program's connections to the egress socket (gv_start). */
+    cJSON_AddItemToObject(
+        proc, "args",
+        box_command(cls, BOX_UID, BOX_GID,
+                    (const char *const[]){"--hide-init", "--egress",
+                                          BOX_IO "/" SBIO_EGRESS, NULL},
+                    sb->preload));
     cJSON_AddItemToObject(proc, "env", box_environment());
     cJSON_AddStringToObject(proc, "cwd", "/work");
     caps = cJSON_AddObjectToObject(proc, "capabilities");
@@ -938,7 +945,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     uint64_t work;
     unsigned long n;
     char *json = NULL;
-    int r, log_fd, data;
+    int r, log_fd, data, egress = -1;
     struct stat sst;
 
     *out = NULL;
@@ -1046,6 +1053,20 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     r = sbio_open(&sb->io, path, err);
     if (r < 0)
         goto fail;
+    /* The egress socket, beside init's four in /run/hutch/io, stays for the
+     * sandbox's life: init connects to it once per connection the program
+     * makes to 127.0.0.1:HUTCH_EGRESS_PORT.  The program sees it there,
+     * but it is root's, mode 0600, and the program's uid has no
+     * capabilities: only init connects (and had the program a way to, it
+     * would reach the same proxy, which judges every request alike, with
+     * the same caps).  Nothing else of the directory is left to reach:
+     * init's four sockets are removed once it connected (sbio_accept), and
+     * the mount is read-only. */
+    egress = sbio_egress_listen(sb->io.dir, err);
+    if (egress < 0) {
+        r = egress;
+        goto fail;
+    }
     json = oci_spec(st, sb, cls, real_rootfs);
     if (!json) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
@@ -1079,6 +1100,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
     sb->pub.stdout_fd = sb->io.fd[SBIO_OUT];
     sb->pub.stderr_fd = sb->io.fd[SBIO_ERR];
     sb->pub.event_fd = sb->io.fd[SBIO_CTL];
+    sb->pub.egress_fd = egress; /* the core's from now on */
     free(json);
     *out = &sb->pub;
     return 0;
@@ -1087,6 +1109,8 @@ fail:
      * waits for it (killing it past GV_EXIT_MS), runs `runsc delete
      * --force`, unmounts /work and removes the bundle: nothing is left. */
     free(json);
+    if (egress >= 0)
+        close(egress);
     if (sb->runsc_pid > 0)
         kill(sb->runsc_pid, SIGTERM);
     sandbox_free(sb);
@@ -1466,7 +1490,8 @@ static const struct hutch_executor gvisor_executor = {
     .name = "gvisor",
     .summary = "a gVisor sandbox (runsc, user-space kernel) per execution; needs root",
     .version = PACKAGE_VERSION,
-    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
+    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT |
+            HUTCH_CAP_EGRESS,
     .probe = gv_probe,
     .open = gv_open,
     .start = gv_start,
