@@ -251,6 +251,11 @@ static void read_ctl(struct sbio *io)
                     io->work.known = 0;
             } else if (strncmp(io->line, "noview ", 7) == 0) {
                 snprintf(io->noview, sizeof(io->noview), "%s", io->line + 7);
+            } else if (strncmp(io->line, "egress ", 7) == 0) {
+                int e = 0;
+                io->egress = strcmp(io->line + 7, "ok") == 0                ? 1
+                             : sscanf(io->line + 7, "%d", &e) == 1 && e > 0 ? -e
+                                                                            : -EPROTO;
             } else if (!io->exited &&
                        sscanf(io->line, "exit %d %d", &status, &oom) == 2) {
                 io->exited = 1;
@@ -331,7 +336,7 @@ int sbio_out_check(const struct sbio *io, struct hutch_err *err)
                          io->out);
 }
 
-int sbio_egress_listen(const char *dir, struct hutch_err *err)
+int sbio_egress_listen(const char *dir, mode_t mode, struct hutch_err *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     char path[PATH_MAX];
@@ -348,7 +353,7 @@ int sbio_egress_listen(const char *dir, struct hutch_err *err)
     snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/" SBIO_EGRESS, dfd);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        chmod(path, 0600) < 0 || listen(fd, HUTCH_SANDBOX_EGRESS_CONNS) < 0) {
+        chmod(path, mode) < 0 || listen(fd, HUTCH_SANDBOX_EGRESS_CONNS) < 0) {
         r = hutch_err_set(err, -errno, "listening on %s: %s", path, strerror(errno));
         if (fd >= 0) {
             close(fd);

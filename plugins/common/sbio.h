@@ -17,6 +17,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "caps.h"
 #include "hutch-executor.h"
@@ -49,6 +50,9 @@ struct sbio {
     /* init said "noview STEP ERRNO" (before hello): the engine refused the
      * program's view (plugins/init/init.c); "STEP ERRNO", else "". */
     char noview[56];
+    /* init said "egress ok" (1) or "egress ERRNO" (-ERRNO) before hello:
+     * whether it could connect to its --egress socket; 0 unsaid. */
+    int egress;
 };
 
 /* Create `dir` (mode 0755; its parent must exist) and listen on its four
@@ -98,10 +102,10 @@ int sbio_out_check(const struct sbio *io, struct hutch_err *err);
 /* Listen on DIR/egress for hutch-init's egress forwarder (non-blocking,
  * close-on-exec, a backlog of HUTCH_SANDBOX_EGRESS_CONNS): the listener,
  * which the caller hands to the core as its sandbox's egress_fd, or
- * -errno with err set.  The socket is hutch's user's, mode 0600: in the
- * sandbox only root, init, may connect to it, not the program.  sbio_close
- * and sbio_remove_leftover remove it. */
-int sbio_egress_listen(const char *dir, struct hutch_err *err);
+ * -errno with err set.  The socket is hutch's user's, with `mode`: 0600
+ * lets only root (init, where the sandbox's root is the host's) connect,
+ * not the program.  sbio_close and sbio_remove_leftover remove it. */
+int sbio_egress_listen(const char *dir, mode_t mode, struct hutch_err *err);
 
 /* Close everything and remove the directory.  Closing ctl ends init, and
  * with it the sandbox. */

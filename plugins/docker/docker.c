@@ -21,6 +21,9 @@
  * files are packed instead from the volume's directory on this host, once
  * it is proven to be the container's /work (docker_get): nothing needs a
  * path of the host, but a proven one saves the endpoint's round trip.
+ * Egress needs one: only a container of an engine beside hutch gets it,
+ * through a bind-mounted directory holding a socket of hutch's (see
+ * "egress" below).
  *
  * Every container carries hutch.instance, hutch.execution and hutch.owner
  * (hostname:pid:start time), and is named hutch-INSTANCE-N (N: the
@@ -48,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -66,6 +70,8 @@
 
 #define DK_READY_MS 60000 /* container start until init connected (loaded machines) */
 #define DK_STOP_MS  5000  /* init killing the program's processes */
+/* Where the container sees its egress socket's directory (egress_make). */
+#define DK_EGRESS_DIR "/run/hutch/egress"
 
 struct dk_boot {
     unsigned refs; /* atomic; st->boot holds one */
@@ -448,9 +454,13 @@ static char *create_body(struct dk_state *st, struct dk_sandbox *sb,
      * nothing names the engine's host (plugins/init/init.c). */
     cJSON_AddItemToObject(
         c, "Cmd",
-        box_command(cls, sb->uid, sb->uid,
-                    (const char *const[]){"--seccomp", "--attach", "--view", NULL},
-                    sb->preload));
+        box_command(
+            cls, sb->uid, sb->uid,
+            sb->egress_dir[0]
+                ? (const char *const[]){"--seccomp", "--attach", "--view", "--egress",
+                                        DK_EGRESS_DIR "/" SBIO_EGRESS, NULL}
+                : (const char *const[]){"--seccomp", "--attach", "--view", NULL},
+            sb->preload));
     cJSON_AddItemToObject(c, "Env", box_environment());
     /* hutch-init runs as root with the few capabilities it needs (CapAdd
      * below), and runs the program as the sandbox user with none (see
@@ -550,6 +560,19 @@ run_hutch:
     cJSON_AddStringToObject(m, "Target", "/run/hutch");
     volume_labels(st, m, n);
     cJSON_AddItemToArray(mounts, m);
+    if (sb->egress_dir[0]) {
+        /* The egress socket's directory (egress_make): read-only, and
+         * propagating nothing either way. */
+        cJSON *bo;
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "Type", "bind");
+        cJSON_AddStringToObject(m, "Source", sb->egress_dir);
+        cJSON_AddStringToObject(m, "Target", DK_EGRESS_DIR);
+        cJSON_AddBoolToObject(m, "ReadOnly", 1);
+        bo = cJSON_AddObjectToObject(m, "BindOptions");
+        cJSON_AddStringToObject(bo, "Propagation", "rprivate");
+        cJSON_AddItemToArray(mounts, m);
+    }
     /* Everything init says travels over the attach stream: nothing is
      * logged on the engine's disk. */
     log = cJSON_AddObjectToObject(hc, "LogConfig");
@@ -747,6 +770,108 @@ static void work_volume_remove(struct dk_sandbox *sb)
     sb->work_volume[0] = '\0';
 }
 
+/* --- egress ------------------------------------------------------------ */
+
+/* Egress reaches a container only through a unix socket on this host that
+ * its engine bind-mounts: the attach stream carries init's four streams,
+ * not connections.  So on an engine of this host (a unix socket) each
+ * sandbox gets a directory of its own, st->dir/N, holding the egress
+ * socket (sbio_egress_listen), mounted read-only at DK_EGRESS_DIR; init's
+ * forwarder (--egress) connects to it once per connection of the
+ * program's to 127.0.0.1:HUTCH_EGRESS_PORT.  A remote engine's sandboxes
+ * get none (egress_fd -1), and the log says why.
+ *
+ * What the container gains: that directory, with one socket in it.  The
+ * program does not see it in its view (plugins/init/init.c: /run there is
+ * a tmpfs of its own); where the engine refused the view, it sees it, and
+ * the directory's host path in its mountinfo, but the socket is root's,
+ * mode 0600, and the program's uid is another one, without capabilities
+ * (had it a way to connect, it would reach the same proxy, with the same
+ * judge and caps).  A hutch that is not root makes it 0666: the container's
+ * root, without CAP_DAC_OVERRIDE, is not its owner then, and only the view
+ * stands between the program and the socket.
+ *
+ * A path of the engine's may be another directory than hutch's (a
+ * rootless daemon's or Docker Desktop's mount namespace or machine), or
+ * the socket may not be reachable from the container (gVisor as Docker's
+ * runtime, a user-namespace remap): init connects once before hello and
+ * says whether it could, and egress_prove takes it only with the
+ * connection that reached this very listener. */
+
+/* Drops sb's egress directory and listener (a start that failed, or the
+ * sandbox's end; the listener is the core's once start() returned). */
+static void egress_drop(struct dk_sandbox *sb)
+{
+    char path[PATH_MAX + 16];
+
+    if (sb->egress_lfd >= 0)
+        close(sb->egress_lfd);
+    sb->egress_lfd = -1;
+    if (!sb->egress_dir[0])
+        return;
+    snprintf(path, sizeof(path), "%s/" SBIO_EGRESS, sb->egress_dir);
+    unlink(path);
+    rmdir(sb->egress_dir);
+    sb->egress_dir[0] = '\0';
+}
+
+/* sb's egress directory and listener, on an engine of this host; a
+ * failure costs egress, not the sandbox. */
+static void egress_make(struct dk_state *st, struct dk_sandbox *sb, unsigned long n)
+{
+    struct hutch_err err = HUTCH_ERR_INIT;
+    int fd;
+
+    if (!sb->eng->api.unix_path[0]) {
+        st->host->log(HUTCH_LOG_DEBUG, "docker",
+                      "%s: no egress: the engine %s is not on this host (its "
+                      "containers cannot reach a socket of hutch's)",
+                      sb->label, sb->eng->name);
+        return;
+    }
+    snprintf(sb->egress_dir, sizeof(sb->egress_dir), "%s/%lu", st->dir, n);
+    if (mkdir(sb->egress_dir, 0755) < 0) {
+        st->host->log(HUTCH_LOG_WARN, "docker", "%s: no egress: creating %s: %s",
+                      sb->label, sb->egress_dir, strerror(errno));
+        sb->egress_dir[0] = '\0';
+        return;
+    }
+    chmod(sb->egress_dir, 0755); /* whatever the umask: init must search it */
+    fd = sbio_egress_listen(sb->egress_dir, geteuid() == 0 ? 0600 : 0666, &err);
+    if (fd < 0) {
+        st->host->log(HUTCH_LOG_WARN, "docker", "%s: no egress: %s", sb->label,
+                      err.msg);
+        egress_drop(sb);
+        return;
+    }
+    sb->egress_lfd = fd;
+}
+
+/* After hello: egress stands when init could connect and this listener got
+ * that connection (then taken off it: the core must not see it). */
+static void egress_prove(struct dk_state *st, struct dk_sandbox *sb)
+{
+    int fd;
+
+    if (sb->egress_lfd < 0)
+        return;
+    fd = sb->io.egress == 1 ? accept4(sb->egress_lfd, NULL, NULL, SOCK_CLOEXEC) : -1;
+    if (fd >= 0) {
+        close(fd);
+        return;
+    }
+    st->host->log(HUTCH_LOG_DEBUG, "docker", "%s: no egress: the container on %s %s",
+                  sb->label, sb->eng->name,
+                  sb->io.egress == 1  ? "reached another socket at its path (is the "
+                                        "engine in another mount namespace?)"
+                  : sb->io.egress < 0 ? "cannot connect to its socket"
+                                      : "did not say whether it reaches its socket");
+    if (sb->io.egress < 0)
+        st->host->log(HUTCH_LOG_DEBUG, "docker", "%s: (init's connect: %s)", sb->label,
+                      strerror(-sb->io.egress));
+    egress_drop(sb);
+}
+
 static void sandbox_free(struct dk_sandbox *sb)
 {
     if (!sb)
@@ -761,6 +886,7 @@ static void sandbox_free(struct dk_sandbox *sb)
     }
     dk_attach_close(sb->att);
     sbio_close(&sb->io);
+    egress_drop(sb);
     if (sb->eng)
         work_volume_remove(sb);
     dk_live_del(sb->st, sb);
@@ -799,6 +925,7 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
         goto cancelled;
     if (api->podman && (r = work_volume_create(st, sb, cls, n, err)) < 0)
         goto out;
+    egress_make(st, sb, n);
     body = create_body(st, sb, cls, n);
     if (!body) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
@@ -864,6 +991,8 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
     r = sbio_wait_hello(&sb->io, DK_READY_MS, still_running, sb, how, err);
     if (r == 0)
         work_host_find(sb);
+    if (r == 0)
+        egress_prove(st, sb);
     if (r == 0 && sb->io.noview[0] &&
         !__atomic_exchange_n(&st->noview_said, 1, __ATOMIC_RELAXED)) {
         char step[48] = "?";
@@ -936,6 +1065,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     }
     sb->st = st;
     sb->uid_slot = -1;
+    sb->egress_lfd = -1;
     sb->pub.struct_size = sizeof(sb->pub);
     sb->pub.chan_fd = sb->pub.stdout_fd = sb->pub.stderr_fd = sb->pub.event_fd = -1;
     sb->pub.egress_fd = -1;
@@ -980,6 +1110,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
             static const int none[SBIO_NSOCK] = {-1, -1, -1, -1};
             sbio_adopt(&sb->io, none);
         }
+        egress_drop(sb);
         sb->id[0] = '\0';
         sb->work_volume[0] = '\0';
         dk_engine_release(sb->eng);
@@ -989,6 +1120,9 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
     sb->pub.stdout_fd = sb->io.fd[SBIO_OUT];
     sb->pub.stderr_fd = sb->io.fd[SBIO_ERR];
     sb->pub.event_fd = sb->io.fd[SBIO_CTL];
+    /* The core's from now on: egress_drop leaves it alone. */
+    sb->pub.egress_fd = sb->egress_lfd;
+    sb->egress_lfd = -1;
     *out = &sb->pub;
     return 0;
 fail:
@@ -1331,7 +1465,8 @@ static const struct hutch_executor docker_executor = {
     .summary =
         "a fresh hardened container per execution, through the Docker Engine API",
     .version = PACKAGE_VERSION,
-    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT,
+    .caps = HUTCH_CAP_ARCHIVE | HUTCH_CAP_PRESTART | HUTCH_CAP_CONCURRENT |
+            HUTCH_CAP_EGRESS,
     .probe = docker_probe,
     .open = docker_open,
     .start = docker_start,

@@ -91,6 +91,11 @@ struct dk_sandbox {
      * docker_get proves before it reads anything there. */
     char work_host[PATH_MAX];
     char work_host_why[160];
+    /* Egress, on an engine of this host (egress_make): the directory the
+     * container gets at DK_EGRESS_DIR and the listener in it, the core's
+     * egress_fd once start() returned; "" and -1 without. */
+    char egress_dir[PATH_MAX];
+    int egress_lfd;
     int killed;
     char label[64];       /* how->label, then the job's: for log lines */
     uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */

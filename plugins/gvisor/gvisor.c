@@ -1062,7 +1062,7 @@ static int gv_start(void *state, const struct hutch_sandbox_class *cls,
      * the same caps).  Nothing else of the directory is left to reach:
      * init's four sockets are removed once it connected (sbio_accept), and
      * the mount is read-only. */
-    egress = sbio_egress_listen(sb->io.dir, err);
+    egress = sbio_egress_listen(sb->io.dir, 0600, err);
     if (egress < 0) {
         r = egress;
         goto fail;

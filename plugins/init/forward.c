@@ -102,6 +102,18 @@ int fwd_open(const char *target)
     return 0;
 }
 
+int fwd_probe(void)
+{
+    /* Non-blocking: a socket that does not accept must not hold init. */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), r = 0;
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&target_sa, sizeof(target_sa)) < 0)
+        r = -errno;
+    close(fd);
+    return r;
+}
+
 /* Answers a connection init does not carry with a 503 the program can
  * print, and closes it.  What the program sent already is read first (up
  * to a head's worth), so that the close does not reset the connection

@@ -19,6 +19,11 @@
  * program runs.  0, or -errno. */
 int fwd_open(const char *target);
 
+/* Connects once to fwd_open's `target` and lets go: 0 when init can reach
+ * it, else -errno.  The docker executor's proof that the socket it made is
+ * what the container sees at that path (init.c: "egress" on ctl). */
+int fwd_probe(void);
+
 /* The forwarder's pollfds, appended to p (room entries; FWD_POLLFDS are
  * enough): their count.  0 without fwd_open. */
 size_t fwd_poll_fill(struct pollfd *p, size_t room);

@@ -18,6 +18,9 @@
  *         engine names on the host is this /work (docker_get);
  *         "noview STEP ERRNO\n" (before hello, with --view) when the
  *         program runs without its view;
+ *         "egress ok\n" or "egress ERRNO\n" (before hello, with --attach
+ *         and --egress): whether init could connect to the egress socket
+ *         once (see --egress below);
  *         end of file (the plugin closed it) ends init and so the
  *         sandbox.
  *   chan  the runner's fd 3 (wire protocol, see src/runners/PROTOCOL.md)
@@ -61,7 +64,11 @@
  * rest; before the runner is forked, so the port is init's, never the
  * program's.  The gVisor executor's SOCKET is in /run/hutch/io and stays
  * there for the sandbox's life; the docker executor's, where the engine
- * runs beside hutch, is in a directory of its own.
+ * runs beside hutch, is in a directory of its own the engine bind-mounts:
+ * with --attach init connects to it once before hello and says whether it
+ * could ("egress" on ctl), which the plugin takes, with the connection its
+ * own listener got, as the proof that the path the engine mounted is that
+ * socket.
  *
  * --seccomp installs hutch's system call filter (plugins/common/filter.c,
  * the local executor's) in the runner, on top of the container runtime's
@@ -954,6 +961,7 @@ static int attach_loop(int sfd)
 int main(int argc, char **argv)
 {
     int fds[NSOCK], sfd, devnull, report[2] = {-1, -1};
+    const char *egress_path = NULL; /* --egress */
     sigset_t mask;
 
     for (;;) {
@@ -975,6 +983,7 @@ int main(int argc, char **argv)
             /* Before anything else, so that a failure is said where the
              * plugin looks while the sandbox comes up (init's stderr). */
             int r = fwd_open(argv[2]);
+            egress_path = argv[2];
             if (r < 0) {
                 fprintf(stderr, "hutch-init: listening on 127.0.0.1:%d: %s\n",
                         HUTCH_EGRESS_PORT, strerror(-r));
@@ -1082,6 +1091,15 @@ int main(int argc, char **argv)
             snprintf(say, sizeof(say), "noview %.50s\n", line); /* < sbio's 64 */
             ctl_say(say);
         }
+    }
+    if (attach_mode && egress_path) {
+        char say[32];
+        int r = fwd_probe();
+        if (r == 0)
+            snprintf(say, sizeof(say), "egress ok\n");
+        else
+            snprintf(say, sizeof(say), "egress %d\n", -r);
+        ctl_say(say);
     }
     if (attach_mode)
         ctl_say("hello\n");

@@ -73,6 +73,25 @@ is "tcp://: the run works" "$OUT" "over tcp"
 is "tcp://: exit 0" "$RC" 0
 DOCKER_HOST=tcp://127.0.0.1:$P1 run_hutch doctor
 like "tcp://: doctor names the daemon" "$OUT" "tcp://127.0.0.1:$P1: Engine"
+# Egress needs a socket of hutch's in the container: an engine reached over
+# TCP (here the same daemon) gets none, and the log says why; an execution
+# whose policy gives it egress is refused, one without it finds
+# 127.0.0.1:3128 refusing (init was given no port).
+printf 'return { egress = { allow = { "127.0.0.1:9" } } }' >"$T/egress.lua"
+DOCKER_HOST=tcp://127.0.0.1:$P1 run_hutch run -vv --policy "$T/egress.lua" --lang python \
+    -e 'print("ran")'
+is "tcp://, egress: the execution is refused" "$RC" 125
+like "  saying the executor's sandboxes cannot carry connections" "$ERR" \
+    "cannot carry a program's connections"
+like "  and the log says why" "$ERR" "no egress: the engine"
+unlike "  the program never ran" "$OUT" "ran"
+DOCKER_HOST=tcp://127.0.0.1:$P1 run_hutch run --lang python -e 'import socket
+try:
+    socket.create_connection(("127.0.0.1", 3128), timeout=5)
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)'
+is "tcp://, no egress: 127.0.0.1:3128 refuses" "$OUT" "ConnectionRefusedError"
 
 # --- tcp:// with TLS ------------------------------------------------------------
 export DOCKER_TLS_VERIFY=1
