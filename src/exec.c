@@ -216,7 +216,8 @@ static int start_job(struct run *rn, struct hutch_err *err)
 {
     struct hutch_job job = {.struct_size = sizeof(job),
                             .label = rn->req->label ? rn->req->label : "run",
-                            .deadline_ms = rn->deadline};
+                            .deadline_ms = rn->deadline,
+                            .egress = rn->req->egress != NULL};
     cJSON *msg;
     int r = rn->ex->assign(rn->state, rn->sb, &job, err);
     if (r < 0)

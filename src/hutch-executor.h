@@ -23,7 +23,7 @@
  * end (check HUTCH_HAS_MEMBER): hutch_executor's runtime(), then sweep(),
  * then helper(), then cpu_weight(), then options (the declared executor
  * options); hutch_host's helper_exe; hutch_sandbox's egress_fd (with
- * HUTCH_CAP_EGRESS).
+ * HUTCH_CAP_EGRESS); hutch_job's egress.
  *
  * Processes.  hutch is multi-threaded: in a child fork()ed from hutch's
  * process a plugin makes only async-signal-safe calls (POSIX; no malloc, no
@@ -223,6 +223,14 @@ struct hutch_job {
     uint32_t reserved;
     const char *label;    /* execution id, for logs */
     uint64_t deadline_ms; /* CLOCK_MONOTONIC ms: the core kills the job then */
+    /* Grown (check HUTCH_HAS_MEMBER): 1 when the job has egress, 0 when it
+     * has none and the core closed the sandbox's egress_fd already.  A
+     * sandbox where something else holds 127.0.0.1:HUTCH_EGRESS_PORT
+     * (docker and gvisor: hutch-init's forwarder) stops listening there
+     * before assign() returns without egress, so that the program's
+     * connections are refused, as they are where that port is egress_fd
+     * itself. */
+    int egress;
 };
 
 /* Written by reap() into the core's struct: check HUTCH_HAS_MEMBER. */

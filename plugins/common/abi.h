@@ -60,6 +60,13 @@ static inline uint64_t plugin_job_deadline(const struct hutch_job *job)
                : 0;
 }
 
+/* job->egress: 1 (or a core that does not say) when the job may have
+ * egress, 0 when it has none. */
+static inline int plugin_job_egress(const struct hutch_job *job)
+{
+    return !job || !HUTCH_HAS_MEMBER(job, struct hutch_job, egress) || job->egress;
+}
+
 /* Write only what the core's struct_size covers; struct_size is never
  * touched. */
 static inline void plugin_exit_set(struct hutch_exit *ex, int exit_code, int signal,
