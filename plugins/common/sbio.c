@@ -251,6 +251,8 @@ static void read_ctl(struct sbio *io)
                     io->work.known = 0;
             } else if (strncmp(io->line, "noview ", 7) == 0) {
                 snprintf(io->noview, sizeof(io->noview), "%s", io->line + 7);
+            } else if (strcmp(io->line, "egress off") == 0) {
+                io->egress_off = 1;
             } else if (strncmp(io->line, "egress ", 7) == 0) {
                 int e = 0;
                 io->egress = strcmp(io->line + 7, "ok") == 0                ? 1
@@ -283,23 +285,20 @@ int sbio_poll_exit(struct sbio *io)
     return io->ctl_eof ? -EPIPE : 0;
 }
 
-int sbio_stop(struct sbio *io, int timeout_ms)
+/* Says `cmd` on ctl and waits, at most timeout_ms, until *said is set
+ * (read_ctl sets it from init's answer): 0, or -EPIPE / -ETIMEDOUT. */
+static int ctl_ask(struct sbio *io, const char *cmd, const int *said, int timeout_ms)
 {
     uint64_t deadline = box_now_ms() + (uint64_t)timeout_ms;
-    static const char cmd[] = "stop\n";
 
-    io->stopped = 0;
-    io->out[0] = '\0';
-    io->work.known = 0;
     if (io->fd[SBIO_CTL] < 0 || io->ctl_eof ||
-        send(io->fd[SBIO_CTL], cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) !=
-            (ssize_t)sizeof(cmd) - 1)
+        send(io->fd[SBIO_CTL], cmd, strlen(cmd), MSG_NOSIGNAL) != (ssize_t)strlen(cmd))
         return -EPIPE;
     for (;;) {
         struct pollfd p = {io->fd[SBIO_CTL], POLLIN, 0};
         uint64_t now = box_now_ms();
         read_ctl(io);
-        if (io->stopped)
+        if (*said)
             return 0;
         if (io->ctl_eof)
             return -EPIPE;
@@ -308,6 +307,20 @@ int sbio_stop(struct sbio *io, int timeout_ms)
         if (poll(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR)
             return -errno;
     }
+}
+
+int sbio_stop(struct sbio *io, int timeout_ms)
+{
+    io->stopped = 0;
+    io->out[0] = '\0';
+    io->work.known = 0;
+    return ctl_ask(io, "stop\n", &io->stopped, timeout_ms);
+}
+
+int sbio_egress_off(struct sbio *io, int timeout_ms)
+{
+    return io->egress_off ? 0
+                          : ctl_ask(io, "egress off\n", &io->egress_off, timeout_ms);
 }
 
 int sbio_out_check(const struct sbio *io, struct hutch_err *err)

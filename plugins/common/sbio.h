@@ -53,6 +53,7 @@ struct sbio {
     /* init said "egress ok" (1) or "egress ERRNO" (-ERRNO) before hello:
      * whether it could connect to its --egress socket; 0 unsaid. */
     int egress;
+    int egress_off; /* init said "egress off": it no longer listens */
 };
 
 /* Create `dir` (mode 0755; its parent must exist) and listen on its four
@@ -88,6 +89,11 @@ int sbio_poll_exit(struct sbio *io);
  * (the runner's exit, if still unknown, arrives on the way, and with
  * --attach what /work is, io->work).  0, or -EPIPE / -ETIMEDOUT. */
 int sbio_stop(struct sbio *io, int timeout_ms);
+
+/* Ask init to stop listening on 127.0.0.1:HUTCH_EGRESS_PORT (a job
+ * without egress) and wait until it says it did.  0, or -EPIPE /
+ * -ETIMEDOUT. */
+int sbio_egress_off(struct sbio *io, int timeout_ms);
 
 /* After sbio_stop: may /work/out be fetched by someone who follows
  * symbolic links (Docker's archive endpoint runs as root)?  0 when it is a

@@ -845,20 +845,42 @@ static void egress_make(struct dk_state *st, struct dk_sandbox *sb, unsigned lon
         return;
     }
     sb->egress_lfd = fd;
+    sb->egress_init = 1; /* create_body gives init --egress */
+}
+
+/* Closes init's port 127.0.0.1:HUTCH_EGRESS_PORT, where init listens
+ * (--egress), so that the program's connections are refused: the job has
+ * no egress (the core closed the listener already), or the sandbox none. */
+static int egress_off(struct dk_sandbox *sb, struct hutch_err *err)
+{
+    int r;
+
+    if (!sb->egress_init)
+        return 0;
+    r = sbio_egress_off(&sb->io, DK_STOP_MS);
+    if (r < 0)
+        return hutch_err_set(err, r,
+                             "%s: the container's init did not close its egress port: "
+                             "%s",
+                             sb->label, strerror(-r));
+    sb->egress_init = 0;
+    return 0;
 }
 
 /* After hello: egress stands when init could connect and this listener got
- * that connection (then taken off it: the core must not see it). */
-static void egress_prove(struct dk_state *st, struct dk_sandbox *sb)
+ * that connection (then taken off it: the core must not see it); else
+ * init stops listening.  0, or init did not answer. */
+static int egress_prove(struct dk_state *st, struct dk_sandbox *sb,
+                        struct hutch_err *err)
 {
     int fd;
 
     if (sb->egress_lfd < 0)
-        return;
+        return 0;
     fd = sb->io.egress == 1 ? accept4(sb->egress_lfd, NULL, NULL, SOCK_CLOEXEC) : -1;
     if (fd >= 0) {
         close(fd);
-        return;
+        return 0;
     }
     st->host->log(HUTCH_LOG_DEBUG, "docker", "%s: no egress: the container on %s %s",
                   sb->label, sb->eng->name,
@@ -870,6 +892,7 @@ static void egress_prove(struct dk_state *st, struct dk_sandbox *sb)
         st->host->log(HUTCH_LOG_DEBUG, "docker", "%s: (init's connect: %s)", sb->label,
                       strerror(-sb->io.egress));
     egress_drop(sb);
+    return egress_off(sb, err);
 }
 
 static void sandbox_free(struct dk_sandbox *sb)
@@ -992,7 +1015,7 @@ static int start_on(struct dk_state *st, struct dk_sandbox *sb,
     if (r == 0)
         work_host_find(sb);
     if (r == 0)
-        egress_prove(st, sb);
+        r = egress_prove(st, sb, err);
     if (r == 0 && sb->io.noview[0] &&
         !__atomic_exchange_n(&st->noview_said, 1, __ATOMIC_RELAXED)) {
         char step[48] = "?";
@@ -1111,6 +1134,7 @@ static int docker_start(void *state, const struct hutch_sandbox_class *cls,
             sbio_adopt(&sb->io, none);
         }
         egress_drop(sb);
+        sb->egress_init = 0;
         sb->id[0] = '\0';
         sb->work_volume[0] = '\0';
         dk_engine_release(sb->eng);
@@ -1132,7 +1156,8 @@ fail:
     return r;
 }
 
-/* Nothing in the container depends on the job: only the log lines do. */
+/* The log lines and the deadline depend on the job, and whether init
+ * keeps listening on 127.0.0.1:HUTCH_EGRESS_PORT (egress_off). */
 static int docker_assign(void *state, struct hutch_sandbox *pub,
                          const struct hutch_job *job, struct hutch_err *err)
 {
@@ -1144,7 +1169,7 @@ static int docker_assign(void *state, struct hutch_sandbox *pub,
                           label);
     snprintf(sb->label, sizeof(sb->label), "%s", label);
     sb->deadline_ms = plugin_job_deadline(job);
-    return 0;
+    return plugin_job_egress(job) ? 0 : egress_off(sb, err);
 }
 
 /* How long PUT or GET /archive may take.  Not a constant: the time an

@@ -96,6 +96,7 @@ struct dk_sandbox {
      * egress_fd once start() returned; "" and -1 without. */
     char egress_dir[PATH_MAX];
     int egress_lfd;
+    int egress_init; /* init was given --egress and still listens */
     int killed;
     char label[64];       /* how->label, then the job's: for log lines */
     uint64_t deadline_ms; /* the job's (CLOCK_MONOTONIC), 0 until assigned */

@@ -1117,16 +1117,25 @@ fail:
     return r;
 }
 
-/* Nothing in the sandbox depends on the job: only the log lines do. */
+/* The log lines depend on the job, and whether init keeps listening on
+ * 127.0.0.1:HUTCH_EGRESS_PORT: a job without egress has the port closed
+ * before its program runs, so that the program's connections are refused
+ * (the core closed the egress socket's listener already). */
 static int gv_assign(void *state, struct hutch_sandbox *pub,
                      const struct hutch_job *job, struct hutch_err *err)
 {
     struct gv_sandbox *sb = (struct gv_sandbox *)pub;
     const char *label = plugin_job_label(job, "-");
+    int r;
     if (strcmp(label, sb->label) != 0)
         sb->st->host->log(HUTCH_LOG_DEBUG, "gvisor", "%s (%s): runs job %s", sb->label,
                           sb->id, label);
     snprintf(sb->label, sizeof(sb->label), "%s", label);
+    if (!plugin_job_egress(job) && (r = sbio_egress_off(&sb->io, GV_STOP_MS)) < 0)
+        return hutch_err_set(err, r,
+                             "%s: the sandbox's init did not close its egress "
+                             "port: %s",
+                             sb->label, strerror(-r));
     return 0;
 }
 

@@ -146,6 +146,15 @@ static void conn_close(size_t slot)
     accept_blocked = 0;
 }
 
+void fwd_close(void)
+{
+    while (n_conns)
+        conn_close(n_conns - 1);
+    if (listen_fd >= 0)
+        close(listen_fd);
+    listen_fd = -1;
+}
+
 /* One accepted connection: its slot, or refused. */
 static void conn_new(int fd)
 {
@@ -170,14 +179,17 @@ static void conn_new(int fd)
     if (connect(u, (struct sockaddr *)&target_sa, sizeof(target_sa)) < 0) {
         if (errno != EINPROGRESS) {
             /* Refused: this execution has no egress (the core closed the
-             * listener); EAGAIN: its backlog is full. */
-            const char *why = errno == EAGAIN
-                                  ? "hutch: the egress proxy is busy"
-                                  : "hutch: this execution has no egress (the "
-                                    "policy's egress allows no host)";
+             * listener, and the plugin did not say so first: fwd_close);
+             * EAGAIN: its backlog is full. */
+            int gone = errno == ECONNREFUSED || errno == ENOENT;
+            const char *why = gone ? "hutch: this execution has no egress (the "
+                                     "policy's egress allows no host)"
+                                   : "hutch: the egress proxy is busy";
             close(u);
             free(c);
             refuse(fd, why);
+            if (gone)
+                fwd_close(); /* nobody listens again: refuse from now on */
             return;
         }
         c->connecting = 1;
@@ -222,7 +234,13 @@ static int conn_pump(struct fwd_conn *c)
                 c->len[d] -= (size_t)n;
                 memmove(c->buf[d], c->buf[d] + n, c->len[d]);
             } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-                return -1; /* the reader is gone: nobody wants the rest */
+                /* The reader is gone: this direction is over, what it was
+                 * sent and what more comes for it go nowhere.  The other
+                 * direction carries on: hutch's proxy answers a refusal
+                 * and closes without reading the rest of the request. */
+                c->len[d] = 0;
+                c->eof[d] = 1;
+                c->shut[!d] = 1;
             }
         }
         if (c->eof[d] && !c->len[d] && !c->shut[!d]) {

@@ -24,6 +24,11 @@ int fwd_open(const char *target);
  * what the container sees at that path (init.c: "egress" on ctl). */
 int fwd_probe(void);
 
+/* Stops listening and ends every connection: the job has no egress, so
+ * that the program's connections are refused from now on, and the port is
+ * anybody's. */
+void fwd_close(void);
+
 /* The forwarder's pollfds, appended to p (room entries; FWD_POLLFDS are
  * enough): their count.  0 without fwd_open. */
 size_t fwd_poll_fill(struct pollfd *p, size_t room);

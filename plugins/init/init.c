@@ -9,6 +9,9 @@
  * program until the plugin has collected it:
  *
  *   ctl   init <-> plugin: "exit STATUS OOM\n" once the runner ended;
+ *         "egress off\n" (with --egress) makes init stop listening on
+ *         127.0.0.1:HUTCH_EGRESS_PORT, answered "egress off\n": the job
+ *         has no egress, and its program's connections are refused;
  *         "stop\n" asks init to kill every other process, answered with
  *         "stopped OUT\n", OUT saying what /work/out is now that nothing
  *         can change it any more (ok, absent, symlink, notdir, owner, or
@@ -808,6 +811,9 @@ static int socket_loop(int ctl, int sfd)
         if (strcmp(cmd, "stop\n") == 0) {
             kill_all_others();
             say_stopped();
+        } else if (strcmp(cmd, "egress off\n") == 0) {
+            fwd_close();
+            ctl_say("egress off\n");
         }
     }
 }
@@ -818,6 +824,9 @@ static void on_ctl_line(const char *line)
     if (strcmp(line, "stop") == 0) {
         kill_all_others();
         say_stopped();
+    } else if (strcmp(line, "egress off") == 0) {
+        fwd_close();
+        ctl_say("egress off\n");
     }
 }
 

@@ -6,7 +6,8 @@
  * over fwd_poll_fill and fwd_poll_done.  Bytes both ways, the ends of
  * each direction apart, a megabytes-long relay through the bounded
  * buffers, the cap on connections at once, a flood, and a socket nobody
- * listens on (an execution without egress). */
+ * listens on (an execution without egress: the forwarder answers once,
+ * then closes the port). */
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -29,6 +30,8 @@
 
 static char sock_path[108];
 static int stop_pipe[2];
+/* Held by a test to make both ends' events wait for one turn of the loop. */
+static pthread_mutex_t loop_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* init's loop, the forwarder's part of it, until stop_pipe says so. */
 static void *loop(void *arg)
@@ -41,7 +44,9 @@ static void *loop(void *arg)
             return NULL;
         if (p[0].revents)
             return NULL;
+        pthread_mutex_lock(&loop_mu);
         fwd_poll_done(p + 1, n);
+        pthread_mutex_unlock(&loop_mu);
     }
 }
 
@@ -194,6 +199,24 @@ static void t_both_ways(int lfd)
     n = recv(h, buf, sizeof(buf), 0);
     ok(n == 0, "the program's close ends hutch's (%zd)", n);
     close(h);
+
+    /* hutch answers and closes without reading (a refusal) while the
+     * program's request is on its way: init finds both in one turn, the
+     * request meets a closed socket, and still the answer arrives. */
+    c = prog_connect();
+    h = hutch_accept(lfd);
+    pthread_mutex_lock(&loop_mu);
+    send_all(h, "HTTP/1.1 403 Forbidden\r\n\r\n", 26);
+    close(h);
+    send_all(c, "GET http://a/ HTTP/1.1\r\n\r\n", 26);
+    usleep(50000);
+    pthread_mutex_unlock(&loop_mu);
+    n = read_all(c, buf, sizeof(buf));
+    ok(n == 26 && memcmp(buf, "HTTP/1.1 403", 12) == 0,
+       "an answer hutch closed after arrives, though the request found it closed "
+       "(%zd)",
+       n);
+    close(c);
 }
 
 struct bulk {
@@ -346,6 +369,14 @@ static void t_no_egress(int lfd)
     buf[n > 0 ? n : 0] = '\0';
     ok(n > 0 && strstr(buf, "503") && strstr(buf, "no egress"),
        "without a listener the program is answered 503: %s", body(buf));
+    if (c >= 0)
+        close(c);
+    /* Nobody will listen again: the forwarder let go of the port. */
+    usleep(100000);
+    c = prog_connect();
+    ok(c < 0 && errno == ECONNREFUSED,
+       "and the next connection is refused: the port is closed (%s)",
+       c < 0 ? strerror(errno) : "connected");
     if (c >= 0)
         close(c);
 }
