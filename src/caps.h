@@ -124,6 +124,10 @@
  * executors' unix listener init connects to. */
 #define HUTCH_SANDBOX_EGRESS_CONNS (2 * HUTCH_EGRESS_MAX_CONCURRENT)
 #define HUTCH_SANDBOX_EGRESS_BUF   HUTCH_EGRESS_RELAY_BUF
+/* The backlog of init's port: connections the kernel completes while init
+ * is not scheduled (a busy machine, the sandbox's CPU quota spent); past
+ * it a client's SYN is dropped and its connect() waits a second. */
+#define HUTCH_SANDBOX_EGRESS_BACKLOG 256
 
 /* MCP, both directions. */
 #define HUTCH_MCP_MAX_MESSAGE         (16u << 20)  /* one JSON-RPC message */

@@ -86,7 +86,7 @@ int fwd_open(const char *target)
     if (fd < 0)
         return -errno;
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        listen(fd, HUTCH_SANDBOX_EGRESS_CONNS) < 0) {
+        listen(fd, HUTCH_SANDBOX_EGRESS_BACKLOG) < 0) {
         int e = -errno;
         close(fd);
         return e;
