@@ -171,12 +171,6 @@ static int cmd_check(int argc, char **argv)
         fflush(stdout); /* warnings after the "ok:" line on a terminal */
         if (hutch_policy_denies_every_tool(p, why, sizeof(why)))
             fprintf(stderr, "%s: warning: %s\n", argv[i], why);
-        if (hutch_policy_egress(p))
-            fprintf(stderr,
-                    "%s: warning: egress: only the local executor carries a "
-                    "program's connections yet; on docker and gvisor an execution "
-                    "this policy gives egress is refused\n",
-                    argv[i]);
         check_executor_options(argv[i], p, ps, dir, 1);
         hutch_policy_unref(p);
     }

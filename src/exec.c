@@ -703,8 +703,9 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     if (req->egress && b->egress_fd < 0) {
         r = hutch_err_set(
             err, -ENOTSUP,
-            "egress: the %s executor's sandboxes cannot carry a program's "
-            "connections",
+            "egress: this sandbox of the %s executor cannot carry a program's "
+            "connections (on docker: an engine on another host; hutch's log says "
+            "why)",
             b->plugin->name);
         goto out;
     }
