@@ -317,6 +317,28 @@ static int spawn_worker(struct hutch_pool *p, int extra)
     return 0;
 }
 
+/* Under mu, where demand grows (a take, a want): enough refill threads for
+ * what is missing.  A refill thread decides to add one only when it picks a
+ * start; if every thread is already inside a start (a slow one), a box
+ * taken meanwhile found nobody to wake and waited for one of them to end:
+ * under load, 4 missing got 1 to 3 starts at once.  Here each missing box
+ * no waiting thread will pick gets a thread, up to the ceiling; one too
+ * many finds nothing to do and ends after HUTCH_POOL_REFILL_LINGER_MS. */
+static void more_hands(struct hutch_pool *p)
+{
+    uint64_t now = hutch_now_ms();
+    int missing = 0;
+
+    for (struct klass *k = p->classes; k; k = k->next) {
+        int gap = target(k) - k->nidle - k->starting;
+        if (k->size > 0 && now >= k->backoff_until_ms && gap > 0)
+            missing += gap;
+    }
+    for (int n = missing - p->nwaiting; n > 0; n--)
+        if (spawn_worker(p, 1) < 0)
+            break;
+}
+
 static void *refill_main(void *arg)
 {
     struct worker *w = arg;
@@ -599,6 +621,7 @@ void hutch_pool_want(struct hutch_pool *p, struct hutch_plugin *pl,
         k->grown = ceiling(k) > k->size ? ceiling(k) - k->size : 0;
     atomic_store(&k->draining, size == 0);
     pthread_cond_broadcast(&p->cv);
+    more_hands(p);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -691,6 +714,7 @@ struct hutch_box *hutch_pool_take(struct hutch_pool *p, struct hutch_plugin *pl,
             }
         }
         pthread_cond_broadcast(&p->cv); /* refill what was taken */
+        more_hands(p);
     }
     if (me) {
         me->held++;

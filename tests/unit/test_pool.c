@@ -214,6 +214,30 @@ static void parallel(void)
     ok(got >= 4, "taken again: four start at once again (%d)", got);
     gate(1);
     ok(until_idle(p, 4), "the pool is full again (%d idle)", idle_of(p));
+
+    /* Taken one at a time, each start held at the gate before the next
+     * take: once both base threads are inside a start, the third take
+     * finds no thread waiting.  It must get one of its own (it waited for
+     * a start to end: under CI's load this gave 1 to 3 starts at once).
+     * First the extra threads of the takes above end. */
+    {
+        uint64_t end = hutch_now_ms() + BUDGET_MS + HUTCH_POOL_REFILL_LINGER_MS;
+        while ((n = threads_now()) > base + HUTCH_POOL_REFILL_THREADS &&
+               hutch_now_ms() < end)
+            hutch_sleep_ms(100);
+    }
+    ok(n == base + HUTCH_POOL_REFILL_THREADS,
+       "the extra threads ended again (%d above)", n - base);
+    gate(0);
+    for (int i = 0; i < 4; i++) {
+        struct hutch_box *b = hutch_pool_take(p, &fake, &cls, NULL);
+        hutch_pool_discard(p, b, NULL);
+        got = until_inflight(i + 1);
+        ok(got == i + 1, "taken one by one: take %d has its start (%d at the gate)",
+           i + 1, got);
+    }
+    gate(1);
+    ok(until_idle(p, 4), "the pool is full again (%d idle)", idle_of(p));
     hutch_pool_free(p);
     ok(threads_now() == base, "freed: no refill thread left (%d)",
        threads_now() - base);
