@@ -915,16 +915,20 @@ int hutch_egress_parse_inner(const char *data, size_t len, struct hutch_egress_h
     return parse_head(data, len, h, 1);
 }
 
+/* 1 when the n bytes of name are one of `list` (NULL-ended), any case. */
+static int named(const char *name, size_t n, const char *const *list)
+{
+    for (const char *const *d = list; *d; d++)
+        if (strlen(*d) == n && !strncasecmp(name, *d, n))
+            return 1;
+    return 0;
+}
+
 static int hop_by_hop(const char *name, size_t n)
 {
     static const char *const drop[] = {"host",    "connection", "keep-alive", "te",
                                        "trailer", "upgrade",    NULL};
-    if (n >= 6 && !strncasecmp(name, "proxy-", 6))
-        return 1;
-    for (const char *const *d = drop; *d; d++)
-        if (strlen(*d) == n && !strncasecmp(name, *d, n))
-            return 1;
-    return 0;
+    return (n >= 6 && !strncasecmp(name, "proxy-", 6)) || named(name, n, drop);
 }
 
 int hutch_egress_rewrite(const struct hutch_egress_head *h, const char *data,
@@ -957,12 +961,7 @@ static int reserved_header(const char *name, size_t n)
 {
     static const char *const framing[] = {"content-length", "transfer-encoding",
                                           "expect", NULL};
-    if (hop_by_hop(name, n))
-        return 1;
-    for (const char *const *d = framing; *d; d++)
-        if (strlen(*d) == n && !strncasecmp(name, *d, n))
-            return 1;
-    return 0;
+    return hop_by_hop(name, n) || named(name, n, framing);
 }
 
 int hutch_egress_rewrite_inner(const struct hutch_egress_head *h, const char *data,
@@ -1090,21 +1089,7 @@ set_reason(struct session *s, enum hutch_egress_outcome o, const char *fmt, ...)
 /* Wait up to ms for fd (and the wake fd): 1 ready, 0 timed out, -1 closing. */
 static int wait_fd(struct hutch_egress *eg, int fd, short events, uint64_t deadline_ms)
 {
-    for (;;) {
-        struct pollfd p[2] = {{.fd = fd, .events = events},
-                              {.fd = eg->wake, .events = POLLIN}};
-        uint64_t now = hutch_now_ms();
-        int r;
-        if (now >= deadline_ms)
-            return 0;
-        r = poll(p, 2, (int)(deadline_ms - now > 60000 ? 60000 : deadline_ms - now));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 || p[1].revents)
-            return -1;
-        if (p[0].revents)
-            return 1;
-    }
+    return hutch_wait_fd(fd, events, eg->wake, deadline_ms);
 }
 
 /* Write all of p to a non-blocking socket within deadline_ms: 0 or -1. */

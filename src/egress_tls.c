@@ -514,21 +514,7 @@ SSL *hutch_egress_tls_client(struct hutch_egress_ca *ca, const char *host, int i
  * woken. */
 static int tls_wait(int fd, int want_write, int wake, uint64_t deadline_ms)
 {
-    for (;;) {
-        struct pollfd p[2] = {{.fd = fd, .events = want_write ? POLLOUT : POLLIN},
-                              {.fd = wake, .events = POLLIN}};
-        uint64_t now = hutch_now_ms();
-        int r;
-        if (now >= deadline_ms)
-            return 0;
-        r = poll(p, 2, (int)(deadline_ms - now > 60000 ? 60000 : deadline_ms - now));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 || p[1].revents)
-            return -1;
-        if (p[0].revents)
-            return 1;
-    }
+    return hutch_wait_fd(fd, want_write ? POLLOUT : POLLIN, wake, deadline_ms);
 }
 
 int hutch_egress_tls_handshake(SSL *ssl, int fd, int wake, uint64_t deadline_ms,

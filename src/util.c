@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,4 +444,23 @@ const char *hutch_lang_canon(const char *name)
 const char *hutch_lang_runtime(const char *lang)
 {
     return lang && !strcmp(lang, "typescript") ? "javascript" : lang;
+}
+
+int hutch_wait_fd(int fd, short events, int wake_fd, uint64_t deadline_ms)
+{
+    for (;;) {
+        struct pollfd p[2] = {{.fd = fd, .events = events},
+                              {.fd = wake_fd, .events = POLLIN}};
+        uint64_t now = hutch_now_ms();
+        int r;
+        if (now >= deadline_ms)
+            return 0;
+        r = poll(p, 2, (int)(deadline_ms - now > 60000 ? 60000 : deadline_ms - now));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 || p[1].revents)
+            return -1;
+        if (p[0].revents)
+            return 1;
+    }
 }

@@ -36,6 +36,10 @@ int hutch_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadli
 uint64_t hutch_now_us(void); /* monotonic */
 int hutch_set_nonblock(int fd);
 int hutch_set_cloexec(int fd);
+/* Waits for `events` on fd, or for wake_fd to be readable (a close-down
+ * signal), until deadline_ms (hutch_now_ms()'s clock), through EINTR: 1 fd
+ * is ready, 0 the deadline passed, -1 woken or poll failed. */
+int hutch_wait_fd(int fd, short events, int wake_fd, uint64_t deadline_ms);
 /* Write all of buf, retrying on EINTR/short writes (blocking fds). */
 int hutch_write_all(int fd, const void *buf, size_t len);
 /* Replace `path` with `len` bytes, whole or not at all: a temporary file
