@@ -478,11 +478,11 @@ const char *hutch_gov_tainted(struct hutch_gov_exec *x)
 /* The taint rule (policy.h) on a call, with what the audit record says
  * of it. */
 static int taint_rule(struct hutch_gov_exec *x, const struct hutch_catalog_entry *e,
-                      int r, char *reason, size_t reason_len, cJSON *extra)
+                      int source, int r, char *reason, size_t reason_len, cJSON *extra)
 {
     const char *src = hutch_gov_tainted(x), *sink = NULL;
 
-    if (hutch_policy_taint_source(x->policy, e->server, e->tool))
+    if (source)
         cJSON_AddBoolToObject(extra, "taint_source", 1);
     r = hutch_policy_check_taint(x->policy, e->server, e->tool, src, r, reason,
                                  reason_len, &sink);
@@ -640,7 +640,7 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     double dur;
     cJSON *extra;
     void *ref;
-    int r;
+    int r, source;
 
     e = hutch_bridge_find(x->bridge, tool, timeout_ms, &ref);
     if (!e) {
@@ -663,7 +663,10 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
                                     e->tool, args, reason, sizeof(reason));
     }
     extra = cJSON_CreateObject();
-    r = taint_rule(x, e, r, reason, sizeof(reason), extra);
+    /* Whether the tool is a taint source: asked once, for the audit record
+     * and for the mark after the call. */
+    source = hutch_policy_taint_source(x->policy, e->server, e->tool) != NULL;
+    r = taint_rule(x, e, source, r, reason, sizeof(reason), extra);
     dur = (double)(hutch_now_us() - t0) / 1000.0;
     if (r == HUTCH_POLICY_ASK)
         r = ask_user(x, e->qualified, args, timeout_ms, reason, sizeof(reason), extra);
@@ -689,7 +692,7 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
     hutch_upstreams_set_elicitor(NULL);
     /* Before the program sees what came back, whatever it was (an error
      * result may carry a third party's text as well). */
-    if (hutch_policy_taint_source(x->policy, e->server, e->tool))
+    if (source)
         hutch_gov_taint(x, e->qualified);
 out:
     hutch_bridge_catalog_put(x->bridge, ref);
