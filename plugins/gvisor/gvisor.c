@@ -50,11 +50,12 @@
 #include "caps.h"
 #include "sbio.h"
 
-#define GV_READY_MS  60000 /* runsc run until init connected (loaded machines) */
-#define GV_STOP_MS   5000  /* init killing the program's processes */
-#define GV_CMD_MS    10000 /* one runsc kill/delete/list */
-#define GV_EXIT_MS   3000  /* sandbox gone after init was told to end */
-#define GV_MAX_FLAGS 16    /* words in HUTCH_RUNSC_FLAGS */
+#define GV_READY_MS     60000 /* runsc run until init connected (loaded machines) */
+#define GV_STOP_MS      5000  /* init killing the program's processes */
+#define GV_CMD_MS       10000 /* one runsc kill/delete/list */
+#define GV_CG_SETTLE_MS 10000 /* a try's cgroup to empty (cg_rmdir_settle) */
+#define GV_EXIT_MS      3000  /* sandbox gone after init was told to end */
+#define GV_MAX_FLAGS    16    /* words in HUTCH_RUNSC_FLAGS */
 /* Host tasks (the host cgroup's pids limit) of one sandbox: a base for
  * runsc and the sentry, plus a share per process the sandbox may hold.
  * Every sandbox process costs host tasks of its own (on the ptrace
@@ -466,21 +467,51 @@ static void cg_rmdir(const struct gv_state *st, const char *dir)
     (void)rmdir(dir); /* gone already, or still busy: left as it is */
 }
 
+/* rmdir of a doctor's try sandbox's cgroup, waiting while it is busy: the
+ * sandbox's processes leave it a moment after `runsc run` ends, and later
+ * still after a try killed for hanging (kvm on a VM without nested
+ * virtualisation) and `runsc delete --force`.  Without the wait, a CI run
+ * of the sanitizer build left one try's cgroups behind.  At most
+ * GV_CG_SETTLE_MS per hierarchy; a cgroup still busy then is left, and
+ * swept once its doctor is gone (cg_sweep_dir). */
+static void cg_rmdir_settle(const struct gv_state *st, const char *dir)
+{
+    uint64_t deadline = box_now_ms() + GV_CG_SETTLE_MS;
+
+    (void)st;
+    while (rmdir(dir) < 0 && errno == EBUSY && box_now_ms() < deadline)
+        usleep(5000);
+}
+
+/* Whether the cgroup `name` is a leftover whose hutch is gone: a
+ * sandbox's (hutch-PID.START.N-box, below the parent) or a doctor's try
+ * sandbox's (hutch-try-PID-XXXXXX, at the top).  A try's pid reused since
+ * keeps its cgroup until a sweep after that process ends. */
+static int cg_leftover(const char *name)
+{
+    unsigned long long start;
+    unsigned long n;
+    int pid;
+
+    if (sscanf(name, "hutch-%d.%llu.%lu", &pid, &start, &n) == 3)
+        return box_process_gone(pid, start);
+    if (sscanf(name, "hutch-try-%d-", &pid) == 1 && pid > 0)
+        return kill(pid, 0) < 0 && errno == ESRCH;
+    return 0;
+}
+
 /* runsc removes a sandbox's cgroups when it deletes the sandbox, but not
  * when it was killed first (a hutch whose processes were all killed, a
- * `runsc run` killed for not ending in time): the empty cgroups of
- * sandboxes (hutch-PID.START.N-box) whose hutch is gone are removed here. */
+ * `runsc run` killed for not ending in time), and a try's may still be
+ * busy past cg_rmdir_settle: the empty ones whose hutch is gone are
+ * removed here. */
 static void cg_sweep_dir(const struct gv_state *st, const char *dir)
 {
     DIR *d = opendir(dir);
     for (struct dirent *de; d && (de = readdir(d));) {
         char path[PATH_MAX * 3];
-        unsigned long long start;
-        unsigned long n;
-        int pid;
-        if (sscanf(de->d_name, "hutch-%d.%llu.%lu", &pid, &start, &n) != 3 ||
-            !box_process_gone(pid, start))
-            continue; /* not a sandbox's, or its hutch still runs */
+        if (!cg_leftover(de->d_name))
+            continue; /* not hutch's, or its hutch still runs */
         snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
         if (rmdir(path) == 0)
             st->host->log(HUTCH_LOG_INFO, "gvisor", "removed leftover cgroup %s", path);
@@ -494,6 +525,7 @@ static void sweep(struct gv_state *st)
     DIR *d;
 
     cg_each(cg_parent(), cg_sweep_dir, st);
+    cg_each("", cg_sweep_dir, st);
     d = opendir(st->parent);
     if (!d)
         return;
@@ -1344,7 +1376,7 @@ static int try_platform(const struct gv_state *st, const char *platform,
             const char *del[] = {"delete", "--force", id, NULL};
             runsc_cmd(st, root, platform, del, GV_CMD_MS);
         }
-        cg_each(id, cg_rmdir, st);
+        cg_each(id, cg_rmdir_settle, st);
     } else {
         snprintf(why, whylen, "cannot write the bundle");
     }
