@@ -472,6 +472,8 @@ function start(job) {
       protocolError('"env" must be an object of strings');
     }
     for (const [k, v] of Object.entries(job.env)) process.env[k] = v;
+    // Node ignores HTTP_PROXY: egress.js routes fetch, http and https.
+    if (job.env.HTTP_PROXY || job.env.http_proxy) require('./egress.js').install(job.env);
   }
   if (job.cwd !== undefined) {
     try {

@@ -394,17 +394,57 @@ pcheck 'secrets = { ["secret.test"] = { header = "X-Key", file = "'"$T/bad.txt"'
 like "a value with a newline: an error" "$ERR" "control character"
 unlike "  that does not show the value" "$ERR" "$SECRET"
 
-# --- JavaScript: the same proxy, through the variable -----------------------------
-run_hutch run --json --policy "$T/p.lua" --lang javascript -e '
-const http = require("http");
-const proxy = new URL(process.env.HTTP_PROXY);
-const body = await new Promise((resolve, reject) => {
-  http.get({host: proxy.hostname, port: proxy.port, path: "http://127.0.0.1:'"$HP"'/echo"}, (res) => {
-    let b = ""; res.on("data", (c) => b += c); res.on("end", () => resolve(res.statusCode + " " + b));
-  }).on("error", reject);
+# --- JavaScript: fetch, http and https through the proxy -------------------------
+# Node ignores HTTP_PROXY and reads NODE_EXTRA_CA_CERTS only at start: the
+# runner routes them itself (src/runners/egress.js).
+JGET='
+const http = require("http"), https = require("https");
+const show = (e) => "error " + (e.cause ? e.cause.message : e.message);
+const fget = (url, init) => fetch(url, init).then(async (r) => r.status + " " + (await r.text()).trim(), show);
+const nget = (mod, url, opts) => new Promise((resolve) => {
+  mod.get(url, opts || {}, (res) => {
+    let b = ""; res.on("data", (c) => b += c); res.on("end", () => resolve(res.statusCode + " " + b.trim()));
+  }).on("error", (e) => resolve(show(e)));
 });
-console.log(body);'
-like "JavaScript reaches an allowed origin through HTTP_PROXY" "$(echo "$OUT" | json stdout)" \
-    "200 GET /echo HTTP/1.1"
+'
+jrun() { # POLICY CODE
+    run_hutch run --json --policy "$T/$1.lua" --audit "$T/audit.jsonl" --lang javascript -e "$2"
+}
+: >"$T/headers.log"
+jrun p "$JGET"'
+console.log("http:", await nget(http, "http://127.0.0.1:'"$HP"'/echo"));
+console.log("fetch:", await fget("http://127.0.0.1:'"$HP"'/echo"));
+console.log("https:", await nget(https, "https://tls.test:'"$SP"'/echo", {ca: `'"$CA"'`}));
+console.log("refused http:", await nget(http, "http://example.com/"));
+console.log("refused fetch:", await fget("http://example.com/"));
+console.log("refused https:", await nget(https, "https://evil.test/"));
+console.log("refused tunnel:", await fget("https://evil.test/"));
+console.log("refused port:", await fget("https://127.0.0.1:8081/"));'
+stdout=$(echo "$OUT" | json stdout)
+like "JavaScript: http.get reaches an allowed origin through the proxy" "$stdout" \
+    "http: 200 GET /echo HTTP/1.1"
+like "  in origin form, with the URL's Host" "$stdout" "Host: 127.0.0.1:$HP"
+like "  fetch() too" "$stdout" "fetch: 200 GET /echo HTTP/1.1"
+like "  https.get: a tunnel, the origin's certificate checked by the program's own ca" "$stdout" \
+    "https: 200 GET /echo HTTP/1.1"
+like "  a refused name over http: the proxy's 403 and its reason" "$stdout" \
+    "refused http: 403 hutch egress: example.com:80 is not allowed by the policy"
+like "  over fetch()" "$stdout" "refused fetch: 403 hutch egress: example.com:80 is not allowed"
+like "  a refused tunnel over https: an error with the reason" "$stdout" \
+    "refused https: error hutch egress: evil.test:443 is not allowed by the policy"
+like "  over fetch(): its cause says why" "$stdout" \
+    "refused tunnel: error hutch egress: evil.test:443 is not allowed"
+like "  a refused port" "$stdout" "refused port: error hutch egress: port 8081 of 127.0.0.1 is not allowed"
+jrun sec "$JGET"'
+console.log("fetch:", await fget("https://secret.test:'"$SP"'/bytes?n=3"));
+console.log("https:", await nget(https, "https://secret.test:'"$SP"'/bytes?n=2"));
+console.log("env holds it:", JSON.stringify(process.env).includes("'"$SECRET"'"));'
+stdout=$(echo "$OUT" | json stdout)
+like "JavaScript: fetch() to a host with a secret, through hutch's TLS, its CA trusted" "$stdout" \
+    "fetch: 200 xxx"
+like "  https.get too" "$stdout" "https: 200 xx"
+is "  the origin received the secret once per request" \
+    "$(grep -c "^Authorization: Bearer $SECRET\$" "$T/headers.log")" 2
+like "  and the program's environment holds none of it" "$stdout" "env holds it: false"
 
 done_testing

@@ -53,7 +53,7 @@ ok "third_party/README.md installed in docdir/third_party (doc/ links it)" \
 runnersdir=$(var runnersdir)
 is "the runner directory is pkgdatadir/runners" "$runnersdir" "$pkgdatadir/runners"
 for f in src/runners/runner.py src/runners/hutch_runner.py src/runners/runner.js \
-    src/runners/transpile.js third_party/sucrase/sucrase.js; do
+    src/runners/egress.js src/runners/transpile.js third_party/sucrase/sucrase.js; do
     ok "$(basename "$f") installed in the runner directory" \
         cmp -s "$HUTCH_SRCDIR/$f" "$D$runnersdir/$(basename "$f")"
 done
