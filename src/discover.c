@@ -446,19 +446,18 @@ void hutch_discover_paths(const struct hutch_policy *p, struct hutch_buf *t)
     hutch_buf_appendf(t, ".");
 }
 
-void hutch_discover_egress(const struct hutch_policy *p, struct hutch_buf *t)
+void hutch_discover_egress(const struct hutch_egress_rules *r, struct hutch_buf *t)
 {
-    const struct hutch_egress_rules *r = hutch_policy_egress(p);
     char one[HUTCH_EGRESS_MAX_PATTERN + 8];
     size_t shown =
         r && r->n < HUTCH_DISCOVER_EGRESS_RULES ? r->n : HUTCH_DISCOVER_EGRESS_RULES;
     if (!r)
         return;
-    hutch_buf_appendf(t,
-                      "- Network: HTTP and HTTPS only through the proxy in "
-                      "HTTP_PROXY/HTTPS_PROXY (Python's urllib and requests, pip and "
-                      "curl use it; in Node send requests to the proxy yourself), and "
-                      "only to");
+    hutch_buf_appendf(
+        t, "- Network: HTTP and HTTPS only through the proxy in "
+           "HTTP_PROXY/HTTPS_PROXY (Python's urllib and requests, pip and "
+           "curl use it, and so do JavaScript's fetch(), http and https), and "
+           "only to");
     if (!r->n)
         hutch_buf_appendf(t, " nothing: the policy allows no host.");
     for (size_t i = 0; i < shown; i++)

@@ -73,9 +73,11 @@ void hutch_discover_suggest(const struct hutch_catalog *cat,
 /* The sentence for execute_code's description naming the host folders
  * `inputs` and `output_dir` may use under policy p. */
 void hutch_discover_paths(const struct hutch_policy *p, struct hutch_buf *t);
-/* The line of execute_code's description on the network: with the policy's
- * egress, the hosts a program may reach and how (the first
- * HUTCH_DISCOVER_EGRESS_RULES rules); nothing without it. */
-void hutch_discover_egress(const struct hutch_policy *p, struct hutch_buf *t);
+/* The line of execute_code's description on the network: with egress
+ * rules r (a principal's, hutch_policy_egress_of), the hosts a program may
+ * reach and how (the first HUTCH_DISCOVER_EGRESS_RULES rules); nothing
+ * when r is NULL. */
+struct hutch_egress_rules;
+void hutch_discover_egress(const struct hutch_egress_rules *r, struct hutch_buf *t);
 
 #endif

@@ -116,7 +116,7 @@ void mcp_session_destroy(struct hutch_mcp_session *s);
 /* --- mcp_tools.c ---------------------------------------------------------- */
 
 /* The tools; `structured`: with their outputSchema. */
-cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured);
+cJSON *mcp_tool_defs(const struct hutch_mcp *m, const char *principal, int structured);
 cJSON *mcp_text_result(const char *text, int is_error);
 /* A result for the model: content blocks; structuredContent too when the
  * client asked for it (`structured`). */

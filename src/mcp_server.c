@@ -133,10 +133,10 @@ static void list_changed(void *arg)
 /* --- dispatch
  * ------------------------------------------------------------------------- */
 
-static cJSON *tools_list(struct hutch_mcp *m, int structured)
+static cJSON *tools_list(struct hutch_mcp *m, const char *principal, int structured)
 {
     cJSON *r = cJSON_CreateObject();
-    cJSON *defs = mcp_tool_defs(m, structured);
+    cJSON *defs = mcp_tool_defs(m, principal, structured);
     hutch_direct_list(&m->direct, defs); /* --direct-tools */
     cJSON_AddItemToObject(r, "tools", defs);
     return r;
@@ -360,7 +360,8 @@ static void m_discover(struct hutch_mcp_session *s, void *stream, const cJSON *i
 static void m_tools_list(struct hutch_mcp_session *s, void *stream, const cJSON *id,
                          const char *meth, const cJSON *params, int modern)
 {
-    send_list(s, stream, id, tools_list(s->m, mcp_wants_structured(s, params, modern)),
+    send_list(s, stream, id,
+              tools_list(s->m, s->principal, mcp_wants_structured(s, params, modern)),
               modern, hutch_direct_enabled(&s->m->direct) ? &cache_none : &cache_fixed);
 }
 

@@ -178,7 +178,7 @@ static void execute_output_schema(cJSON *t)
     }
 }
 
-cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured)
+cJSON *mcp_tool_defs(const struct hutch_mcp *m, const char *principal, int structured)
 {
     cJSON *tools = cJSON_CreateArray(), *t, *in, *props, *p, *req, *ann;
     const char *details[] = {"names", "signatures", "full"};
@@ -223,12 +223,14 @@ cJSON *mcp_tool_defs(const struct hutch_mcp *m, int structured)
         if (m->o.jobs)
             hutch_jobs_runtime(m->o.jobs, rt, sizeof(rt));
         hutch_buf_init(&desc, HUTCH_MCP_MAX_OUTPUT_TEXT);
-        hutch_buf_appends(&desc, hutch_policy_egress(pol) ? execute_head_egress
-                                                          : execute_head);
+        /* The principal's egress: its entry's own, or the policy's. */
+        const struct hutch_egress_rules *egress =
+            hutch_policy_egress_of(pol, principal);
+        hutch_buf_appends(&desc, egress ? execute_head_egress : execute_head);
         hutch_buf_appends(&desc, execute_desc);
-        if (hutch_policy_egress(pol)) {
+        if (egress) {
             hutch_buf_appends(&desc, "\n");
-            hutch_discover_egress(pol, &desc);
+            hutch_discover_egress(egress, &desc);
         }
         /* The host folders the policy lets `inputs`/`output_dir` name
          * (discover.c), so the agent need not guess; without any, neither

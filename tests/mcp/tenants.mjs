@@ -6,6 +6,8 @@
 //              full table takes from the principal holding the most; a
 //              2026-07-28 request needs no session slot; idle sessions
 //              expire ($HUTCH_HTTP_SESSION_IDLE_MS).
+//   egress     execute_code's description names the principal's own
+//              egress hosts, never another principal's.
 //   bursts     40 requests at once on new connections from one address are
 //              each answered: a whole head waiting to be read is not slow;
 //   slowloris  140 connections from 14 loopback addresses that never finish
@@ -158,6 +160,41 @@ const list26 = async (url, who) =>
   t.ok(s, "a session opens");
   const gone = await waitFor(async () => (await use(srv.url, "alice", s)) === 404, 60000, 3000);
   t.ok(gone, "with HUTCH_HTTP_SESSION_IDLE_MS=2000 an idle session is gone within a minute");
+  await srv.stop();
+}
+
+// --- egress: each principal is told its own ------------------------------------------
+// execute_code's description names the hosts a program may reach: the
+// principal's own egress, never another's (nor the policy's when its entry
+// says false).
+{
+  const ep = path.join(dir, "egress.lua");
+  fs.writeFileSync(ep, `return {
+  egress = { allow = { "top.example" } },
+  principals = {
+    { name = "alice", token = "${tok("alice")}", egress = { allow = { "alice.example:443" } } },
+    { name = "bob", token = "${tok("bob")}", egress = false },
+    { name = "carol", token = "${tok("carol")}" },
+  },
+}
+`, { mode: 0o600 });
+  const srv = await spawnHttp({ hutch, args: ["--policy", ep] });
+  onExit(() => srv.proc.kill("SIGKILL"));
+  const desc = async (who) => {
+    const r = await post(srv.url, who, {
+      jsonrpc: "2.0", id: ids++, method: "tools/list",
+      params: { _meta: { "io.modelcontextprotocol/protocolVersion": V26, "io.modelcontextprotocol/clientCapabilities": {} } },
+    }, { "MCP-Protocol-Version": V26, "Mcp-Method": "tools/list" });
+    const tools = JSON.parse(r.body).result?.tools ?? [];
+    return tools.find((x) => x.name === "execute_code")?.description ?? `(no execute_code: ${r.status})`;
+  };
+  const a = await desc("alice"), b = await desc("bob"), c = await desc("carol");
+  t.ok(a.includes("alice.example:443") && !a.includes("top.example"),
+    "alice's execute_code names her own egress hosts, not the policy's", a);
+  t.ok(!b.includes("alice.example") && !b.includes("top.example") && !b.includes("HTTP_PROXY"),
+    "bob (egress = false) is told of no network", b);
+  t.ok(c.includes("top.example") && !c.includes("alice.example"),
+    "carol is told the policy's hosts, never alice's", c);
   await srv.stop();
 }
 

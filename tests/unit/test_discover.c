@@ -261,15 +261,38 @@ static void test_paths_and_switch(void)
     p = policy("return { egress = { allow = { \"api.github.com\", \"*.pypi.org:443\", "
                "\"127.0.0.1:8080\" } } }",
                &e);
-    hutch_discover_egress(p, &t);
+    hutch_discover_egress(hutch_policy_egress_of(p, NULL), &t);
     ok(p && strstr(hutch_buf_str(&t), "HTTP_PROXY") &&
            strstr(hutch_buf_str(&t), "api.github.com, *.pypi.org:443, 127.0.0.1:8080"),
        "egress: the hosts a program may reach: %s", hutch_buf_str(&t));
+    ok(strstr(hutch_buf_str(&t), "JavaScript's fetch(), http and https"),
+       "  and that JavaScript's fetch, http and https go through the proxy too");
     hutch_policy_unref(p);
     hutch_buf_reset(&t);
     p = policy("return { }", &e);
-    hutch_discover_egress(p, &t);
+    hutch_discover_egress(hutch_policy_egress_of(p, NULL), &t);
     ok(p && t.len == 0, "no egress: nothing said (the first line says no network)");
+    hutch_policy_unref(p);
+    /* A principal is told its own: its entry's egress, or none. */
+    p = policy(
+        "return { egress = { allow = { 'api.github.com' } },\n"
+        "  principals = {\n"
+        "  { name = 'alice', token = 'alice-token-0123456789abcdef',\n"
+        "    egress = { allow = { 'pypi.org:443' } } },\n"
+        "  { name = 'bob', token = 'bob-token-0123456789abcdef', egress = false },\n"
+        "  { name = 'carol', token = 'carol-token-0123456789abcdef' } } }",
+        &e);
+    hutch_buf_reset(&t);
+    hutch_discover_egress(hutch_policy_egress_of(p, "alice"), &t);
+    ok(p && strstr(hutch_buf_str(&t), "pypi.org:443") &&
+           !strstr(hutch_buf_str(&t), "api.github.com"),
+       "alice's own egress, not the policy's: %s", hutch_buf_str(&t));
+    hutch_buf_reset(&t);
+    hutch_discover_egress(hutch_policy_egress_of(p, "bob"), &t);
+    ok(p && t.len == 0, "bob, egress = false: nothing said");
+    hutch_buf_reset(&t);
+    hutch_discover_egress(hutch_policy_egress_of(p, "carol"), &t);
+    ok(p && strstr(hutch_buf_str(&t), "api.github.com"), "carol: the policy's");
     hutch_policy_unref(p);
     hutch_buf_free(&t);
 }
