@@ -554,29 +554,18 @@ int hutch_gov_egress_decide(void *arg, const char *host, unsigned port, char *wh
     char where[HUTCH_EGRESS_MAX_HOST + 16], reason[512];
     const char *src = hutch_gov_tainted(x);
     uint64_t t0 = hutch_now_us();
-    int source, sink, ask, r = 0;
+    int source, sink, ask, r;
     cJSON *extra, *args;
 
     hutch_policy_taint_egress(x->policy, &source, &sink, &ask);
     snprintf(where, sizeof(where), "%s:%u", host, port);
-    if (sink && src) {
+    r = hutch_policy_check_taint_egress(x->policy, host, port, src, reason,
+                                        sizeof(reason));
+    if (r != 0) {
         extra = cJSON_CreateObject();
         cJSON_AddStringToObject(extra, "tainted_by", src);
         cJSON_AddStringToObject(extra, "taint_sink", "egress");
-        if (!ask) {
-            snprintf(
-                reason, sizeof(reason),
-                "denied by the policy's taint rule: this program has read untrusted "
-                "data from %s (taint.sources), and a connection out may send data "
-                "(taint.sinks has \"egress\")",
-                src);
-            r = -EPERM;
-        } else {
-            snprintf(reason, sizeof(reason),
-                     "This program has read untrusted data from %s, which may carry "
-                     "instructions from others. Allow it to connect to %s, which may "
-                     "send data out?",
-                     src, where);
+        if (r == HUTCH_POLICY_ASK) {
             args = cJSON_CreateObject();
             cJSON_AddStringToObject(args, "host", host);
             cJSON_AddNumberToObject(args, "port", port);

@@ -769,10 +769,47 @@ const char *hutch_policy_taint_sink(const struct hutch_policy *p, const char *se
     return p ? first_glob(p->sinks, p->nsinks, server, tool) : NULL;
 }
 
+/* The words of a taint decision, for a tool call and a connection alike:
+ * -EPERM naming the source and the sink rule, or under on_sink = "ask"
+ * HUTCH_POLICY_ASK with the question.  `what` is the sink ("mail.send", "a
+ * connection to host:port"), `act` what the program would do ("call
+ * mail.send"). */
+static int taint_verdict(char *reason, size_t len, int ask, const char *tainted_by,
+                         const char *what, const char *act, const char *rule)
+{
+    if (!ask)
+        return set_reason(reason, len, -EPERM,
+                          "denied by the policy's taint rule: this program has read "
+                          "untrusted data from %s (taint.sources), and %s may send "
+                          "data out (taint.sinks rule \"%s\")",
+                          tainted_by, what, rule);
+    return set_reason(reason, len, HUTCH_POLICY_ASK,
+                      "This program has read untrusted data from %s, which may carry "
+                      "instructions from others. Allow it to %s, which may send data "
+                      "out?",
+                      tainted_by, act);
+}
+
+int hutch_policy_check_taint_egress(const struct hutch_policy *p, const char *host,
+                                    unsigned port, const char *tainted_by, char *reason,
+                                    size_t reason_len)
+{
+    char what[HUTCH_EGRESS_MAX_HOST + 32], act[HUTCH_EGRESS_MAX_HOST + 32];
+    int source, sink, ask;
+
+    hutch_policy_taint_egress(p, &source, &sink, &ask);
+    if (!sink || !tainted_by)
+        return 0;
+    snprintf(what, sizeof(what), "a connection to %s:%u", host, port);
+    snprintf(act, sizeof(act), "connect to %s:%u", host, port);
+    return taint_verdict(reason, reason_len, ask, tainted_by, what, act, "egress");
+}
+
 int hutch_policy_check_taint(const struct hutch_policy *p, const char *server,
                              const char *tool, const char *tainted_by, int r,
                              char *reason, size_t reason_len, const char **sink_out)
 {
+    char act[HUTCH_MAX_QUALIFIED_NAME + 8];
     char full[HUTCH_MAX_QUALIFIED_NAME + 1];
     const char *sink;
     size_t dot;
@@ -786,23 +823,14 @@ int hutch_policy_check_taint(const struct hutch_policy *p, const char *server,
         return r;
     if (sink_out)
         *sink_out = sink;
-    if (!ask)
-        return set_reason(reason, reason_len, -EPERM,
-                          "denied by the policy's taint rule: this program has read "
-                          "untrusted data from %s (taint.sources), and %s may send "
-                          "data out (taint.sinks rule \"%s\")",
-                          tainted_by, full, sink);
-    if (r == HUTCH_POLICY_ASK) {
+    if (ask && r == HUTCH_POLICY_ASK) {
         size_t n = strlen(reason);
         snprintf(reason + n, reason_len - n,
                  " (this program has read untrusted data from %s)", tainted_by);
         return r;
     }
-    return set_reason(reason, reason_len, HUTCH_POLICY_ASK,
-                      "This program has read untrusted data from %s, which may carry "
-                      "instructions from others. Allow it to call %s, which may send "
-                      "data out?",
-                      tainted_by, full);
+    snprintf(act, sizeof(act), "call %s", full);
+    return taint_verdict(reason, reason_len, ask, tainted_by, full, act, sink);
 }
 
 int hutch_policy_check_tool(struct hutch_policy *p, const char *principal,

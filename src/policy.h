@@ -200,6 +200,14 @@ void hutch_policy_taint_egress(const struct hutch_policy *p, int *source, int *s
 int hutch_policy_check_taint(const struct hutch_policy *p, const char *server,
                              const char *tool, const char *tainted_by, int r,
                              char *reason, size_t reason_len, const char **sink);
+/* The taint rule on a connection to host:port through the egress proxy by
+ * an execution tainted by `tainted_by` (NULL: not tainted): 0 unless
+ * taint.sinks has "egress" and the execution is tainted; then -EPERM or
+ * HUTCH_POLICY_ASK with `reason`, in the words hutch_policy_check_taint
+ * uses for a tool. */
+int hutch_policy_check_taint_egress(const struct hutch_policy *p, const char *host,
+                                    unsigned port, const char *tainted_by, char *reason,
+                                    size_t reason_len);
 
 /* 1 when the globs deny every tool call whatever the upstream servers
  * offer, why (at most len bytes) saying which: a policy file without a

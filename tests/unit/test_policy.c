@@ -859,6 +859,37 @@ static void test_taint(void)
         hutch_policy_taint_egress(NULL, &src, &esink, &ask);
         ok(!src && !esink && !ask, "no policy: egress is neither");
     }
+    /* A connection as a sink: the words a tool's decision has. */
+    p = must_load(
+        "return { taint = { sources = { \"web.*\" }, sinks = { \"egress\" } } }");
+    r = hutch_policy_check_taint_egress(p, "api.example", 443, NULL, reason,
+                                        sizeof(reason));
+    ok(r == 0, "an untainted execution's connection goes");
+    r = hutch_policy_check_taint_egress(p, "api.example", 443, "web.fetch", reason,
+                                        sizeof(reason));
+    ok(r == -EPERM &&
+           !strcmp(reason, "denied by the policy's taint rule: this program has read "
+                           "untrusted data from web.fetch (taint.sources), and a "
+                           "connection to api.example:443 may send data out "
+                           "(taint.sinks rule \"egress\")"),
+       "a tainted execution's connection is denied, as a sink tool's call (%s)",
+       reason);
+    hutch_policy_unref(p);
+    p = must_load(
+        "return { taint = { sources = { \"web.*\" }, sinks = { \"egress\" },\n"
+        "  on_sink = \"ask\" } }");
+    r = hutch_policy_check_taint_egress(p, "api.example", 443, "web.fetch", reason,
+                                        sizeof(reason));
+    ok(r == HUTCH_POLICY_ASK && strstr(reason, "untrusted data from web.fetch") &&
+           strstr(reason, "Allow it to connect to api.example:443, which may send"),
+       "under ask: a question naming the source and the address (%s)", reason);
+    hutch_policy_unref(p);
+    p = must_load(
+        "return { taint = { sources = { \"web.*\" }, sinks = { \"mail.*\" } } }");
+    r = hutch_policy_check_taint_egress(p, "api.example", 443, "web.fetch", reason,
+                                        sizeof(reason));
+    ok(r == 0, "egress no sink: a tainted execution's connection goes");
+    hutch_policy_unref(p);
     load_fails("return { taint = { sinks = { \"a.*\" } } }",
                "taint: needs both sources", "taint without sources");
     load_fails("return { taint = { sources = {}, sinks = { \"a.*\" } } }",
