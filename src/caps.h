@@ -465,7 +465,7 @@
 #define HUTCH_POLICY_MAX_OPT_NAME   32
 #define HUTCH_POLICY_MAX_OPT_VALUE  256
 
-/* Egress (egress.c, the policy's `egress`).  RULES: patterns in
+/* Egress (egress.h, the policy's `egress`).  RULES: patterns in
  * egress.allow; PATTERN: bytes of one; HOST: a DNS name (RFC 1035's 253).
  * max_bytes (both directions, every connection of an execution together)
  * and max_connections (over the execution's life) default to DEFAULT_*,

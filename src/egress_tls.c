@@ -2,7 +2,8 @@
  * CA on disk, leaf certificates signed by it, the two sides' contexts, and
  * TLS I/O over non-blocking descriptors.
  *
- * Not here: deciding what to intercept, HTTP, records (egress.c).
+ * Not here: deciding what to intercept, records (egress.c), HTTP
+ * (egress_head.c, egress.c).
  *
  * Locks.  ca_mu guards the_ca while it is made (once: it is never freed
  * nor replaced after); ca->mu (a leaf) guards the leaf cache.  An SSL

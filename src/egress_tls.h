@@ -18,9 +18,10 @@
  * name the program asked for (SNI and host name check; an IP literal's
  * address), TLS 1.2 at least.
  *
- * Not here: what is intercepted and why, the requests, the records
- * (egress.c).  Threads: every function may be called from any thread; the
- * CA is made once and lives as long as the process. */
+ * Not here: what is intercepted and why, the records (egress.c), the
+ * requests (egress_head.c, egress.c).  Threads: every function may be
+ * called from any thread; the CA is made once and lives as long as the
+ * process. */
 #ifndef HUTCH_EGRESS_TLS_H
 #define HUTCH_EGRESS_TLS_H
 

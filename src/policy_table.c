@@ -651,7 +651,7 @@ static void v_workspaces(lua_State *L, struct vctx *vc, int t)
 }
 
 /* egress.secrets = { ["host[:port]"] = { header = NAME, value = "..${VAR}.."
- * | file = "/path" }, ... }: checked and expanded by egress.c
+ * | file = "/path" }, ... }: checked and expanded by egress_rules.c
  * (hutch_egress_secret_add), against the rules already read.  No message
  * holds a value. */
 static void v_secrets(lua_State *L, struct vctx *vc, int t, const char *at,
@@ -697,7 +697,7 @@ static void v_secrets(lua_State *L, struct vctx *vc, int t, const char *at,
 }
 
 /* egress = { allow = { "host[:port]", ... }, max_bytes, max_connections,
- * secrets }: what a pattern is and how it matches is egress.c's
+ * secrets }: what a pattern is and how it matches is egress_rules.c's
  * (egress.h).  The field present turns egress on; without allow, every
  * connection is refused. */
 static void v_egress(lua_State *L, struct vctx *vc, int t, const char *at,

@@ -1,6 +1,6 @@
-/* fuzz_egress_head.c — the egress proxy's request head (egress.c:
+/* fuzz_egress_head.c — the egress proxy's request head (egress_head.c:
  * hutch_egress_parse_head, hutch_egress_rewrite) and its patterns
- * (hutch_egress_rule_parse, hutch_egress_match).
+ * (egress_rules.c: hutch_egress_rule_parse, hutch_egress_match).
  *
  * Input: any bytes, parsed as what a program sent the proxy.  A parsed head
  * stays inside the input, names a host and a port in range, and rewrites

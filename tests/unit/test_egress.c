@@ -1,9 +1,10 @@
-/* test_egress.c — the egress proxy (egress.c): patterns and matching, the
- * judge of addresses, the head's parser and rewriter, and the engine end to
- * end over socketpairs (the test plays the sandbox) against servers of its
- * own on loopback: an HTTP server that answers with the head it received
- * (or a large body for /big), and a TCP echo server for CONNECT.  Nothing
- * leaves 127.0.0.1 and ::1; names resolve through HUTCH_TEST_RESOLVE.
+/* test_egress.c — the egress proxy: patterns and matching, the judge of
+ * addresses (egress_rules.c), the head's parser and rewriter
+ * (egress_head.c), and the engine (egress.c) end to end over socketpairs
+ * (the test plays the sandbox) against servers of its own on loopback:
+ * an HTTP server that answers with the head it received (or a large body
+ * for /big), and a TCP echo server for CONNECT.  Nothing leaves 127.0.0.1
+ * and ::1; names resolve through HUTCH_TEST_RESOLVE.
  *
  * No timing is asserted: the slow-head case sets a short head time through
  * the hooks and only checks the outcome. */
