@@ -679,7 +679,7 @@ static void test_secrets(void)
 
 static void test_connect_tunnel(void)
 {
-    char pat[64], req[128], buf[4096];
+    char pat[64], req[128], buf[4096], got[64];
     const char *pats[] = {pat, NULL};
     struct hutch_egress *eg;
     struct hutch_egress_stats st;
@@ -696,13 +696,19 @@ static void test_connect_tunnel(void)
     ok(read_until(fd, buf, sizeof(buf), "\r\n\r\n") &&
            !strncmp(buf, "HTTP/1.1 200 Connection established\r\n\r\n", 39),
        "CONNECT to an IP-literal rule: 200");
+    /* The echo of "hel" may come in the same read as the answer. */
+    {
+        const char *end = strstr(buf, "\r\n\r\n");
+        snprintf(got, sizeof(got), "%s", end ? end + 4 : "");
+    }
     write_all(fd, "lo", 2);
     shutdown(fd, SHUT_WR); /* half-close: the echo still answers */
     read_all(fd, buf, sizeof(buf));
-    ok(!strcmp(buf, "hello"),
+    snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s", buf);
+    ok(!strcmp(got, "hello"),
        "the tunnel carries bytes both ways, through a half-close "
        "(got \"%s\")",
-       buf);
+       got);
     close(fd);
     r = rec_wait(want);
     ok(r && r->outcome == HUTCH_EGRESS_OK && !strcmp(r->method, "CONNECT") &&
