@@ -60,6 +60,13 @@ time.sleep(600)' >"$dir/out" 2>"$dir/err" </dev/null &
         sleep 0.1
     done
     is "a program runs and says so${*:+ ($*)}" "$(cat "$dir/out")" "started"
+    if ! grep -q started "$dir/out"; then
+        # Why not, for whoever reads the log: hutch's own words, and
+        # whether it still runs (it failed once in a CI run beside two
+        # CPU hogs, with nothing to say why).
+        if kill -0 "$HP" 2>/dev/null; then echo "#   hutch still runs"; else echo "#   hutch has ended"; fi
+        tail -20 "$dir/err" | sed 's/^/#   stderr: /'
+    fi
 }
 
 stop_sleeper() {
