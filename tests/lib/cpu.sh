@@ -50,6 +50,11 @@ remove_parent() {
 sleeper() {
     local dir=$1
     shift
+    # Emptied here, not only by the background hutch's redirection: until
+    # that process runs, the loop below would read the previous sleeper's
+    # "started" (a CI run beside two CPU hogs did, in both builds).
+    : >"$dir/out"
+    : >"$dir/err"
     env "$@" "$HUTCH" run --lang python --timeout 600000 -e 'import time
 print("started", flush=True)
 time.sleep(600)' >"$dir/out" 2>"$dir/err" </dev/null &
@@ -62,8 +67,7 @@ time.sleep(600)' >"$dir/out" 2>"$dir/err" </dev/null &
     is "a program runs and says so${*:+ ($*)}" "$(cat "$dir/out")" "started"
     if ! grep -q started "$dir/out"; then
         # Why not, for whoever reads the log: hutch's own words, and
-        # whether it still runs (it failed once in a CI run beside two
-        # CPU hogs, with nothing to say why).
+        # whether it still runs.
         if kill -0 "$HP" 2>/dev/null; then echo "#   hutch still runs"; else echo "#   hutch has ended"; fi
         tail -20 "$dir/err" | sed 's/^/#   stderr: /'
     fi
