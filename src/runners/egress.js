@@ -50,7 +50,7 @@ function tunnel(proxy, host, port, cb) {
     if (done) return;
     done = true;
     sock.removeListener('data', onData);
-    sock.removeListener('end', onEnd);
+    sock.removeListener('end', refused);
     sock.removeListener('error', finish);
     if (err) {
       sock.destroy();
@@ -58,7 +58,6 @@ function tunnel(proxy, host, port, cb) {
     }
     cb(null, sock);
   };
-  const onEnd = () => refused();
   const refused = () => {
     const text = head.toString('latin1');
     const end = text.indexOf('\r\n\r\n');
@@ -72,21 +71,18 @@ function tunnel(proxy, host, port, cb) {
     head = Buffer.concat([head, chunk]);
     const text = head.toString('latin1');
     const end = text.indexOf('\r\n\r\n');
-    if (end < 0) {
+    if (end < 0 || !/^HTTP\/1\.[01] 200[ \r]/.test(text)) {
+      // Not a whole head yet, or a refusal, whose reason is the body the
+      // proxy sends before it closes (then 'end').
       if (head.length > MAX_HEAD) refused();
       return;
     }
-    if (!/^HTTP\/1\.[01] 200[ \r]/.test(text)) {
-      // The reason is the body, sent before the proxy closes.
-      if (head.length > MAX_HEAD) refused();
-      return;
-    }
-    const rest = head.subarray(Buffer.byteLength(text.slice(0, end + 4), 'latin1'));
+    const rest = head.subarray(end + 4); // latin1: a byte a character
     if (rest.length) sock.unshift(rest);
     finish(null);
   };
   sock.on('data', onData);
-  sock.on('end', onEnd);
+  sock.on('end', refused);
   sock.on('error', finish);
   sock.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
 }
