@@ -1,8 +1,10 @@
 # deps.sh — installs what hutch needs from Debian's packages (sourced by
 # demo.sh and test.sh).  Idempotent: apt runs only when something is missing.
+# python3-dev: the headers of the local executor's Python zygote (its
+# library, libpython3.X, comes with them; hutch loads it at run time).
 BUILD_DEPS="build-essential autoconf automake libtool pkg-config
   libcurl4-openssl-dev libcjson-dev libarchive-dev liblua5.4-dev
-  libseccomp-dev libmicrohttpd-dev libssl-dev"
+  libseccomp-dev libmicrohttpd-dev libssl-dev python3-dev"
 RUNTIME_DEPS="python3 nodejs procps"
 # systemd: systemd-analyze, for tests/run/packaging.sh's verify of the unit.
 # python3-numpy/pandas/matplotlib: the data flavour on the local executor

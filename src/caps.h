@@ -108,6 +108,16 @@
 /* Signals queued at once in one sandbox (RLIMIT_SIGPENDING of the runner
  * on every executor: timers and sigqueue() take kernel memory each). */
 #define HUTCH_SANDBOX_SIGPENDING 1024
+/* The local executor's Python zygote (plugins/local/zygote.c): the
+ * sandboxes one zygote forks before it retires (siblings share its hash
+ * secret and address layout; the next zygote draws new ones), how long
+ * its start may take, when one that could not start is tried again, and
+ * the room an address-space limit (no memory
+ * cgroup) must leave above the zygote's own size for its forks. */
+#define HUTCH_ZYGOTE_FORKS    100
+#define HUTCH_ZYGOTE_START_MS 30000
+#define HUTCH_ZYGOTE_RETRY_MS 10000 /* after a zygote could not start */
+#define HUTCH_ZYGOTE_AS_SLACK (128ull << 20)
 /* hutch-init's view for the program in a container (plugins/init/init.c):
  * the tmpfs holding the runners' copy and /etc's three engine-written
  * files, and the most it copies of each of those files. */

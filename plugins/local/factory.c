@@ -19,6 +19,15 @@
  * it (PDEATHSIG), and init with C1.  It forks one C1 at a time; a fork of
  * this small process is cheaper than a fork of hutch was.
  *
+ * A factory started as a Python zygote (zygote.c: `factory FD python
+ * INTERP RUNNER_DIR`) holds an initialised interpreter, says whether it
+ * could start one (a hello, before any request), and forks the Python
+ * sandboxes whose runner can be a fork of it.  It retires after
+ * HUTCH_ZYGOTE_FORKS of them: its last answer says so, it closes the
+ * socket, and it stays only while one of its sandboxes lives (they die
+ * with it) or until hutch is gone (a pidfd of its parent); hutch starts
+ * the next zygote at the next request.
+ *
  * Threads: the host side is called from many threads; one mutex holds the
  * socket for a request and its answer (a fork, well under a millisecond),
  * and a factory that died is started again at the next request.  The
@@ -35,11 +44,16 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "caps.h"
+#include "env.h"
 #include "factory.h"
+#include "zygote.h"
 
 extern char **environ;
 
@@ -56,8 +70,58 @@ struct req {
 };
 
 struct reply {
-    int32_t pid; /* C1, or -errno */
+    int32_t pid;      /* C1, or -errno */
+    int32_t retiring; /* a zygote's last: it closes the socket after this */
 };
+
+/* A zygote's first message: 0, or -errno and why it has no interpreter. */
+struct hello {
+    int32_t status;
+    char why[256];
+};
+
+/* The factory's own state (one per process, one thread). */
+static struct {
+    int zygote;                 /* lsb_zygote_init succeeded */
+    char interp[PATH_MAX];      /* the interpreter it holds */
+    unsigned long long vm_size; /* its address space, bytes */
+    unsigned forks;             /* zygote forks so far */
+    unsigned live;              /* children not yet reaped */
+    char runner_dir[PATH_MAX];  /* where the zygote loaded the runner */
+    struct stat runner[2];      /* runner.py and hutch_runner.py then */
+} fac;
+
+static const char *const runner_files[2] = {"runner.py", "hutch_runner.py"};
+
+/* The runner files as they are now, into st[2]; -1 when one is missing. */
+static int runner_stat(struct stat st[2])
+{
+    char path[PATH_MAX + 32];
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s", fac.runner_dir, runner_files[i]);
+        if (stat(path, &st[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The runner the zygote holds is still the one on disk: a runner updated
+ * or taken away since retires the zygote (its next fork would run code no
+ * longer installed; an exec'd runner would use the files). */
+static int runner_same(void)
+{
+    struct stat now[2];
+    if (runner_stat(now) < 0)
+        return 0;
+    for (int i = 0; i < 2; i++)
+        if (now[i].st_dev != fac.runner[i].st_dev ||
+            now[i].st_ino != fac.runner[i].st_ino ||
+            now[i].st_size != fac.runner[i].st_size ||
+            now[i].st_mtim.tv_sec != fac.runner[i].st_mtim.tv_sec ||
+            now[i].st_mtim.tv_nsec != fac.runner[i].st_mtim.tv_nsec)
+            return 0;
+    return 1;
+}
 
 /* --- both sides ------------------------------------------------------------ */
 
@@ -143,7 +207,39 @@ static void reap(int sfd)
     while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
         ;
     while (waitpid(-1, NULL, WNOHANG) > 0)
-        ;
+        if (fac.live > 0)
+            fac.live--;
+}
+
+/* Whether this sandbox's runner can be a fork of the zygote: Python, not
+ * the data flavour's preload (its own packages), the interpreter the
+ * zygote holds, and, where the memory limit is an address-space limit (no
+ * memory cgroup), one the inherited address space fits well under. */
+static int zygote_fits(const struct lsb_params *p)
+{
+    if (!fac.zygote || strcmp(p->language, "python") != 0 || p->preload ||
+        strcmp(p->interp, fac.interp) != 0)
+        return 0;
+    if (!p->have_memcg && p->memory_bytes &&
+        fac.vm_size + HUTCH_ZYGOTE_AS_SLACK > p->memory_bytes)
+        return 0;
+    if (!runner_same()) {
+        fac.forks = HUTCH_ZYGOTE_FORKS; /* retire after this answer */
+        return 0;
+    }
+    return 1;
+}
+
+static unsigned long long vm_size(void)
+{
+    unsigned long long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (f) {
+        if (fscanf(f, "%llu", &pages) != 1)
+            pages = 0;
+        fclose(f);
+    }
+    return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
 }
 
 /* One request: fork C1 with its parameters and descriptors, answer its pid
@@ -151,7 +247,7 @@ static void reap(int sfd)
 static void serve_one(const struct hutch_host *host, int sock, int sfd, struct req *rq,
                       size_t n, int *fds, int nfds)
 {
-    struct reply rp = {.pid = -EPROTO};
+    struct reply rp = {.pid = -EPROTO, .retiring = 0};
     struct iovec iov = {&rp, sizeof(rp)};
     int pidfd = -1;
 
@@ -174,7 +270,16 @@ static void serve_one(const struct hutch_host *host, int sock, int sfd, struct r
         p->out_fd = fds[3];
         p->err_fd = fds[4];
         p->parent = getpid();
+        p->zygote = zygote_fits(p);
+        if (p->zygote)
+            lsb_zygote_before_fork();
         pid = fork();
+        if (pid > 0 && p->zygote) {
+            lsb_zygote_after_fork_parent();
+            fac.forks++;
+        }
+        if (pid > 0)
+            fac.live++;
         if (pid == 0) {
             /* What the factory changed for itself goes back to how a
              * fork of hutch had it: nothing blocked, the signals hutch
@@ -202,22 +307,95 @@ static void serve_one(const struct hutch_host *host, int sock, int sfd, struct r
     }
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
+    rp.retiring = fac.zygote && fac.forks >= HUTCH_ZYGOTE_FORKS;
     if (send_fds(sock, &iov, 1, &pidfd, pidfd >= 0 ? 1 : 0) < 0 && pidfd >= 0)
         kill(rp.pid, SIGKILL); /* hutch went away: nobody will use it */
     if (pidfd >= 0)
         close(pidfd);
 }
 
-/* The helper's main: `factory FD`, FD the socket to hutch. */
+/* lsb_zygote_init with stdout and stderr on a pipe, as a sandbox has
+ * them: the interpreter settles what it knows of its standard streams
+ * (seekable, a terminal) as it starts, and its sandboxes inherit that.
+ * What it printed (a traceback) ends the reason when it failed. */
+static int zygote_init(const char *interp, const char *runner_dir, char *why,
+                       size_t len)
+{
+    int pfd[2], saved = fcntl(2, F_DUPFD_CLOEXEC, 3), r;
+    char out[4096], *tail = out;
+    ssize_t n, k;
+
+    if (saved < 0 || pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0) {
+        snprintf(why, len, "a pipe: %s", strerror(errno));
+        return -errno;
+    }
+    dup2(pfd[1], 1);
+    dup2(pfd[1], 2);
+    close(pfd[1]);
+    r = lsb_zygote_init(interp, runner_dir, why, len);
+    dup2(saved, 2);
+    close(saved);
+    /* Its last lines: the exception. */
+    for (n = 0; (k = read(pfd[0], out + n, sizeof(out) - 1 - (size_t)n)) > 0;)
+        if ((n += k) == (ssize_t)sizeof(out) - 1)
+            n = 0;
+    if (r < 0 && n > 0) {
+        size_t at = strlen(why);
+        out[n] = '\0';
+        while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+            out[--n] = '\0';
+        for (char *c = out; *c; c++)
+            if (*c == '\n')
+                *c = ' ';
+        if (n > 120)
+            tail = out + n - 120;
+        snprintf(why + at, len - at, ": %s", tail);
+    }
+    close(pfd[0]);
+    {
+        /* What the interpreter writes to stdout from here on goes
+         * nowhere (it writes nothing); a sandbox replaces it. */
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (null >= 0) {
+            dup2(null, 1);
+            close(null);
+        }
+    }
+    return r;
+}
+
+/* A retired zygote: no more requests; it stays while a sandbox of its own
+ * lives (they die with it) and hutch does. */
+static void retire(int sfd, int parent)
+{
+    while (fac.live > 0) {
+        struct pollfd pf[2] = {{sfd, POLLIN, 0}, {parent, POLLIN, 0}};
+        if (poll(pf, parent >= 0 ? 2 : 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (pf[0].revents)
+            reap(sfd);
+        if (parent >= 0 && pf[1].revents)
+            return; /* hutch is gone: so are its sandboxes */
+    }
+}
+
+/* The helper's main: `factory FD [python INTERP RUNNER_DIR]`, FD the
+ * socket to hutch; with python, a zygote (zygote.c). */
 int lsb_factory_main(const struct hutch_host *host, int argc, char **argv)
 {
     sigset_t chld;
-    int sock, sfd, rc = 0;
+    int sock, sfd, rc = 0, parent = -1;
     char *end;
     struct req *rq;
 
-    if (argc != 2 || strcmp(argv[0], "factory") != 0) {
-        fprintf(stderr, "hutch: local helper: want \"factory FD\"\n");
+    if ((argc != 2 && argc != 5) || strcmp(argv[0], "factory") != 0 ||
+        (argc == 5 && strcmp(argv[2], "python") != 0)) {
+        fprintf(
+            stderr,
+            "hutch: local helper: want \"factory FD [python INTERP RUNNER_DIR]\"\n");
         return 2;
     }
     sock = (int)strtol(argv[1], &end, 10);
@@ -240,6 +418,32 @@ int lsb_factory_main(const struct hutch_host *host, int argc, char **argv)
         fprintf(stderr, "hutch: local factory: %s\n", strerror(errno));
         free(rq);
         return 1;
+    }
+    if (argc == 5) {
+        /* After the signals above: the interpreter leaves an ignored
+         * SIGINT ignored. */
+        struct hello hi;
+        struct iovec iov = {&hi, sizeof(hi)};
+        memset(&hi, 0, sizeof(hi));
+        prctl(PR_SET_NAME, "hutch-zygote");
+        parent = (int)syscall(SYS_pidfd_open, getppid(), 0);
+        snprintf(fac.runner_dir, sizeof(fac.runner_dir), "%s", argv[4]);
+        /* Before loading: a file changed in between shows as a change. */
+        if (runner_stat(fac.runner) < 0) {
+            hi.status = -ENOENT;
+            snprintf(hi.why, sizeof(hi.why), "no %s/%s", argv[4], "runner.py");
+        } else {
+            hi.status = zygote_init(argv[3], argv[4], hi.why, sizeof(hi.why));
+        }
+        if (hi.status == 0) {
+            fac.zygote = 1;
+            snprintf(fac.interp, sizeof(fac.interp), "%s", argv[3]);
+            fac.vm_size = vm_size();
+        }
+        if (send_fds(sock, &iov, 1, NULL, 0) < 0 || hi.status < 0) {
+            free(rq);
+            return 1;
+        }
     }
     for (;;) {
         struct pollfd pf[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
@@ -269,14 +473,84 @@ int lsb_factory_main(const struct hutch_host *host, int argc, char **argv)
             break;
         }
         serve_one(host, sock, sfd, rq, (size_t)n, fds, nfds);
+        if (fac.zygote && fac.forks >= HUTCH_ZYGOTE_FORKS) {
+            close(sock);
+            sock = -1;
+            retire(sfd, parent);
+            break;
+        }
     }
     free(rq);
     close(sfd);
-    close(sock);
+    if (sock >= 0)
+        close(sock);
+    if (parent >= 0)
+        close(parent);
     return rc;
 }
 
 /* --- hutch's side ----------------------------------------------------------- */
+
+static void stop(struct lsb_factory *f);
+
+/* A zygote's hello: 0, or -errno with f->why set.  Under f->mu. */
+static int hello(struct lsb_factory *f)
+{
+    struct hello hi;
+    struct pollfd pf = {f->sock, POLLIN, 0};
+    ssize_t n;
+    int r;
+
+    while ((r = poll(&pf, 1, HUTCH_ZYGOTE_START_MS)) < 0 && errno == EINTR)
+        ;
+    n = r > 0 ? recv(f->sock, &hi, sizeof(hi), 0) : -1;
+    if (n != (ssize_t)sizeof(hi)) {
+        if (r == 0)
+            snprintf(f->why, sizeof(f->why), "it did not say within %d ms",
+                     HUTCH_ZYGOTE_START_MS);
+        else
+            snprintf(f->why, sizeof(f->why), "it exited as it started");
+        return -EIO;
+    }
+    if (hi.status < 0) {
+        hi.why[sizeof(hi.why) - 1] = '\0';
+        snprintf(f->why, sizeof(f->why), "%s", hi.why);
+        return hi.status;
+    }
+    return 0;
+}
+
+/* Reap the retired zygotes that have exited.  Under f->mu. */
+static void reap_retired(struct lsb_factory *f)
+{
+    int k = 0;
+    for (int i = 0; i < f->nretired; i++)
+        if (waitpid(f->retired[i], NULL, WNOHANG) == 0)
+            f->retired[k++] = f->retired[i];
+    f->nretired = k;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A zygote that cannot start: said once, then Python sandboxes start
+ * their own interpreter (the caller's plain factory) until it is tried
+ * again, HUTCH_ZYGOTE_RETRY_MS later (a runner being reinstalled, a
+ * library coming back).  -ENOEXEC.  Under f->mu. */
+static int zygote_failed(struct lsb_factory *f, struct hutch_err *err)
+{
+    f->failed = 1;
+    f->retry_ms = mono_ms() + HUTCH_ZYGOTE_RETRY_MS;
+    f->host->log(HUTCH_LOG_INFO, "local",
+                 "the Python zygote: %s; Python sandboxes start their own interpreter "
+                 "(another try in %d s)",
+                 f->why, HUTCH_ZYGOTE_RETRY_MS / 1000);
+    return hutch_err_set(err, -ENOEXEC, "the Python zygote: %s", f->why);
+}
 
 /* Start the factory.  Under f->mu (or before any other thread has f). */
 static int start(struct lsb_factory *f, struct hutch_err *err)
@@ -287,9 +561,19 @@ static int start(struct lsb_factory *f, struct hutch_err *err)
     sigset_t none;
     char fdarg[16];
     pid_t pid;
-    char *argv[] = {(char *)f->exe, (char *)HUTCH_HELPER_VERB,
-                    f->so,          (char *)"factory",
-                    fdarg,          NULL};
+    char *argv[] = {(char *)f->exe,
+                    (char *)HUTCH_HELPER_VERB,
+                    f->so,
+                    (char *)"factory",
+                    fdarg,
+                    (char *)"python",
+                    f->interp,
+                    f->runner_dir,
+                    NULL};
+
+    if (!f->zygote)
+        argv[5] = NULL;
+    reap_retired(f);
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return hutch_err_set(err, -errno, "sandbox factory: socketpair: %s",
@@ -303,17 +587,33 @@ static int start(struct lsb_factory *f, struct hutch_err *err)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     /* dup2 onto itself clears close-on-exec too (glibc ≥ 2.29). */
     posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-    r = posix_spawn(&pid, f->exe, &fa, &at, argv, environ);
+    /* A zygote's memory is every Python sandbox's: nothing of hutch's
+     * environment in it (the sandbox's own, env.h), nor its stdout. */
+    if (f->zygote)
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    r = posix_spawn(&pid, f->exe, &fa, &at, argv,
+                    f->zygote ? (char *const *)hutch_sandbox_env : environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     close(sv[1]);
     if (r != 0) {
         close(sv[0]);
+        if (f->zygote) {
+            snprintf(f->why, sizeof(f->why), "cannot start %s: %s", f->exe,
+                     strerror(r));
+            return zygote_failed(f, err);
+        }
         return hutch_err_set(err, -r, "cannot start the sandbox factory %s: %s", f->exe,
                              strerror(r));
     }
     f->sock = sv[0];
     f->pid = pid;
+    /* A zygote that cannot start is not used again (ENOEXEC): the plain
+     * factory serves instead. */
+    if (f->zygote && hello(f) < 0) {
+        stop(f);
+        return zygote_failed(f, err);
+    }
     return 0;
 }
 
@@ -331,8 +631,34 @@ static void stop(struct lsb_factory *f)
     f->pid = 0;
 }
 
+static int setup(struct lsb_factory *f, const struct hutch_host *host,
+                 struct hutch_err *err);
+
 int lsb_factory_init(struct lsb_factory *f, const struct hutch_host *host,
                      struct hutch_err *err)
+{
+    int r = setup(f, host, err);
+    return r < 0 ? r : start(f, err);
+}
+
+int lsb_factory_init_zygote(struct lsb_factory *f, const struct hutch_host *host,
+                            const char *interp, const char *runner_dir,
+                            struct hutch_err *err)
+{
+    int r = setup(f, host, err);
+    if (r < 0)
+        return r;
+    if (strlen(interp) >= sizeof(f->interp) ||
+        strlen(runner_dir) >= sizeof(f->runner_dir))
+        return hutch_err_set(err, -ENAMETOOLONG, "the Python zygote: a path too long");
+    snprintf(f->interp, sizeof(f->interp), "%s", interp);
+    snprintf(f->runner_dir, sizeof(f->runner_dir), "%s", runner_dir);
+    f->zygote = 1;
+    return 0; /* started at its first request */
+}
+
+static int setup(struct lsb_factory *f, const struct hutch_host *host,
+                 struct hutch_err *err)
 {
     Dl_info di;
     const char *exe = HUTCH_HAS_MEMBER(host, struct hutch_host, helper_exe) &&
@@ -353,12 +679,18 @@ int lsb_factory_init(struct lsb_factory *f, const struct hutch_host *host,
         !realpath(di.dli_fname, f->so))
         return hutch_err_set(err, -ENOENT,
                              "sandbox factory: cannot tell this plugin's own file");
-    return start(f, err);
+    return 0;
 }
 
 void lsb_factory_fini(struct lsb_factory *f)
 {
     stop(f);
+    for (int i = 0; i < f->nretired; i++) {
+        kill(f->retired[i], SIGKILL);
+        while (waitpid(f->retired[i], NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    f->nretired = 0;
     pthread_mutex_destroy(&f->mu);
 }
 
@@ -394,6 +726,15 @@ static int ask(struct lsb_factory *f, const struct req *rq, const void *bpf,
                       n < 0 ? strerror(e) : "no answer");
         return -EAGAIN;
     }
+    if (rp.retiring) {
+        /* Its sandboxes live on in it; it exits when they are gone. */
+        if (f->nretired < (int)(sizeof(f->retired) / sizeof(f->retired[0])))
+            f->retired[f->nretired++] = f->pid;
+        close(f->sock);
+        f->sock = -1;
+        f->pid = 0;
+        f->retiring = 1;
+    }
     if (rp.pid <= 0 || ngot != 1) {
         for (int i = 0; i < ngot; i++)
             close(got[i]);
@@ -426,6 +767,20 @@ int lsb_factory_spawn(struct lsb_factory *f, const struct lsb_params *p, pid_t *
     rq->bpf_len = (uint32_t)p->bpf_len;
     rq->p = *p;
     pthread_mutex_lock(&f->mu);
+    if (f->failed && mono_ms() < f->retry_ms) {
+        r = hutch_err_set(err, -ENOEXEC, "the Python zygote: %s", f->why);
+        goto out;
+    }
+    if (f->failed) { /* try it again */
+        f->failed = 0;
+        f->retiring = 1;
+    }
+    if (f->sock < 0 && f->retiring) {
+        /* The last one retired: its successor. */
+        f->retiring = 0;
+        if ((r = start(f, err)) < 0)
+            goto out;
+    }
     r = f->sock >= 0 ? ask(f, rq, p->bpf, fds, c1, pidfd, err) : -EPIPE;
     if (r == -EPIPE) {
         /* Gone before it took this request (killed, crashed): once more,
@@ -442,6 +797,7 @@ int lsb_factory_spawn(struct lsb_factory *f, const struct lsb_params *p, pid_t *
             r = hutch_err_set(err, -EIO, "the sandbox factory %s exits as it starts",
                               f->exe);
     }
+out:
     pthread_mutex_unlock(&f->mu);
     free(rq);
     return r;

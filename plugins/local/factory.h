@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "sandbox.h"
@@ -17,11 +18,28 @@ struct lsb_factory {
     pid_t pid;          /* our child */
     char exe[PATH_MAX]; /* host->helper_exe */
     char so[PATH_MAX];  /* this plugin's file */
+    /* A Python zygote (zygote.c), started at its first request: */
+    int zygote;                /* this is one */
+    char interp[PATH_MAX];     /* the interpreter it holds */
+    char runner_dir[PATH_MAX]; /* where it loads the runner from */
+    int failed;                /* it could not start: why says why */
+    char why[256];
+    uint64_t retry_ms; /* failed: when to try again (monotonic) */
+    int retiring;      /* the last one retired: start the next one */
+    pid_t retired[8];  /* retired ones not yet reaped */
+    int nretired;
 };
 
 /* Start the factory (plugin open). */
 int lsb_factory_init(struct lsb_factory *f, const struct hutch_host *host,
                      struct hutch_err *err);
+/* Set up a Python zygote for `interp`, the runner in `runner_dir`; it
+ * starts at its first request.  Its lsb_factory_spawn() fails with
+ * -ENOEXEC, saying why, when it cannot start (no library, another version):
+ * the caller then uses a plain factory. */
+int lsb_factory_init_zygote(struct lsb_factory *f, const struct hutch_host *host,
+                            const char *interp, const char *runner_dir,
+                            struct hutch_err *err);
 /* Stop it and reap it (plugin close: no sandbox is left). */
 void lsb_factory_fini(struct lsb_factory *f);
 /* Fork a sandbox's C1 with parameters `p` (its five descriptors are sent;

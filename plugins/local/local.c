@@ -41,6 +41,7 @@
 #include "hutch-executor.h"
 #include "proc.h"
 #include "sandbox.h"
+#include "zygote.h"
 
 #define START_TIMEOUT_MS 30000 /* a loaded machine starts slowly: generous */
 
@@ -70,7 +71,9 @@ struct local_state {
     void *bpf;         /* the runner's seccomp filter, compiled once */
     size_t bpf_len;
     atomic_int data_ok;         /* local_has_data's answer: 0 not asked, 1 yes, 2 no */
-    struct lsb_factory factory; /* forks every sandbox (factory.c) */
+    struct lsb_factory factory; /* forks every sandbox (factory.c)... */
+    struct lsb_factory zygote;  /* ...but Python's, when it can (zygote.c) */
+    int zygote_on;              /* set up at open (HUTCH_LOCAL_ZYGOTE) */
 };
 
 struct local_sandbox {
@@ -650,6 +653,10 @@ static const struct hutch_option local_options[] = {
     OPT_ROW("node", HUTCH_OPTION_STRING, "HUTCH_NODE", HUTCH_OPTION_ENV_ONLY,
             "The Node.js interpreter, below /usr (default /usr/bin/node, else "
             "/usr/local/bin/node, /usr/bin/nodejs)."),
+    OPT_ROW("zygote", HUTCH_OPTION_BOOL, "HUTCH_LOCAL_ZYGOTE", HUTCH_OPTION_ENV_ONLY,
+            "Python sandboxes fork a waiting interpreter instead of starting one "
+            "(default true; needs the host's libpython3.X): false starts one each "
+            "time."),
     OPT_ROW("uid_base", HUTCH_OPTION_INT, "HUTCH_LOCAL_UID_BASE", HUTCH_OPTION_ENV_ONLY,
             "The first of the 4194304 unused host uids and gids the sandboxes' "
             "users map to, from 65536 (default 1879048192, 0x70000000)."),
@@ -929,6 +936,25 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
             return r;
         }
     }
+    {
+        /* The zygote starts with the first Python sandbox; without a
+         * Python (or with HUTCH_LOCAL_ZYGOTE=false) there is none. */
+        const char *env = opt_env(local_options, "zygote");
+        char interp[PATH_MAX], dir[PATH_MAX];
+        struct hutch_err e = HUTCH_ERR_INIT;
+        if (env && strcmp(env, "true") != 0 && strcmp(env, "false") != 0) {
+            lsb_factory_fini(&st->factory);
+            free(st->bpf);
+            free(st);
+            return hutch_err_set(err, -EINVAL,
+                                 "HUTCH_LOCAL_ZYGOTE=%s: want true or false", env);
+        }
+        if ((!env || strcmp(env, "true") == 0) &&
+            find_interp("python", interp, sizeof(interp), &e) == 0 &&
+            realpath(host->runner_dir, dir) &&
+            lsb_factory_init_zygote(&st->zygote, host, interp, dir, &e) == 0)
+            st->zygote_on = 1;
+    }
     if (st->cg.version == 0)
         host->log(HUTCH_LOG_INFO, "local", "no cgroup limits: %s", st->cg.reason);
     *state = st;
@@ -940,6 +966,8 @@ static void local_close(void *state)
     struct local_state *st = state;
     if (st) {
         lsb_factory_fini(&st->factory);
+        if (st->zygote_on)
+            lsb_factory_fini(&st->zygote);
         free(st->bpf);
     }
     free(st);
@@ -1045,6 +1073,7 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     struct local_state *st = state;
     struct lsb_params p;
     struct local_sandbox *sb;
+    struct lsb_factory *fac;
     int ctrl[2] = {-1, -1}, sync[2] = {-1, -1}, chan[2] = {-1, -1};
     int opipe[2] = {-1, -1}, epipe[2] = {-1, -1};
     struct lsb_hdr h;
@@ -1116,6 +1145,13 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     p.have_memcg = p.have_pidscg = sb->cg_mem[0] != '\0';
     t_cg = mono_us();
 
+    /* Python's runner is a fork of the zygote's interpreter when it can be
+     * (zygote.c says what siblings share): not the data flavour's, whose
+     * sandboxes import their own packages before a job. */
+    fac = st->zygote_on && strcmp(p.language, "python") == 0 && !p.preload &&
+                  strcmp(p.interp, st->zygote.interp) == 0
+              ? &st->zygote
+              : &st->factory;
     /* Twice at most: a factory that died while it had the request (it may
      * have forked a C1 that used these channels before it died with it)
      * is started again, with new channels. */
@@ -1139,7 +1175,13 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
 
         if (plugin_start_cancelled(how))
             goto cancelled;
-        r = lsb_factory_spawn(&st->factory, &p, &sb->c1, &sb->c1_pidfd, err);
+        r = lsb_factory_spawn(fac, &p, &sb->c1, &sb->c1_pidfd, err);
+        if (r == -ENOEXEC && fac == &st->zygote) {
+            /* No zygote for now (no libpython, another version, a runner
+             * being reinstalled; factory.c said why): the plain factory. */
+            fac = &st->factory;
+            r = lsb_factory_spawn(fac, &p, &sb->c1, &sb->c1_pidfd, err);
+        }
         if (r != -EAGAIN || attempt > 0)
             break;
         for (int i = 0; i < 2; i++) {
@@ -1239,12 +1281,13 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
             goto fail;
         }
     }
-    st->host->log(
-        HUTCH_LOG_DEBUG, "local",
-        "%s: start (ms): cgroups %.2f, fork %.2f, namespaces %.2f, root fs + runner "
-        "%.2f",
-        sb->label, (t_cg - t0) / 1000.0, (t_fork - t_cg) / 1000.0,
-        (t_sync - t_fork) / 1000.0, (t_ready - t_sync) / 1000.0);
+    st->host->log(HUTCH_LOG_DEBUG, "local",
+                  "%s: start (ms): cgroups %.2f, fork %.2f, namespaces %.2f, root fs + "
+                  "runner %.2f, attach %.2f%s",
+                  sb->label, (t_cg - t0) / 1000.0, (t_fork - t_cg) / 1000.0,
+                  (t_sync - t_fork) / 1000.0, (t_ready - t_sync) / 1000.0,
+                  (mono_us() - t_ready) / 1000.0,
+                  fac == &st->zygote ? " (the zygote's)" : "");
     sb->ctrl_fd = ctrl[0];
     sb->pub.chan_fd = chan[0];
     sb->pub.stdout_fd = opipe[0];

@@ -52,10 +52,13 @@
 #include "env.h"
 #include "filter.h"
 #include "sandbox.h"
+#include "zygote.h"
 
 /* The new root is assembled on a tmpfs mounted over this directory, which
  * exists on every host; only the sandbox's mount namespace sees it. */
 #define NEWROOT "/tmp"
+
+static void set_argv(const char *const *args);
 
 int lsb_send(int fd, uint32_t type, const void *data, size_t len)
 {
@@ -358,13 +361,27 @@ static void bind_dev(struct lsb_params *p, const char *name)
         fail(p, "sandbox set-up: binding %s: %s", src, strerror(errno));
 }
 
+static int has_suffix(const char *name, const char *const *suffixes)
+{
+    size_t n = strlen(name);
+    for (; *suffixes; suffixes++) {
+        size_t k = strlen(*suffixes);
+        if (n > k && strcmp(name + n - k, *suffixes) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* The runners are copied into the sandbox rather than bind-mounted: the
  * directory was opened by C1 in the host's mount namespace (as hutch's user,
  * before it became the sandbox's), which a bind mount from here may not
  * use, and a bind mount would show the host's path in
  * /proc/self/mountinfo.  Regular files only, and `depth` levels of
- * directories (__pycache__).  Nothing here allocates (see out_is_empty). */
-static void copy_dir(struct lsb_params *p, int from, const char *to, int depth)
+ * directories (__pycache__); only the language's own (a name ending in
+ * one of `suffixes`: the TypeScript transpiler is most of the directory).
+ * Nothing here allocates (see out_is_empty). */
+static void copy_dir(struct lsb_params *p, int from, const char *to, int depth,
+                     const char *const *suffixes)
 {
     char buf[4096], path[PATH_MAX];
     int dfd = openat(from, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -395,9 +412,9 @@ static void copy_dir(struct lsb_params *p, int from, const char *to, int depth)
                 if (sub < 0 || mkdir(path, 0755) < 0)
                     fail(p, "sandbox set-up: copying %s: %s", de->name,
                          strerror(errno));
-                copy_dir(p, sub, path, depth - 1);
+                copy_dir(p, sub, path, depth - 1, suffixes);
                 close(sub);
-            } else if (S_ISREG(st.st_mode)) {
+            } else if (S_ISREG(st.st_mode) && has_suffix(de->name, suffixes)) {
                 int in = openat(dfd, de->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
                 int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
                 off_t left = st.st_size;
@@ -543,7 +560,12 @@ static void build_root(struct lsb_params *p, int runner_fd)
     mkdir_or_die(p, NEWROOT "/run", 0755);
     mkdir_or_die(p, NEWROOT "/run/hutch", 0755);
     mount_tmpfs(p, NEWROOT "/run/hutch", LSB_RUNNER_BYTES, "mode=0755", MS_NOEXEC);
-    copy_dir(p, runner_fd, NEWROOT "/run/hutch", 1);
+    {
+        static const char *const py[] = {".py", ".pyc", NULL}, *const js[] = {".js",
+                                                                              NULL};
+        copy_dir(p, runner_fd, NEWROOT "/run/hutch", 1,
+                 strcmp(p->language, "python") == 0 ? py : js);
+    }
     close(runner_fd);
     if (mount(NULL, NEWROOT "/run/hutch", NULL,
               MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
@@ -650,6 +672,17 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
                                  ? p->memory_bytes + (8ull << 30)
                                  : p->memory_bytes);
 
+    if (p->zygote) {
+        /* Show what an exec'd runner would (ps, /proc/PID/cmdline), and be
+         * inspectable as it would be (init is not dumpable; an exec makes
+         * a process dumpable again). */
+        const char *const args[] = {p->interp, "-I", "-S", "/run/hutch/runner.py",
+                                    NULL};
+        const char *base = strrchr(p->interp, '/');
+        set_argv(args);
+        prctl(PR_SET_NAME, base ? base + 1 : p->interp);
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    }
     if (p->landlock && lsb_landlock_scope(errbuf, sizeof(errbuf)) < 0) {
         dprintf(2, "hutch sandbox: landlock: %s\n", errbuf);
         _exit(127);
@@ -671,6 +704,8 @@ __attribute__((noreturn)) static void exec_runner(struct lsb_params *p, int devn
     argv[argc] = NULL;
     if (chdir("/work") < 0)
         _exit(127);
+    if (p->zygote)
+        lsb_zygote_run();
     execve(p->interp, argv, (char *const *)hutch_sandbox_env);
     dprintf(2, "hutch sandbox: cannot start %s: %s\n", p->interp, strerror(errno));
     _exit(127);
@@ -957,7 +992,7 @@ static void close_others(int *keep, size_t n)
  * works unprivileged too (PR_SET_MM needs CAP_SYS_RESOURCE), and an exec
  * would lose hutch's code.  The environment is not shown: init is not
  * dumpable, so /proc/1/environ is closed. */
-static void hide_argv(void)
+static void set_argv(const char *const *args)
 {
     char buf[2048], *c;
     unsigned long start = 0, end = 0;
@@ -980,9 +1015,24 @@ static void hide_argv(void)
             end = strtoul(c + 1, NULL, 10);
     }
     if (start && end > start) {
-        memset((void *)start, 0, end - start);
-        memcpy((void *)start, "init", end - start < 5 ? end - start : 5);
+        char *at = (char *)start;
+        size_t room = end - start;
+        memset(at, 0, room);
+        for (; *args && room > 1; args++) {
+            size_t len = strlen(*args) + 1;
+            if (len > room)
+                len = room - 1; /* cut, and still NUL-ended */
+            memcpy(at, *args, len);
+            at += len;
+            room -= len;
+        }
     }
+}
+
+static void hide_argv(void)
+{
+    static const char *const init[] = {"init", NULL};
+    set_argv(init);
 }
 
 /* C1 and init are forks of hutch and would keep its signal handlers

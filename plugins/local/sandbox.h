@@ -81,6 +81,8 @@ struct lsb_params {
     int have_memcg;  /* memory limit enforced by a cgroup */
     int have_pidscg; /* pids limit enforced by a cgroup */
     int preload;     /* plugin_preload(): the runner's --preload */
+    int zygote;      /* the factory's: the runner is a fork of its
+                        interpreter (zygote.c), not an exec */
 };
 
 /* Child side of fork(): never returns. */

@@ -632,6 +632,48 @@ def _preload():
         sys.path.remove(d)
 
 
+def _warm():
+    """What every job needs, done while no job is there yet: the AST types
+    and the compiler's first use."""
+    import _ast
+    import atexit  # noqa: F401
+    compile(compile('x', 'main.py', 'exec', _ast.PyCF_ONLY_AST, True), 'main.py', 'exec',
+            0, True)
+
+
+def _zygote():
+    """The local executor's zygote (plugins/local/zygote.c) loads this
+    module once and calls this before it forks any sandbox: what a job
+    would import or warm up, done once for all its sandboxes.  `os` too: a
+    program almost always imports it, and it costs a millisecond; its
+    environ is the sandbox's (the zygote starts with it), and _set_env
+    puts a job's variables into it.  Nothing imported here keeps state one
+    sandbox could leave for another: each runs in its own copy."""
+    _warm()
+    import os  # noqa: F401
+
+
+def _zygote_child():
+    """The runner's start in a sandbox forked from the zygote, where an
+    exec'd runner would start main().  The factory ignores SIGINT, SIGTERM
+    and SIGHUP, and the interpreter took them as ignored when it started;
+    its sandboxes get them back at their defaults, as an exec'd runner has
+    them: SIGINT raises KeyboardInterrupt.  A handler the factory itself
+    had (a sanitizer's) was reset at the fork, and the interpreter still
+    takes it for one (getsignal says None): the default, as it is."""
+    import _signal
+    for sig in range(1, _signal.NSIG):
+        try:
+            if _signal.getsignal(sig) is None:
+                _signal.signal(sig, _signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+    _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
+    main()
+
+
 def main():
     global _fd, _pid
     try:
@@ -642,14 +684,11 @@ def main():
     if sys.argv[1:] == ['--preload']:
         _preload()
     _send(b'{"t":"ready","lang":"python","version":"%d.%d.%d"}\n' % sys.version_info[:3])
-    # What every job needs, done while the core has no job for us yet (a warm
-    # pool's sandbox waits here; a cold one has its job queued already, so
-    # this costs it nothing it would not pay in _run): the AST types and the
-    # compiler's first use.
-    import _ast
-    import atexit  # noqa: F401
-    compile(compile('x', 'main.py', 'exec', _ast.PyCF_ONLY_AST, True), 'main.py', 'exec',
-            0, True)
+    # While the core has no job for us yet (a warm pool's sandbox waits
+    # here; a cold one has its job queued already, so this costs it nothing
+    # it would not pay in _run).  A zygote's fork did it already.
+    if 'atexit' not in sys.modules:
+        _warm()
 
     job = _recv()
     if job['t'] != 'run':
