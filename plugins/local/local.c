@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -74,6 +75,13 @@ struct local_state {
     struct lsb_factory factory; /* forks every sandbox (factory.c)... */
     struct lsb_factory zygote;  /* ...but Python's, when it can (zygote.c) */
     int zygote_on;              /* set up at open (HUTCH_LOCAL_ZYGOTE) */
+    /* Pooled sandboxes' cgroup attach, done by a thread of its own (see
+     * attach_later): att_mu guards the queue and each sandbox's att_state. */
+    pthread_mutex_t att_mu;
+    pthread_cond_t att_cv;
+    struct local_sandbox *att_head, *att_tail;
+    pthread_t att_thread;
+    int att_started, att_stop;
 };
 
 struct local_sandbox {
@@ -90,7 +98,12 @@ struct local_sandbox {
     char cg_mem[PATH_MAX]; /* sandbox's own cgroups, "" if none */
     char cg_pids[PATH_MAX];
     char cg_cpu[PATH_MAX]; /* v1 only; v2 sets cpu.max in cg_mem */
+    int att_state;         /* ATT_*: under the state's att_mu */
+    int att_rc;            /* attach_late's, once ATT_DONE */
+    struct local_sandbox *att_next;
 };
+
+enum { ATT_NONE, ATT_QUEUED, ATT_RUNNING, ATT_DONE };
 
 static uint64_t mono_us(void)
 {
@@ -618,6 +631,99 @@ static int attach_late(struct local_sandbox *sb)
     return 0;
 }
 
+/* A pooled sandbox waits, idle, until a job takes it: its attach need not
+ * hold the pool's refill thread for the RCU grace period it can take (the
+ * refill threads are as many as the CPUs, and with the zygote the wait was
+ * most of a start).  One thread of the plugin attaches the queued
+ * sandboxes in turn (a grace period is shared by the writes that follow
+ * it closely); assign() waits for the sandbox's own, so the limits are in
+ * force before the job's first byte, and destroy() takes a sandbox out of
+ * the queue or waits for its attach. */
+static void *attacher_main(void *arg)
+{
+    struct local_state *st = arg;
+    pthread_mutex_lock(&st->att_mu);
+    for (;;) {
+        struct local_sandbox *sb;
+        while (!st->att_head && !st->att_stop)
+            pthread_cond_wait(&st->att_cv, &st->att_mu);
+        if (!st->att_head)
+            break;
+        sb = st->att_head;
+        st->att_head = sb->att_next;
+        if (!st->att_head)
+            st->att_tail = NULL;
+        sb->att_state = ATT_RUNNING;
+        pthread_mutex_unlock(&st->att_mu);
+        {
+            int rc = attach_late(sb);
+            pthread_mutex_lock(&st->att_mu);
+            sb->att_rc = rc;
+        }
+        sb->att_state = ATT_DONE;
+        pthread_cond_broadcast(&st->att_cv);
+    }
+    pthread_mutex_unlock(&st->att_mu);
+    return NULL;
+}
+
+/* Queue sb's attach; 0, or -errno when the thread cannot start (the caller
+ * then attaches it itself). */
+static int attach_later(struct local_state *st, struct local_sandbox *sb)
+{
+    int r = 0;
+    pthread_mutex_lock(&st->att_mu);
+    if (!st->att_started) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signal */
+        r = -pthread_create(&st->att_thread, NULL, attacher_main, st);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        st->att_started = r == 0;
+    }
+    if (r == 0) {
+        sb->att_state = ATT_QUEUED;
+        sb->att_next = NULL;
+        if (st->att_tail)
+            st->att_tail->att_next = sb;
+        else
+            st->att_head = sb;
+        st->att_tail = sb;
+        pthread_cond_broadcast(&st->att_cv);
+    }
+    pthread_mutex_unlock(&st->att_mu);
+    return r;
+}
+
+/* Wait for sb's attach (assign), or take it out of the queue (destroy):
+ * afterwards the attacher no longer touches sb.  Its result, 0 when it
+ * had none to do. */
+static int attach_settle(struct local_state *st, struct local_sandbox *sb, int dequeue)
+{
+    int rc = 0;
+    pthread_mutex_lock(&st->att_mu);
+    if (dequeue && sb->att_state == ATT_QUEUED) {
+        struct local_sandbox **at = &st->att_head, *prev = NULL;
+        while (*at && *at != sb) {
+            prev = *at;
+            at = &(*at)->att_next;
+        }
+        if (*at) {
+            *at = sb->att_next;
+            if (st->att_tail == sb)
+                st->att_tail = prev;
+        }
+        sb->att_state = ATT_NONE;
+    }
+    while (sb->att_state == ATT_QUEUED || sb->att_state == ATT_RUNNING)
+        pthread_cond_wait(&st->att_cv, &st->att_mu);
+    if (sb->att_state == ATT_DONE)
+        rc = sb->att_rc;
+    sb->att_state = ATT_NONE;
+    pthread_mutex_unlock(&st->att_mu);
+    return rc;
+}
+
 static int cg_oom(struct local_sandbox *sb)
 {
     char buf[1024], path[PATH_MAX + 32];
@@ -878,6 +984,8 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
     if (!st)
         return hutch_err_set(err, -ENOMEM, "out of memory");
     st->host = host;
+    pthread_mutex_init(&st->att_mu, NULL);
+    pthread_cond_init(&st->att_cv, NULL);
     snprintf(st->instance, sizeof(st->instance), "%s",
              cfg && cfg->instance_id ? cfg->instance_id : "0");
     {
@@ -965,6 +1073,15 @@ static void local_close(void *state)
 {
     struct local_state *st = state;
     if (st) {
+        if (st->att_started) {
+            pthread_mutex_lock(&st->att_mu);
+            st->att_stop = 1;
+            pthread_cond_broadcast(&st->att_cv);
+            pthread_mutex_unlock(&st->att_mu);
+            pthread_join(st->att_thread, NULL);
+        }
+        pthread_mutex_destroy(&st->att_mu);
+        pthread_cond_destroy(&st->att_cv);
         lsb_factory_fini(&st->factory);
         if (st->zygote_on)
             lsb_factory_fini(&st->zygote);
@@ -1045,6 +1162,7 @@ static void local_destroy(void *state, struct hutch_sandbox *pub)
     struct local_sandbox *sb = (struct local_sandbox *)pub;
     if (!sb)
         return;
+    attach_settle(state, sb, 1);
     if (sb->init_pidfd >= 0)
         syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0);
     if (sb->c1_pidfd >= 0) {
@@ -1274,7 +1392,8 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
     payload = NULL;
     t_ready = mono_us();
     if (st->late_attach && sb->cg_mem[0]) {
-        r = attach_late(sb);
+        /* A pool's sandbox is attached by the attacher before its job. */
+        r = how && how->pooled && attach_later(st, sb) == 0 ? 0 : attach_late(sb);
         if (r < 0) {
             hutch_err_set(err, r, "moving the sandbox into its cgroup: %s",
                           strerror(-r));
@@ -1326,6 +1445,10 @@ static int local_assign(void *state, struct hutch_sandbox *pub,
     struct local_state *st = state;
     struct local_sandbox *sb = (struct local_sandbox *)pub;
     const char *label = plugin_job_label(job, "-");
+    int r = attach_settle(st, sb, 0);
+    if (r < 0)
+        return hutch_err_set(err, r, "moving the sandbox into its cgroup: %s",
+                             strerror(-r));
     if (strcmp(label, sb->label) != 0)
         st->host->log(HUTCH_LOG_DEBUG, "local", "%s: runs job %s", sb->label, label);
     snprintf(sb->label, sizeof(sb->label), "%s", label);

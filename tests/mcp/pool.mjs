@@ -2,6 +2,8 @@
 // ($HUTCH_EXECUTOR, default local), through `hutch serve` and the official
 // SDK client:
 //   - a pooled sandbox answers, and says so (warm: true, the executor);
+//   - a pooled sandbox's memory and pids limits hold from its program's
+//     first instruction;
 //   - a pooled sandbox is never used twice: what one execution leaves in
 //     /work, /tmp and a background process, no later execution sees;
 //   - 64 executions through a pool of 2 while the policy is reloaded (the
@@ -36,12 +38,13 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hutch-pool-"));
 const env = { HUTCH_EXECUTOR: "" };
 const base = ["--executor", E];
 
-// Executes until one comes warm (the pool filled), within a generous budget.
-async function untilWarm(h, args = py("1")) {
+// Executes until one comes warm (the pool filled), within a generous budget;
+// every execution must succeed unless `failing`.
+async function untilWarm(h, args = py("1"), failing = false) {
   const until = Date.now() + 120000;
   while (Date.now() < until) {
     const x = await execute(h.client, args, { executor: E });
-    if (x.s.exit_code !== 0) throw new Error(`execution failed: ${JSON.stringify(x.s).slice(0, 400)}`);
+    if (x.s.exit_code !== 0 && !failing) throw new Error(`execution failed: ${JSON.stringify(x.s).slice(0, 400)}`);
     if (x.s.warm === true) return x;
     await sleep(300);
   }
@@ -58,6 +61,39 @@ await t.step(`a pooled sandbox answers, warm, on ${E}`, async () => {
     // Cold still works next to the pool, and says so.
     const z = await execute(h.client, py("1", { timeout_ms: 20000 }), { executor: E });
     if (z.s.exit_code !== 0 || typeof z.s.warm !== "boolean") throw new Error(JSON.stringify(z.s));
+  } finally {
+    await h.close();
+  }
+}, STEP_S);
+
+await t.step(`a pooled sandbox's limits are in force before its program starts, on ${E}`, async () => {
+  // The local executor attaches a pooled sandbox to its cgroups on a thread
+  // of its own, after the start: the job must not begin before that.
+  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2", "--memory", "128", "--pids", "32"], env });
+  try {
+    for (let i = 0; i < 3; i++) {
+      await untilWarm(h);
+      const x = await untilWarm(h, py("b = bytearray(400 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('not limited')"), true);
+      t.ok(x.s.exit_code !== 0 && x.s.stdout.indexOf("not limited") < 0 && (x.s.oom === true || x.s.exit_code === 137),
+        `round ${i + 1}: 400 MiB in a warm sandbox of 128 MiB is stopped (${JSON.stringify({ exit: x.s.exit_code, oom: x.s.oom })})`);
+      const y = await untilWarm(h, py(`import os, time
+n = 0
+kids = []
+for i in range(100):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+    n += 1
+for k in kids:
+    os.kill(k, 9)
+n`));
+      t.ok(y.s.exit_code === 0 && y.s.result < 32, `round ${i + 1}: a warm sandbox of 32 pids forks ${y.s.result} processes, not 100`);
+    }
   } finally {
     await h.close();
   }
