@@ -326,8 +326,11 @@ static int zygote_init(const char *interp, const char *runner_dir, char *why,
     ssize_t n, k;
 
     if (saved < 0 || pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0) {
-        snprintf(why, len, "a pipe: %s", strerror(errno));
-        return -errno;
+        int e = errno;
+        if (saved >= 0)
+            close(saved);
+        snprintf(why, len, "a pipe: %s", strerror(e));
+        return -e;
     }
     dup2(pfd[1], 1);
     dup2(pfd[1], 2);
