@@ -750,6 +750,25 @@ static int ask(struct lsb_factory *f, const struct req *rq, const void *bpf,
     return 0;
 }
 
+/* See factory.h. */
+void lsb_factory_poll(struct lsb_factory *f)
+{
+    if (pthread_mutex_trylock(&f->mu) != 0)
+        return; /* a request is under way: it finds out itself */
+    if (f->pid > 0 && waitpid(f->pid, NULL, WNOHANG) == f->pid) {
+        f->host->log(
+            HUTCH_LOG_WARN, "local",
+            "the sandbox factory (pid %d) exited; another starts with the next "
+            "sandbox it makes",
+            (int)f->pid);
+        f->pid = 0;
+        close(f->sock);
+        f->sock = -1;
+    }
+    reap_retired(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
 /* See factory.h; -EAGAIN: the factory went away with this request. */
 int lsb_factory_spawn(struct lsb_factory *f, const struct lsb_params *p, pid_t *c1,
                       int *pidfd, struct hutch_err *err)

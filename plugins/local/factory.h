@@ -50,6 +50,10 @@ void lsb_factory_fini(struct lsb_factory *f);
  * descriptors (a C1 may have used these before it died). */
 int lsb_factory_spawn(struct lsb_factory *f, const struct lsb_params *p, pid_t *c1,
                       int *pidfd, struct hutch_err *err);
+/* Reap the factory if it exited (killed, crashed), so that no zombie of
+ * it stays until its next request, and the retired zygotes that are gone.
+ * Never waits: skipped while a request is under way. */
+void lsb_factory_poll(struct lsb_factory *f);
 /* The factory process's main (the plugin's helper()). */
 int lsb_factory_main(const struct hutch_host *host, int argc, char **argv);
 

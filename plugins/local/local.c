@@ -1270,6 +1270,10 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
                   strcmp(p.interp, st->zygote.interp) == 0
               ? &st->zygote
               : &st->factory;
+    /* The factory this start does not use may have died (killed, crashed):
+     * not left a zombie until its own next sandbox. */
+    if (st->zygote_on)
+        lsb_factory_poll(fac == &st->zygote ? &st->factory : &st->zygote);
     /* Twice at most: a factory that died while it had the request (it may
      * have forked a C1 that used these channels before it died with it)
      * is started again, with new channels. */
