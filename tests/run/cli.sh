@@ -108,7 +108,7 @@ is "hutch plugins --json: the options local declares, with type, env and doc" \
 import json,sys
 p = [p for p in json.load(sys.stdin)["plugins"] if p["name"] == "local"][0]
 print([(o["name"], o["type"], o["env"], o["policy"], bool(o["doc"])) for o in p["options"]])')" \
-    "[('flavour', 'string', None, True, True), ('python', 'string', 'HUTCH_PYTHON', False, True), ('node', 'string', 'HUTCH_NODE', False, True), ('uid_base', 'int', 'HUTCH_LOCAL_UID_BASE', False, True)]"
+    "[('flavour', 'string', None, True, True), ('python', 'string', 'HUTCH_PYTHON', False, True), ('node', 'string', 'HUTCH_NODE', False, True), ('zygote', 'bool', 'HUTCH_LOCAL_ZYGOTE', False, True), ('uid_base', 'int', 'HUTCH_LOCAL_UID_BASE', False, True)]"
 
 run_hutch doctor
 is "hutch doctor passes on this machine" "$RC" 0
