@@ -232,6 +232,42 @@ async function warmup(url) {
 
 // --- what a hutch holds ------------------------------------------------------------
 const fdCount = (pid) => fs.readdirSync(`/proc/${pid}/fd`).length;
+// What each of a process's descriptors is, for a failure's message: a
+// socket as its TCP addresses or unix path where /proc/PID/net says.
+function fdKinds(pid) {
+  const sockets = new Map();
+  for (const f of ["tcp", "tcp6", "unix"]) {
+    let lines = [];
+    try {
+      lines = fs.readFileSync(`/proc/${pid}/net/${f}`, "utf8").split("\n").slice(1);
+    } catch {}
+    for (const l of lines) {
+      const c = l.trim().split(/\s+/);
+      if (f === "unix" && c.length >= 7) sockets.set(c[6], `unix ${c[7] || "(unnamed)"}`);
+      else if (c.length >= 10) sockets.set(c[9], `${f} ${c[1]}>${c[2]} st ${c[3]}`);
+    }
+  }
+  const out = [];
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    let t = "?";
+    try {
+      t = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {}
+    const m = /^socket:\[(\d+)\]$/.exec(t);
+    out.push(m && sockets.has(m[1]) ? sockets.get(m[1]) : t.replace(/\[\d+\]$/, ""));
+  }
+  return out.sort();
+}
+// What b holds that a does not (a multiset difference).
+function extra(a, b) {
+  const left = [...a];
+  return b.filter((x) => {
+    const i = left.indexOf(x);
+    if (i < 0) return true;
+    left.splice(i, 1);
+    return false;
+  });
+}
 const threadCount = (pid) => fs.readdirSync(`/proc/${pid}/task`).length;
 const kb = (pid, k) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
 const asan = (pid) => fs.readFileSync(`/proc/${pid}/maps`, "utf8").includes("libasan");
@@ -409,8 +445,8 @@ await t.step(`hutch A and B serve on the ${E} executor; A warmed up`, async () =
   const s = await settle(A);
   if (!s.ok) throw new Error(`A's pools never filled: ${JSON.stringify(s)}`);
   await sleep(2000);
-  base = { fds: fdCount(A.pid), threads: threadCount(A.pid), rss: kb(A.pid, "VmRSS"), anon: kb(A.pid, "RssAnon"),
-    file: kb(A.pid, "RssFile"), sandboxes: s.sandboxes,
+  base = { fds: fdCount(A.pid), fdKinds: fdKinds(A.pid), threads: threadCount(A.pid), rss: kb(A.pid, "VmRSS"),
+    anon: kb(A.pid, "RssAnon"), file: kb(A.pid, "RssFile"), sandboxes: s.sandboxes,
     held: kinds(await resources(A.pid, aStart)) };
   t.diag(`A (pid ${A.pid}) after the warm-up: ${base.fds} fds, ${base.threads} threads, RSS ${(base.rss / 1024).toFixed(1)} MiB, ` +
     `${base.sandboxes} sandboxes alive, holds ${JSON.stringify(base.held)}`);
@@ -556,7 +592,11 @@ else await t.step("A, after the same warm-up, holds what it held at the start (f
   t.diag(`A at the end: ${end.fds} fds (${base.fds} at the start), ${end.threads} threads (${base.threads}), ` +
     `RSS ${(end.rss / 1024).toFixed(1)} MiB (${(base.rss / 1024).toFixed(1)}), ${end.sandboxes} sandboxes (${base.sandboxes}), ` +
     `holds ${JSON.stringify(end.held)} (${JSON.stringify(base.held)})`);
-  if (!ok) throw new Error(`not back to the start's figures within the budget: ${JSON.stringify(s)}, holds ${JSON.stringify(held)}`);
+  if (!ok) {
+    const now = fdKinds(A.pid);
+    throw new Error(`not back to the start's figures within the budget: ${JSON.stringify(s)}, holds ${JSON.stringify(held)}; ` +
+      `descriptors more than at the start: ${JSON.stringify(extra(base.fdKinds, now))}, fewer: ${JSON.stringify(extra(now, base.fdKinds))}`);
+  }
 }, 600);
 if (end) {
   if (asan(A.pid)) t.skip("A's RSS is back within 10% of the start's", "AddressSanitizer's quarantine holds freed memory");
