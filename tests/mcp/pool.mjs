@@ -68,15 +68,24 @@ await t.step(`a pooled sandbox answers, warm, on ${E}`, async () => {
 
 await t.step(`a pooled sandbox's limits are in force before its program starts, on ${E}`, async () => {
   // The local executor attaches a pooled sandbox to its cgroups on a thread
-  // of its own, after the start: the job must not begin before that.
-  const h = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2", "--memory", "128", "--pids", "32"], env });
+  // of its own, after the start: the job must not begin before that.  One
+  // server per limit (forked interpreters weigh more on gVisor).
+  const mem = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2", "--memory", "128"], env });
   try {
     for (let i = 0; i < 3; i++) {
-      await untilWarm(h);
-      const x = await untilWarm(h, py("b = bytearray(400 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('not limited')"), true);
+      await untilWarm(mem);
+      const x = await untilWarm(mem, py("b = bytearray(400 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('not limited')"), true);
       t.ok(x.s.exit_code !== 0 && x.s.stdout.indexOf("not limited") < 0 && (x.s.oom === true || x.s.exit_code === 137),
         `round ${i + 1}: 400 MiB in a warm sandbox of 128 MiB is stopped (${JSON.stringify({ exit: x.s.exit_code, oom: x.s.oom })})`);
-      const y = await untilWarm(h, py(`import os, time
+    }
+  } finally {
+    await mem.close();
+  }
+  const pids = await startStdio({ sdk, hutch, args: [...base, "--pool", "python=2", "--pids", "32"], env });
+  try {
+    for (let i = 0; i < 3; i++) {
+      await untilWarm(pids);
+      const y = await untilWarm(pids, py(`import os, time
 n = 0
 kids = []
 for i in range(100):
@@ -95,7 +104,7 @@ n`));
       t.ok(y.s.exit_code === 0 && y.s.result < 32, `round ${i + 1}: a warm sandbox of 32 pids forks ${y.s.result} processes, not 100`);
     }
   } finally {
-    await h.close();
+    await pids.close();
   }
 }, STEP_S);
 
