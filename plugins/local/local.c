@@ -75,6 +75,7 @@ struct local_state {
     struct lsb_factory factory; /* forks every sandbox (factory.c)... */
     struct lsb_factory zygote;  /* ...but Python's, when it can (zygote.c) */
     int zygote_on;              /* set up at open (HUTCH_LOCAL_ZYGOTE) */
+    atomic_uint cold_python;    /* cold Python starts so far */
     /* Pooled sandboxes' cgroup attach, done by a thread of its own (see
      * attach_later): att_mu guards the queue and each sandbox's att_state. */
     pthread_mutex_t att_mu;
@@ -1265,9 +1266,14 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
 
     /* Python's runner is a fork of the zygote's interpreter when it can be
      * (zygote.c says what siblings share): not the data flavour's, whose
-     * sandboxes import their own packages before a job. */
+     * sandboxes import their own packages before a job.  The zygote's own
+     * start (an exec of hutch, libpython, the runner compiled) costs more
+     * than one interpreter: a process's first cold Python start (the only
+     * one of `hutch run`) execs its interpreter, and the zygote starts with
+     * the first pooled start or the second cold one. */
     fac = st->zygote_on && strcmp(p.language, "python") == 0 && !p.preload &&
-                  strcmp(p.interp, st->zygote.interp) == 0
+                  strcmp(p.interp, st->zygote.interp) == 0 &&
+                  ((how && how->pooled) || atomic_fetch_add(&st->cold_python, 1) > 0)
               ? &st->zygote
               : &st->factory;
     /* The factory this start does not use may have died (killed, crashed):

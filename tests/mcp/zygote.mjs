@@ -1,5 +1,7 @@
 // zygote.mjs — the local executor's Python zygote (plugins/local/zygote.c),
 // through `hutch serve` and the official SDK client:
+//   - `hutch run`, and a server's first cold start, exec the interpreter
+//     (the zygote's own start costs more than one);
 //   - a Python sandbox's runner is a fork of the zygote (/proc/self/exe is
 //     hutch, not the interpreter), cold and pooled; with
 //     HUTCH_LOCAL_ZYGOTE=false it is the interpreter;
@@ -19,7 +21,8 @@
 //   - a zygote that cannot start says why once, and Python runs anyway.
 // Budgets are generous: nothing here depends on the machine's speed.  TAP.
 import {
-  HOST_SECRET, descendants, execute, fs, loadSdk, os, path, py, requireEnv, startStdio, tap, waitFor,
+  HOST_SECRET, descendants, execute, fs, hutchEnv, loadSdk, os, path, py, requireEnv, spawnSync, startStdio, tap,
+  waitFor,
 } from "./lib.mjs";
 
 const hutch = requireEnv({ needServers: false });
@@ -35,11 +38,33 @@ async function run(h, code) {
   if (x.s.exit_code !== 0 || x.s.executor !== E) throw new Error(`execution failed: ${JSON.stringify(x.s).slice(0, 600)}`);
   return x.s.result;
 }
-const start = (args = [], env = {}) =>
-  startStdio({ sdk, hutch, args: ["--executor", E, ...args], env: { HUTCH_EXECUTOR: "", ...env } });
-
 const EXE = `import os, sys
 [os.readlink('/proc/self/exe'), os.path.realpath(sys.executable)]`;
+
+// A server, past its first cold Python start (which execs its interpreter:
+// see local.c) unless `first`.
+async function start(args = [], env = {}, first = false) {
+  const h = await startStdio({ sdk, hutch, args: ["--executor", E, ...args], env: { HUTCH_EXECUTOR: "", ...env } });
+  if (!first) await run(h, "1");
+  return h;
+}
+
+await t.step("`hutch run` and a server's first cold start exec the interpreter (the zygote costs more)", async () => {
+  const r = spawnSync(hutch, ["run", "--executor", E, "--lang", "python", "-e",
+    "import os, sys\nprint(os.readlink('/proc/self/exe'), os.path.realpath(sys.executable))"],
+  { encoding: "utf8", env: hutchEnv({ HUTCH_EXECUTOR: "" }) });
+  const [exe, interp] = (r.stdout || "").trim().split(" ");
+  t.ok(r.status === 0 && exe === interp && /python3\.\d+$/.test(exe), `hutch run: /proc/self/exe is ${exe} (${r.stderr})`);
+  const h = await start(["--pool", "0"], {}, true);
+  try {
+    const [e1, i1] = await run(h, EXE);
+    t.ok(e1 === i1, `the first cold start: ${e1}`);
+    const [e2] = await run(h, EXE);
+    t.ok(/hutch/.test(path.basename(e2)), `the second: ${e2}`);
+  } finally {
+    await h.close();
+  }
+}, STEP_S);
 
 await t.step("a Python sandbox is a fork of the zygote, cold and pooled; with HUTCH_LOCAL_ZYGOTE=false, the interpreter", async () => {
   for (const pool of ["0", "python=2"]) {
