@@ -1160,10 +1160,16 @@ static void local_kill(void *state, struct hutch_sandbox *pub)
 
 static void local_destroy(void *state, struct hutch_sandbox *pub)
 {
+    struct local_state *st = state;
     struct local_sandbox *sb = (struct local_sandbox *)pub;
     if (!sb)
         return;
     attach_settle(state, sb, 1);
+    /* A factory killed behind hutch's back is reaped here at the latest
+     * (a start reaps the one it does not use, if it is dead by then). */
+    lsb_factory_poll(&st->factory);
+    if (st->zygote_on)
+        lsb_factory_poll(&st->zygote);
     if (sb->init_pidfd >= 0)
         syscall(SYS_pidfd_send_signal, sb->init_pidfd, SIGKILL, NULL, 0);
     if (sb->c1_pidfd >= 0) {
