@@ -47,9 +47,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "box.h"
 #include "caps.h"
 #include "env.h"
 #include "factory.h"
@@ -533,21 +533,14 @@ static void reap_retired(struct lsb_factory *f)
     f->nretired = k;
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* A zygote that cannot start: said once, then Python sandboxes start
+/* A zygote that cannot start: said, then Python sandboxes start
  * their own interpreter (the caller's plain factory) until it is tried
  * again, HUTCH_ZYGOTE_RETRY_MS later (a runner being reinstalled, a
  * library coming back).  -ENOEXEC.  Under f->mu. */
 static int zygote_failed(struct lsb_factory *f, struct hutch_err *err)
 {
     f->failed = 1;
-    f->retry_ms = mono_ms() + HUTCH_ZYGOTE_RETRY_MS;
+    f->retry_ms = box_now_ms() + HUTCH_ZYGOTE_RETRY_MS;
     f->host->log(HUTCH_LOG_INFO, "local",
                  "the Python zygote: %s; Python sandboxes start their own interpreter "
                  "(another try in %d s)",
@@ -611,8 +604,8 @@ static int start(struct lsb_factory *f, struct hutch_err *err)
     }
     f->sock = sv[0];
     f->pid = pid;
-    /* A zygote that cannot start is not used again (ENOEXEC): the plain
-     * factory serves instead. */
+    /* A zygote that cannot start serves nothing for a while (ENOEXEC):
+     * the plain factory does instead. */
     if (f->zygote && hello(f) < 0) {
         stop(f);
         return zygote_failed(f, err);
@@ -730,13 +723,13 @@ static int ask(struct lsb_factory *f, const struct req *rq, const void *bpf,
         return -EAGAIN;
     }
     if (rp.retiring) {
-        /* Its sandboxes live on in it; it exits when they are gone. */
+        /* Its sandboxes live on in it; it exits when they are gone.  The
+         * next request starts its successor (no socket). */
         if (f->nretired < (int)(sizeof(f->retired) / sizeof(f->retired[0])))
             f->retired[f->nretired++] = f->pid;
         close(f->sock);
         f->sock = -1;
         f->pid = 0;
-        f->retiring = 1;
     }
     if (rp.pid <= 0 || ngot != 1) {
         for (int i = 0; i < ngot; i++)
@@ -789,24 +782,16 @@ int lsb_factory_spawn(struct lsb_factory *f, const struct lsb_params *p, pid_t *
     rq->bpf_len = (uint32_t)p->bpf_len;
     rq->p = *p;
     pthread_mutex_lock(&f->mu);
-    if (f->failed && mono_ms() < f->retry_ms) {
+    if (f->failed && box_now_ms() < f->retry_ms) {
         r = hutch_err_set(err, -ENOEXEC, "the Python zygote: %s", f->why);
         goto out;
     }
-    if (f->failed) { /* try it again */
-        f->failed = 0;
-        f->retiring = 1;
-    }
-    if (f->sock < 0 && f->retiring) {
-        /* The last one retired: its successor. */
-        f->retiring = 0;
-        if ((r = start(f, err)) < 0)
-            goto out;
-    }
+    f->failed = 0; /* none, or time to try it again */
     r = f->sock >= 0 ? ask(f, rq, p->bpf, fds, c1, pidfd, err) : -EPIPE;
     if (r == -EPIPE) {
-        /* Gone before it took this request (killed, crashed): once more,
-         * with a new one. */
+        /* Gone before it took this request (killed, crashed), or none yet
+         * (a zygote retired, failed, reaped by lsb_factory_poll): once
+         * more, with a new one; said only when it went unannounced. */
         if (f->sock >= 0)
             f->host->log(HUTCH_LOG_WARN, "local",
                          "the sandbox factory (pid %d) is gone; starting another",

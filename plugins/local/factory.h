@@ -25,7 +25,6 @@ struct lsb_factory {
     int failed;                /* it could not start: why says why */
     char why[256];
     uint64_t retry_ms; /* failed: when to try again (monotonic) */
-    int retiring;      /* the last one retired: start the next one */
     pid_t retired[8];  /* retired ones not yet reaped */
     int nretired;
 };

@@ -1165,8 +1165,9 @@ static void local_destroy(void *state, struct hutch_sandbox *pub)
     if (!sb)
         return;
     attach_settle(state, sb, 1);
-    /* A factory killed behind hutch's back is reaped here at the latest
-     * (a start reaps the one it does not use, if it is dead by then). */
+    /* A factory killed behind hutch's back (it may get no request for a
+     * long time: the other one serves) is reaped here, not left a zombie
+     * until its own next sandbox. */
     lsb_factory_poll(&st->factory);
     if (st->zygote_on)
         lsb_factory_poll(&st->zygote);
@@ -1282,10 +1283,6 @@ static int local_start(void *state, const struct hutch_sandbox_class *cls,
                   ((how && how->pooled) || atomic_fetch_add(&st->cold_python, 1) > 0)
               ? &st->zygote
               : &st->factory;
-    /* The factory this start does not use may have died (killed, crashed):
-     * not left a zombie until its own next sandbox. */
-    if (st->zygote_on)
-        lsb_factory_poll(fac == &st->zygote ? &st->factory : &st->zygote);
     /* Twice at most: a factory that died while it had the request (it may
      * have forked a C1 that used these channels before it died with it)
      * is started again, with new channels. */
