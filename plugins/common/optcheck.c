@@ -30,6 +30,15 @@ static const char *type_name(uint32_t type)
                                       : "a string";
 }
 
+int opt_check_env(const struct hutch_option *o, const char *value,
+                  struct hutch_err *err)
+{
+    if (value_ok(o, value))
+        return 0;
+    return hutch_err_set(err, -EINVAL, "%s=%s: expected %s", o->env ? o->env : o->name,
+                         value, type_name(o->type));
+}
+
 /* " (it knows platform, flavour)": what a policy may set, into err. */
 static void append_known(const void *table, opt_row_fn row, struct hutch_err *err)
 {

@@ -24,4 +24,9 @@ typedef const struct hutch_option *(*opt_row_fn)(const void *table, size_t i);
 int opt_check(const void *table, opt_row_fn row, const char *executor, const char *json,
               const char *want, char *out, size_t len, struct hutch_err *err);
 
+/* `value` of option o's environment variable checked against o's type,
+ * with the same judge: 0, or -EINVAL naming the variable and the type. */
+int opt_check_env(const struct hutch_option *o, const char *value,
+                  struct hutch_err *err);
+
 #endif

@@ -24,6 +24,18 @@ const char *opt_env(const struct hutch_option *table, const char *name)
     return v && *v ? v : NULL;
 }
 
+int opt_env_bool(const struct hutch_option *table, const char *name, int dflt,
+                 struct hutch_err *err)
+{
+    const struct hutch_option *o = find(table, name);
+    const char *v = opt_env(table, name);
+    int r;
+    if (!v)
+        return dflt;
+    r = opt_check_env(o, v, err);
+    return r < 0 ? r : strcmp(v, "true") == 0;
+}
+
 /* Row i of a table this plugin compiled itself: its own stride.  opt_check
  * asks for rows 0, 1, … and stops at the first NULL, so row i is only
  * asked for once rows 0 … i-1 were there. */

@@ -26,6 +26,12 @@
  * declared (a bug: the plugin's own table). */
 const char *opt_env(const struct hutch_option *table, const char *name);
 
+/* Boolean option `name` (declared HUTCH_OPTION_BOOL) from its environment
+ * variable: 1 or 0, `dflt` when unset or empty; -EINVAL naming the
+ * variable when its value is not "true" or "false". */
+int opt_env_bool(const struct hutch_option *table, const char *name, int dflt,
+                 struct hutch_err *err);
+
 /* The policy's executor_options for this class checked against `table`
  * (every name declared, not HUTCH_OPTION_ENV_ONLY, a value of its type),
  * then the value of `name` into out: the policy's, else (when `fallback`)

@@ -1048,18 +1048,16 @@ static int local_open(const struct hutch_host *host, const struct hutch_config *
     {
         /* The zygote starts with the first Python sandbox; without a
          * Python (or with HUTCH_LOCAL_ZYGOTE=false) there is none. */
-        const char *env = opt_env(local_options, "zygote");
+        int on = opt_env_bool(local_options, "zygote", 1, err);
         char interp[PATH_MAX], dir[PATH_MAX];
         struct hutch_err e = HUTCH_ERR_INIT;
-        if (env && strcmp(env, "true") != 0 && strcmp(env, "false") != 0) {
+        if (on < 0) {
             lsb_factory_fini(&st->factory);
             free(st->bpf);
             free(st);
-            return hutch_err_set(err, -EINVAL,
-                                 "HUTCH_LOCAL_ZYGOTE=%s: want true or false", env);
+            return on;
         }
-        if ((!env || strcmp(env, "true") == 0) &&
-            find_interp("python", interp, sizeof(interp), &e) == 0 &&
+        if (on && find_interp("python", interp, sizeof(interp), &e) == 0 &&
             realpath(host->runner_dir, dir) &&
             lsb_factory_init_zygote(&st->zygote, host, interp, dir, &e) == 0)
             st->zygote_on = 1;

@@ -110,6 +110,11 @@ p = [p for p in json.load(sys.stdin)["plugins"] if p["name"] == "local"][0]
 print([(o["name"], o["type"], o["env"], o["policy"], bool(o["doc"])) for o in p["options"]])')" \
     "[('flavour', 'string', None, True, True), ('python', 'string', 'HUTCH_PYTHON', False, True), ('node', 'string', 'HUTCH_NODE', False, True), ('zygote', 'bool', 'HUTCH_LOCAL_ZYGOTE', False, True), ('uid_base', 'int', 'HUTCH_LOCAL_UID_BASE', False, True)]"
 
+# An environment-only option's bad value: judged as a policy's would be.
+HUTCH_LOCAL_ZYGOTE=yes run_hutch run --executor local --lang python -e 'print(1)'
+is "HUTCH_LOCAL_ZYGOTE=yes: hutch run fails" "$RC" 125
+like "... saying what the variable wants" "$ERR" 'HUTCH_LOCAL_ZYGOTE=yes: expected a boolean ("true" or "false")'
+
 run_hutch doctor
 is "hutch doctor passes on this machine" "$RC" 0
 like "doctor checks namespaces" "$OUT" "namespaces"
