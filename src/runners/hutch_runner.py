@@ -560,8 +560,24 @@ def _finish(status, result=None, error=None):
     posix._exit(status)  # do not wait for threads the program left running
 
 
-def _run(code, cwd):
+def _split(code):
+    """The program's statements compiled, and its last statement apart when
+    it is an expression (its value is the result), for _value."""
     import _ast
+    tree = compile(code, 'main.py', 'exec', _ast.PyCF_ONLY_AST, True)
+    last = None
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        last = _ast.Expression(tree.body.pop().value)
+    return compile(tree, 'main.py', 'exec', 0, True), last
+
+
+def _value(last, scope):
+    """The last expression's value, compiled once the statements ran (as
+    Python reports its errors: after what the statements printed)."""
+    return eval(compile(last, 'main.py', 'eval', 0, True), scope) if last else None
+
+
+def _run(code, cwd):
     main = type(sys)('__main__')
     scope = main.__dict__
     scope.update(__file__=cwd.rstrip('/') + '/main.py', __loader__=_Source(code),
@@ -570,12 +586,9 @@ def _run(code, cwd):
     sys.modules['__main__'] = main
     sys.argv[:] = [scope['__file__']]
     try:
-        tree = compile(code, 'main.py', 'exec', _ast.PyCF_ONLY_AST, True)
-        last = None
-        if tree.body and isinstance(tree.body[-1], _ast.Expr):
-            last = _ast.Expression(tree.body.pop().value)
-        exec(compile(tree, 'main.py', 'exec', 0, True), scope)
-        value = eval(compile(last, 'main.py', 'eval', 0, True), scope) if last else None
+        body, last = _split(code)
+        exec(body, scope)
+        value = _value(last, scope)
         if value is None:
             value = scope.get('result')
     except SystemExit as e:
@@ -635,10 +648,8 @@ def _preload():
 def _warm():
     """What every job needs, done while no job is there yet: the AST types
     and the compiler's first use."""
-    import _ast
     import atexit  # noqa: F401
-    compile(compile('x', 'main.py', 'exec', _ast.PyCF_ONLY_AST, True), 'main.py', 'exec',
-            0, True)
+    _split('x')
 
 
 def _job_waiting():
@@ -665,13 +676,10 @@ def _rehearse():
     eval, the JSON of a message, the standard streams; in a fork of the
     zygote, the copy of each page those write), paid before it.  It leaves
     nothing: no output, no file, no name anywhere the program can see."""
-    import _ast
-    tree = compile('x = [1, "a", {"b": None}, 2.5]\nlen(x)', 'main.py', 'exec',
-                   _ast.PyCF_ONLY_AST, True)
-    last = _ast.Expression(tree.body.pop().value)
+    body, last = _split('x = [1, "a", {"b": None}, 2.5]\nlen(x)')
     scope = {'__builtins__': builtins}
-    exec(compile(tree, 'main.py', 'exec', 0, True), scope)
-    eval(compile(last, 'main.py', 'eval', 0, True), scope)
+    exec(body, scope)
+    _value(last, scope)
     _line({'t': 'done', 'ok': True, 'status': 0, 'files': False, 'result': scope['x']},
           scope['x'])
     _loads(b'{"t":"run","lang":"python","code":"print(1)","cwd":"/work"}')
@@ -709,10 +717,11 @@ def _zygote_child():
     _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
     _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
-    main()
+    main(warmed=True)
 
 
-def main():
+def main(warmed=False):
+    """The runner; `warmed`: _warm ran already (in the zygote)."""
     global _fd, _pid
     try:
         _fd = posix.dup(3)  # dup() makes it close-on-exec (PEP 446)
@@ -725,7 +734,7 @@ def main():
     # While the core has no job for us yet (a warm pool's sandbox waits
     # here; a cold one has its job queued already, so this costs it nothing
     # it would not pay in _run).  A zygote's fork did it already.
-    if 'atexit' not in sys.modules:
+    if not warmed:
         _warm()
     if not _job_waiting():
         _rehearse()
