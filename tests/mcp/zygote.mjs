@@ -40,6 +40,16 @@ async function run(h, code) {
 }
 const EXE = `import os, sys
 [os.readlink('/proc/self/exe'), os.path.realpath(sys.executable)]`;
+// /proc/self/exe of a fork of the zygote: hutch's binary.
+const forked = (exe) => /hutch/.test(path.basename(exe));
+
+// A copy of the runner directory, `tail` appended to hutch_runner.py.
+function runnersCopy(name, tail = "") {
+  const dir = path.join(tmp, name);
+  fs.cpSync(process.env.HUTCH_RUNNER_DIR, dir, { recursive: true });
+  if (tail) fs.appendFileSync(path.join(dir, "hutch_runner.py"), tail);
+  return dir;
+}
 
 // A server, past its first cold Python start (which execs its interpreter:
 // see local.c) unless `first`.
@@ -60,7 +70,7 @@ await t.step("`hutch run` and a server's first cold start exec the interpreter (
     const [e1, i1] = await run(h, EXE);
     t.ok(e1 === i1, `the first cold start: ${e1}`);
     const [e2] = await run(h, EXE);
-    t.ok(/hutch/.test(path.basename(e2)), `the second: ${e2}`);
+    t.ok(forked(e2), `the second: ${e2}`);
   } finally {
     await h.close();
   }
@@ -73,7 +83,7 @@ await t.step("a Python sandbox is a fork of the zygote, cold and pooled; with HU
       for (let i = 0; i < 3; i++) {
         const [exe, interp] = await run(h, EXE);
         if (!/\/python3\.\d+$/.test(interp)) throw new Error(`sys.executable is ${interp}`);
-        if (exe === interp || !/hutch/.test(path.basename(exe)))
+        if (exe === interp || !forked(exe))
           throw new Error(`--pool ${pool}: /proc/self/exe is ${exe}: not a fork of the zygote`);
       }
     } finally {
@@ -228,15 +238,14 @@ await t.step("SIGINT raises KeyboardInterrupt, as in an exec'd runner", async ()
     const x = await execute(h.client, py("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\nimport time\ntime.sleep(5)"), { executor: E });
     if (x.s.exit_code === 0 || !/KeyboardInterrupt/.test(JSON.stringify(x.s))) throw new Error(JSON.stringify(x.s).slice(0, 600));
     const [exe] = await run(h, EXE);
-    if (!/hutch/.test(path.basename(exe))) throw new Error(`not the zygote: ${exe}`);
+    if (!forked(exe)) throw new Error(`not the zygote: ${exe}`);
   } finally {
     await h.close();
   }
 }, STEP_S);
 
 await t.step("a runner changed on disk is what the next sandboxes run", async () => {
-  const runners = path.join(tmp, "runners");
-  fs.cpSync(process.env.HUTCH_RUNNER_DIR, runners, { recursive: true });
+  const runners = runnersCopy("runners");
   const h = await start(["--pool", "0"], { HUTCH_RUNNER_DIR: runners });
   try {
     t.is(await run(h, "import hutch_runner\ngetattr(hutch_runner, 'ZYGOTE_MARK', 0)"), 0, "the installed runner");
@@ -244,25 +253,26 @@ await t.step("a runner changed on disk is what the next sandboxes run", async ()
     const ok = await waitFor(async () => (await run(h, "import hutch_runner\ngetattr(hutch_runner, 'ZYGOTE_MARK', 0)")) === 2, 60000, 100);
     t.ok(ok, "the changed runner runs");
     const [exe] = await run(h, EXE);
-    t.ok(/hutch/.test(path.basename(exe)), `and from a zygote again (${exe})`);
+    t.ok(forked(exe), `and from a zygote again (${exe})`);
   } finally {
     await h.close();
   }
 }, STEP_S);
 
 await t.step("a zygote that cannot start says why, and Python runs anyway", async () => {
-  const runners = path.join(tmp, "broken");
-  fs.cpSync(process.env.HUTCH_RUNNER_DIR, runners, { recursive: true });
   // The zygote calls _zygote(); an exec'd runner never does.
-  fs.appendFileSync(path.join(runners, "hutch_runner.py"), "\ndef _zygote():\n    raise RuntimeError('no zygote here')\n");
+  const runners = runnersCopy("broken", "\ndef _zygote():\n    raise RuntimeError('no zygote here')\n");
   const h = await start(["--pool", "python=1", "-v"], { HUTCH_RUNNER_DIR: runners });
   try {
     for (let i = 0; i < 3; i++) {
       const [exe, interp] = await run(h, EXE);
       if (exe !== interp) throw new Error(`ran in a zygote: ${exe}`);
     }
-    const said = h.logs().match(/the Python zygote: .*no zygote here.*/g) || [];
-    t.ok(said.length === 1, `said once: ${said[0] || h.logs().slice(-800)}`);
+    // Said at each try (another 10 s later: how many depends on the
+    // machine's speed), each time with the reason.
+    const said = h.logs().match(/the Python zygote: .*/g) || [];
+    t.ok(said.length >= 1 && said.every((l) => /no zygote here/.test(l)),
+      `said, with the reason: ${said[0] || h.logs().slice(-800)}`);
   } finally {
     await h.close();
   }
