@@ -350,8 +350,10 @@ static int zygote_init(const char *interp, const char *runner_dir, char *why,
         for (char *c = out; *c; c++)
             if (*c == '\n')
                 *c = ' ';
-        if (n > 120)
-            tail = out + n - 120;
+        if (n > 120) { /* the last 120 bytes, from a word's start */
+            char *sp = strchr(out + n - 120, ' ');
+            tail = sp ? sp + 1 : out + n - 120;
+        }
         snprintf(why + at, len - at, ": %s", tail);
     }
     close(pfd[0]);
