@@ -215,11 +215,14 @@ await t.step("no byte of hutch's environment is in the zygote's memory, nor a po
   try {
     await run(h, "1");
     let procs = [];
+    // The execution's own runner goes away as its sandbox is destroyed:
+    // wait until the pooled one is the only runner left.
     const ok = await waitFor(async () => {
       procs = descendants(h.pid);
-      return procs.some((p) => / factory 3 python /.test(p.cmd)) && procs.some((p) => /^\/usr\/bin\/python3\.\d+ -I -S/.test(p.cmd));
+      return procs.some((p) => / factory 3 python /.test(p.cmd)) &&
+        procs.filter((p) => /^\/usr\/bin\/python3\.\d+ -I -S/.test(p.cmd)).length === 1;
     }, 60000, 200);
-    t.ok(ok, "a zygote and a pooled sandbox's runner are there");
+    t.ok(ok, "a zygote and a pooled sandbox's runner are there (and no other runner)");
     const zygote = procs.find((p) => / factory 3 python /.test(p.cmd));
     const runner = procs.find((p) => /^\/usr\/bin\/python3\.\d+ -I -S/.test(p.cmd));
     for (const [what, p] of [["the zygote", zygote], ["a pooled runner", runner]]) {
