@@ -17,7 +17,10 @@
  * also has an I/O thread, the only reader of its stdout and stderr: it
  * hands each response straight to the caller waiting for it, and writes
  * what the pipe did not take at once, so a child that stops reading its
- * stdin cannot block a caller past its timeout.  HTTP calls are plain
+ * stdin cannot block a caller past its timeout.  A call started with
+ * hutch_upstreams_call_start has no caller waiting: the I/O thread runs
+ * its done function itself (no lock held), watches its timeout, and ends
+ * it when the child goes.  HTTP calls are plain
  * blocking POSTs in the caller's thread.  Our threads block every signal
  * (hutch's main thread takes them); a write to a child's stdin raises no
  * SIGPIPE in any thread (writev_quiet).
@@ -1083,21 +1086,22 @@ static int answer_questions(struct server *s, cJSON *params, const cJSON *res,
     return 0;
 }
 
-int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
-                         const char *tool, const cJSON *args, int timeout_ms,
-                         cJSON **result, struct hutch_err *err)
+/* What a tools/call of `tool` on `server` starts from: the server (ready),
+ * the time it gets, its name as messages show it, and its params (args by
+ * reference: the caller holds, and has charged, them for the whole call).
+ * 0, or negative with err. */
+static int call_begin(struct hutch_upstreams *u, const char *server, const char *tool,
+                      const cJSON *args, int timeout_ms, struct server **out,
+                      unsigned *ms_out, char *what, size_t what_len, cJSON **params,
+                      struct hutch_err *err)
 {
     struct server *s = NULL;
-    cJSON *params = NULL;
-    char tname[HUTCH_MAX_TOOL_NAME + 1], what[HUTCH_MAX_TOOL_NAME + 16],
-        state[HUTCH_ERR_MSG];
+    char tname[HUTCH_MAX_TOOL_NAME + 1], state[HUTCH_ERR_MSG];
     bool ready;
     unsigned ms;
-    int r;
 
-    if (!u || !server || !tool || !result)
+    if (!u || !server || !tool)
         return hutch_err_set(err, -EINVAL, "hutch_upstreams_call: bad arguments");
-    *result = NULL;
     if (args && !cJSON_IsObject(args))
         return hutch_err_set(err, -EINVAL, "the arguments of %s must be an object",
                              tool);
@@ -1128,39 +1132,121 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
     if (timeout_ms > 0 && (unsigned)timeout_ms < ms)
         ms = (unsigned)timeout_ms;
     up_clean_text(tname, sizeof(tname), tool, strlen(tool));
-    snprintf(what, sizeof(what), "tools/call %s", tname);
-    params = cJSON_CreateObject();
-    /* The arguments by reference: the caller holds (and has charged) them
-     * for the whole call. */
-    if (!params || !cJSON_AddStringToObject(params, "name", tool) ||
-        !(args ? cJSON_AddItemReferenceToObject(params, "arguments", (cJSON *)args)
-               : cJSON_AddObjectToObject(params, "arguments") != NULL)) {
-        r = hutch_err_set(err, -ENOMEM, "out of memory");
-        goto out;
+    snprintf(what, what_len, "tools/call %s", tname);
+    *params = cJSON_CreateObject();
+    if (!*params || !cJSON_AddStringToObject(*params, "name", tool) ||
+        !(args ? cJSON_AddItemReferenceToObject(*params, "arguments", (cJSON *)args)
+               : cJSON_AddObjectToObject(*params, "arguments") != NULL)) {
+        cJSON_Delete(*params);
+        *params = NULL;
+        return hutch_err_set(err, -ENOMEM, "out of memory");
     }
-    {
-        uint64_t deadline = hutch_now_ms() + ms;
-        r = srv_request(s, "tools/call", params, deadline, ms, what, true, result, err);
-        for (int round = 0; r == 0 && is_input_required(*result); round++) {
-            if (round == HUTCH_UPSTREAM_INPUT_ROUNDS) {
-                r = hutch_err_set(err, -EPROTO,
-                                  "upstream %s still asked for input after %d rounds",
-                                  s->name, round);
-                break;
-            }
-            r = answer_questions(s, params, *result, deadline, err);
-            cJSON_Delete(*result);
-            *result = NULL;
-            if (r == 0)
-                r = srv_request(s, "tools/call", params, deadline, ms_left(deadline),
-                                what, true, result, err);
+    *out = s;
+    *ms_out = ms;
+    return 0;
+}
+
+int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
+                         const char *tool, const cJSON *args, int timeout_ms,
+                         cJSON **result, struct hutch_err *err)
+{
+    struct server *s;
+    cJSON *params = NULL;
+    char what[HUTCH_MAX_TOOL_NAME + 16];
+    uint64_t deadline;
+    unsigned ms;
+    int r;
+
+    if (!result)
+        return hutch_err_set(err, -EINVAL, "hutch_upstreams_call: bad arguments");
+    *result = NULL;
+    r = call_begin(u, server, tool, args, timeout_ms, &s, &ms, what, sizeof(what),
+                   &params, err);
+    if (r < 0)
+        return r;
+    deadline = hutch_now_ms() + ms;
+    r = srv_request(s, "tools/call", params, deadline, ms, what, true, result, err);
+    for (int round = 0; r == 0 && is_input_required(*result); round++) {
+        if (round == HUTCH_UPSTREAM_INPUT_ROUNDS) {
+            r = hutch_err_set(err, -EPROTO,
+                              "upstream %s still asked for input after %d rounds",
+                              s->name, round);
+            break;
         }
-        if (r < 0) {
-            cJSON_Delete(*result);
-            *result = NULL;
-        }
+        r = answer_questions(s, params, *result, deadline, err);
+        cJSON_Delete(*result);
+        *result = NULL;
+        if (r == 0)
+            r = srv_request(s, "tools/call", params, deadline, ms_left(deadline), what,
+                            true, result, err);
     }
-out:
+    if (r < 0) {
+        cJSON_Delete(*result);
+        *result = NULL;
+    }
     cJSON_Delete(params);
     return r;
+}
+
+/* An asynchronous tools/call on its way: what its end needs. */
+struct upcall {
+    struct server *s;
+    hutch_upstreams_done_fn done;
+    void *arg;
+    char what[HUTCH_MAX_TOOL_NAME + 16];
+};
+
+/* On the child's I/O thread (or the starter's), no lock held. */
+static void upcall_done(void *arg, int r, cJSON *reply, struct hutch_err *err)
+{
+    struct upcall *uc = arg;
+    cJSON *result = NULL;
+
+    if (r == 0)
+        r = take_result(uc->s, uc->what, reply, &result, err);
+    uc->done(uc->arg, r, r == 0 ? result : NULL, err);
+    if (r < 0)
+        cJSON_Delete(result);
+    free(uc);
+}
+
+int hutch_upstreams_call_start(struct hutch_upstreams *u, const char *server,
+                               const char *tool, const cJSON *args, int timeout_ms,
+                               hutch_upstreams_done_fn done, void *arg,
+                               struct hutch_err *err)
+{
+    struct upcall *uc;
+    struct server *s;
+    cJSON *params = NULL;
+    unsigned ms;
+    int r;
+
+    if (!done)
+        return hutch_err_set(err, -EINVAL, "hutch_upstreams_call_start: bad arguments");
+    if (!(uc = calloc(1, sizeof(*uc))))
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    r = call_begin(u, server, tool, args, timeout_ms, &s, &ms, uc->what,
+                   sizeof(uc->what), &params, err);
+    if (r < 0) {
+        free(uc);
+        return r;
+    }
+    /* A 2026-07-28 server may answer with a question (input_required), an
+     * HTTP one is a blocking POST: both need a thread of their own. */
+    if (s->cfg.tr != TR_STDIO || era_of(s) != ERA_LEGACY) {
+        cJSON_Delete(params);
+        free(uc);
+        return 0;
+    }
+    uc->s = s;
+    uc->done = done;
+    uc->arg = arg;
+    r = up_stdio_start(s, "tools/call", params, hutch_now_ms() + ms, ms, uc->what,
+                       upcall_done, uc, err);
+    cJSON_Delete(params); /* written: the text was all it needed */
+    if (r < 0) {
+        free(uc);
+        return r;
+    }
+    return 1;
 }

@@ -125,4 +125,20 @@ int hutch_upstreams_call(struct hutch_upstreams *u, const char *server,
                          const char *tool, const cJSON *args, int timeout_ms,
                          cJSON **result, struct hutch_err *err);
 
+/* hutch_upstreams_call without a waiting thread, where the server allows
+ * it (stdio, the 2025 era: no question can come back).  1: the call is on
+ * its way, and done(arg, r, result, err) is called exactly once, with what
+ * hutch_upstreams_call would have returned (result the callee's), on the
+ * server's I/O thread with no lock held, or on this thread before this
+ * returns; args are not needed after this returns.  0: the server needs a
+ * thread (HTTP, 2026-07-28): nothing was done, call hutch_upstreams_call.
+ * Negative: the call failed at once as hutch_upstreams_call's would, and
+ * done is never called. */
+typedef void (*hutch_upstreams_done_fn)(void *arg, int r, cJSON *result,
+                                        struct hutch_err *err);
+int hutch_upstreams_call_start(struct hutch_upstreams *u, const char *server,
+                               const char *tool, const cJSON *args, int timeout_ms,
+                               hutch_upstreams_done_fn done, void *arg,
+                               struct hutch_err *err);
+
 #endif

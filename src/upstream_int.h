@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -83,7 +84,14 @@ struct outmsg {
     char buf[];
 };
 
-/* A request waiting for its response; lives on the caller's stack. */
+/* What an asynchronous request's owner is told, once: r 0 with the whole
+ * response message (the callee's), or negative with err saying why.
+ * Called on the child's I/O thread with no lock held, or on the thread
+ * that started the request before up_stdio_start returns. */
+typedef void (*up_done_fn)(void *arg, int r, cJSON *reply, struct hutch_err *err);
+
+/* A request waiting for its response: on the caller's stack when a thread
+ * waits for it (cond), on the heap when it is asynchronous (done set). */
 struct pending {
     struct pending *next;
     int64_t id;
@@ -92,6 +100,16 @@ struct pending {
     cJSON *reply; /* the whole response message */
     char why[256];
     pthread_cond_t cond;
+    /* Asynchronous (up_stdio_start) only. */
+    up_done_fn done_fn;
+    void *done_arg;
+    struct child *child; /* whose I/O thread completes it */
+    bool starting;       /* its starter still holds it: nobody completes it */
+    uint64_t garbage0;   /* the child's count of garbage lines at the start */
+    uint64_t garbage;    /* those it sent until it timed out */
+    uint64_t deadline;
+    unsigned budget;
+    char what[HUTCH_MAX_TOOL_NAME + 16];
 };
 
 /* One incarnation of a stdio server.  pid, the fds and the thread are set
@@ -111,6 +129,7 @@ struct child {
     bool in_failed;   /* a write failed: the I/O thread reports it */
     bool close_in;    /* close stdin (graceful stop) */
     uint64_t quit_at; /* the I/O thread ends at this time (0: not asked) */
+    uint64_t io_wake; /* when the I/O thread wakes for a deadline (0: never) */
     bool dead;        /* stdout closed */
     int broken;       /* negative: a protocol violation, it must go */
     char broken_why[160];
@@ -220,6 +239,15 @@ static inline int era_of(const struct server *s)
     return __atomic_load_n(&s->era, __ATOMIC_ACQUIRE);
 }
 
+/* Wakes a child's I/O thread: it writes what is queued and looks at its
+ * asynchronous requests. */
+static inline void up_child_poke(struct child *c)
+{
+    uint64_t one = 1;
+    if (write(c->wake_fd, &one, sizeof(one)) < 0)
+        return; /* the counter is full: it is awake anyway */
+}
+
 static inline bool version_ok(const char *v)
 {
     return !strcmp(v, "2025-11-25") || !strcmp(v, "2025-06-18") ||
@@ -278,6 +306,13 @@ int up_stdio_request(struct server *s, const char *method, const cJSON *params,
                      uint64_t deadline, unsigned budget, const char *what,
                      cJSON **reply, struct hutch_err *err);
 int up_stdio_spawn(struct server *s, struct child **out, struct hutch_err *err);
+/* up_stdio_request without a waiting thread: 0 when the request is on its
+ * way (done is then called exactly once, by the child's I/O thread or by
+ * this thread before it returns), negative with err when it is not (done
+ * is never called).  Its timeout is the I/O thread's to watch. */
+int up_stdio_start(struct server *s, const char *method, const cJSON *params,
+                   uint64_t deadline, unsigned budget, const char *what,
+                   up_done_fn done, void *arg, struct hutch_err *err);
 
 /* --- upstream_http.c ------------------------------------------------------ */
 

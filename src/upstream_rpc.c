@@ -290,6 +290,9 @@ void up_fail_pending_locked(struct server *s, int code, const char *why)
         p->done = true;
         p->code = code;
         snprintf(p->why, sizeof(p->why), "%s", why);
-        pthread_cond_signal(&p->cond);
+        if (!p->done_fn)
+            pthread_cond_signal(&p->cond);
+        else if (!p->starting)
+            up_child_poke(p->child); /* its I/O thread tells the owner */
     }
 }

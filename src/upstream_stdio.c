@@ -1,7 +1,8 @@
 /* upstream_stdio.c — stdio upstreams: spawning a child (its environment
  * from an allowlist, doc/executors.md, "Environments"), the I/O
  * thread that is the only reader of its stdout and stderr, requests
- * written from the caller's thread, and a child's teardown.  The thread
+ * written from the caller's thread (waited for there, or ended by the I/O
+ * thread: up_stdio_start), and a child's teardown.  The thread
  * and lock rules are at the top of upstream.c; the lifecycle that drives
  * a child lives there too. */
 #include <errno.h>
@@ -37,13 +38,6 @@
 extern char **environ;
 
 /* --- stdio: children ---------------------------------------------------- */
-
-static void poke(struct child *c)
-{
-    uint64_t one = 1;
-    if (write(c->wake_fd, &one, sizeof(one)) < 0)
-        return; /* the counter is full: it is awake anyway */
-}
 
 /* writev(2) that raises no SIGPIPE in the calling thread, whatever its
  * signal mask: callers' threads write to a child's stdin too. */
@@ -90,7 +84,7 @@ static int send_wlocked(struct child *c, const char *text, size_t len)
                 continue;
             if (w < 0 && errno != EAGAIN) {
                 c->in_failed = true;
-                poke(c);
+                up_child_poke(c);
                 return -ECONNRESET;
             }
             done = w < 0 ? 0 : (size_t)w;
@@ -118,7 +112,7 @@ static int send_wlocked(struct child *c, const char *text, size_t len)
         c->q_head = m;
     c->q_tail = m;
     c->q_bytes += m->len;
-    poke(c);
+    up_child_poke(c);
     return 0;
 }
 
@@ -216,6 +210,105 @@ static void count_garbage(struct server *s, struct child *c, const char *what,
               n == HUTCH_UPSTREAM_GARBAGE_LOGGED ? more : "");
 }
 
+/* Under the server's lock, c its child: the request `id` timed out. */
+static void send_cancel_locked(struct child *c, int64_t id)
+{
+    cJSON *cm = up_rpc_new(0, "notifications/cancelled", NULL);
+    cJSON *cp = cm ? cJSON_AddObjectToObject(cm, "params") : NULL;
+    if (cp && cJSON_AddNumberToObject(cp, "requestId", (double)id) &&
+        cJSON_AddStringToObject(cp, "reason", "timed out"))
+        send_msg_locked(c, cm);
+    cJSON_Delete(cm);
+}
+
+/* A request's timeout, said with the garbage the child sent meanwhile. */
+static int timeout_err(struct server *s, uint64_t garbage, const char *what,
+                       unsigned budget, struct hutch_err *err)
+{
+    if (garbage)
+        return hutch_err_set(err, -EPROTO,
+                             "upstream %s sent %llu lines that are not JSON-RPC and no "
+                             "answer to %s within %u ms",
+                             s->name, (unsigned long long)garbage, what, budget);
+    return hutch_err_set(err, -ETIMEDOUT, "upstream %s did not answer %s within %u ms",
+                         s->name, what, budget);
+}
+
+/* --- stdio: asynchronous requests --------------------------------------- */
+
+/* Tells p's owner how it ended and frees it.  p is off the pending list;
+ * no lock is held. */
+static void async_finish(struct server *s, struct pending *p)
+{
+    struct hutch_err err = {0};
+    cJSON *reply = p->reply;
+    int r = p->code;
+
+    if (r == -ETIMEDOUT)
+        timeout_err(s, p->garbage, p->what, p->budget, &err);
+    else if (r < 0)
+        hutch_err_set(&err, r, "upstream %s %s during %s", s->name, p->why, p->what);
+    p->reply = NULL;
+    if (r < 0)
+        r = err.code;
+    p->done_fn(p->done_arg, r < 0 ? r : 0, r < 0 ? NULL : reply, &err);
+    if (r < 0)
+        cJSON_Delete(reply);
+    free(p);
+}
+
+/* Under the server's lock, on c's I/O thread: takes off the pending list
+ * c's asynchronous requests that ended (all of them when `all`: the thread
+ * is ending) or ran out of time, onto *out; sends the server a
+ * cancellation for those that timed out.  Returns when the thread must
+ * wake next for a deadline (0: none), and arms c->io_wake for it. */
+static uint64_t async_collect_locked(struct server *s, struct child *c, bool all,
+                                     struct pending **out)
+{
+    uint64_t now = hutch_now_ms(), next = 0;
+
+    for (struct pending **pp = &s->pending; *pp;) {
+        struct pending *p = *pp;
+        if (!p->done_fn || p->child != c || p->starting) {
+            pp = &p->next;
+            continue;
+        }
+        if (!p->done && (all || now >= p->deadline)) {
+            p->done = true;
+            p->code = all ? -ECONNRESET : -ETIMEDOUT;
+            snprintf(p->why, sizeof(p->why), "stopped");
+            p->garbage = c->garbage - p->garbage0;
+            if (!all && s->child == c && !c->dead && !c->broken)
+                send_cancel_locked(c, p->id);
+        }
+        if (p->done) {
+            *pp = p->next;
+            p->next = *out;
+            *out = p;
+            continue;
+        }
+        if (!next || p->deadline < next)
+            next = p->deadline;
+        pp = &p->next;
+    }
+    /* With nothing left to time, the thread still wakes at the time it was
+     * armed for: a request started meanwhile with a later deadline then
+     * needs no wake-up of its own (calls in a row mostly have). */
+    if (!next && c->io_wake > now)
+        next = c->io_wake;
+    c->io_wake = next;
+    return next;
+}
+
+static void async_finish_all(struct server *s, struct pending *list)
+{
+    while (list) {
+        struct pending *p = list;
+        list = p->next;
+        async_finish(s, p);
+    }
+}
+
 /* One message from a child; takes msg. */
 static void stdio_message(struct server *s, struct child *c, cJSON *msg)
 {
@@ -235,17 +328,26 @@ static void stdio_message(struct server *s, struct child *c, cJSON *msg)
         }
     } else if (get(msg, "result") || get(msg, "error")) {
         if (up_rpc_id(id, &rid)) {
+            struct pending *mine = NULL;
             pthread_mutex_lock(&s->lock);
-            for (struct pending *p = s->pending; p; p = p->next) {
+            for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next) {
+                struct pending *p = *pp;
                 if (p->id == rid && !p->done) {
                     p->reply = msg;
                     msg = NULL;
                     p->done = true;
-                    pthread_cond_signal(&p->cond);
+                    if (!p->done_fn) {
+                        pthread_cond_signal(&p->cond);
+                    } else if (!p->starting) {
+                        *pp = p->next; /* this thread tells its owner */
+                        mine = p;
+                    }
                     break;
                 }
             }
             pthread_mutex_unlock(&s->lock);
+            if (mine)
+                async_finish(s, mine);
             if (msg)
                 hutch_log(HUTCH_LOG_DEBUG, s->who,
                           "ignoring a response to unknown id %lld", (long long)rid);
@@ -447,14 +549,17 @@ static void *stdio_io_main(void *arg)
     }
     for (;;) {
         struct pollfd pfd[4];
+        struct pending *ended = NULL;
         int n = 0, io = -1, ie = -1, iw = -1, timeout = -1, r;
-        uint64_t quit_at, now = hutch_now_ms();
+        uint64_t quit_at, wake, now = hutch_now_ms();
         bool want_write, close_in, in_failed;
 
         pthread_mutex_lock(&s->lock);
         close_in = c->close_in;
         quit_at = c->quit_at;
+        wake = async_collect_locked(s, c, false, &ended);
         pthread_mutex_unlock(&s->lock);
+        async_finish_all(s, ended);
         pthread_mutex_lock(&c->wlock);
         in_failed = c->in_failed && c->in_fd >= 0;
         if ((close_in || in_failed) && c->in_fd >= 0) {
@@ -473,6 +578,13 @@ static void *stdio_io_main(void *arg)
             timeout = (int)(quit_at - now);
         if (c->out_fd < 0 && (timeout < 0 || drain_until - now < (uint64_t)timeout))
             timeout = (int)(drain_until - now);
+        if (wake) {
+            uint64_t ms = wake > now ? wake - now : 0;
+            if (ms > INT_MAX)
+                ms = INT_MAX;
+            if (timeout < 0 || ms < (uint64_t)timeout)
+                timeout = (int)ms;
+        }
 
         pfd[n++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
         if (c->out_fd >= 0) {
@@ -523,6 +635,16 @@ static void *stdio_io_main(void *arg)
             close(c->err_fd);
             c->err_fd = -1;
         }
+    }
+    /* Whoever ends this thread failed every request first (a teardown,
+     * the end of stdout, a broken pipe), and none can start on a child
+     * that is dead, broken or no longer the server's. */
+    {
+        struct pending *ended = NULL;
+        pthread_mutex_lock(&s->lock);
+        async_collect_locked(s, c, true, &ended);
+        pthread_mutex_unlock(&s->lock);
+        async_finish_all(s, ended);
     }
     hutch_buf_free(&lb.b);
     free(eb);
@@ -845,7 +967,7 @@ void up_child_teardown(struct server *s, struct child *c, unsigned grace, int co
     up_fail_pending_locked(s, code, why);
     c->close_in = true;
     pthread_mutex_unlock(&s->lock);
-    poke(c);
+    up_child_poke(c);
 
     x->alone = wait_exit(c, grace);
     if (!x->alone) {
@@ -875,7 +997,7 @@ void up_child_teardown(struct server *s, struct child *c, unsigned grace, int co
     pthread_mutex_lock(&s->lock);
     c->quit_at = hutch_now_ms() + HUTCH_UPSTREAM_DRAIN_MS;
     pthread_mutex_unlock(&s->lock);
-    poke(c);
+    up_child_poke(c);
     if (c->io_started)
         pthread_join(c->io, NULL);
     /* A caller that took c->wlock before s->child changed may still hold
@@ -888,49 +1010,63 @@ void up_child_teardown(struct server *s, struct child *c, unsigned grace, int co
 
 /* --- stdio: requests ---------------------------------------------------- */
 
-int up_stdio_request(struct server *s, const char *method, const cJSON *params,
-                     uint64_t deadline, unsigned budget, const char *what,
-                     cJSON **reply, struct hutch_err *err)
+/* A request's text: its id taken, printed, charged to this thread's
+ * budget (give *charged back once the text is freed) and within the cap.
+ * 0, or negative with err. */
+static int request_text(struct server *s, const char *method, const cJSON *params,
+                        const char *what, int64_t *id, char **text, size_t *charged,
+                        struct hutch_err *err)
 {
-    struct pending p = {0};
-    struct child *c;
-    cJSON *m = NULL;
-    char *text = NULL;
-    uint64_t garbage0 = 0;
-    size_t queued, charged = 0;
-    int r = 0;
+    cJSON *m;
+    int r;
 
-    hutch_cond_init_mono(&p.cond);
     pthread_mutex_lock(&s->lock);
-    p.id = ++s->next_id;
+    *id = ++s->next_id;
     pthread_mutex_unlock(&s->lock);
-    m = up_request_msg(s, p.id, method, params);
-    text = m ? cJSON_PrintUnformatted(m) : NULL;
+    m = up_request_msg(s, *id, method, params);
+    *text = m ? cJSON_PrintUnformatted(m) : NULL;
     cJSON_Delete(m); /* printed: only the text is held from here on */
-    m = NULL;
-    if (!text) {
-        r = hutch_err_set(err, -ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((r = up_charge_text(s, what, text, &charged, err)) < 0)
-        goto out;
-    if (strlen(text) > HUTCH_UPSTREAM_MAX_MESSAGE) {
-        r = hutch_err_set(err, -E2BIG, "%s for upstream %s is larger than %u bytes",
-                          what, s->name, HUTCH_UPSTREAM_MAX_MESSAGE);
-        goto out;
-    }
+    if (!*text)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    if ((r = up_charge_text(s, what, *text, charged, err)) < 0)
+        return r;
+    if (strlen(*text) > HUTCH_UPSTREAM_MAX_MESSAGE)
+        return hutch_err_set(err, -E2BIG, "%s for upstream %s is larger than %u bytes",
+                             what, s->name, HUTCH_UPSTREAM_MAX_MESSAGE);
+    return 0;
+}
+
+static void unlink_pending_locked(struct server *s, struct pending *p)
+{
+    for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+}
+
+/* Puts p on s's pending list and writes text to the current child from
+ * this thread.  0 with s->lock held and p->child set; or negative with
+ * err, p off the list and no lock held. */
+static int send_pending(struct server *s, struct pending *p, const char *text,
+                        const char *what, struct hutch_err *err)
+{
+    struct child *c;
+    size_t queued;
+    bool bump = false;
+    int r;
 
     pthread_mutex_lock(&s->lock);
     c = s->child;
     if (!c || c->dead || c->broken) {
         pthread_mutex_unlock(&s->lock);
-        r = hutch_err_set(err, -ECONNRESET, "upstream %s is not running", s->name);
-        goto out;
+        return hutch_err_set(err, -ECONNRESET, "upstream %s is not running", s->name);
     }
     /* Pending before it is written: the answer may come back at once. */
-    p.next = s->pending;
-    s->pending = &p;
-    garbage0 = c->garbage;
+    p->child = c;
+    p->garbage0 = c->garbage;
+    p->next = s->pending;
+    s->pending = p;
     /* This thread writes the request itself.  c->wlock is taken before the
      * server's lock is left, so a teardown waits for the write to end. */
     pthread_mutex_lock(&c->wlock);
@@ -939,65 +1075,55 @@ int up_stdio_request(struct server *s, const char *method, const cJSON *params,
     queued = c->q_bytes;
     pthread_mutex_unlock(&c->wlock);
     pthread_mutex_lock(&s->lock);
-    if (r < 0) {
-        bool bump = false;
-        for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next)
-            if (*pp == &p) {
-                *pp = p.next;
-                break;
-            }
-        /* Its stdin is gone: out of "ready" now, not when the I/O thread
-         * gets to it.  A teardown would have failed p. */
-        if (r == -ECONNRESET && !p.done)
-            bump = mark_broken_locked(s, c, r, "closed its stdin");
-        pthread_mutex_unlock(&s->lock);
-        if (bump)
-            gen_bump(s->u);
-        if (p.done && p.code < 0) /* the child broke meanwhile: say why */
-            r = hutch_err_set(err, p.code, "upstream %s %s during %s", s->name, p.why,
-                              what);
-        else if (r == -ECONNRESET)
-            r = hutch_err_set(err, r, "upstream %s closed its stdin", s->name);
-        else if (r == -ENOBUFS)
-            r = hutch_err_set(err, r,
-                              "upstream %s is not reading its input (%zu bytes queued)",
-                              s->name, queued);
-        else
-            r = hutch_err_set(err, r, "sending %s to upstream %s: %s", what, s->name,
-                              strerror(-r));
+    if (r == 0)
+        return 0;
+    unlink_pending_locked(s, p);
+    /* Its stdin is gone: out of "ready" now, not when the I/O thread gets
+     * to it.  A teardown would have failed p. */
+    if (r == -ECONNRESET && !p->done)
+        bump = mark_broken_locked(s, c, r, "closed its stdin");
+    pthread_mutex_unlock(&s->lock);
+    if (bump)
+        gen_bump(s->u);
+    if (p->done && p->code < 0) /* the child broke meanwhile: say why */
+        return hutch_err_set(err, p->code, "upstream %s %s during %s", s->name, p->why,
+                             what);
+    if (r == -ECONNRESET)
+        return hutch_err_set(err, r, "upstream %s closed its stdin", s->name);
+    if (r == -ENOBUFS)
+        return hutch_err_set(err, r,
+                             "upstream %s is not reading its input (%zu bytes queued)",
+                             s->name, queued);
+    return hutch_err_set(err, r, "sending %s to upstream %s: %s", what, s->name,
+                         strerror(-r));
+}
+
+int up_stdio_request(struct server *s, const char *method, const cJSON *params,
+                     uint64_t deadline, unsigned budget, const char *what,
+                     cJSON **reply, struct hutch_err *err)
+{
+    struct pending p = {0};
+    char *text = NULL;
+    size_t charged = 0;
+    int r;
+
+    hutch_cond_init_mono(&p.cond);
+    if ((r = request_text(s, method, params, what, &p.id, &text, &charged, err)) < 0 ||
+        (r = send_pending(s, &p, text, what, err)) < 0)
         goto out;
-    }
     while (!p.done)
         if (hutch_cond_wait_until(&p.cond, &s->lock, deadline) == ETIMEDOUT)
             break;
-    for (struct pending **pp = &s->pending; *pp; pp = &(*pp)->next)
-        if (*pp == &p) {
-            *pp = p.next;
-            break;
-        }
+    unlink_pending_locked(s, &p);
     if (!p.done) {
         /* No answer.  The child is still s->child: a teardown would have
          * failed this call. */
-        uint64_t garbage = s->child == c ? c->garbage - garbage0 : 0;
-        if (s->child == c && strcmp(method, "initialize")) {
-            cJSON *cm = up_rpc_new(0, "notifications/cancelled", NULL);
-            cJSON *cp = cm ? cJSON_AddObjectToObject(cm, "params") : NULL;
-            if (cp && cJSON_AddNumberToObject(cp, "requestId", (double)p.id) &&
-                cJSON_AddStringToObject(cp, "reason", "timed out"))
-                send_msg_locked(c, cm);
-            cJSON_Delete(cm);
-        }
+        struct child *c = p.child;
+        uint64_t garbage = s->child == c ? c->garbage - p.garbage0 : 0;
+        if (s->child == c && strcmp(method, "initialize"))
+            send_cancel_locked(c, p.id);
         pthread_mutex_unlock(&s->lock);
-        if (garbage)
-            r = hutch_err_set(
-                err, -EPROTO,
-                "upstream %s sent %llu lines that are not JSON-RPC and no "
-                "answer to %s within %u ms",
-                s->name, (unsigned long long)garbage, what, budget);
-        else
-            r = hutch_err_set(err, -ETIMEDOUT,
-                              "upstream %s did not answer %s within %u ms", s->name,
-                              what, budget);
+        r = timeout_err(s, garbage, what, budget, err);
         goto out;
     }
     pthread_mutex_unlock(&s->lock);
@@ -1011,10 +1137,55 @@ int up_stdio_request(struct server *s, const char *method, const cJSON *params,
 out:
     cJSON_Delete(p.reply);
     pthread_cond_destroy(&p.cond);
-    cJSON_Delete(m);
     free(text);
     hutch_budget_give(hutch_budget_current(), charged);
     return r;
+}
+
+int up_stdio_start(struct server *s, const char *method, const cJSON *params,
+                   uint64_t deadline, unsigned budget, const char *what,
+                   up_done_fn done, void *arg, struct hutch_err *err)
+{
+    struct pending *p = calloc(1, sizeof(*p));
+    char *text = NULL;
+    size_t charged = 0;
+    int r;
+
+    if (!p)
+        return hutch_err_set(err, -ENOMEM, "out of memory");
+    p->done_fn = done;
+    p->done_arg = arg;
+    p->deadline = deadline;
+    p->budget = budget;
+    /* While `starting`, an answer or a failure is only noted on it. */
+    p->starting = true;
+    snprintf(p->what, sizeof(p->what), "%s", what);
+    r = request_text(s, method, params, what, &p->id, &text, &charged, err);
+    if (r == 0)
+        r = send_pending(s, p, text, what, err);
+    free(text);
+    hutch_budget_give(hutch_budget_current(), charged);
+    if (r < 0) {
+        cJSON_Delete(p->reply);
+        free(p);
+        return r;
+    }
+    p->starting = false;
+    if (p->done) {
+        /* Answered (or failed) before this thread let go of it. */
+        unlink_pending_locked(s, p);
+        pthread_mutex_unlock(&s->lock);
+        async_finish(s, p);
+        return 0;
+    }
+    /* The I/O thread watches the deadline; it needs waking only when it
+     * would sleep past it. */
+    if (!p->child->io_wake || deadline < p->child->io_wake) {
+        p->child->io_wake = deadline;
+        up_child_poke(p->child);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return 0;
 }
 
 int up_stdio_notify(struct server *s, const char *method, struct hutch_err *err)

@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "caps.h"
@@ -131,6 +132,73 @@ static char *result_text(const cJSON *res)
 }
 
 /* Call and return the text (caller frees), or NULL with *rc set. */
+/* Calls started without a waiting thread (hutch_upstreams_call_start):
+ * what each one's done was told.  Under amu. */
+static pthread_mutex_t amu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t acv = PTHREAD_COND_INITIALIZER;
+static int astarted, adone, arefused; /* started, done called, needed a thread */
+static bool astarter_ran;             /* a done ran on the starting thread */
+
+struct acall {
+    bool done;
+    int r;
+    cJSON *res;
+    struct hutch_err err;
+    pthread_t starter;
+};
+
+static void acall_done(void *arg, int r, cJSON *res, struct hutch_err *err)
+{
+    struct acall *a = arg;
+    pthread_mutex_lock(&amu);
+    adone++;
+    if (pthread_equal(pthread_self(), a->starter))
+        astarter_ran = true;
+    a->done = true;
+    a->r = r;
+    a->res = res;
+    if (err)
+        a->err = *err;
+    pthread_cond_broadcast(&acv);
+    pthread_mutex_unlock(&amu);
+}
+
+/* 1 started, 0 needs a thread, negative failed at once (a->err). */
+static int acall_start(struct hutch_upstreams *u, const char *server, const char *tool,
+                       const cJSON *args, int timeout_ms, struct acall *a)
+{
+    int r;
+    memset(a, 0, sizeof(*a));
+    a->starter = pthread_self();
+    r = hutch_upstreams_call_start(u, server, tool, args, timeout_ms, acall_done, a,
+                                   &a->err);
+    pthread_mutex_lock(&amu);
+    if (r > 0)
+        astarted++;
+    else if (r == 0)
+        arefused++;
+    pthread_mutex_unlock(&amu);
+    return r;
+}
+
+/* Waits for a's done (a minute at most: a bound, not a measure). */
+static void acall_wait(struct acall *a)
+{
+    uint64_t deadline = hutch_now_ms() + 60000;
+    pthread_mutex_lock(&amu);
+    while (!a->done && hutch_now_ms() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&acv, &amu, &ts);
+    }
+    pthread_mutex_unlock(&amu);
+}
+
+/* call_text's calls go through hutch_upstreams_call_start while set (the
+ * ones it refuses, through hutch_upstreams_call). */
+static bool via_start;
+
 static char *call_text(struct hutch_upstreams *u, const char *server, const char *tool,
                        const char *args_json, int timeout_ms, int *rc,
                        struct hutch_err *err)
@@ -138,11 +206,25 @@ static char *call_text(struct hutch_upstreams *u, const char *server, const char
     cJSON *args = args_json ? cJSON_Parse(args_json) : NULL, *res = NULL;
     char *text = NULL;
     struct hutch_err local;
+    struct acall a;
+    int r;
 
     if (!err)
         err = &local;
     memset(err, 0, sizeof(*err));
-    *rc = hutch_upstreams_call(u, server, tool, args, timeout_ms, &res, err);
+    if (via_start && (r = acall_start(u, server, tool, args, timeout_ms, &a)) != 0) {
+        cJSON_Delete(args); /* not needed once it is on its way */
+        args = NULL;
+        if (r > 0) {
+            acall_wait(&a);
+            r = a.done ? a.r : -EDEADLK;
+            res = a.res;
+        }
+        *err = a.err;
+        *rc = r;
+    } else {
+        *rc = hutch_upstreams_call(u, server, tool, args, timeout_ms, &res, err);
+    }
     if (*rc == 0)
         text = result_text(res);
     cJSON_Delete(res);
@@ -745,6 +827,89 @@ static void test_live(void)
        "list_changed: tools re-read, generation %llu -> %llu", (unsigned long long)gen,
        (unsigned long long)hutch_upstreams_generation(u));
 
+    /* The same calls started without a waiting thread: the server's I/O
+     * thread hands each answer over, watches each timeout and sends the
+     * cancellation. */
+    via_start = true;
+    text = call_text(u, "everything", "echo", "{\"message\": \"no thread\"}", 0, &rc,
+                     &err);
+    ok(text && !strcmp(text, "Echo: no thread"), "started: echo: %s",
+       text ? text : err.msg);
+    free(text);
+    t0 = hutch_now_ms();
+    text = call_text(u, "hang", "wait", NULL, 500, &rc, &err);
+    t0 = hutch_now_ms() - t0;
+    ok(!text && rc == -ETIMEDOUT && t0 >= 450 &&
+           strstr(err.msg,
+                  "upstream hang did not answer tools/call wait within 500 ms"),
+       "started: hang: %d after %llu ms: %s", rc, (unsigned long long)t0, err.msg);
+    text = call_text(u, "hang", "grow", NULL, 0, &rc, &err);
+    ok(text && !strcmp(text, "cancelled 2"),
+       "started: the server got notifications/cancelled: %s", text ? text : err.msg);
+    free(text);
+    {
+        /* Many at once, one with a timeout far shorter than the others'. */
+        enum { N = 40 };
+        struct acall a[N], late;
+        int good = 0, started = 0;
+        acall_start(u, "hang", "wait", NULL, 60000, &late);
+        for (int i = 0; i < N; i++) {
+            cJSON *args = cJSON_CreateObject();
+            char m[16];
+            snprintf(m, sizeof(m), "m%d", i);
+            cJSON_AddStringToObject(args, "message", m);
+            started += acall_start(u, "everything", "echo", args, 20000, &a[i]) == 1;
+            cJSON_Delete(args);
+        }
+        struct acall quick;
+        t0 = hutch_now_ms();
+        acall_start(u, "hang", "wait", NULL, 200, &quick);
+        acall_wait(&quick);
+        ok(quick.done && quick.r == -ETIMEDOUT && !late.done,
+           "started: a 200 ms call times out while a 60 s one waits (%d, after %llu "
+           "ms)",
+           quick.r, (unsigned long long)(hutch_now_ms() - t0));
+        for (int i = 0; i < N; i++) {
+            char want[32];
+            acall_wait(&a[i]);
+            text = a[i].done && a[i].r == 0 ? result_text(a[i].res) : NULL;
+            snprintf(want, sizeof(want), "Echo: m%d", i);
+            good += text && !strcmp(text, want);
+            free(text);
+            cJSON_Delete(a[i].res);
+        }
+        ok(started == N && good == N, "started: %d calls at once, %d answered right",
+           started, good);
+        /* Left in flight: it ends when its server does (below). */
+        pthread_mutex_lock(&amu);
+        ok(!late.done, "started: the 60 s call is still waiting");
+        pthread_mutex_unlock(&amu);
+        via_start = false;
+        text =
+            call_text(u, "web", "echo", "{\"message\": \"over http\"}", 0, &rc, &err);
+        via_start = true;
+        {
+            struct acall h;
+            int hr = acall_start(u, "web", "echo", NULL, 0, &h);
+            ok(hr == 0, "started: an HTTP server's call needs a thread (%d)", hr);
+        }
+        free(text);
+
+        /* Its server goes away (a stdin closed): the call left waiting
+         * ends with it, and so does one started after. */
+        text = call_text(u, "hang", "shut", NULL, 0, &rc, &err);
+        ok(text && !strcmp(text, "shut"), "started: shut: %s", text ? text : err.msg);
+        free(text);
+        text = call_text(u, "hang", "grow", NULL, 5000, &rc, &err);
+        ok(!text && rc == -ECONNRESET && strstr(err.msg, "closed its stdin"),
+           "started: a call to a server whose stdin is closed: %d %s", rc, err.msg);
+        acall_wait(&late);
+        ok(late.done && late.r == -ECONNRESET,
+           "started: the waiting call ended with it: %d %s", late.r, late.err.msg);
+        ok(wait_state(u, "hang", "ready", 10000), "started: and it is restarted");
+    }
+    via_start = false;
+
     /* A server that closes its stdin: the caller's own write fails, and
      * raises no SIGPIPE in this process, which does not ignore it. */
     text = call_text(u, "hang", "shut", NULL, 0, &rc, &err);
@@ -775,6 +940,11 @@ static void test_live(void)
         free(big);
         text = call_text(u, "hang", "wait", NULL, 500, &rc, &err);
         ok(!text && rc == -ETIMEDOUT, "a request queued behind it: %d %s", rc, err.msg);
+        via_start = true;
+        text = call_text(u, "hang", "wait", NULL, 500, &rc, &err);
+        via_start = false;
+        ok(!text && rc == -ETIMEDOUT, "started: a request queued behind it: %d %s", rc,
+           err.msg);
     }
 
     /* A server that dies during a call, and comes back. */
@@ -807,6 +977,11 @@ static void test_live(void)
                          &rc, &err);
         ok(text && !strcmp(text, "Echo: still here"), "other servers kept working");
         free(text);
+        via_start = true;
+        text = call_text(u, "crash", "boom", NULL, 60000, &rc, &err);
+        via_start = false;
+        ok(!text && rc == -ECONNRESET, "started: crash: %d %s", rc, err.msg);
+        ok(wait_state(u, "crash", "ready", 30000), "started: crash is ready again");
     }
 
     /* A server that talks garbage. */
@@ -832,6 +1007,11 @@ static void test_live(void)
     t0 = hutch_now_ms() - t0;
     ok(!text && rc == -EPROTO && t0 < 30000,
        "garbage instead of an answer: %s (%llu ms)", err.msg, (unsigned long long)t0);
+    via_start = true;
+    text = call_text(u, "garbage", "only-garbage", NULL, 3000, &rc, &err);
+    via_start = false;
+    ok(!text && rc == -EPROTO && strstr(err.msg, "lines that are not JSON-RPC"),
+       "started: garbage instead of an answer: %s", err.msg);
     t0 = hutch_now_ms();
     text = call_text(u, "garbage", "junk", NULL, 10000, &rc, &err);
     t0 = hutch_now_ms() - t0;
@@ -843,10 +1023,22 @@ static void test_live(void)
     ok(text != NULL, "and answers again (%s)", text ? "ok" : err.msg);
     free(text);
 
-    t0 = hutch_now_ms();
-    hutch_upstreams_free(u);
-    t0 = hutch_now_ms() - t0;
-    ok(t0 < 30000, "free takes %llu ms", (unsigned long long)t0);
+    {
+        struct acall last;
+        int lr = acall_start(u, "hang", "wait", NULL, 60000, &last);
+        t0 = hutch_now_ms();
+        hutch_upstreams_free(u);
+        t0 = hutch_now_ms() - t0;
+        ok(t0 < 30000, "free takes %llu ms", (unsigned long long)t0);
+        ok(lr == 1 && last.done && last.r < 0,
+           "started: a call in flight when the servers stop ends (%d: %s)", last.r,
+           last.err.msg);
+    }
+    pthread_mutex_lock(&amu);
+    ok(astarted > 0 && adone == astarted,
+       "started: every started call's done came exactly once (%d of %d)", adone,
+       astarted);
+    pthread_mutex_unlock(&amu);
     ok(count_children(web) == 0, "no child process left but the HTTP server");
     ok(UNDER_TSAN || count_dir("/proc/self/task") == threads0,
        "no thread left (%d, was %d)", count_dir("/proc/self/task"), threads0);
