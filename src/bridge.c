@@ -281,30 +281,22 @@ int hutch_bridge_unknown(struct hutch_bridge *b, const char *tool,
                 tool);
 }
 
-int hutch_bridge_call(struct hutch_bridge *b, const char *principal,
-                      const struct hutch_catalog_entry *e, const cJSON *args,
-                      int timeout_ms, struct hutch_tool_reply *reply)
+/* What the upstream's answer (r, res: taken) makes of reply. */
+static int finish(struct hutch_bridge *b, const char *principal,
+                  const struct hutch_catalog_entry *e, int r, cJSON *res,
+                  const struct hutch_err *err, struct hutch_tool_reply *reply)
 {
-    struct hutch_err err = {0};
-    cJSON *res = NULL;
-    char msg[512];
-    int r;
-
-    /* What the program called, by the upstream's own names (a Python
-     * identifier like get_sum stands for get-sum). */
-    reply->tool = strdup(e->qualified);
-    reply->server = strdup(e->server);
-    if (hutch_schema_validate(cJSON_GetObjectItemCaseSensitive(e->def, "inputSchema"),
-                              args, msg, sizeof(msg)) < 0)
-        return fail(reply, -EINVAL, "invalid_args", "%s: %s", e->qualified, msg);
-    r = hutch_upstreams_call(b->u, e->server, e->tool, args, timeout_ms, &res, &err);
     if (r == -ETIMEDOUT)
-        return fail(reply, r, "timeout", "%s: %s", e->qualified, err.msg);
-    if (r == -E2BIG)
-        return fail(reply, r, "too_large", "%s: %s", e->qualified, err.msg);
-    if (r < 0)
-        return fail(reply, r, "upstream", "%s: %s", e->qualified,
-                    err.msg[0] ? err.msg : strerror(-r));
+        r = fail(reply, r, "timeout", "%s: %s", e->qualified, err->msg);
+    else if (r == -E2BIG)
+        r = fail(reply, r, "too_large", "%s: %s", e->qualified, err->msg);
+    else if (r < 0)
+        r = fail(reply, r, "upstream", "%s: %s", e->qualified,
+                 err->msg[0] ? err->msg : strerror(-r));
+    if (r < 0) {
+        cJSON_Delete(res);
+        return r;
+    }
     if (reply->want_raw)
         reply->raw = cJSON_Duplicate(res, 1);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"))) {
@@ -321,6 +313,86 @@ int hutch_bridge_call(struct hutch_bridge *b, const char *principal,
     }
     cJSON_Delete(res);
     return r;
+}
+
+/* What the program called, by the upstream's own names (a Python
+ * identifier like get_sum stands for get-sum), and whether its arguments
+ * fit the tool's inputSchema: 0, or negative with reply saying why. */
+static int prepare(const struct hutch_catalog_entry *e, const cJSON *args,
+                   struct hutch_tool_reply *reply)
+{
+    char msg[512];
+
+    reply->tool = strdup(e->qualified);
+    reply->server = strdup(e->server);
+    if (hutch_schema_validate(cJSON_GetObjectItemCaseSensitive(e->def, "inputSchema"),
+                              args, msg, sizeof(msg)) < 0)
+        return fail(reply, -EINVAL, "invalid_args", "%s: %s", e->qualified, msg);
+    return 0;
+}
+
+int hutch_bridge_call(struct hutch_bridge *b, const char *principal,
+                      const struct hutch_catalog_entry *e, const cJSON *args,
+                      int timeout_ms, struct hutch_tool_reply *reply)
+{
+    struct hutch_err err = {0};
+    cJSON *res = NULL;
+    int r = prepare(e, args, reply);
+
+    if (r < 0)
+        return r;
+    r = hutch_upstreams_call(b->u, e->server, e->tool, args, timeout_ms, &res, &err);
+    return finish(b, principal, e, r, res, &err, reply);
+}
+
+/* An asynchronous call on its way (hutch_bridge_call_start). */
+struct bcall {
+    struct hutch_bridge *b;
+    const char *principal;
+    const struct hutch_catalog_entry *e;
+    struct hutch_tool_reply *reply;
+    hutch_tool_done_fn done;
+    void *arg;
+};
+
+static void bcall_done(void *arg, int r, cJSON *res, struct hutch_err *err)
+{
+    struct bcall bc = *(struct bcall *)arg;
+
+    free(arg);
+    r = finish(bc.b, bc.principal, bc.e, r, res, err, bc.reply);
+    bc.done(bc.arg, r, bc.reply);
+}
+
+int hutch_bridge_call_start(struct hutch_bridge *b, const char *principal,
+                            const struct hutch_catalog_entry *e, const cJSON *args,
+                            int timeout_ms, struct hutch_tool_reply *reply,
+                            hutch_tool_done_fn done, void *arg)
+{
+    struct hutch_err err = {0};
+    struct bcall *bc;
+    int r;
+
+    if (reply->want_raw)
+        return 0; /* the direct tools' callers wait for it themselves */
+    if ((r = prepare(e, args, reply)) < 0)
+        return r;
+    if (!(bc = malloc(sizeof(*bc))))
+        return fail(reply, -ENOMEM, "internal", "out of memory");
+    *bc = (struct bcall){b, principal, e, reply, done, arg};
+    r = hutch_upstreams_call_start(b->u, e->server, e->tool, args, timeout_ms,
+                                   bcall_done, bc, &err);
+    if (r > 0)
+        return 1; /* bc is bcall_done's */
+    free(bc);
+    if (r == 0) {
+        /* Not for this server: hutch_bridge_call starts from scratch. */
+        free(reply->tool);
+        free(reply->server);
+        reply->tool = reply->server = NULL;
+        return 0;
+    }
+    return finish(b, principal, e, r, NULL, &err, reply);
 }
 
 const struct hutch_catalog_entry *

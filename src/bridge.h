@@ -55,6 +55,18 @@ int hutch_bridge_call(struct hutch_bridge *b, const char *principal,
 int hutch_bridge_unknown(struct hutch_bridge *b, const char *tool,
                          struct hutch_tool_reply *reply);
 
+/* hutch_bridge_call without a waiting thread, where the tool's server
+ * allows it (hutch_upstreams_call_start): 1 when the call is on its way
+ * (done(arg, r, reply) then comes exactly once, with what hutch_bridge_call
+ * would have returned, maybe before this returns; reply, e and principal
+ * must stay until it has), 0 when it needs hutch_bridge_call on a thread
+ * (nothing done, reply untouched), negative when it ended at once (reply
+ * says why, done is not called). */
+int hutch_bridge_call_start(struct hutch_bridge *b, const char *principal,
+                            const struct hutch_catalog_entry *e, const cJSON *args,
+                            int timeout_ms, struct hutch_tool_reply *reply,
+                            hutch_tool_done_fn done, void *arg);
+
 /* A CallToolResult as the value a program receives: structuredContent when
  * there is one, else the content (text parsed as JSON when it is JSON;
  * images, audio and resources as objects with their mime type and data);

@@ -1,8 +1,22 @@
 /* calls.c — the tool calls of one execution, between the run loop and the
- * tool handler (govern.c or bridge.c): a runner's `tool_call` becomes a job
- * for a worker thread, and the worker's answer a `tool_result` sent back in
- * completion order.  Every call's outcome is recorded in the execution's
- * tool_calls, calls still open when the execution ends as "unfinished".
+ * tool handler (govern.c or bridge.c): a runner's `tool_call` is started
+ * from the loop's thread, or becomes a job for a worker thread, and its
+ * answer a `tool_result` sent back in completion order.  Every call's
+ * outcome is recorded in the execution's tool_calls, calls still open when
+ * the execution ends as "unfinished".
+ *
+ * Started calls.  With a start function (hutch_calls_set_start: govern.c's),
+ * the loop decides a call and sends it upstream itself, and whoever sees
+ * the upstream's answer (a stdio server's I/O thread) ends it: call_done
+ * writes the tool_result as a worker would.  No thread waits for it, so a
+ * call costs two thread hops less.  What the start function cannot finish
+ * without blocking (a question to the user, an HTTP or 2026-era server, a
+ * tool of a server still starting) it hands back, and a worker goes on
+ * with it.  A started call has two references, the loop's and call_done's
+ * (call_done may come before the start function returns); at most
+ * HUTCH_CALL_WORKERS are on their way at once, further ones take a worker,
+ * and hutch_calls_free waits until every started call has ended (its
+ * answer, its timeout, or its server's end: upstream_stdio.c ends each).
  *
  * Workers.  Calls run on worker threads so that Promise.all and Python
  * threads get concurrent upstream calls, and a slow call never stops the
@@ -34,8 +48,10 @@
  *
  * Threads and locks.  The loop's thread calls every hutch_calls_* function.
  * q->mu guards the queue, the pool's counters, the open list, the record,
- * the unsent bytes and the writes to the channel; a worker holds it to take
- * a call and to answer it, never while the call runs.  Workers block every
+ * the unsent bytes, the writes to the channel, the count of started calls
+ * and their references; a worker holds it to take a call and to answer it,
+ * never while the call runs, and call_done takes it like a worker (with no
+ * lock of the upstream's held).  Workers block every
  * signal (hutch's main thread takes them), so a failed write to a closed
  * channel or to an upstream's stdin raises no SIGPIPE in them.
  *
@@ -64,6 +80,7 @@
 #define WORKER_STACK (2u << 20)
 
 struct call {
+    struct hutch_calls *q;
     int64_t id;
     char *tool;
     cJSON *args;
@@ -72,6 +89,8 @@ struct call {
     struct hutch_tool_reply reply;
     struct hutch_budget *budget;
     size_t cost;                        /* args, charged to budget */
+    struct hutch_tool_cont cont;        /* a decided call's rest, or none */
+    int refs;                           /* under q->mu: the loop's, done's */
     struct call *next;                  /* queued */
     struct call *open_prev, *open_next; /* accepted, not answered */
 };
@@ -100,11 +119,18 @@ struct hutch_calls {
     void *fn_arg;
     hutch_tool_fn search_fn; /* tools.search (HUTCH_CALLS_SEARCH) */
     void *search_arg;
+    hutch_tool_start_fn start_fn; /* calls sent from the loop, or NULL */
     uint64_t ncalls;
+    /* Under mu: calls started from the loop whose done has not returned;
+     * hutch_calls_free waits for none (`idle`). */
+    int nstarted;
+    pthread_cond_t idle;
 };
 
 static void call_free(struct call *c)
 {
+    if (c->cont.drop)
+        c->cont.drop(c->cont.arg); /* decided, never run */
     hutch_budget_give(c->budget, c->cost);
     free(c->tool);
     cJSON_Delete(c->args);
@@ -216,8 +242,9 @@ static void send_locked(struct hutch_calls *q, const char *line, size_t len)
 }
 
 /* Records the call's outcome and sends its tool_result (takes
- * reply->result).  c: the call, when a worker ran it (it is on the open
- * list and freed here); NULL for an answer given at once. */
+ * reply->result).  c: the call, when it was accepted (it is on the open
+ * list, leaves it here and is freed with its last reference); NULL for an
+ * answer given at once. */
 static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char *tool,
                    int r, struct hutch_tool_reply *reply, uint64_t t0)
 {
@@ -227,6 +254,7 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     const char *outcome = "ok", *rec_tool;
     uint64_t us;
     bool quiet = !strcmp(tool, HUTCH_CALLS_DESCRIBE); /* no tool call */
+    bool gone = false;
 
     if (!strcmp(tool, HUTCH_CALLS_SEARCH))
         tool = "search_tools"; /* as the record and the messages name it */
@@ -293,8 +321,10 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
         free(line);
         return;
     }
-    if (c)
+    if (c) {
         open_remove(q, c);
+        gone = --c->refs == 0;
+    }
     /* Counted where it is recorded: the metrics and the record agree. */
     if (!quiet) {
         hutch_metrics_tool_call(reply->server, outcome);
@@ -308,8 +338,20 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
     }
     pthread_mutex_unlock(&q->mu);
     free(line);
-    if (c)
+    if (gone)
         call_free(c);
+}
+
+/* A call ends well before its execution's deadline: the program gets a
+ * `timeout` error it can catch, with time left to go on (the server's own
+ * per-call limit may be lower still). */
+static int call_timeout(const struct call *c)
+{
+    uint64_t now = hutch_now_ms();
+    int ms = c->deadline_ms > now
+                 ? (int)((c->deadline_ms - now) * HUTCH_CALL_SHARE_OF_REMAINING / 100)
+                 : 0;
+    return ms < 1 ? 1 : ms;
 }
 
 static void *worker_main(void *arg)
@@ -319,7 +361,6 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&q->mu);
     for (;;) {
         struct call *c;
-        uint64_t now;
         int timeout_ms, r;
 
         while (!q->queued && !q->stop) {
@@ -337,21 +378,16 @@ static void *worker_main(void *arg)
         c->next = NULL;
         pthread_mutex_unlock(&q->mu);
 
-        /* A call ends well before its execution's deadline: the program
-         * gets a `timeout` error it can catch, with time left to go on
-         * (the server's own per-call limit may be lower still). */
-        now = hutch_now_ms();
-        timeout_ms =
-            c->deadline_ms > now
-                ? (int)((c->deadline_ms - now) * HUTCH_CALL_SHARE_OF_REMAINING / 100)
-                : 0;
-        if (timeout_ms < 1)
-            timeout_ms = 1;
+        timeout_ms = call_timeout(c);
         /* What the call makes hutch hold further down (the request sent
          * upstream) is charged to the execution, on this thread. */
         hutch_budget_set_current(c->budget);
-        if (strcmp(c->tool, HUTCH_CALLS_SEARCH) &&
-            strcmp(c->tool, HUTCH_CALLS_DESCRIBE))
+        if (c->cont.run) {
+            struct hutch_tool_cont cont = c->cont;
+            c->cont = (struct hutch_tool_cont){0}; /* run frees its arg */
+            r = cont.run(cont.arg, c->args, timeout_ms, &c->reply);
+        } else if (strcmp(c->tool, HUTCH_CALLS_SEARCH) &&
+                   strcmp(c->tool, HUTCH_CALLS_DESCRIBE))
             r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
         else if (q->search_fn)
             r = q->search_fn(q->search_arg,
@@ -394,9 +430,9 @@ static int add_worker_locked(struct hutch_calls *q)
     return 0;
 }
 
-/* Puts c on the open list and in the queue.  0, or -EAGAIN (c is on
- * neither) when there is no worker to run it. */
-static int enqueue(struct hutch_calls *q, struct call *c)
+/* Puts c in the queue, and on the open list unless it is there.  0, or
+ * -EAGAIN (c is in no queue) when there is no worker to run it. */
+static int enqueue(struct hutch_calls *q, struct call *c, bool is_open)
 {
     int r = 0;
 
@@ -414,12 +450,91 @@ static int enqueue(struct hutch_calls *q, struct call *c)
         q->queued = q->queued_tail = NULL;
         q->nqueued = 0;
     } else {
-        open_add(q, c);
+        if (!is_open)
+            open_add(q, c);
         if (q->nidle)
             pthread_cond_signal(&q->work);
     }
     pthread_mutex_unlock(&q->mu);
     return r;
+}
+
+/* The end of a call start() sent: on the upstream's reader, or on the
+ * loop's thread inside start_fn. */
+static void call_done(void *arg, int r, struct hutch_tool_reply *reply)
+{
+    struct call *c = arg;
+    struct hutch_calls *q = c->q;
+
+    (void)reply; /* c->reply */
+    answer(q, c, c->id, c->tool, r, &c->reply, c->t0);
+    pthread_mutex_lock(&q->mu);
+    if (--q->nstarted == 0)
+        pthread_cond_broadcast(&q->idle);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Calls sent from the loop and not back yet stay within the workers'
+ * number, as calls on workers do. */
+static bool room_to_start(struct hutch_calls *q)
+{
+    bool room;
+    pthread_mutex_lock(&q->mu);
+    room = q->nstarted < HUTCH_CALL_WORKERS;
+    pthread_mutex_unlock(&q->mu);
+    return room;
+}
+
+/* Hands c (its only reference, the loop's) to start_fn: sent from here and
+ * answered by whoever sees the upstream's answer (call_done), answered at
+ * once, or queued for a worker. */
+static void start(struct hutch_calls *q, struct call *c)
+{
+    struct hutch_tool_cont cont = {0};
+    bool gone;
+    int r;
+
+    pthread_mutex_lock(&q->mu);
+    open_add(q, c);
+    c->refs = 2; /* this function's, and call_done's */
+    q->nstarted++;
+    pthread_mutex_unlock(&q->mu);
+    hutch_budget_set_current(c->budget);
+    r = q->start_fn(q->fn_arg, c->tool, c->args, call_timeout(c), &c->reply, call_done,
+                    c, &cont);
+    hutch_budget_set_current(NULL);
+    if (r == HUTCH_TOOL_STARTED) {
+        hutch_metrics_tool_thread(1);
+        /* The arguments went out with the request; call_done reads
+         * neither them nor their cost. */
+        cJSON_Delete(c->args);
+        c->args = NULL;
+        hutch_budget_give(c->budget, c->cost);
+        c->cost = 0;
+        pthread_mutex_lock(&q->mu);
+        gone = --c->refs == 0;
+        pthread_mutex_unlock(&q->mu);
+        if (gone)
+            call_free(c);
+        return;
+    }
+    /* call_done never comes. */
+    pthread_mutex_lock(&q->mu);
+    c->refs = 1;
+    q->nstarted--;
+    pthread_mutex_unlock(&q->mu);
+    if (r != HUTCH_TOOL_THREAD) {
+        hutch_metrics_tool_thread(1);
+        answer(q, c, c->id, c->tool, r, &c->reply, c->t0);
+        return;
+    }
+    c->cont = cont; /* dropped with c if it never runs */
+    if (enqueue(q, c, true) == 0) {
+        hutch_metrics_tool_thread(0);
+        return;
+    }
+    c->reply.code = "internal";
+    answer(q, c, c->id, c->tool, -EAGAIN, &c->reply, c->t0);
 }
 
 struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
@@ -434,6 +549,7 @@ struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
     }
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->work, NULL);
+    pthread_cond_init(&q->idle, NULL);
     hutch_buf_init(&q->unsent, HUTCH_WIRE_MAX_PENDING);
     q->chan_fd = chan_fd;
     q->fn = fn;
@@ -451,6 +567,11 @@ void hutch_calls_set_search(struct hutch_calls *q, hutch_tool_fn fn, void *arg)
 {
     q->search_fn = fn;
     q->search_arg = arg;
+}
+
+void hutch_calls_set_start(struct hutch_calls *q, hutch_tool_start_fn start_fn)
+{
+    q->start_fn = start_fn;
 }
 
 void hutch_calls_set_budget(struct hutch_calls *q, struct hutch_budget *budget)
@@ -500,12 +621,23 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSO
             r = -ENOMEM;
         } else {
             args = NULL; /* the call's now */
+            c->q = q;
+            c->refs = 1;
             c->id = id;
             c->t0 = t0;
             c->deadline_ms = deadline_ms;
-            r = enqueue(q, c);
-            if (r == 0)
+            if (q->start_fn && strcmp(tool, HUTCH_CALLS_SEARCH) &&
+                strcmp(tool, HUTCH_CALLS_DESCRIBE) && room_to_start(q)) {
+                start(q, c);
                 return hutch_calls_take(q);
+            }
+            r = enqueue(q, c, false);
+            if (r == 0) {
+                if (strcmp(tool, HUTCH_CALLS_SEARCH) &&
+                    strcmp(tool, HUTCH_CALLS_DESCRIBE))
+                    hutch_metrics_tool_thread(0);
+                return hutch_calls_take(q);
+            }
             call_free(c);
             reply.code = "internal";
         }
@@ -581,6 +713,12 @@ void hutch_calls_free(struct hutch_calls *q)
     hutch_calls_end(q);
     for (int i = 0; i < q->nworkers; i++)
         pthread_join(q->workers[i], NULL);
+    /* Each ends by its upstream's answer, its timeout, or its server's
+     * end, whichever is first. */
+    pthread_mutex_lock(&q->mu);
+    while (q->nstarted)
+        pthread_cond_wait(&q->idle, &q->mu);
+    pthread_mutex_unlock(&q->mu);
     /* Queued, or finished too late: still on the open list. */
     while ((c = q->open_head)) {
         open_remove(q, c);
@@ -591,5 +729,6 @@ void hutch_calls_free(struct hutch_calls *q)
     hutch_buf_free(&q->unsent);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->work);
+    pthread_cond_destroy(&q->idle);
     free(q);
 }

@@ -1,7 +1,9 @@
 /* calls.h — the tool calls of one execution: each `tool_call` the runner
- * sends runs on a worker thread of the execution's own pool, which writes
- * the `tool_result` back to the runner's channel itself, in completion
- * order.  Used by the run loop in exec.c, from its thread only. */
+ * sends is started from the run loop's thread (answered by whoever sees
+ * its upstream's answer) or runs on a worker thread of the execution's own
+ * pool; either writes the `tool_result` back to the runner's channel
+ * itself, in completion order.  Used by the run loop in exec.c, from its
+ * thread only. */
 #ifndef HUTCH_CALLS_H
 #define HUTCH_CALLS_H
 
@@ -30,6 +32,12 @@ struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
     "\x01"                                                                             \
     "describe" /* "\x01d…" would be one escape */
 void hutch_calls_set_search(struct hutch_calls *q, hutch_tool_fn fn, void *arg);
+
+/* The tool handler's start function (exec.h; its arg is fn's): each
+ * tool_call is then started from the loop's thread, and answered by
+ * whoever sees its upstream's answer, with no worker in between; only
+ * what start_fn hands back goes to a worker.  Before the first call. */
+void hutch_calls_set_start(struct hutch_calls *q, hutch_tool_start_fn start_fn);
 
 /* Readable when the loop must look: then call hutch_calls_take. */
 int hutch_calls_fd(const struct hutch_calls *q);

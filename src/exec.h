@@ -42,6 +42,35 @@ struct hutch_tool_reply {
 typedef int (*hutch_tool_fn)(void *arg, const char *tool, const cJSON *args,
                              int timeout_ms, struct hutch_tool_reply *reply);
 
+/* A tool call that goes out from the run loop's thread and comes back on
+ * another (the upstream's reader), with no thread waiting for it: one
+ * thread hop less each way (calls.c).  done(done_arg, r, reply) ends it,
+ * with what a hutch_tool_fn would have returned. */
+typedef void (*hutch_tool_done_fn)(void *done_arg, int r,
+                                   struct hutch_tool_reply *reply);
+/* The rest of a call that was decided but needs a thread (a question to
+ * the user, an upstream the loop cannot wait for without blocking):
+ * run(arg, args, timeout_ms, reply) on a worker returns what hutch_tool_fn
+ * would have; drop(arg) when it never runs.  Either frees arg. */
+struct hutch_tool_cont {
+    int (*run)(void *arg, const cJSON *args, int timeout_ms,
+               struct hutch_tool_reply *reply);
+    void (*drop)(void *arg);
+    void *arg;
+};
+/* Starts a call without blocking, from the run loop's thread:
+ * HUTCH_TOOL_STARTED: done comes exactly once, on another thread or before
+ * this returns; args are not needed after this returns.
+ * HUTCH_TOOL_THREAD: a worker must go on: with cont->run when it is set,
+ * else with the hutch_tool_fn from the start (nothing was done).
+ * Anything else: answered at once, r as a hutch_tool_fn returns it. */
+#define HUTCH_TOOL_STARTED 1
+#define HUTCH_TOOL_THREAD  2
+typedef int (*hutch_tool_start_fn)(void *arg, const char *tool, const cJSON *args,
+                                   int timeout_ms, struct hutch_tool_reply *reply,
+                                   hutch_tool_done_fn done, void *done_arg,
+                                   struct hutch_tool_cont *cont);
+
 /* A started sandbox whose runner has said "ready" and waits for its one job.
  * Owned by whoever holds it (a pool, or a job); hutch_exec_run consumes it. */
 struct hutch_box {
@@ -95,7 +124,8 @@ struct hutch_exec_req {
     int stream_fd_err;
     hutch_tool_fn tool; /* NULL: every tool is unknown */
     void *tool_arg;
-    const atomic_int *cancel; /* set to non-zero to kill the run */
+    hutch_tool_start_fn tool_start; /* NULL: every call runs on a worker */
+    const atomic_int *cancel;       /* set to non-zero to kill the run */
     /* Called about once a second while the job runs (progress). */
     void (*tick)(void *arg, uint64_t elapsed_ms);
     void *tick_arg;

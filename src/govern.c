@@ -618,62 +618,83 @@ static int unknown(struct hutch_gov_exec *x, const char *tool,
     return r;
 }
 
-int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
-                   struct hutch_tool_reply *reply)
-{
-    struct hutch_gov_exec *x = arg;
-    struct hutch_gov *g = x->g;
-    const struct hutch_catalog_entry *e;
-    char reason[512] = "";
-    uint64_t t0, retry = 0;
-    double dur;
-    cJSON *extra;
-    void *ref;
-    int r, source;
+/* A call's decision, between deciding and concluding. */
+struct verdict {
+    int r;      /* 0 allow, negative deny, HUTCH_POLICY_ASK: ask the user */
+    int source; /* the tool is a taint source */
+    double dur; /* ms the decision took */
+    char reason[512];
+    cJSON *extra; /* for the audit record */
+};
 
-    e = hutch_bridge_find(x->bridge, tool, timeout_ms, &ref);
-    if (!e) {
-        /* Nothing to decide. */
-        r = unknown(x, tool, reply);
-        goto out;
-    }
-    t0 = hutch_now_us(); /* the decision: rate limit, globs, hook */
+/* The rate limit, the policy and the taint rule on a call of e.  Never
+ * blocks (the question, if any, is conclude's). */
+static void decide(struct hutch_gov_exec *x, const struct hutch_catalog_entry *e,
+                   const cJSON *args, struct verdict *v)
+{
+    struct hutch_gov *g = x->g;
+    uint64_t t0 = hutch_now_us(), retry = 0;
+
+    v->reason[0] = '\0';
     if (hutch_rate_take(g->rate, x->principal, "tool_call",
                         hutch_policy_rate(x->policy)->tool_calls_per_minute,
                         hutch_now_ms(), &retry) < 0) {
-        snprintf(reason, sizeof(reason),
+        snprintf(v->reason, sizeof(v->reason),
                  "rate limit: more than %u tool calls per minute for principal \"%s\"; "
                  "retry in %llu ms",
                  hutch_policy_rate(x->policy)->tool_calls_per_minute, x->principal,
                  (unsigned long long)retry);
-        r = -EAGAIN;
+        v->r = -EAGAIN;
     } else {
-        r = hutch_policy_check_tool(x->policy, x->principal, x->execution, e->server,
-                                    e->tool, args, reason, sizeof(reason));
+        v->r = hutch_policy_check_tool(x->policy, x->principal, x->execution, e->server,
+                                       e->tool, args, v->reason, sizeof(v->reason));
     }
-    extra = cJSON_CreateObject();
+    v->extra = cJSON_CreateObject();
     /* Whether the tool is a taint source: asked once, for the audit record
      * and for the mark after the call. */
-    source = hutch_policy_taint_source(x->policy, e->server, e->tool) != NULL;
-    r = taint_rule(x, e, source, r, reason, sizeof(reason), extra);
-    dur = (double)(hutch_now_us() - t0) / 1000.0;
+    v->source = hutch_policy_taint_source(x->policy, e->server, e->tool) != NULL;
+    v->r = taint_rule(x, e, v->source, v->r, v->reason, sizeof(v->reason), v->extra);
+    v->dur = (double)(hutch_now_us() - t0) / 1000.0;
+}
+
+/* Asks the user when the verdict says so, audits the decision (takes
+ * v->extra): 0 when the call goes ahead, else -EPERM with reply saying
+ * why. */
+static int conclude(struct hutch_gov_exec *x, const struct hutch_catalog_entry *e,
+                    const cJSON *args, int timeout_ms, struct verdict *v,
+                    struct hutch_tool_reply *reply)
+{
+    struct hutch_gov *g = x->g;
+    int r = v->r;
+
     if (r == HUTCH_POLICY_ASK)
-        r = ask_user(x, e->qualified, args, timeout_ms, reason, sizeof(reason), extra);
-    cJSON_AddItemToObject(extra, "args",
+        r = ask_user(x, e->qualified, args, timeout_ms, v->reason, sizeof(v->reason),
+                     v->extra);
+    cJSON_AddItemToObject(v->extra, "args",
                           hutch_audit_args(g->audit, args, secret, x->policy));
     hutch_audit_log(g->audit, "tool_call", x->principal, x->execution, e->qualified,
-                    r == 0 ? "allow" : "deny", r == 0 ? NULL : reason, dur, extra);
-    cJSON_Delete(extra);
+                    r == 0 ? "allow" : "deny", r == 0 ? NULL : v->reason, v->dur,
+                    v->extra);
+    cJSON_Delete(v->extra);
+    v->extra = NULL;
     if (r < 0) {
         hutch_metrics_denial(HUTCH_DENIAL_TOOL_CALL, r == -EAGAIN);
         reply->code = "denied";
-        reply->message = strdup(reason[0] ? reason : "denied by the policy");
+        reply->message = strdup(v->reason[0] ? v->reason : "denied by the policy");
         reply->tool = strdup(e->qualified);
         reply->server = strdup(e->server);
-        r = -EPERM;
-        goto out;
+        return -EPERM;
     }
-    /* The entry the policy decided on is the one called: one lookup. */
+    return 0;
+}
+
+/* An allowed call of e, on this thread. */
+static int call(struct hutch_gov_exec *x, const struct hutch_catalog_entry *e,
+                int source, const cJSON *args, int timeout_ms,
+                struct hutch_tool_reply *reply)
+{
+    int r;
+
     /* The upstream may ask the user (2026 input_required): through this
      * execution's client, on this thread, for this call only. */
     hutch_upstreams_set_elicitor(&x->elicit);
@@ -683,8 +704,135 @@ int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_m
      * result may carry a third party's text as well). */
     if (source)
         hutch_gov_taint(x, e->qualified);
-out:
+    return r;
+}
+
+int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                   struct hutch_tool_reply *reply)
+{
+    struct hutch_gov_exec *x = arg;
+    const struct hutch_catalog_entry *e;
+    struct verdict v;
+    void *ref;
+    int r;
+
+    e = hutch_bridge_find(x->bridge, tool, timeout_ms, &ref);
+    if (!e) {
+        /* Nothing to decide. */
+        r = unknown(x, tool, reply);
+    } else {
+        decide(x, e, args, &v);
+        r = conclude(x, e, args, timeout_ms, &v, reply);
+        /* The entry the policy decided on is the one called: one lookup. */
+        if (r == 0)
+            r = call(x, e, v.source, args, timeout_ms, reply);
+    }
     hutch_bridge_catalog_put(x->bridge, ref);
+    return r;
+}
+
+/* A call hutch_gov_tool_start decided: the rest of it, on a worker or on
+ * the upstream's reader. */
+struct gcall {
+    struct hutch_gov_exec *x;
+    const struct hutch_catalog_entry *e;
+    void *ref; /* the catalog e is in */
+    struct verdict v;
+    hutch_tool_done_fn done;
+    void *done_arg;
+};
+
+static void gcall_free(struct gcall *gc)
+{
+    cJSON_Delete(gc->v.extra);
+    hutch_bridge_catalog_put(gc->x->bridge, gc->ref);
+    free(gc);
+}
+
+static void gcall_drop(void *arg)
+{
+    gcall_free(arg);
+}
+
+/* The question to the user, then the call (a worker's). */
+static int gcall_ask(void *arg, const cJSON *args, int timeout_ms,
+                     struct hutch_tool_reply *reply)
+{
+    struct gcall *gc = arg;
+    int r = conclude(gc->x, gc->e, args, timeout_ms, &gc->v, reply);
+
+    if (r == 0)
+        r = call(gc->x, gc->e, gc->v.source, args, timeout_ms, reply);
+    gcall_free(gc);
+    return r;
+}
+
+/* The call, allowed, on a worker (its server needs a thread). */
+static int gcall_call(void *arg, const cJSON *args, int timeout_ms,
+                      struct hutch_tool_reply *reply)
+{
+    struct gcall *gc = arg;
+    int r = call(gc->x, gc->e, gc->v.source, args, timeout_ms, reply);
+
+    gcall_free(gc);
+    return r;
+}
+
+/* The upstream answered: the mark first, as call() makes it. */
+static void gcall_done(void *arg, int r, struct hutch_tool_reply *reply)
+{
+    struct gcall *gc = arg;
+    hutch_tool_done_fn done = gc->done;
+    void *done_arg = gc->done_arg;
+
+    if (gc->v.source)
+        hutch_gov_taint(gc->x, gc->e->qualified);
+    gcall_free(gc);
+    done(done_arg, r, reply);
+}
+
+int hutch_gov_tool_start(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                         struct hutch_tool_reply *reply, hutch_tool_done_fn done,
+                         void *done_arg, struct hutch_tool_cont *cont)
+{
+    struct hutch_gov_exec *x = arg;
+    struct hutch_catalog *cat;
+    struct gcall *gc = calloc(1, sizeof(*gc));
+    int r;
+
+    if (!gc)
+        return HUTCH_TOOL_THREAD;
+    gc->x = x;
+    gc->done = done;
+    gc->done_arg = done_arg;
+    /* A tool the catalog lacks now may be a server's still starting: its
+     * wait, and what is said of it, are hutch_gov_tool's. */
+    cat = hutch_bridge_catalog_get(x->bridge, &gc->ref);
+    gc->e = cat ? hutch_catalog_find(cat, tool) : NULL;
+    if (!gc->e) {
+        gcall_free(gc);
+        return HUTCH_TOOL_THREAD;
+    }
+    decide(x, gc->e, args, &gc->v);
+    if (gc->v.r == HUTCH_POLICY_ASK) {
+        *cont = (struct hutch_tool_cont){gcall_ask, gcall_drop, gc};
+        return HUTCH_TOOL_THREAD;
+    }
+    if ((r = conclude(x, gc->e, args, timeout_ms, &gc->v, reply)) < 0) {
+        gcall_free(gc);
+        return r;
+    }
+    r = hutch_bridge_call_start(x->bridge, x->principal, gc->e, args, timeout_ms, reply,
+                                gcall_done, gc);
+    if (r > 0)
+        return HUTCH_TOOL_STARTED; /* gc is gcall_done's */
+    if (r == 0) {
+        *cont = (struct hutch_tool_cont){gcall_call, gcall_drop, gc};
+        return HUTCH_TOOL_THREAD;
+    }
+    if (gc->v.source)
+        hutch_gov_taint(x, gc->e->qualified);
+    gcall_free(gc);
     return r;
 }
 

@@ -254,5 +254,12 @@ int hutch_gov_output(struct hutch_policy *p, const char *path, char *resolved,
  * then call the bridge. */
 int hutch_gov_tool(void *arg, const char *tool, const cJSON *args, int timeout_ms,
                    struct hutch_tool_reply *reply);
+/* hutch_tool_start_fn (exec.h) of the same: the decision on the caller's
+ * thread, and the call sent from it when its server allows
+ * (hutch_bridge_call_start); a question to the user, a server that needs
+ * a thread and a tool the catalog does not have yet go on a worker. */
+int hutch_gov_tool_start(void *arg, const char *tool, const cJSON *args, int timeout_ms,
+                         struct hutch_tool_reply *reply, hutch_tool_done_fn done,
+                         void *done_arg, struct hutch_tool_cont *cont);
 
 #endif

@@ -860,6 +860,7 @@ int hutch_job_run(struct hutch_jobs *j, struct hutch_job_req *job,
     req.stream_fd_err = job->stream_fd_err;
     req.tool = hutch_gov_tool;
     req.tool_arg = &gx;
+    req.tool_start = hutch_gov_tool_start;
     req.search = hutch_gov_search;
     req.search_arg = &gx;
     req.cancel = job->cancel;

@@ -77,6 +77,8 @@ static int64_t sandboxes_alive;
 static double start_time;
 /* Atomics: fed from the HTTP transport's threads. */
 static uint64_t http_events[HUTCH_HTTP_EVENT_COUNT];
+/* Tool calls by the thread that handled them: [0] a worker, [1] the loop. */
+static uint64_t tool_threads[2];
 
 __attribute__((constructor)) static void metrics_start_time(void)
 {
@@ -159,6 +161,11 @@ void hutch_metrics_tool_call(const char *server, const char *outcome)
     pthread_mutex_lock(&m.mu);
     server_slot(server)->count[o]++;
     pthread_mutex_unlock(&m.mu);
+}
+
+void hutch_metrics_tool_thread(int loop)
+{
+    __atomic_add_fetch(&tool_threads[loop != 0], 1, __ATOMIC_RELAXED);
 }
 
 void hutch_metrics_denial(enum hutch_metrics_denial what, int rate_limit)
@@ -307,6 +314,17 @@ static int render_calls(struct hutch_buf *b, const struct snapshot *s)
                                 call_outcomes[o], NULL};
             r = sample(b, "hutch_tool_calls_total", kv, (double)s->server[i].count[o]);
         }
+    if (r == 0)
+        r = family(b, "hutch_tool_call_threads_total", "counter",
+                   "Tool calls from sandboxes by the thread that handled them: the "
+                   "execution's loop (sent from it, answered by the upstream's reader) "
+                   "or a worker (HTTP and 2026-era upstreams, questions to the user, "
+                   "servers still starting).");
+    for (int t = 0; r == 0 && t < 2; t++) {
+        const char *kv[] = {"thread", t ? "loop" : "worker", NULL};
+        r = sample(b, "hutch_tool_call_threads_total", kv,
+                   (double)__atomic_load_n(&tool_threads[t], __ATOMIC_RELAXED));
+    }
     if (r == 0)
         r = family(b, "hutch_policy_denials_total", "counter",
                    "Policy decisions that denied, as audited, by what was asked for "

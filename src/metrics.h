@@ -43,6 +43,9 @@ void hutch_metrics_execution(const char *executor, enum hutch_metrics_outcome ou
  * sees: "denied", "upstream", "timeout" …).  server NULL: the call named
  * no tool of a known server. */
 void hutch_metrics_tool_call(const char *server, const char *outcome);
+/* One tool call handled on the execution's loop (loop non-zero: sent
+ * from it or answered at once there) or on a worker thread. */
+void hutch_metrics_tool_thread(int loop);
 /* One "deny" decision of the policy, as audited; rate_limit: the rate
  * limit refused it rather than the rules. */
 void hutch_metrics_denial(enum hutch_metrics_denial what, int rate_limit);

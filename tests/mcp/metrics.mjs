@@ -293,6 +293,13 @@ t.is(val(m.p, "hutch_tool_calls_total", { server: "everything", outcome: "invali
 t.is(val(m.p, "hutch_tool_calls_total", { server: "", outcome: "unknown_tool" }), 1,
   "a call to an unknown tool counts under server \"\"");
 t.is(val(m.p, "hutch_tool_calls_total"), (runs.tools || []).length, "as many tool calls as the run recorded");
+// everything is a stdio server of the 2025 era: its calls go out from the
+// execution's loop, and so are a denial and invalid arguments answered; a
+// tool the catalog lacks goes to a worker (its server may be starting).
+t.is(val(m.p, "hutch_tool_call_threads_total", { thread: "loop" }), 4,
+  "four tool calls handled on the execution's loop (two sent, one denied, one invalid)");
+t.is(val(m.p, "hutch_tool_call_threads_total", { thread: "worker" }), 1,
+  "the unknown tool's call went to a worker");
 t.is(val(m.p, "hutch_policy_denials_total", { kind: "execution", reason: "policy" }), 1, "policy denials: 1 execution");
 t.is(val(m.p, "hutch_policy_denials_total", { kind: "tool_call", reason: "policy" }), 1, "policy denials: 1 tool call");
 t.is(val(m.p, "hutch_upstream_state", { server: "everything", state: "ready" }), 1, "upstream state gauge: everything ready");

@@ -182,6 +182,249 @@ static uint64_t later(void)
     return hutch_now_ms() + WAIT_MS;
 }
 
+/* --- calls started from the loop (hutch_calls_set_start) ---------------- */
+
+/* The start function: "now.*" answers at once, "sync.*" ends (done) before
+ * it returns, "later.N" ends when the test calls finish_later(N) from a
+ * thread of its own, "ask.*" hands a decided call to a worker (cont),
+ * anything else needs a worker from the start. */
+struct later {
+    hutch_tool_done_fn done;
+    void *done_arg;
+    struct hutch_tool_reply *reply;
+    cJSON *args;
+};
+static struct later laters[HUTCH_CALL_WORKERS + 8];
+static int nstart, nlater, cont_runs, cont_drops;
+
+static int cont_run(void *arg, const cJSON *args, int timeout_ms,
+                    struct hutch_tool_reply *reply)
+{
+    (void)timeout_ms;
+    pthread_mutex_lock(&mu);
+    cont_runs++;
+    pthread_mutex_unlock(&mu);
+    free(arg);
+    reply->result = cJSON_Duplicate(args, 1);
+    cJSON_AddTrueToObject(reply->result, "asked");
+    return 0;
+}
+
+static void cont_drop(void *arg)
+{
+    pthread_mutex_lock(&mu);
+    cont_drops++;
+    pthread_mutex_unlock(&mu);
+    free(arg);
+}
+
+static int start_fn(void *arg, const char *name, const cJSON *args, int timeout_ms,
+                    struct hutch_tool_reply *reply, hutch_tool_done_fn done,
+                    void *done_arg, struct hutch_tool_cont *cont)
+{
+    (void)arg;
+    (void)timeout_ms;
+    pthread_mutex_lock(&mu);
+    nstart++;
+    pthread_mutex_unlock(&mu);
+    if (!strncmp(name, "now.", 4)) {
+        reply->result = cJSON_Duplicate(args, 1);
+        return 0;
+    }
+    if (!strncmp(name, "sync.", 5)) {
+        reply->result = cJSON_Duplicate(args, 1);
+        done(done_arg, 0, reply);
+        return HUTCH_TOOL_STARTED;
+    }
+    if (!strncmp(name, "later.", 6)) {
+        int n = atoi(name + 6);
+        pthread_mutex_lock(&mu);
+        laters[n] = (struct later){done, done_arg, reply, cJSON_Duplicate(args, 1)};
+        nlater++;
+        pthread_mutex_unlock(&mu);
+        return HUTCH_TOOL_STARTED;
+    }
+    if (!strncmp(name, "ask.", 4)) {
+        *cont = (struct hutch_tool_cont){cont_run, cont_drop, malloc(16)};
+        return HUTCH_TOOL_THREAD;
+    }
+    return HUTCH_TOOL_THREAD;
+}
+
+static void *finish_main(void *arg)
+{
+    struct later l = *(struct later *)arg;
+    l.reply->result = l.args ? l.args : cJSON_CreateObject();
+    l.done(l.done_arg, 0, l.reply);
+    return NULL;
+}
+
+/* Ends later.n from a thread of its own, as an upstream's reader would. */
+static void finish_later(int n)
+{
+    pthread_t th;
+    pthread_create(&th, NULL, finish_main, &laters[n]);
+    pthread_join(th, NULL);
+}
+
+static void reset_start(void)
+{
+    reset();
+    pthread_mutex_lock(&mu);
+    memset(laters, 0, sizeof(laters));
+    nstart = nlater = cont_runs = cont_drops = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+static struct hutch_calls *new_started(struct sink *k, struct hutch_call_log *rec)
+{
+    struct hutch_calls *q;
+    sink_init(k);
+    q = hutch_calls_new(tool, NULL, k->fd[1], rec);
+    if (q)
+        hutch_calls_set_start(q, start_fn);
+    return q;
+}
+
+static void test_started(void)
+{
+    struct sink k;
+    struct hutch_call_log rec = {0};
+    cJSON *args = cJSON_Parse("{\"message\":\"x\"}"), *m;
+    struct hutch_calls *q = new_started(&k, &rec);
+    int good = 1;
+
+    reset_start();
+    for (int i = 1; i <= 100; i++) {
+        hutch_calls_submit(q, i, "sync.echo", cJSON_Duplicate(args, 1), later());
+        if (take_until(q, &k, i) != i)
+            good = 0;
+    }
+    ok(good && started == 0 && nstart == 100,
+       "started: 100 calls ended inside their start, none on a worker (%d)", started);
+    m = cJSON_GetArrayItem(k.sent, 99);
+    ok(m && num(m, "id") == 100 && cJSON_IsTrue(cJSON_GetObjectItem(m, "ok")) &&
+           !strcmp(str(cJSON_GetObjectItem(m, "result"), "message"), "x"),
+       "started: the answer carries the id and the result");
+
+    /* Ended later by other threads, in another order than they started. */
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "later.%d", i);
+        hutch_calls_submit(q, 101 + i, name, cJSON_Duplicate(args, 1), later());
+    }
+    sink_read(&k);
+    ok(cJSON_GetArraySize(k.sent) == 100 && nlater == 3,
+       "started: three calls on their way, none answered yet");
+    finish_later(2);
+    finish_later(0);
+    finish_later(1);
+    ok(take_until(q, &k, 103) == 103 &&
+           num(cJSON_GetArrayItem(k.sent, 100), "id") == 103 &&
+           num(cJSON_GetArrayItem(k.sent, 101), "id") == 101 &&
+           num(cJSON_GetArrayItem(k.sent, 102), "id") == 102,
+       "started: answered in the order they ended");
+
+    hutch_calls_submit(q, 104, "now.echo", cJSON_Duplicate(args, 1), later());
+    hutch_calls_submit(q, 105, "ask.echo", cJSON_Duplicate(args, 1), later());
+    hutch_calls_submit(q, 106, "plain", cJSON_Duplicate(args, 1), later());
+    take_until(q, &k, 106);
+    {
+        const cJSON *asked = NULL, *plain = NULL, *now = NULL;
+        cJSON_ArrayForEach(m, k.sent)
+        {
+            if (num(m, "id") == 104)
+                now = m;
+            if (num(m, "id") == 105)
+                asked = m;
+            if (num(m, "id") == 106)
+                plain = m;
+        }
+        ok(now && cJSON_IsTrue(cJSON_GetObjectItem(now, "ok")),
+           "started: a call answered at once comes back");
+        ok(asked &&
+               cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(asked, "result"),
+                                                "asked")) &&
+               cont_runs == 1,
+           "started: a decided call goes on on a worker (its cont)");
+        ok(plain && cJSON_IsTrue(cJSON_GetObjectItem(plain, "ok")) && started == 1,
+           "started: one it cannot start runs on a worker from the start");
+    }
+    hutch_calls_free(q);
+    ok((int)rec.n == 106, "started: every call recorded (%d)", (int)rec.n);
+    cJSON_Delete(args);
+    hutch_call_log_free(&rec);
+    sink_free(&k);
+}
+
+/* The execution ends with calls on their way: nothing more is sent, they
+ * are recorded as unfinished, free waits for their end, and a decided call
+ * a worker never ran is dropped. */
+static void *finish_soon(void *arg)
+{
+    (void)arg;
+    usleep(200 * 1000);
+    finish_later(0);
+    return NULL;
+}
+
+static void test_started_end(void)
+{
+    struct sink k;
+    struct hutch_call_log rec = {0};
+    struct hutch_calls *q = new_started(&k, &rec);
+    pthread_t th;
+    int id = 1;
+
+    reset_start();
+    hutch_calls_submit(q, id++, "later.0", NULL, later());
+    /* Every worker busy: the decided call waits in the queue. */
+    for (int i = 0; i < HUTCH_CALL_WORKERS; i++)
+        hutch_calls_submit(q, id++, "gate.5", NULL, hutch_now_ms() + 3000);
+    wait_started(HUTCH_CALL_WORKERS);
+    hutch_calls_submit(q, id++, "ask.echo", NULL, later());
+    hutch_calls_end(q);
+    pthread_create(&th, NULL, finish_soon, NULL);
+    hutch_calls_free(q); /* waits for later.0 */
+    pthread_join(th, NULL);
+    sink_read(&k);
+    ok(cJSON_GetArraySize(k.sent) == 0, "started, ended: nothing sent after the end");
+    ok((int)rec.n == id - 1 && !strcmp(rec.v[0].outcome, "unfinished"),
+       "started, ended: the call on its way is recorded as unfinished (%d)",
+       (int)rec.n);
+    ok(cont_runs == 0 && cont_drops == 1,
+       "started, ended: the decided call never ran and was dropped");
+    hutch_call_log_free(&rec);
+    sink_free(&k);
+}
+
+/* No more calls on their way than a pool has workers: past them, calls go
+ * to a worker from the start. */
+static void test_started_bound(void)
+{
+    struct sink k;
+    struct hutch_call_log rec = {0};
+    struct hutch_calls *q = new_started(&k, &rec);
+    const int n = HUTCH_CALL_WORKERS;
+
+    reset_start();
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "later.%d", i);
+        hutch_calls_submit(q, i + 1, name, NULL, later());
+    }
+    hutch_calls_submit(q, n + 1, "later.99", NULL, later());
+    ok(take_until(q, &k, 1) == 1 && num(cJSON_GetArrayItem(k.sent, 0), "id") == n + 1 &&
+           nlater == n && started == 1,
+       "bound: %d calls on their way, the next on a worker", n);
+    for (int i = 0; i < n; i++)
+        finish_later(i);
+    ok(take_until(q, &k, n + 1) == n + 1, "bound: all answered");
+    hutch_calls_free(q);
+    hutch_call_log_free(&rec);
+    sink_free(&k);
+}
+
 static void test_no_handler(void)
 {
     struct sink k;
@@ -470,5 +713,8 @@ int main(void)
     test_stuck_runner();
     test_max_calls();
     test_budget();
+    test_started();
+    test_started_end();
+    test_started_bound();
     return tap_done();
 }
