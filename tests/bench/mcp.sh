@@ -17,7 +17,9 @@
 #  3. the time of 100 sequential `echo` calls from one execution (goal < 30 ms),
 #     and the p50 per call of those calls next to a bare JSON-RPC client
 #     (newline-delimited JSON-RPC over server-everything's stdio, no SDK)
-#     making the same 100 calls, interleaved (goal: hutch / bare ≤ 1.3×).
+#     making the same 100 calls, interleaved (goal: hutch / bare ≤ 1.5×,
+#     issue 22), and the same bare client through socat, a relay that only
+#     copies bytes: what any process in the middle costs.
 # Needs the npm packages of tests/mcp (npm ci there) and node (Node ≥ 20).
 here=$(cd "$(dirname "$0")" && pwd)
 NODE=${NODE:-$(command -v node || echo /usr/bin/node)}
