@@ -9,14 +9,15 @@
  * the loop decides a call and sends it upstream itself, and whoever sees
  * the upstream's answer (a stdio server's I/O thread) ends it: call_done
  * writes the tool_result as a worker would.  No thread waits for it, so a
- * call costs two thread hops less.  What the start function cannot finish
- * without blocking (a question to the user, an HTTP or 2026-era server, a
- * tool of a server still starting) it hands back, and a worker goes on
- * with it.  A started call has two references, the loop's and call_done's
- * (call_done may come before the start function returns); at most
- * HUTCH_CALL_WORKERS are on their way at once, further ones take a worker,
- * and hutch_calls_free waits until every started call has ended (its
- * answer, its timeout, or its server's end: upstream_stdio.c ends each).
+ * call costs two thread hops less.  The loop is held meanwhile only by
+ * what never blocks: the decision (a policy hook has HUTCH_POLICY_HOOK_MS
+ * of CPU at most) and a write the pipe takes at once.  What the start function cannot
+ * finish without blocking (a question to the user, an HTTP or 2026-era server, a tool
+ * of a server still starting) it hands back, and a worker goes on with it.  A started
+ * call has two references, the loop's and call_done's (call_done may come before the
+ * start function returns); at most HUTCH_CALL_WORKERS are on their way at once, further
+ * ones take a worker, and hutch_calls_free waits until every started call has ended
+ * (its answer, its timeout, or its server's end: upstream_stdio.c ends each).
  *
  * Workers.  Calls run on worker threads so that Promise.all and Python
  * threads get concurrent upstream calls, and a slow call never stops the
