@@ -62,6 +62,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,8 +106,9 @@ struct hutch_calls {
     int nworkers; /* created; changed by the loop only */
     bool stop;    /* the execution ended: nothing starts, nothing is sent */
     pthread_t workers[HUTCH_CALL_WORKERS];
-    int pipe[2]; /* a byte: the loop must look */
-    int chan_fd; /* the runner's channel, non-blocking */
+    int pipe[2];        /* a byte: the loop must look */
+    atomic_bool nudged; /* a byte may be in the pipe */
+    int chan_fd;        /* the runner's channel, non-blocking */
     struct hutch_buf unsent;
     size_t unsent_off;
     size_t unsent_cost;          /* unsent bytes charged to budget */
@@ -180,6 +182,7 @@ static void record_locked(struct hutch_calls *q, int64_t id, const char *tool,
 
 static void nudge(struct hutch_calls *q)
 {
+    atomic_store(&q->nudged, true);
     if (write(q->pipe[1], "c", 1) < 0) {
         /* the pipe is full: the loop has enough to wake up for */
     }
@@ -460,6 +463,23 @@ static int enqueue(struct hutch_calls *q, struct call *c, bool is_open)
     return r;
 }
 
+/* What the loop must hear: the failure, once the pipe is drained (always
+ * when it polled readable, `always`; else only when a byte may be in it,
+ * which after most calls it is not). */
+static int take(struct hutch_calls *q, bool always)
+{
+    char buf[64];
+    bool failed;
+
+    if (atomic_exchange(&q->nudged, false) || always)
+        while (read(q->pipe[0], buf, sizeof(buf)) > 0)
+            ;
+    pthread_mutex_lock(&q->mu);
+    failed = q->failed;
+    pthread_mutex_unlock(&q->mu);
+    return failed ? -EPIPE : 0;
+}
+
 /* The end of a call start() sent: on the upstream's reader, or on the
  * loop's thread inside start_fn. */
 static void call_done(void *arg, int r, struct hutch_tool_reply *reply)
@@ -630,14 +650,14 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSO
             if (q->start_fn && strcmp(tool, HUTCH_CALLS_SEARCH) &&
                 strcmp(tool, HUTCH_CALLS_DESCRIBE) && room_to_start(q)) {
                 start(q, c);
-                return hutch_calls_take(q);
+                return take(q, false);
             }
             r = enqueue(q, c, false);
             if (r == 0) {
                 if (strcmp(tool, HUTCH_CALLS_SEARCH) &&
                     strcmp(tool, HUTCH_CALLS_DESCRIBE))
                     hutch_metrics_tool_thread(0);
-                return hutch_calls_take(q);
+                return take(q, false);
             }
             call_free(c);
             reply.code = "internal";
@@ -649,20 +669,12 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSO
     free(reply.message);
     free(reply.tool);
     free(reply.server);
-    return hutch_calls_take(q);
+    return take(q, false);
 }
 
 int hutch_calls_take(struct hutch_calls *q)
 {
-    char buf[64];
-    bool failed;
-
-    while (read(q->pipe[0], buf, sizeof(buf)) > 0)
-        ;
-    pthread_mutex_lock(&q->mu);
-    failed = q->failed;
-    pthread_mutex_unlock(&q->mu);
-    return failed ? -EPIPE : 0;
+    return take(q, true);
 }
 
 int hutch_calls_unsent(struct hutch_calls *q)

@@ -138,6 +138,12 @@ def _set_env(env):
             posix.environ[k.encode()] = v.encode()
 
 
+# A read's size: a bytes object this large comes from the heap, where a
+# larger one is an mmap, shrunk with mremap and unmapped again: three
+# system calls for every message (a tool call's answer, mostly).
+_READ = 1 << 16
+
+
 def _recv():
     """The next message from the core; blocks."""
     global _inbuf
@@ -150,7 +156,7 @@ def _recv():
             _protocol_error('message longer than 8 MiB')
         seen = len(_inbuf)
         try:
-            chunk = posix.read(_fd, 1 << 18)
+            chunk = posix.read(_fd, _READ)
         except OSError as e:
             _protocol_error('cannot read the channel: %s' % e.strerror)
         if not chunk:
@@ -659,7 +665,7 @@ def _job_waiting():
     try:
         posix.set_blocking(_fd, False)
         try:
-            chunk = posix.read(_fd, 1 << 18)
+            chunk = posix.read(_fd, _READ)
         finally:
             posix.set_blocking(_fd, True)
     except BlockingIOError:
