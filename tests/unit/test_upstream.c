@@ -1022,6 +1022,12 @@ static void test_live(void)
     text = call_text(u, "garbage", "replies", NULL, 0, &rc, &err);
     ok(text != NULL, "and answers again (%s)", text ? "ok" : err.msg);
     free(text);
+    via_start = true;
+    text = call_text(u, "garbage", "junk", NULL, 10000, &rc, &err);
+    via_start = false;
+    ok(!text && (rc == -EPROTO || rc == -ECONNRESET || rc == -ETIMEDOUT),
+       "started: garbage and a 17 MiB line: %d: %s", rc, err.msg);
+    ok(wait_state(u, "garbage", "ready", 10000), "started: garbage is restarted");
 
     {
         struct acall last;
