@@ -11,13 +11,15 @@
  * writes the tool_result as a worker would.  No thread waits for it, so a
  * call costs two thread hops less.  The loop is held meanwhile only by
  * what never blocks: the decision (a policy hook has HUTCH_POLICY_HOOK_MS
- * of CPU at most) and a write the pipe takes at once.  What the start function cannot
- * finish without blocking (a question to the user, an HTTP or 2026-era server, a tool
- * of a server still starting) it hands back, and a worker goes on with it.  A started
- * call has two references, the loop's and call_done's (call_done may come before the
- * start function returns); at most HUTCH_CALL_WORKERS are on their way at once, further
- * ones take a worker, and hutch_calls_free waits until every started call has ended
- * (its answer, its timeout, or its server's end: upstream_stdio.c ends each).
+ * of CPU at most) and a write the pipe takes at once.  What the start
+ * function cannot finish without blocking (a question to the user, an HTTP
+ * or 2026-era server, a tool of a server still starting) it hands back,
+ * and a worker goes on with it.  A started call has two references, the
+ * loop's and call_done's (call_done may come before the start function
+ * returns); at most HUTCH_CALL_WORKERS are on their way at once, further
+ * ones take a worker, and hutch_calls_free waits until every started call
+ * has ended (its answer, its timeout, or its server's end: upstream_stdio.c
+ * ends each).
  *
  * Workers.  Calls run on worker threads so that Promise.all and Python
  * threads get concurrent upstream calls, and a slow call never stops the
@@ -346,6 +348,12 @@ static void answer(struct hutch_calls *q, struct call *c, int64_t id, const char
         call_free(c);
 }
 
+/* A call of an upstream's tool: neither a search nor a describe. */
+static bool is_tool_call(const char *tool)
+{
+    return strcmp(tool, HUTCH_CALLS_SEARCH) && strcmp(tool, HUTCH_CALLS_DESCRIBE);
+}
+
 /* A call ends well before its execution's deadline: the program gets a
  * `timeout` error it can catch, with time left to go on (the server's own
  * per-call limit may be lower still). */
@@ -390,8 +398,7 @@ static void *worker_main(void *arg)
             struct hutch_tool_cont cont = c->cont;
             c->cont = (struct hutch_tool_cont){0}; /* run frees its arg */
             r = cont.run(cont.arg, c->args, timeout_ms, &c->reply);
-        } else if (strcmp(c->tool, HUTCH_CALLS_SEARCH) &&
-                   strcmp(c->tool, HUTCH_CALLS_DESCRIBE))
+        } else if (is_tool_call(c->tool))
             r = q->fn(q->fn_arg, c->tool, c->args, timeout_ms, &c->reply);
         else if (q->search_fn)
             r = q->search_fn(q->search_arg,
@@ -495,27 +502,22 @@ static void call_done(void *arg, int r, struct hutch_tool_reply *reply)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Calls sent from the loop and not back yet stay within the workers'
- * number, as calls on workers do. */
-static bool room_to_start(struct hutch_calls *q)
-{
-    bool room;
-    pthread_mutex_lock(&q->mu);
-    room = q->nstarted < HUTCH_CALL_WORKERS;
-    pthread_mutex_unlock(&q->mu);
-    return room;
-}
-
 /* Hands c (its only reference, the loop's) to start_fn: sent from here and
  * answered by whoever sees the upstream's answer (call_done), answered at
- * once, or queued for a worker. */
-static void start(struct hutch_calls *q, struct call *c)
+ * once, or queued for a worker.  false, with c untouched, when as many
+ * calls as a pool has workers are on their way already (calls sent from
+ * the loop stay within that number, as calls on workers do). */
+static bool start(struct hutch_calls *q, struct call *c)
 {
     struct hutch_tool_cont cont = {0};
     bool gone;
     int r;
 
     pthread_mutex_lock(&q->mu);
+    if (q->nstarted >= HUTCH_CALL_WORKERS) {
+        pthread_mutex_unlock(&q->mu);
+        return false;
+    }
     open_add(q, c);
     c->refs = 2; /* this function's, and call_done's */
     q->nstarted++;
@@ -537,7 +539,7 @@ static void start(struct hutch_calls *q, struct call *c)
         pthread_mutex_unlock(&q->mu);
         if (gone)
             call_free(c);
-        return;
+        return true;
     }
     /* call_done never comes. */
     pthread_mutex_lock(&q->mu);
@@ -547,15 +549,16 @@ static void start(struct hutch_calls *q, struct call *c)
     if (r != HUTCH_TOOL_THREAD) {
         hutch_metrics_tool_thread(1);
         answer(q, c, c->id, c->tool, r, &c->reply, c->t0);
-        return;
+        return true;
     }
     c->cont = cont; /* dropped with c if it never runs */
     if (enqueue(q, c, true) == 0) {
         hutch_metrics_tool_thread(0);
-        return;
+        return true;
     }
     c->reply.code = "internal";
     answer(q, c, c->id, c->tool, -EAGAIN, &c->reply, c->t0);
+    return true;
 }
 
 struct hutch_calls *hutch_calls_new(hutch_tool_fn fn, void *fn_arg, int chan_fd,
@@ -647,15 +650,11 @@ int hutch_calls_submit(struct hutch_calls *q, int64_t id, const char *tool, cJSO
             c->id = id;
             c->t0 = t0;
             c->deadline_ms = deadline_ms;
-            if (q->start_fn && strcmp(tool, HUTCH_CALLS_SEARCH) &&
-                strcmp(tool, HUTCH_CALLS_DESCRIBE) && room_to_start(q)) {
-                start(q, c);
+            if (q->start_fn && is_tool_call(tool) && start(q, c))
                 return take(q, false);
-            }
             r = enqueue(q, c, false);
             if (r == 0) {
-                if (strcmp(tool, HUTCH_CALLS_SEARCH) &&
-                    strcmp(tool, HUTCH_CALLS_DESCRIBE))
+                if (is_tool_call(tool))
                     hutch_metrics_tool_thread(0);
                 return take(q, false);
             }

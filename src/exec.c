@@ -726,14 +726,12 @@ int hutch_exec_run(struct hutch_box *b, const struct hutch_exec_req *req,
     rn.budget->share = req->share;
     rn.calls =
         hutch_calls_new(req->tool, req->tool_arg, rn.sb->chan_fd, &res->tool_calls);
-    if (rn.calls) {
-        hutch_calls_set_search(rn.calls, req->search, req->search_arg);
-        hutch_calls_set_start(rn.calls, req->tool_start);
-    }
     if (!rn.calls) {
         r = hutch_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
+    hutch_calls_set_search(rn.calls, req->search, req->search_arg);
+    hutch_calls_set_start(rn.calls, req->tool_start);
     hutch_calls_set_budget(rn.calls, rn.budget);
     rn.deadline = hutch_now_ms() + timeout_ms;
     r = start_job(&rn, err);

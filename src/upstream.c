@@ -1204,9 +1204,7 @@ static void upcall_done(void *arg, int r, cJSON *reply, struct hutch_err *err)
 
     if (r == 0)
         r = take_result(uc->s, uc->what, reply, &result, err);
-    uc->done(uc->arg, r, r == 0 ? result : NULL, err);
-    if (r < 0)
-        cJSON_Delete(result);
+    uc->done(uc->arg, r, result, err); /* result is set only when r is 0 */
     free(uc);
 }
 

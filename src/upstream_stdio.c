@@ -245,15 +245,15 @@ static void async_finish(struct server *s, struct pending *p)
     int r = p->code;
 
     if (r == -ETIMEDOUT)
-        timeout_err(s, p->garbage, p->what, p->budget, &err);
+        r = timeout_err(s, p->garbage, p->what, p->budget, &err);
     else if (r < 0)
-        hutch_err_set(&err, r, "upstream %s %s during %s", s->name, p->why, p->what);
-    p->reply = NULL;
-    if (r < 0)
-        r = err.code;
-    p->done_fn(p->done_arg, r < 0 ? r : 0, r < 0 ? NULL : reply, &err);
-    if (r < 0)
+        r = hutch_err_set(&err, r, "upstream %s %s during %s", s->name, p->why,
+                          p->what);
+    if (r < 0) {
         cJSON_Delete(reply);
+        reply = NULL;
+    }
+    p->done_fn(p->done_arg, r, reply, &err);
     free(p);
 }
 
