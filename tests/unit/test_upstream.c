@@ -1044,6 +1044,9 @@ static void test_live(void)
     ok(astarted > 0 && adone == astarted,
        "started: every started call's done came exactly once (%d of %d)", adone,
        astarted);
+    /* So every call_text under via_start went the way it says. */
+    ok(arefused == 1, "started: only the HTTP server's call needed a thread (%d)",
+       arefused);
     pthread_mutex_unlock(&amu);
     ok(count_children(web) == 0, "no child process left but the HTTP server");
     ok(UNDER_TSAN || count_dir("/proc/self/task") == threads0,
